@@ -1,0 +1,83 @@
+"""``simasgd show`` and ``simasgd list``: read results, list what exists."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+
+from simasgd.commands import console, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("show")(show)
+    app.command("list")(list_things)
+
+
+def show(folder: Path = typer.Argument(..., help="A results folder written by `simasgd run`.")) -> None:
+    """Print the summary table of a results folder."""
+    from simasgd.results import RunResult
+
+    with user_errors():
+        result = RunResult.load(folder)
+    print_summary(result, folder)
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def print_summary(result, folder: Path | None = None) -> None:
+    from rich.table import Table
+
+    from simasgd.stability import stability_warnings
+
+    sc = result.scenario
+    title = (f"{sc.get('name')} · {result.backend} · {sc['algorithm']['name']} · "
+             f"{sc['workers']['count']} workers · {sc['workload']['model']} B={sc['workload']['batch_size']}")
+    table = Table(title=title)
+    cols = ["run", "updates", "time_s", "updates_per_s", "mean_staleness", "updates_to_eps", "time_to_eps",
+            "crashed", "diverged", "initial_loss", "final_loss"]
+    for c in cols:
+        table.add_column(c, justify="right")
+    for r in result.runs:
+        table.add_row(*[_fmt(getattr(r, c)) for c in cols])
+    con = console()
+    con.print(table)
+    for w in stability_warnings(result):
+        con.print(f"[yellow]warning:[/] {w}")
+    if folder is not None:
+        con.print(f"results: {folder}", markup=False)
+
+
+def list_things() -> None:
+    """List algorithms (with parameters), backends, workloads and machine presets."""
+    from rich.table import Table
+
+    from simasgd import algorithms, backends
+    from simasgd.machine import PRESETS
+
+    con = console()
+    t = Table(title="algorithms")
+    for c in ("name", "what", "parameters (default)", "backends"):
+        t.add_column(c)
+    impls = {}
+    for b in backends.BACKENDS:
+        try:
+            impls[b] = backends.load(b).ALGORITHMS
+        except Exception:  # noqa: BLE001 - an unavailable backend just has no algorithms
+            impls[b] = frozenset()
+    for a in algorithms.ALGORITHMS.values():
+        params = ", ".join(f"{p.name} ({p.default})" for p in a.params) or "—"
+        t.add_row(a.name, a.title, params, ", ".join(b for b, s in impls.items() if a.name in s) or "—")
+    con.print(t)
+    con.print("backends: " + ", ".join(f"{b}{'' if ok else ' (unavailable)'}" for b, ok in backends.available().items()))
+    con.print("workloads: mlp, logreg, least_squares (sparse = true for sparse rows); datasets: digits, synthetic, mnist:PATH")
+    con.print("machine presets: " + ", ".join([*PRESETS, "this (calibrated: simasgd calibrate)"]))

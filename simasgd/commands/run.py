@@ -1,0 +1,58 @@
+"""``simasgd run`` and ``simasgd validate``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from simasgd.commands import console, user_errors
+
+OverrideOpt = typer.Option([], "--set", "-s", help="Override a scenario key: -s workers.count=16 (repeatable).")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("validate")(validate)
+
+
+def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
+        overrides: list[str] = OverrideOpt,
+        backend: str = typer.Option("sim", "--backend", "-b", help="serial | sim | cpu | cuda"),
+        repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Results folder (default results/<name>-<backend>)."),
+        ) -> None:
+    """Run a scenario on a backend and write the results folder."""
+    from simasgd import backends, loader, progress
+    from simasgd.commands.inspect import print_summary
+
+    with user_errors():
+        sc = loader.load(scenario, overrides)
+        out = out or Path("results") / f"{sc.name}-{backend}"
+        n = repeats or sc.repeats
+        backends.load(backend)
+        with progress.bar(f"{sc.name} on {backend}", n * sc.stop.max_updates) as advance:
+            result = backends.run(sc, backend, repeats=n, out=out, advance=advance)
+    print_summary(result, out)
+
+
+def validate(files: list[Path] = typer.Argument(..., help="Scenario files to check."),
+             overrides: list[str] = OverrideOpt) -> None:
+    """Check scenario files; print every problem, one line each (exit 2 if any)."""
+    from simasgd import loader
+
+    bad = 0
+    for f in files:
+        try:
+            sc = loader.load(f, overrides)
+        except loader.ScenarioError as e:
+            bad += 1
+            # Plain print: one problem per line, never wrapped by the terminal renderer.
+            print("\n".join(e.problems), file=sys.stderr)
+            continue
+        console().print(f"{f}: ok ({sc.algorithm.name}, {sc.workers.count} workers, {sc.workload.model})",
+                        markup=False)
+    if bad:
+        raise typer.Exit(2)

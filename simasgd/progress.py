@@ -1,0 +1,28 @@
+"""Progress for long work: a rich bar on a terminal, silence elsewhere (CI, pipes, tests)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+Advance = Callable[[float], None]
+
+
+def interactive() -> bool:
+    return sys.stderr.isatty()
+
+
+@contextmanager
+def bar(description: str, total: float | None, enabled: bool | None = None) -> Iterator[Advance]:
+    """Yield ``advance(n)``; draws a bar with an ETA only when stderr is a terminal."""
+    if not (interactive() if enabled is None else enabled):
+        yield lambda n=1.0: None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=True) as p:
+        task = p.add_task(description, total=total)
+        yield lambda n=1.0: p.advance(task, n)

@@ -1,0 +1,219 @@
+"""RunResult and the results folder of DESIGN.md.
+
+A folder holds ``updates.parquet``, ``curve.parquet`` and ``summary.json``.
+Each file is written to a temporary name and renamed into place, and
+``summary.json`` — which records the row counts of the two tables — is
+written last: a killed run leaves either no summary (the folder does not
+load) or a complete, consistent one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+FORMAT = "simasgd-results"
+FORMAT_VERSION = 1
+
+UPDATE_COLUMNS: dict[str, str] = {
+    "run": "int32", "worker": "int32", "version": "int64", "read_version": "int64",
+    "staleness": "int64", "t_read": "float64", "t_write": "float64",
+    "lock_wait_s": "float64", "retries": "int32", "applied": "bool",
+}
+CURVE_COLUMNS: dict[str, str] = {"run": "int32", "t": "float64", "updates": "int64", "loss": "float64"}
+
+
+class ResultsError(ValueError):
+    pass
+
+
+@dataclass
+class RunSummary:
+    """The outcome of one repeat. ``updates`` counts applied updates."""
+
+    run: int
+    updates: int
+    time_s: float
+    updates_to_eps: int | None
+    time_to_eps: float | None
+    crashed: bool
+    diverged: bool
+    initial_loss: float
+    final_loss: float
+    mean_staleness: float
+    attempts: int = 0
+    updates_per_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: _json_float(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RunSummary":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ResultsError(f"run summary has unknown fields {sorted(unknown)}")
+        return cls(**{k: _float_back(v) for k, v in d.items()})
+
+
+@dataclass
+class RunResult:
+    """What every backend returns: the scenario as run, per-run summaries and the two tables."""
+
+    scenario: dict[str, Any]
+    backend: str
+    runs: list[RunSummary]
+    updates: pd.DataFrame
+    curve: pd.DataFrame
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scenario_hash(self) -> str:
+        return str(self.metadata.get("scenario_hash", ""))
+
+    def summary_frame(self) -> pd.DataFrame:
+        rows = [{k: v for k, v in asdict(r).items() if k != "extra"} | r.extra for r in self.runs]
+        return pd.DataFrame(rows)
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        _atomic_write(out / "updates.parquet", lambda p: _typed(self.updates, UPDATE_COLUMNS).to_parquet(p, index=False))
+        _atomic_write(out / "curve.parquet", lambda p: _typed(self.curve, CURVE_COLUMNS).to_parquet(p, index=False))
+        doc = {
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "backend": self.backend, "metadata": self.metadata, "scenario": self.scenario,
+            "rows": {"updates": len(self.updates), "curve": len(self.curve)},
+            "runs": [r.to_json() for r in self.runs],
+        }
+        text = json.dumps(doc, indent=2, allow_nan=False)
+        _atomic_write(out / "summary.json", lambda p: Path(p).write_text(text))
+        return out
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str]) -> "RunResult":
+        src = Path(folder)
+        summary = src / "summary.json"
+        if not summary.exists():
+            raise ResultsError(f"{src}: no summary.json — not a results folder, or the run did not finish")
+        try:
+            doc = json.loads(summary.read_text())
+        except json.JSONDecodeError as e:
+            raise ResultsError(f"{summary}: not valid JSON ({e})") from None
+        check_format(doc, summary)
+        updates = pd.read_parquet(src / "updates.parquet")
+        curve = pd.read_parquet(src / "curve.parquet")
+        rows = doc.get("rows", {})
+        if rows.get("updates") != len(updates) or rows.get("curve") != len(curve):
+            raise ResultsError(f"{src}: tables do not match summary.json (a run was interrupted mid-write?)")
+        return cls(scenario=doc["scenario"], backend=doc["backend"],
+                   runs=[RunSummary.from_json(r) for r in doc["runs"]],
+                   updates=updates, curve=curve, metadata=doc.get("metadata", {}))
+
+
+def check_format(doc: dict[str, Any], where: Path | str) -> None:
+    if doc.get("format") != FORMAT:
+        raise ResultsError(f"{where}: not a simasgd results file (format = {doc.get('format')!r})")
+    version = doc.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ResultsError(
+            f"{where}: results format version {version!r} is newer than this simasgd reads "
+            f"({FORMAT_VERSION}); upgrade simasgd to load it")
+    if version < 1:
+        raise ResultsError(f"{where}: unknown results format version {version!r}")
+
+
+def merge(results: list[RunResult]) -> RunResult:
+    """Repeats of one scenario on one backend, as one result; refuses to mix anything else."""
+    if not results:
+        raise ResultsError("nothing to merge")
+    first = results[0]
+    for r in results[1:]:
+        if r.backend != first.backend:
+            raise ResultsError(f"cannot merge results of backends {first.backend!r} and {r.backend!r}")
+        if r.scenario_hash != first.scenario_hash:
+            raise ResultsError(f"cannot merge results of different scenarios "
+                               f"({first.scenario_hash} vs {r.scenario_hash})")
+    runs = [run for r in results for run in r.runs]
+    if len({r.run for r in runs}) != len(runs):
+        raise ResultsError("cannot merge: run indices repeat")
+    return RunResult(first.scenario, first.backend, sorted(runs, key=lambda r: r.run),
+                     pd.concat([r.updates for r in results], ignore_index=True),
+                     pd.concat([r.curve for r in results], ignore_index=True), dict(first.metadata))
+
+
+def updates_frame(run: int, worker: Any, version: Any, read_version: Any, t_read: Any, t_write: Any,
+                  lock_wait_s: Any = 0.0, retries: Any = 0, applied: Any = True) -> pd.DataFrame:
+    """The updates table from per-attempt arrays; staleness is derived here, once, for all backends."""
+    version = np.asarray(version, dtype=np.int64)
+    n = len(version)
+    cols = {
+        "run": np.full(n, run), "worker": np.broadcast_to(worker, n), "version": version,
+        "read_version": np.broadcast_to(read_version, n),
+        "staleness": version - 1 - np.asarray(read_version, dtype=np.int64),
+        "t_read": np.broadcast_to(t_read, n), "t_write": np.broadcast_to(t_write, n),
+        "lock_wait_s": np.broadcast_to(lock_wait_s, n), "retries": np.broadcast_to(retries, n),
+        "applied": np.broadcast_to(applied, n),
+    }
+    return _typed(pd.DataFrame(cols), UPDATE_COLUMNS)
+
+
+def empty_updates() -> pd.DataFrame:
+    return _typed(pd.DataFrame({c: [] for c in UPDATE_COLUMNS}), UPDATE_COLUMNS)
+
+
+def curve_frame(run: int, t: Any, updates: Any, loss: Any) -> pd.DataFrame:
+    t = np.asarray(t, dtype=np.float64)
+    return _typed(pd.DataFrame({"run": np.full(len(t), run), "t": t, "updates": updates, "loss": loss}),
+                  CURVE_COLUMNS)
+
+
+def _typed(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ResultsError(f"table lacks columns {missing}")
+    return df[list(columns)].astype(columns).reset_index(drop=True)
+
+
+def _atomic_write(path: Path, write: Callable[[str], Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_float(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _json_float(x) for k, x in v.items()}
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return _json_float(float(v))
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def _float_back(v: Any) -> Any:
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+        return float(v)
+    if isinstance(v, dict):
+        return {k: _float_back(x) for k, x in v.items()}
+    return v

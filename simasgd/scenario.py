@@ -1,0 +1,285 @@
+"""The scenario schema of DESIGN.md as frozen pydantic models.
+
+Loading, overrides and error reporting live in :mod:`simasgd.loader`; this
+module only says what a valid scenario is. Keys may be added; the keys of
+DESIGN.md must keep working.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from simasgd import algorithms, distributions
+
+PosInt = Annotated[int, Field(ge=1)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+
+class DistSpec(Section):
+    """One timing distribution; ``mean_s`` is the mean of the whole distribution."""
+
+    dist: Literal["deterministic", "exponential", "shifted_exponential", "lognormal", "gamma", "empirical"]
+    mean_s: NonNegFloat = 0.0
+    shift_s: NonNegFloat = 0.0
+    sigma: PosFloat = 0.5
+    shape: PosFloat = 2.0
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "DistSpec":
+        if self.dist == "shifted_exponential" and self.shift_s > self.mean_s:
+            raise ValueError("shift_s must be <= mean_s (mean_s is the mean of the whole distribution)")
+        if self.dist == "empirical" and not self.path:
+            raise ValueError("empirical needs `path` (a .npy file or a text file of durations in seconds)")
+        return self
+
+    def build(self, base_dir: Path | None = None) -> distributions.Distribution:
+        samples = None
+        if self.dist == "empirical":
+            p = Path(self.path or "")
+            samples = distributions.load_samples(p if p.is_absolute() or base_dir is None else base_dir / p)
+        return distributions.make(self.dist, mean_s=self.mean_s, shift_s=self.shift_s,
+                                  sigma=self.sigma, shape=self.shape, samples=samples)
+
+
+class MachineConfig(Section):
+    """A machine: a preset, explicit keys, or a preset with some keys overridden."""
+
+    preset: str | None = None
+    sockets: PosInt | None = None
+    cores_per_socket: PosInt | None = None
+    threads_per_core: PosInt | None = None
+    local_latency_ns: NonNegFloat | None = None
+    remote_latency_ns: NonNegFloat | None = None
+    mem_bandwidth_gbs: PosFloat | None = None
+    link_bandwidth_gbs: PosFloat | None = None
+    gflops_per_core: PosFloat | None = None
+    quantum_s: PosFloat | None = None
+    context_switch_s: NonNegFloat | None = None
+
+
+class StragglerConfig(Section):
+    count: Annotated[int, Field(ge=0)] = 0
+    slowdown: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1.0
+    probability: Annotated[float, Field(ge=0, le=1)] = 0.0
+    pause: DistSpec | None = None
+
+    @model_validator(mode="after")
+    def _pause_given(self) -> "StragglerConfig":
+        if self.probability > 0 and self.pause is None:
+            raise ValueError("a transient-pause probability needs `pause = {dist = ..., mean_s = ...}`")
+        return self
+
+
+class WorkersConfig(Section):
+    count: PosInt = 1
+    placement: Union[Literal["uma", "numa", "os"], list[Annotated[int, Field(ge=0)]]] = "os"
+    stragglers: StragglerConfig = StragglerConfig()
+
+
+class WorkloadConfig(Section):
+    model: Literal["mlp", "logreg", "least_squares", "cnn"] = "mlp"
+    layers: list[PosInt] | None = None
+    dataset: str = "digits"
+    batch_size: PosInt = 64
+    dtype: Literal["float64", "float32"] = "float64"
+    sparse: bool = False
+    density: Annotated[float, Field(gt=0, le=1)] = 0.05
+    features: PosInt = 784
+    classes: Annotated[int, Field(ge=2)] = 10
+    samples: Annotated[int, Field(ge=4)] = 10000
+    test_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    eval_rows: PosInt = 10000
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v: str) -> str:
+        if v in ("digits", "synthetic") or (v.startswith("mnist:") and len(v) > 6):
+            return v
+        raise ValueError("must be 'digits', 'synthetic' or 'mnist:PATH' (a folder of IDX files)")
+
+    @model_validator(mode="after")
+    def _model_keys(self) -> "WorkloadConfig":
+        if self.layers is not None and len(self.layers) < 2:
+            raise ValueError("layers needs at least [inputs, outputs]")
+        if self.sparse and self.model not in ("logreg", "least_squares"):
+            raise ValueError(f"sparse = true is for logreg and least_squares, not {self.model}")
+        return self
+
+
+class TimingConfig(Section):
+    gradient: DistSpec | None = None
+    read: DistSpec | None = None
+    update: DistSpec | None = None
+
+
+class BackoffConfig(Section):
+    kind: Literal["none", "linear", "exponential", "random"] = "none"
+    initial_s: NonNegFloat = 1e-6
+    max_s: NonNegFloat = 1e-4
+
+
+class AlgorithmConfig(Section):
+    name: str
+    persistence: float | None = None
+    k: PosInt | None = None
+    priority: Literal["reader", "writer"] | None = None
+    backoff: BackoffConfig | None = None
+    backup: Annotated[int, Field(ge=0)] | None = None
+    bound: Annotated[int, Field(ge=0)] | None = None
+    alpha: Annotated[float, Field(gt=0, le=1)] | None = None
+    tau: PosInt | None = None
+    shards: PosInt | None = None
+    fetch_every: PosInt | None = None
+    push_every: PosInt | None = None
+    exchange_every: PosInt | None = None
+    parzen_window: PosFloat | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in algorithms.ALGORITHMS:
+            raise ValueError(f"unknown algorithm; allowed: {', '.join(algorithms.names())}")
+        return v
+
+    @field_validator("persistence", mode="before")
+    @classmethod
+    def _persistence(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "unbounded"):
+            return math.inf
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (v != math.inf and (v < 0 or v != int(v))):
+            raise ValueError("must be an integer >= 0 or \"inf\"")
+        return v
+
+    @field_validator("backoff", mode="before")
+    @classmethod
+    def _backoff_shorthand(cls, v: Any) -> Any:
+        return {"kind": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _params_belong(self) -> "AlgorithmConfig":
+        stray = stray_params(self.name, self.model_fields_set)
+        if stray:
+            raise ValueError("; ".join(stray))
+        return self
+
+    def param(self, key: str) -> Any:
+        """The parameter's value, or its registry default when not given."""
+        v = getattr(self, key)
+        if v is not None:
+            return v
+        default = next(p.default for p in algorithms.ALGORITHMS[self.name].params if p.name == key)
+        if key == "persistence":
+            return math.inf if default == "inf" else default
+        if key == "backoff":
+            return BackoffConfig(kind=default)
+        return default
+
+
+def stray_params(name: str, given: set[str] | Any) -> list[str]:
+    """Messages for parameters given to an algorithm that does not take them."""
+    info = algorithms.ALGORITHMS.get(name)
+    if info is None:
+        return []
+    takes = ", ".join(info.param_names) or "no parameters"
+    return [f"`{key}` is not a parameter of {name!r} (it takes: {takes})"
+            for key in sorted(set(given) - {"name"}) if key not in info.param_names]
+
+
+class OptimizerConfig(Section):
+    lr: PosFloat = 0.005
+    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    staleness_aware: bool = False  # step size lr / max(1, staleness) (Zhang et al. 2016)
+
+
+class StopConfig(Section):
+    epsilon: Annotated[float, Field(gt=0, le=1)] = 0.05
+    max_time_s: PosFloat = 60.0
+    max_updates: PosInt = 100_000
+    eval_every_updates: PosInt | None = None
+    eval_every_s: PosFloat | None = None
+    explode_factor: Annotated[float, Field(gt=1, allow_inf_nan=False)] = 10.0
+
+    def eval_updates(self) -> int:
+        """Updates between loss evaluations: given, or ~200 points over the budget."""
+        return self.eval_every_updates or max(1, self.max_updates // 200)
+
+
+class SimConfig(Section):
+    numerics: bool = True
+    startup_stagger_s: NonNegFloat | None = None
+    read_chunks: PosInt = 16
+
+
+class CpuConfig(Section):
+    pin: bool = True
+    join_timeout_s: PosFloat = 30.0
+    monitor_every_s: PosFloat | None = None
+
+
+class SweepConfig(Section):
+    grid: dict[str, Union[list[Any], str]] = {}
+
+
+class Scenario(Section):
+    name: str = "scenario"
+    seed: Annotated[int, Field(ge=0)] = 0
+    repeats: PosInt = 1
+    machine: MachineConfig = MachineConfig()
+    workers: WorkersConfig = WorkersConfig()
+    workload: WorkloadConfig = WorkloadConfig()
+    timing: TimingConfig = TimingConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig(name="sequential")
+    optimizer: OptimizerConfig = OptimizerConfig()
+    stop: StopConfig = StopConfig()
+    sim: SimConfig = SimConfig()
+    cpu: CpuConfig = CpuConfig()
+    sweep: SweepConfig = SweepConfig()
+    # Where the file was; relative paths (empirical samples, mnist:) resolve against it.
+    base_dir: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "Scenario":
+        a, n = self.algorithm, self.workers.count
+        if a.name == "sequential" and n != 1:
+            raise ValueError("algorithm.name = 'sequential' runs one worker; set workers.count = 1")
+        if a.name in ("k_sync", "k_async") and (a.k or 1) > n:
+            raise ValueError(f"algorithm.k = {a.k} exceeds workers.count = {n}")
+        if a.name == "backup" and (a.backup or 1) >= n:
+            raise ValueError(f"algorithm.backup = {a.backup or 1} must be < workers.count = {n}")
+        if self.workers.stragglers.count > n:
+            raise ValueError(f"workers.stragglers.count = {self.workers.stragglers.count} exceeds workers.count = {n}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The scenario as plain JSON-able data (``inf`` kept as the string "inf")."""
+        return _json_safe(self.model_dump(mode="python"))
+
+    @property
+    def hash(self) -> str:
+        """A stable digest of what was run (the name and repeats excluded)."""
+        d = self.to_dict()
+        d.pop("name", None)
+        d.pop("repeats", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, float) and math.isinf(obj):
+        return "inf" if obj > 0 else "-inf"
+    return obj

@@ -1,0 +1,64 @@
+"""The serial backend: plain sequential minibatch SGD with momentum — the reference.
+
+Every other backend is compared with this one. It ignores the algorithm and
+the worker count (one worker, staleness 0) and times only the training
+steps: loss evaluations for the curve are taken off the clock.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from simasgd import algorithms, seeds
+from simasgd.convergence import Monitor
+from simasgd.progress import Advance
+from simasgd.results import RunResult, updates_frame
+from simasgd.scenario import Scenario
+
+NAME = "serial"
+# Serial runs any scenario as sequential SGD: it is the yardstick, not an implementation of the algorithm.
+ALGORITHMS = frozenset(algorithms.names())
+
+
+def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
+    from simasgd.workloads import build_workload
+
+    wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    opt, stop = scenario.optimizer, scenario.stop
+    theta = wl.init_theta(seeds.rng(scenario.seed, run, seeds.Role.INIT))
+    batch_rng = seeds.rng(scenario.seed, run, seeds.Role.BATCH, 0)
+    grad = np.zeros_like(theta)
+    velocity = np.zeros_like(theta)
+    monitor = Monitor(stop, run)
+    monitor.observe(0.0, 0, wl.eval_loss(theta))
+    every = stop.eval_updates()
+    t_read = np.empty(stop.max_updates)
+    t_write = np.empty(stop.max_updates)
+    elapsed, u = 0.0, 0
+    while not monitor.done and not monitor.out_of_budget(elapsed, u):
+        start = time.perf_counter()
+        idx = wl.sample_batch(batch_rng, scenario.workload.batch_size)
+        wl.kernel(theta, wl.X, wl.y, idx, grad, wl.shape)
+        if opt.momentum:
+            velocity *= opt.momentum
+            velocity += grad
+            theta -= opt.lr * velocity
+        else:
+            theta -= opt.lr * grad
+        t_read[u] = elapsed
+        elapsed += time.perf_counter() - start
+        t_write[u] = elapsed
+        u += 1
+        if u % every == 0 or u == stop.max_updates:
+            monitor.observe(elapsed, u, wl.eval_loss(theta))
+            if advance is not None:
+                advance(every)
+    if monitor.updates[-1] != u:
+        monitor.observe(elapsed, u, wl.eval_loss(theta))
+    versions = np.arange(1, u + 1)
+    updates = updates_frame(run, 0, versions, versions - 1, t_read[:u], t_write[:u])
+    return RunResult(scenario=scenario.to_dict(), backend=NAME,
+                     runs=[monitor.summary(u, elapsed, np.zeros(u))],
+                     updates=updates, curve=monitor.curve(), metadata={})
