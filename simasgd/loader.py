@@ -107,7 +107,7 @@ def _stray_algorithm_params(data: dict[str, Any], label: str) -> list[str]:
     if not isinstance(alg, dict) or not isinstance(alg.get("name"), str):
         return []
     lines = []
-    for msg in stray_params(alg["name"], {k for k in alg if k in AlgorithmConfig.model_fields}):
+    for msg in stray_params(alg["name"], {k for k, v in alg.items() if k in AlgorithmConfig.model_fields and v is not None}):
         key = msg.split("`")[1]
         lines.append(f"{label}: algorithm.{key} = {_fmt(alg[key])}: {msg}")
     return lines

@@ -169,7 +169,7 @@ class AlgorithmConfig(Section):
 
     @model_validator(mode="after")
     def _params_belong(self) -> "AlgorithmConfig":
-        stray = stray_params(self.name, self.model_fields_set)
+        stray = stray_params(self.name, {k for k in self.model_fields_set if getattr(self, k) is not None})
         if stray:
             raise ValueError("; ".join(stray))
         return self
@@ -264,7 +264,7 @@ class Scenario(Section):
 
     def to_dict(self) -> dict[str, Any]:
         """The scenario as plain JSON-able data (``inf`` kept as the string "inf")."""
-        return _json_safe(self.model_dump(mode="python"))
+        return _json_safe(self.model_dump(mode="python", exclude_none=True))
 
     @property
     def hash(self) -> str:
