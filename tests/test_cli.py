@@ -1,0 +1,81 @@
+"""The CLI end to end on the serial backend: run, show, validate, list."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simasgd.cli import app
+from simasgd.results import RunResult
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK = str(REPO / "scenarios" / "quickstart.toml")
+runner = CliRunner()
+
+
+def test_run_serial_writes_three_files_and_show_reads_them(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    res = runner.invoke(app, ["run", QUICK, "--backend", "serial", "--out", str(out), "-s", "stop.max_updates=300",
+                              "--repeats", "2"])
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} == {"updates.parquet", "curve.parquet", "summary.json"}
+    r = RunResult.load(out)
+    assert [x.run for x in r.runs] == [0, 1] and r.backend == "serial"
+    assert (r.updates["staleness"] == 0).all() and r.updates["applied"].all()
+    assert r.runs[0].final_loss < r.runs[0].initial_loss  # it trained
+    # Repeats differ (own seeds) yet share the data, so their initial losses are close but not equal.
+    assert r.runs[0].initial_loss != r.runs[1].initial_loss
+    shown = runner.invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0 and "quickstart" in shown.output and "serial" in shown.output
+
+
+def test_serial_reaches_epsilon_and_is_reproducible(tmp_path: Path) -> None:
+    args = ["run", QUICK, "--backend", "serial", "-n", "1", "-s", "stop.epsilon=0.3", "-s", "stop.max_updates=3000"]
+    a = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
+    b = runner.invoke(app, [*args, "--out", str(tmp_path / "b")])
+    assert a.exit_code == b.exit_code == 0, a.output + b.output
+    ra, rb = RunResult.load(tmp_path / "a"), RunResult.load(tmp_path / "b")
+    assert ra.runs[0].updates_to_eps is not None and not ra.runs[0].diverged
+    assert ra.runs[0].updates_to_eps == rb.runs[0].updates_to_eps
+    assert ra.curve["loss"].tolist() == rb.curve["loss"].tolist()  # same seed, same numbers
+
+
+def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[workers]\ncount = 0\n[optimizer]\nlr = -1\n")
+    res = runner.invoke(app, ["validate", QUICK, str(bad)])
+    assert res.exit_code == 2
+    assert f"{bad}: workers.count = 0: must be an integer >= 1" in res.output
+    assert f"{bad}: optimizer.lr = -1: must be a number > 0" in res.output
+
+
+def test_run_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["run", QUICK, "-s", "workers.count=zero", "--backend", "serial"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    res = runner.invoke(app, ["run", QUICK, "--backend", "gpu9000"])
+    assert res.exit_code == 2 and "unknown backend" in res.output
+
+
+def test_list_names_every_algorithm() -> None:
+    from simasgd.algorithms import names
+
+    res = runner.invoke(app, ["list"])
+    assert res.exit_code == 0 and all(n in res.output for n in names())
+
+
+def test_cli_starts_without_heavy_imports() -> None:
+    code = ("import sys; import simasgd.cli; "
+            "print(sorted(m for m in ('numba', 'simpy', 'seaborn', 'torch', 'dask', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_plain_install_does_not_pull_torch() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("torch") for d in project["dependencies"])
+    assert any(d.startswith("torch") for d in project["optional-dependencies"]["test"])
