@@ -1,0 +1,333 @@
+"""Fidelity: how far a predicted result (the simulator) is from a reference (a measurement).
+
+``compare(predicted, reference)`` gives, pooled over workers and per worker,
+the KS statistic and Wasserstein distance of the staleness distributions,
+the relative error of mean staleness, the errors of its quantiles, and the
+relative errors of updates/s, updates to ε and time to ε — each with a
+bootstrap confidence interval over the runs (repeats) of both sides.
+
+Runs, not updates, are the resampling unit: updates within a run are
+correlated (they share the run's contention history), runs are independent.
+A side with a single run carries no run-to-run variation, so the interval is
+then reported as unknown (NaN) rather than as a falsely narrow one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simasgd import analysis
+from simasgd.results import ResultsError, RunResult
+
+FORMAT = "simasgd-fidelity"
+FORMAT_VERSION = 1
+
+# The targets the simulator is held to (absolute value of the point estimate).
+GOALS: dict[str, float] = {
+    "mean_staleness_rel_err": 0.05, "ks": 0.10, "updates_per_s_rel_err": 0.10, "updates_to_eps_rel_err": 0.15,
+}
+STALENESS_METRICS = ("ks", "wasserstein", "mean_staleness_rel_err", "p50_err", "p90_err", "p99_err")
+RUN_METRICS = ("updates_per_s_rel_err", "updates_to_eps_rel_err", "time_to_eps_rel_err")
+# Keys two results may differ in and still be compared: what is being modelled versus where it ran.
+COMPARABLE_DIFFS = ("name", "repeats", "machine.preset")
+
+
+class FidelityError(ResultsError):
+    pass
+
+
+@dataclass
+class Metric:
+    value: float
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    goal: float | None = None
+
+    @property
+    def ok(self) -> bool | None:
+        """Within the goal (None: no goal, or the value is undefined)."""
+        if self.goal is None or not math.isfinite(self.value):
+            return None
+        return abs(self.value) <= self.goal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": _num(self.value), "ci_low": _num(self.ci_low), "ci_high": _num(self.ci_high),
+                "goal": self.goal, "ok": self.ok}
+
+
+@dataclass
+class Side:
+    backend: str
+    scenario_hash: str
+    runs: int
+    label: str
+    outcomes: dict[str, int]
+
+
+@dataclass
+class Fidelity:
+    predicted: Side
+    reference: Side
+    overall: dict[str, Metric]
+    per_worker: dict[int, dict[str, Metric]]
+    scenario_diff: list[str] = field(default_factory=list)
+    level: float = 0.95
+    resamples: int = 1000
+
+    @property
+    def verdicts(self) -> dict[str, bool | None]:
+        return {k: self.overall[k].ok for k in GOALS if k in self.overall}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "predicted": asdict(self.predicted), "reference": asdict(self.reference),
+            "scenario_diff": self.scenario_diff, "goals": GOALS,
+            "confidence_level": self.level, "bootstrap_resamples": self.resamples,
+            "overall": {k: m.to_json() for k, m in self.overall.items()},
+            "per_worker": {str(w): {k: m.to_json() for k, m in ms.items()} for w, ms in self.per_worker.items()},
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False))
+        os.replace(tmp, path)
+        return path
+
+
+def load_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A fidelity.json, checked for format and version."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise FidelityError(f"{p}: cannot read fidelity file ({e})") from None
+    if doc.get("format") != FORMAT or not isinstance(doc.get("format_version"), int):
+        raise FidelityError(f"{p}: not a simasgd fidelity file (format = {doc.get('format')!r})")
+    if doc["format_version"] > FORMAT_VERSION:
+        raise FidelityError(f"{p}: fidelity format version {doc['format_version']} is newer than this "
+                            f"simasgd reads ({FORMAT_VERSION})")
+    return doc
+
+
+# --- comparability ----------------------------------------------------------------------------
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def scenario_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    fa, fb = flatten(a), flatten(b)
+    return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def check_comparable(predicted: RunResult, reference: RunResult) -> list[str]:
+    """The (allowed) differences between the two scenarios; raise naming the others."""
+    diffs = scenario_diff(predicted.scenario, reference.scenario)
+    bad = [d for d in diffs if d[0] not in COMPARABLE_DIFFS]
+    if bad:
+        what = "; ".join(f"{k} = {a!r} vs {b!r}" for k, a, b in bad)
+        raise FidelityError(f"refusing to compare results of different scenarios "
+                            f"({predicted.scenario_hash or '?'} vs {reference.scenario_hash or '?'}): {what} "
+                            f"(only {', '.join(COMPARABLE_DIFFS)} and the backend may differ)")
+    return [f"{k} = {a!r} vs {b!r}" for k, a, b in diffs]
+
+
+# --- the comparison ---------------------------------------------------------------------------
+
+def compare(predicted: RunResult, reference: RunResult, *, level: float = 0.95, resamples: int = 1000,
+            seed: int = 0, labels: tuple[str, str] | None = None, check: bool = True) -> Fidelity:
+    """Fidelity of ``predicted`` against ``reference`` (errors are predicted − reference)."""
+    diffs = check_comparable(predicted, reference) if check else []
+    rng = np.random.default_rng(seed)  # local, seeded: the intervals are reproducible
+    wa = _weights(rng, len(predicted.runs), resamples)
+    wb = _weights(rng, len(reference.runs), resamples)
+    overall = _group(predicted, reference, None, wa, wb, level)
+    per_worker = {w: _group(predicted, reference, w, wa, wb, level)
+                  for w in analysis.workers(predicted) if w in analysis.workers(reference)}
+    la, lb = labels or (predicted.backend, reference.backend)
+    return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples)
+
+
+def _side(r: RunResult, label: str) -> Side:
+    return Side(r.backend, r.scenario_hash, len(r.runs), label, analysis.outcomes(r))
+
+
+def _weights(rng: np.random.Generator, runs: int, resamples: int) -> np.ndarray | None:
+    """Bootstrap weights (resamples × runs): row i counts how often each run was drawn."""
+    if runs < 2 or resamples < 1:
+        return None
+    return rng.multinomial(runs, np.full(runs, 1.0 / runs), size=resamples).astype(float)
+
+
+def _group(a: RunResult, b: RunResult, worker: int | None, wa: np.ndarray | None, wb: np.ndarray | None,
+           level: float) -> dict[str, Metric]:
+    ha, hb = _run_hist(a, worker), _run_hist(b, worker)
+    sa, sb = _run_scalars(a, worker), _run_scalars(b, worker)
+    ones_a, ones_b = np.ones((1, ha.shape[0])), np.ones((1, hb.shape[0]))
+    point = _metrics(ones_a @ ha, ones_b @ hb, sa, sb, ones_a, ones_b)
+    boot = (_metrics(wa @ ha, wb @ hb, sa, sb, wa, wb) if wa is not None and wb is not None else None)
+    out = {}
+    for name, value in point.items():
+        lo = hi = math.nan
+        if boot is not None:
+            finite = boot[name][np.isfinite(boot[name])]
+            if len(finite) >= 0.9 * len(boot[name]):
+                lo, hi = (float(x) for x in np.quantile(finite, [(1 - level) / 2, (1 + level) / 2]))
+        out[name] = Metric(float(value[0]), lo, hi, GOALS.get(name))
+    return out
+
+
+def _run_hist(r: RunResult, worker: int | None) -> np.ndarray:
+    per_run = analysis.run_counts(r, worker)
+    k = max((len(c) for c in per_run.values()), default=1)
+    return np.array([np.pad(c, (0, k - len(c))) for c in per_run.values()], dtype=float).reshape(len(per_run), k)
+
+
+def _run_scalars(r: RunResult, worker: int | None) -> dict[str, np.ndarray]:
+    t = analysis.run_table(r)
+    if worker is None:
+        rate = t["updates_per_s"].to_numpy(float)
+    else:  # a worker's own update rate within each run
+        u = analysis.applied(r)
+        n = u[u["worker"] == worker].groupby("run").size()
+        rate = np.array([n.get(run.run, 0) / run.time_s if run.time_s > 0 else math.nan for run in r.runs])
+    return {"updates_per_s": rate, "updates_to_eps": t["updates_to_eps"].to_numpy(float),
+            "time_to_eps": t["time_to_eps"].to_numpy(float)}
+
+
+def _metrics(ha: np.ndarray, hb: np.ndarray, sa: dict[str, np.ndarray], sb: dict[str, np.ndarray],
+             wa: np.ndarray, wb: np.ndarray) -> dict[str, np.ndarray]:
+    """Every metric for each row of pooled histograms / run weights (vectorised over resamples)."""
+    k = max(ha.shape[1], hb.shape[1])
+    ha, hb = np.pad(ha, ((0, 0), (0, k - ha.shape[1]))), np.pad(hb, ((0, 0), (0, k - hb.shape[1])))
+    fa, fb = _cdf(ha), _cdf(hb)
+    diff = np.abs(fa - fb)
+    out = {"ks": diff.max(axis=1), "wasserstein": diff.sum(axis=1),
+           "mean_staleness_rel_err": _rel(_hist_mean(ha), _hist_mean(hb))}
+    for q in analysis.QUANTILES:
+        out[f"p{q * 100:g}_err"] = _hist_quantile(fa, q) - _hist_quantile(fb, q)
+    for name in ("updates_per_s", "updates_to_eps", "time_to_eps"):
+        out[f"{name}_rel_err"] = _rel(_weighted_mean(sa[name], wa), _weighted_mean(sb[name], wb))
+    return out
+
+
+def _cdf(h: np.ndarray) -> np.ndarray:
+    total = h.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.cumsum(h, axis=1) / total
+
+
+def _hist_mean(h: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return h @ np.arange(h.shape[1]) / h.sum(axis=1)
+
+
+def _hist_quantile(cdf: np.ndarray, q: float) -> np.ndarray:
+    # Lower quantile (numpy "inverted_cdf"): the first k with F(k) >= q; a small tolerance for rounding.
+    hit = cdf >= q - 1e-12
+    return np.where(hit.any(axis=1), hit.argmax(axis=1), np.nan).astype(float)
+
+
+def _weighted_mean(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Mean over runs of the finite values (runs that did not reach ε have NaN and are left out)."""
+    ok = np.isfinite(x)
+    wx = w[:, ok]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return wx @ x[ok] / wx.sum(axis=1) if ok.any() else np.full(w.shape[0], np.nan)
+
+
+def _rel(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """(pred − ref)/ref; 0 when both are 0, NaN when only the reference is 0 (undefined)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (pred - ref) / ref
+    return np.where((pred == 0) & (ref == 0), 0.0, np.where(ref == 0, np.nan, r))
+
+
+def _num(v: float) -> float | None:
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+# --- presenting it ----------------------------------------------------------------------------
+
+UNITS = {"ks": "", "wasserstein": "updates", "p50_err": "updates", "p90_err": "updates", "p99_err": "updates"}
+METRIC_ORDER = ("mean_staleness_rel_err", "ks", "wasserstein", "p50_err", "p90_err", "p99_err",
+                "updates_per_s_rel_err", "updates_to_eps_rel_err", "time_to_eps_rel_err")
+
+
+def fmt_value(name: str, v: float) -> str:
+    if not math.isfinite(v):
+        return "n/a"
+    return f"{v:+.1%}" if name.endswith("rel_err") else f"{v:.3g}" + (f" {UNITS[name]}" if UNITS.get(name) else "")
+
+
+def verdict_mark(ok: bool | None) -> str:
+    return {True: "✓", False: "✗", None: "·"}[ok]
+
+
+def summary_rows(fid: Fidelity) -> list[dict[str, str]]:
+    """The pooled metrics as display rows: metric, value, interval, goal, verdict."""
+    rows = []
+    for name in METRIC_ORDER:
+        m = fid.overall.get(name)
+        if m is None:
+            continue
+        ci = (f"[{fmt_value(name, m.ci_low)}, {fmt_value(name, m.ci_high)}]"
+              if math.isfinite(m.ci_low) else "n/a (needs ≥ 2 runs each)")
+        goal = "" if m.goal is None else ("≤ " + (f"{m.goal:.0%}" if name.endswith("rel_err") else f"{m.goal:g}"))
+        rows.append({"metric": name, "value": fmt_value(name, m.value), "ci": ci, "goal": goal,
+                     "verdict": verdict_mark(m.ok)})
+    return rows
+
+
+def disagreements(fid: Fidelity) -> list[str]:
+    """Plain sentences for each goal missed, pooled and per worker."""
+    out = []
+    for name, m in fid.overall.items():
+        if m.ok is False:
+            out.append(f"{name} = {fmt_value(name, m.value)} misses the goal (|·| ≤ {m.goal:g})")
+    for w, ms in fid.per_worker.items():
+        bad = [n for n in ("mean_staleness_rel_err", "ks") if ms[n].ok is False]
+        if bad:
+            out.append(f"worker {w}: " + ", ".join(f"{n} = {fmt_value(n, ms[n].value)}" for n in bad))
+    return out
+
+
+def to_markdown(fid: Fidelity, figures: list[str] | None = None) -> str:
+    p, r = fid.predicted, fid.reference
+    lines = [f"# Fidelity: {p.label} ({p.backend}, {p.runs} runs) against {r.label} ({r.backend}, {r.runs} runs)",
+             "", f"Errors are {p.label} − {r.label}; intervals: {fid.level:.0%} bootstrap over runs "
+             f"({fid.resamples} resamples).", ""]
+    if fid.scenario_diff:
+        lines += ["Scenarios differ only in: " + "; ".join(fid.scenario_diff), ""]
+    lines += ["| metric | value | interval | goal | |", "|---|---|---|---|---|"]
+    lines += [f"| {x['metric']} | {x['value']} | {x['ci']} | {x['goal']} | {x['verdict']} |" for x in summary_rows(fid)]
+    lines += ["", "Outcomes: " + "; ".join(f"{s.label}: {s.outcomes}" for s in (p, r)), ""]
+    bad = disagreements(fid)
+    lines += ["## Where they disagree", ""] + ([f"- {b}" for b in bad] or ["- nowhere: every goal is met"]) + [""]
+    if fid.per_worker:
+        lines += ["## Per worker", "", "| worker | mean staleness rel err | KS | Wasserstein | updates/s rel err |",
+                  "|---|---|---|---|---|"]
+        for w, ms in fid.per_worker.items():
+            lines.append(f"| {w} | " + " | ".join(fmt_value(n, ms[n].value) for n in
+                         ("mean_staleness_rel_err", "ks", "wasserstein", "updates_per_s_rel_err")) + " |")
+        lines.append("")
+    if figures:
+        lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figures] + [""]
+    return "\n".join(lines)

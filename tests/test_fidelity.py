@@ -1,0 +1,116 @@
+"""Fidelity of one result against another, on results built from known distributions."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from simasgd import fidelity
+from simasgd.scenario import Scenario
+from test_analysis import geometric, make_result
+
+
+def _pair(rng, m_a=4, m_b=4, runs=4, n=3000, rates_a=None, rates_b=None):
+    a = make_result([geometric(rng, m_a, n) for _ in range(runs)], rates=rates_a, backend="sim")
+    b = make_result([geometric(rng, m_b, n) for _ in range(runs)], rates=rates_b, backend="cpu")
+    return a, b
+
+
+def test_identical_results_agree_exactly():
+    rng = np.random.default_rng(10)
+    a, _ = _pair(rng)
+    f = fidelity.compare(a, a)
+    for name in ("ks", "wasserstein", "mean_staleness_rel_err", "p50_err", "p90_err", "p99_err",
+                 "updates_per_s_rel_err"):
+        assert f.overall[name].value == 0.0, name
+    assert all(f.per_worker[w]["ks"].value == 0.0 for w in range(4))
+    assert f.verdicts["ks"] is True and f.verdicts["mean_staleness_rel_err"] is True
+    assert f.verdicts["updates_to_eps_rel_err"] is None  # no run reached ε: undefined, not "agrees"
+
+
+def test_pooled_ks_and_wasserstein_equal_scipy_on_the_pooled_samples():
+    rng = np.random.default_rng(11)
+    a, b = _pair(rng, m_a=4, m_b=6)
+    f = fidelity.compare(a, b)
+    ta, tb = a.updates["staleness"].to_numpy(), b.updates["staleness"].to_numpy()
+    assert f.overall["ks"].value == pytest.approx(stats.ks_2samp(ta, tb).statistic, abs=1e-12)
+    assert f.overall["wasserstein"].value == pytest.approx(stats.wasserstein_distance(ta, tb), rel=1e-9)
+    assert f.overall["mean_staleness_rel_err"].value == pytest.approx(ta.mean() / tb.mean() - 1, rel=1e-9)
+    assert f.overall["p90_err"].value == (np.quantile(ta, 0.9, method="inverted_cdf")
+                                          - np.quantile(tb, 0.9, method="inverted_cdf"))
+    w0a, w0b = ta[a.updates["worker"] == 0], tb[b.updates["worker"] == 0]
+    assert f.per_worker[0]["ks"].value == pytest.approx(stats.ks_2samp(w0a, w0b).statistic, abs=1e-12)
+    # Geometric means 3 against 5: a true −40% error, the goal of 5% is missed and said so.
+    assert f.verdicts["mean_staleness_rel_err"] is False
+    assert any("mean_staleness_rel_err" in s for s in fidelity.disagreements(f))
+
+
+def test_interval_covers_the_truth_and_shrinks_with_repeats():
+    rng = np.random.default_rng(12)
+
+    def width_and_cover(runs: int) -> tuple[float, bool]:
+        ra = list(rng.normal(1100.0, 100.0, runs))   # true rate error: 1100/1000 − 1 = +10%
+        rb = list(rng.normal(1000.0, 100.0, runs))
+        a, b = _pair(rng, runs=runs, n=200, rates_a=ra, rates_b=rb)
+        m = fidelity.compare(a, b, resamples=2000).overall["updates_per_s_rel_err"]
+        return m.ci_high - m.ci_low, m.ci_low <= 0.10 <= m.ci_high
+
+    w4, _ = width_and_cover(4)
+    w40, cover = width_and_cover(40)
+    # Bootstrap width scales like 1/sqrt(runs): 10x the runs, ~3.2x narrower; demand at least 2x.
+    assert w40 < w4 / 2
+    assert cover
+
+
+def test_single_run_sides_have_no_interval():
+    rng = np.random.default_rng(13)
+    a, b = _pair(rng, runs=1)
+    m = fidelity.compare(a, b).overall["ks"]
+    assert math.isfinite(m.value) and math.isnan(m.ci_low) and math.isnan(m.ci_high)
+
+
+def test_updates_to_eps_uses_only_runs_that_reached():
+    rng = np.random.default_rng(14)
+    a = make_result([geometric(rng, 4, 100) for _ in range(3)], updates_to_eps=[120, None, 120])
+    b = make_result([geometric(rng, 4, 100) for _ in range(3)], updates_to_eps=[100, 100, 100], backend="cpu")
+    f = fidelity.compare(a, b)
+    assert f.overall["updates_to_eps_rel_err"].value == pytest.approx(0.2)
+    assert f.verdicts["updates_to_eps_rel_err"] is False  # 20% > 15%
+    assert f.predicted.outcomes["diverged"] == 1
+
+
+def test_different_scenarios_are_refused_naming_the_difference():
+    rng = np.random.default_rng(15)
+    a = make_result([geometric(rng, 4, 100)], scenario=Scenario(workers={"count": 4}, algorithm={"name": "mutex"}))
+    b = make_result([geometric(rng, 4, 100)], scenario=Scenario(workers={"count": 8}, algorithm={"name": "mutex"}))
+    with pytest.raises(fidelity.FidelityError, match=r"workers.count = 4 vs 8"):
+        fidelity.compare(a, b)
+
+
+def test_machine_preset_may_differ():
+    rng = np.random.default_rng(16)
+    a = make_result([geometric(rng, 4, 100)], scenario=Scenario(machine={"preset": "xeon-e5-2687w-v2"},
+                                                                workers={"count": 4}, algorithm={"name": "mutex"}))
+    b = make_result([geometric(rng, 4, 100)], scenario=Scenario(workers={"count": 4}, algorithm={"name": "mutex"}))
+    f = fidelity.compare(a, b)
+    assert f.scenario_diff == ["machine.preset = 'xeon-e5-2687w-v2' vs None"]
+
+
+def test_fidelity_json_round_trip_and_markdown(tmp_path):
+    rng = np.random.default_rng(17)
+    a, b = _pair(rng, runs=3, n=500)
+    f = fidelity.compare(a, b)
+    path = f.save(tmp_path / "fidelity.json")
+    doc = fidelity.load_json(path)
+    assert doc["format"] == fidelity.FORMAT and doc["format_version"] == fidelity.FORMAT_VERSION
+    assert doc["overall"]["ks"]["value"] == pytest.approx(f.overall["ks"].value)
+    assert set(doc["per_worker"]) == {"0", "1", "2", "3"}
+    md = fidelity.to_markdown(f, ["figures/staleness.png"])
+    assert "| ks |" in md and "![staleness](figures/staleness.png)" in md
+    (tmp_path / "bad.json").write_text(json.dumps({**doc, "format_version": 99}))
+    with pytest.raises(fidelity.FidelityError, match="newer"):
+        fidelity.load_json(tmp_path / "bad.json")
