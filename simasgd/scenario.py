@@ -220,6 +220,11 @@ class SimConfig(Section):
     numerics: bool = True
     startup_stagger_s: NonNegFloat | None = None
     read_chunks: PosInt = 16
+    # mutex / rwlock: the read copy takes the lock (Ek 2021 Alg. 2: two acquisitions a cycle);
+    # false = the read is a lock-free snapshot, one acquisition a cycle (the machine-repairman queue).
+    read_lock: bool = True
+    # Coefficient of variation of gradient times derived from flops (gamma); 0 = deterministic.
+    gradient_cv: Annotated[float, Field(ge=0, le=10)] = 0.1
 
 
 class CpuConfig(Section):
@@ -229,7 +234,10 @@ class CpuConfig(Section):
 
 
 class SweepConfig(Section):
+    # dotted key -> list of values or a range string "start:stop:step" (see simasgd.sweep.grid)
     grid: dict[str, Union[list[Any], str]] = {}
+    # "cell": a seed per cell derived from its content; "shared": every cell uses `seed` (see simasgd.sweep.plan)
+    seeding: Literal["cell", "shared"] = "cell"
 
 
 class Scenario(Section):

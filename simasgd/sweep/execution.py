@@ -1,0 +1,267 @@
+"""Running tasks: the task function, and where it runs (this process, a process pool, Dask).
+
+The task function never raises for a task's own failure: an exception in the
+backend becomes a ``failed`` row carrying the error, and the sweep goes on.
+Crashed or diverged runs are outcomes of a successful task, not failures.
+
+Real backends (``cpu``, ``cuda``) measure the machine, so two of them must
+never run at once on one host: every such task holds an exclusive file lock
+named after the host for its whole run. That one mechanism covers local pools
+and Dask workers alike (Dask workers on one host share its temp folder).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import multiprocessing
+import os
+import socket
+import tempfile
+import time
+import traceback
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+from simasgd.results import RunResult
+from simasgd.sweep.plan import Task
+
+Body = Callable[[Task], RunResult]
+LOCK_DIR_ENV = "SIMASGD_SWEEP_LOCK_DIR"
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+@dataclass
+class Outcome:
+    row: dict[str, Any]
+    result: RunResult | None = None  # the full result, only when the task keeps its run
+
+
+def run_backend(task: Task) -> RunResult:
+    """Run one repeat of the cell's scenario on the task's backend."""
+    from simasgd import backends, metadata
+
+    result = backends.load(task.backend).run_once(task.scenario, task.repeat)
+    result.metadata = {**metadata.collect(task.backend, task.scenario.hash), **result.metadata}
+    return result
+
+
+def run_task(task: Task, body: Body | None = None) -> Outcome:
+    """Run ``task`` with ``body`` (default: its backend) and return its row; never raises for the task's failure."""
+    row = base_row(task)
+    start = time.perf_counter()
+    try:
+        with _isolation(task):
+            result = (body or run_backend)(task)
+        summary = result.runs[0]
+        fields = asdict(summary)
+        row.update({k: v for k, v in fields.items() if k not in ("run", "extra")},
+                   status="ok", extra=json.dumps(fields["extra"], default=str))
+    except Exception as e:  # noqa: BLE001 — any failure of one task is recorded, the sweep goes on
+        row.update(status="failed", error=describe(e))
+        result = None
+    row["wall_s"] = time.perf_counter() - start
+    return Outcome(row, result if task.keep_run else None)
+
+
+def base_row(task: Task) -> dict[str, Any]:
+    return {"task_id": task.task_id, "cell_id": task.cell_id, "repeat": task.repeat, "seed": task.seed,
+            "host": socket.gethostname(), "status": "failed", "error": None}
+
+
+def failed_row(task: Task, error: BaseException) -> dict[str, Any]:
+    """The row of a task whose worker itself failed (a dead process, a lost Dask worker)."""
+    return {**base_row(task), "error": describe(error)}
+
+
+def describe(e: BaseException) -> str:
+    """``Type: message (at file:line in function)`` — the innermost frame says where."""
+    text = "".join(traceback.format_exception_only(type(e), e)).strip()
+    frames = traceback.extract_tb(e.__traceback__)
+    if frames:
+        f = frames[-1]
+        text += f" (at {Path(f.filename).name}:{f.lineno} in {f.name})"
+    return text
+
+
+@contextmanager
+def _isolation(task: Task) -> Iterator[None]:
+    if task.real:
+        with host_lock():
+            yield
+        return
+    # Simulated and serial tasks run one per core: keep each to one BLAS thread so jobs do not oversubscribe.
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+@contextmanager
+def host_lock(directory: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """An exclusive lock for this host, held across processes (released if the holder dies)."""
+    folder = Path(directory or os.environ.get(LOCK_DIR_ENV) or tempfile.gettempdir())
+    path = folder / f"simasgd-sweep-{socket.gethostname()}.lock"
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# -- pools ---------------------------------------------------------------------------------------------
+TaskFn = Callable[[Task], Outcome]
+Finished = tuple[Task, "Outcome | BaseException"]
+
+
+class Pool(Protocol):
+    jobs: int
+
+    def imap_unordered(self, fn: TaskFn, tasks: Iterable[Task]) -> Iterator[Finished]: ...
+
+    def close(self, cancel: bool) -> None: ...
+
+
+class InlinePool:
+    """Tasks one after another in this process (``--jobs 0``: debugging, and fast unit tests)."""
+
+    jobs = 1
+
+    def imap_unordered(self, fn: TaskFn, tasks: Iterable[Task]) -> Iterator[Finished]:
+        for t in tasks:
+            try:
+                yield t, fn(t)
+            except Exception as e:  # noqa: BLE001
+                yield t, e
+
+    def close(self, cancel: bool) -> None:
+        pass
+
+
+def _worker_init() -> None:
+    # Before numpy/numba load in the fresh (spawned) worker: one thread each, the pool supplies parallelism.
+    for name in _THREAD_ENV:
+        os.environ.setdefault(name, "1")
+
+
+class LocalPool:
+    """A process pool (spawn: safe with numba's threads); a pool broken by a dead worker is replaced."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._ex = self._new()
+
+    def _new(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init)
+
+    def _submit(self, fn: TaskFn, task: Task) -> Future[Outcome]:
+        try:
+            return self._ex.submit(fn, task)
+        except BrokenProcessPool:
+            self._ex.shutdown(wait=False, cancel_futures=True)
+            self._ex = self._new()
+            return self._ex.submit(fn, task)
+
+    def imap_unordered(self, fn: TaskFn, tasks: Iterable[Task]) -> Iterator[Finished]:
+        # A bounded window of tasks in flight: a kill loses only those, and memory stays flat.
+        it = iter(tasks)
+        pending: dict[Future[Outcome], Task] = {}
+        for t in _take(it, 2 * self.jobs):
+            pending[self._submit(fn, t)] = t
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                task = pending.pop(fut)
+                exc = fut.exception()
+                yield task, (exc if exc is not None else fut.result())
+                for t in _take(it, 1):
+                    pending[self._submit(fn, t)] = t
+
+    def close(self, cancel: bool) -> None:
+        procs = list((getattr(self._ex, "_processes", None) or {}).values())
+        self._ex.shutdown(wait=not cancel, cancel_futures=cancel)
+        if cancel:
+            for p in procs:  # tasks in flight are lost anyway; do not wait for them to finish
+                p.terminate()
+
+
+class DaskPool:
+    """Tasks on a Dask cluster: ``"local"`` starts a LocalCluster, anything else is a scheduler address."""
+
+    def __init__(self, address: str, jobs: int):
+        import logging
+
+        from dask.distributed import Client, LocalCluster
+
+        self.jobs = jobs
+        self._cluster = None
+        if address == "local":
+            self._cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+                                         dashboard_address=None, silence_logs=logging.ERROR)
+            self._client = Client(self._cluster)
+        else:
+            self._client = Client(address, timeout="20s")
+            self.jobs = max(1, sum(w.get("nthreads", 1) for w in self._client.scheduler_info()["workers"].values()))
+
+    def imap_unordered(self, fn: TaskFn, tasks: Iterable[Task]) -> Iterator[Finished]:
+        from dask.distributed import as_completed
+
+        it = iter(tasks)
+        pending: dict[str, Task] = {}
+        # pure=False: a task is an experiment, not a cacheable function of its inputs.
+        futures = []
+        for t in _take(it, 2 * self.jobs):
+            fut = self._client.submit(fn, t, pure=False)
+            pending[fut.key] = t
+            futures.append(fut)
+        queue = as_completed(futures)
+        for fut in queue:
+            task = pending.pop(fut.key)
+            try:
+                yield task, fut.result()
+            except Exception as e:  # noqa: BLE001 — a lost worker (KilledWorker) fails only this task
+                yield task, e
+            fut.release()
+            for t in _take(it, 1):
+                nxt = self._client.submit(fn, t, pure=False)
+                pending[nxt.key] = t
+                queue.add(nxt)
+
+    def close(self, cancel: bool) -> None:
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def _take(it: Iterator[Task], n: int) -> list[Task]:
+    out = []
+    for _ in range(n):
+        try:
+            out.append(next(it))
+        except StopIteration:
+            break
+    return out
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def make_pool(jobs: int | None, dask: str | None, real: bool) -> Pool:
+    """The pool for a sweep. Real backends get one local process: they must not measure each other."""
+    if dask:
+        return DaskPool(dask, jobs or default_jobs())
+    n = default_jobs() if jobs is None else jobs
+    if n == 0:
+        return InlinePool()
+    return LocalPool(1 if real else n)
+

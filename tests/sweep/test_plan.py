@@ -1,0 +1,70 @@
+"""Plans: every cell validated up front, seeds derived from cell content."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simasgd.loader import ScenarioError
+from simasgd.sweep import plan
+
+HERE = Path(__file__).resolve().parent
+SMALL = HERE / "small_grid.toml"
+
+
+def test_small_grid_plan() -> None:
+    p = plan.build(SMALL, backend="serial")
+    assert len(p.cells) == 8 and len(p.tasks()) == 16
+    tasks = p.tasks()
+    assert len({t.task_id for t in tasks}) == 16
+    # The cell's values are in its scenario; its seed is its own, shared by its repeats.
+    for t in tasks:
+        values = next(c.values for c in p.cells if c.id == t.cell_id)
+        assert t.scenario.optimizer.lr == values["optimizer.lr"]
+        assert t.scenario.algorithm.name == values["algorithm.name"]
+        assert t.scenario.seed == t.seed
+    assert len({t.seed for t in tasks}) == 8
+
+
+def test_command_line_grid_wins_and_seeds_depend_on_content_only() -> None:
+    p = plan.build(SMALL, ["workload.batch_size=16,32,64"], backend="serial")
+    assert p.grid["workload.batch_size"] == [16, 32, 64] and len(p.cells) == 12
+    small = plan.build(SMALL, backend="serial")
+    seeds_small = {c.id: small.scenarios[c.id].seed for c in small.cells}
+    # Growing the grid keeps every old cell's id and seed.
+    assert all(p.scenarios[cid].seed == s for cid, s in seeds_small.items())
+
+
+def test_shared_seeding_uses_the_scenario_seed() -> None:
+    p = plan.build(SMALL, overrides=["sweep.seeding=shared"], backend="serial")
+    assert {sc.seed for sc in p.scenarios.values()} == {2021}
+
+
+def test_every_bad_cell_reported_at_once_naming_the_key() -> None:
+    with pytest.raises(ScenarioError) as e:
+        plan.build(SMALL, ["workers.count=0,1,2", "optimizer.momentum=0.5,1.5"], backend="serial")
+    text = str(e.value)
+    assert "workers.count" in text and "optimizer.momentum" in text
+    # One line per distinct problem, with how many cells share it.
+    assert len(e.value.problems) == 2
+    # 2 lr x 2 batch x 2 algorithms x 3 counts x 2 momenta = 48 cells; count 0 in 16, momentum 1.5 in 24.
+    assert "in 16 of 48 grid cells" in text and "in 24 of 48 grid cells" in text
+
+
+def test_cross_field_problems_name_the_cell() -> None:
+    with pytest.raises(ScenarioError) as e:
+        plan.build(SMALL, ["algorithm.name=sequential,mutex"], backend="serial")
+    assert "sequential" in str(e.value) and "algorithm.name=\"sequential\"" in str(e.value)
+
+
+def test_unknown_grid_key_is_named() -> None:
+    with pytest.raises(ScenarioError, match="optimizer.lrr"):
+        plan.build(SMALL, ["optimizer.lrr=0.1,0.2"], backend="serial")
+
+
+def test_unknown_backend_is_a_clear_error() -> None:
+    from simasgd.backends import BackendError
+
+    with pytest.raises(BackendError, match="allowed"):
+        plan.build(SMALL, backend="nope")
