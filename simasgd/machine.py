@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,6 +30,7 @@ class Machine:
     quantum_s: float              # OS scheduler time slice
     context_switch_s: float
     profile: dict[str, Any] | None = None  # calibrated measurements ("this"), read by the simulator
+    core_bandwidth_gbs: float = 10.0  # what one core can stream (copy loops), whatever the socket offers
 
     @property
     def cores(self) -> int:
@@ -76,10 +77,10 @@ def load_profile(path: Path | None = None) -> Machine:
         doc = tomllib.load(f)
     keys = {f.name for f in fields(Machine)} - {"name", "profile"}
     m = doc.get("machine", {})
-    missing = keys - set(m)
+    missing = {k for k in keys if next(f for f in fields(Machine) if f.name == k).default is MISSING} - set(m)
     if missing:
         raise MachineError(f"{path}: [machine] lacks {sorted(missing)}")
-    return Machine(name="this", profile=doc, **{k: m[k] for k in keys})
+    return Machine(name="this", profile=doc, **{k: m[k] for k in keys if k in m})
 
 
 def resolve(cfg: MachineConfig) -> Machine:

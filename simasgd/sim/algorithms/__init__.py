@@ -1,0 +1,24 @@
+"""One module per algorithm family; each ``start_*`` spawns the worker processes of one run."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from simasgd.sim.algorithms.locks import start_mutex, start_rwlock
+from simasgd.sim.algorithms.lockfree import start_hogwild, start_leashed
+from simasgd.sim.algorithms.lopez import start_lopez
+from simasgd.sim.algorithms.sequential import start_sequential
+from simasgd.sim.algorithms.synchronous import start_k_async, start_k_sync, start_sync
+from simasgd.sim.engine import SimRun
+
+STARTERS: dict[str, Callable[[SimRun], None]] = {
+    "sequential": start_sequential,
+    "sync": start_sync,
+    "k_sync": start_k_sync,
+    "k_async": start_k_async,
+    "mutex": start_mutex,
+    "rwlock": start_rwlock,
+    "hogwild": start_hogwild,
+    "leashed": start_leashed,
+    "lopez": start_lopez,
+}

@@ -1,0 +1,102 @@
+"""Lock-free AsyncSGD: HOGWILD! (Recht et al. 2011) and Leashed-SGD (Bäckström et al. 2021).
+
+HOGWILD!: read without synchronisation, compute, write element-wise without
+synchronisation. In numerics mode with ``[sim] read_chunks`` > 1 the read is
+torn — copied chunk by chunk while other workers' writes land chunk by chunk —
+so the gradient is taken at a vector that never existed as a whole. The read
+version is the one current when the read starts; a write bumps the version
+when its last chunk lands.
+
+Leashed-SGD: one pointer to the latest parameter vector, swapped by CAS. A
+worker copies the latest vector, computes its gradient, then repeatedly builds
+``θ_latest − η·g`` in a fresh vector (an update's worth of work) and CASes the
+pointer; a CAS fails when someone published in between. After ``persistence``
+failed attempts the update is dropped (``applied = false``), with backoff
+between attempts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Generator
+
+import simpy
+
+from simasgd.sim.engine import SimRun
+from simasgd.sim.primitives import CacheLine, CasCell, atomic
+
+
+def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
+    p, model = run.platform, run.model
+    chunks = model.chunks if model is not None and len(model.chunks) > 1 else None
+    yield from run.start(w)
+    while True:
+        t_read, rv = env.now, run.version
+        if chunks is None:
+            yield p.read(w)
+            if model is not None:
+                model.snapshot(w)
+        else:
+            total = p.read_time(w)
+            for part in chunks:  # torn read: each chunk as it is at the moment it is copied
+                yield p.read(w, 1 / len(chunks), None if total is None else total / len(chunks))
+                model.snapshot(w, part)
+        if model is not None:
+            model.gradient(w)
+        yield p.gradient(w)
+        if chunks is None:
+            yield p.update(w)
+            if model is not None:
+                model.step(model.grad[w], run.version - rv)
+        else:
+            tau, total = run.version - rv, p.update_time(w)
+            for part in chunks:  # element-wise writes land chunk by chunk
+                yield p.update(w, 1 / len(chunks), None if total is None else total / len(chunks))
+                model.step(model.grad[w], tau, part)
+        run.applied(w, rv, t_read)
+
+
+def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
+                   persistence: float) -> Generator[simpy.Event, object, None]:
+    p, model = run.platform, run.model
+    backoff = run.backoff(w)
+    latency = p.cas_latency[w]
+    yield from run.start(w)
+    while True:
+        yield p.read(w)  # copy the latest published vector
+        t_read, rv = env.now, cell.value
+        if model is not None:
+            model.snapshot(w)
+            model.gradient(w)
+        yield p.gradient(w)
+        failures = 0
+        while True:
+            expected = cell.value  # load the pointer, build θ_latest − η·g in a fresh vector
+            yield p.update(w)
+            yield from atomic(env, cell.line, latency)
+            if cell.compare_and_swap(expected, expected + 1):
+                if model is not None:
+                    model.step(model.grad[w], expected - rv)
+                run.applied(w, rv, t_read, retries=failures)
+                break
+            failures += 1
+            if failures > persistence:
+                run.dropped(w, rv, t_read, retries=failures)
+                break
+            delay = backoff.delay(failures - 1)
+            if delay > 0:
+                p.block(w)
+                yield env.timeout(delay)
+
+
+def start_hogwild(run: SimRun) -> None:
+    for w in range(run.n):
+        run.env.process(hogwild_worker(run.env, w, run))
+
+
+def start_leashed(run: SimRun) -> None:
+    cell = CasCell(CacheLine(run.env, 0.0))
+    persistence = run.sc.algorithm.param("persistence")
+    persistence = math.inf if persistence is None else persistence
+    for w in range(run.n):
+        run.env.process(leashed_worker(run.env, w, run, cell, persistence))

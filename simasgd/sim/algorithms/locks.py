@@ -1,0 +1,63 @@
+"""Lock-based AsyncSGD (Ek 2021, Alg. 2): read a copy under the lock, compute, update under the lock.
+
+``mutex`` uses one :class:`~simasgd.sim.primitives.Mutex`; ``rwlock`` reads
+under a shared read lock and updates under the exclusive write lock. With
+``[sim] read_lock = false`` the read is a lock-free snapshot and each cycle
+takes the lock once (the finite-source M/M/1//M queue of THEORY.md).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Generator
+
+import simpy
+
+from simasgd.sim.engine import SimRun
+from simasgd.sim.primitives import Mutex, RWLock, acquire
+
+
+def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[[], simpy.Event],
+                write_req: Callable[[], simpy.Event], read_free: Callable[[], bool],
+                write_free: Callable[[], bool], release: Callable[[simpy.Event], object]) -> Generator[simpy.Event, object, None]:
+    p, model = run.platform, run.model
+    read_lock = run.sc.sim.read_lock
+    backoff = run.backoff(w)
+    block = lambda: p.block(w)  # noqa: E731 - the lock wait gives the CPU away
+    yield from run.start(w)
+    while True:
+        wait = 0.0
+        if read_lock:
+            t0 = env.now
+            req = yield from acquire(env, read_req, read_free, backoff, block)
+            wait = env.now - t0
+            yield p.read(w)
+            release(req)
+        else:
+            yield p.read(w)
+        t_read, rv = env.now, run.version
+        if model is not None:
+            model.snapshot(w)
+            model.gradient(w)
+        yield p.gradient(w)
+        t0 = env.now
+        req = yield from acquire(env, write_req, write_free, backoff, block)
+        wait += env.now - t0
+        yield p.update(w)
+        if model is not None:
+            model.step(model.grad[w], run.version - rv)
+        run.applied(w, rv, t_read, wait)
+        release(req)
+
+
+def start_mutex(run: SimRun) -> None:
+    lock = Mutex(run.env)
+    free = lambda: lock.free  # noqa: E731
+    for w in range(run.n):
+        run.env.process(lock_worker(run.env, w, run, lock.request, lock.request, free, free, lock.release))
+
+
+def start_rwlock(run: SimRun) -> None:
+    lock = RWLock(run.env, writer_priority=run.sc.algorithm.param("priority") == "writer")
+    for w in range(run.n):
+        run.env.process(lock_worker(run.env, w, run, lock.read, lock.write,
+                                    lock.can_read, lock.can_write, lock.release))

@@ -1,0 +1,156 @@
+"""Synchronous and K-of-N schemes (Dutta, Wang, Joshi 2018).
+
+- ``sync``: every worker reads the model, computes, and waits at a barrier;
+  the last to arrive applies the average of the n gradients (one update a
+  round) and releases the others onto the new model.
+- ``k_sync``: the first k gradients of the round are averaged and applied; the
+  workers still computing are cancelled and everyone restarts on the new model.
+- ``k_async``: an update is applied whenever k gradients have arrived (from any
+  worker, possibly stale); the k workers that sent them read the new model,
+  the others keep computing on what they read.
+
+Staleness is per gradient: one row per gradient with ``version`` = the
+version that first includes it (0 for sync and k-sync).
+"""
+
+from __future__ import annotations
+
+from typing import Generator
+
+import simpy
+
+from simasgd.sim.engine import SimRun
+from simasgd.sim.primitives import Barrier, Mutex, acquire
+
+Proc = Generator[simpy.Event, object, None]
+
+
+class Round:
+    """Shared state of the gradients collected towards the next update."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.arrived: list[tuple[int, int, float, float]] = []  # worker, read version, t_read, t_arrival
+        self.done = env.event()
+        self.busy: dict[int, simpy.Event] = {}
+        self.procs: list[simpy.Process] = []
+        self.closed = False
+
+    def close(self) -> tuple[list[tuple[int, int, float, float]], simpy.Event]:
+        """Take the collected gradients and the event their senders wait on; open the next round."""
+        batch, done = self.arrived, self.done
+        self.arrived, self.done = [], self.env.event()
+        return batch, done
+
+
+def apply_round(run: SimRun, batch: list[tuple[int, int, float, float]]) -> None:
+    """Apply one update made of ``batch``'s gradients and record one row per gradient."""
+    if run.stopped:
+        return
+    if run.model is not None:
+        run.model.step_mean([b[0] for b in batch], [run.version - b[1] for b in batch])
+    v = run.bump()
+    for w, rv, t_read, _t in batch:
+        run.rec.add(w, v, rv, t_read, run.env.now)
+
+
+def _read(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, tuple[int, float]]:
+    yield run.platform.read(w)
+    if run.model is not None:
+        run.model.snapshot(w)
+        run.model.gradient(w)
+    return run.version, env.now
+
+
+def sync_worker(env: simpy.Environment, w: int, run: SimRun, barrier: Barrier, rnd: Round) -> Proc:
+    p = run.platform
+    yield from run.start(w)
+    while True:
+        rv, t_read = yield from _read(env, w, run)
+        yield p.gradient(w)
+        rnd.arrived.append((w, rv, t_read, env.now))
+        done = rnd.done
+        p.block(w)
+        index = yield barrier.wait()
+        if index == barrier.parties - 1:  # the last to arrive applies the round's update
+            yield p.update(w)
+            batch, done = rnd.close()
+            apply_round(run, batch)
+            done.succeed()
+        else:
+            yield done
+
+
+def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: int) -> Proc:
+    p = run.platform
+    yield from run.start(w)
+    while True:
+        rv, t_read = yield from _read(env, w, run)
+        done = rnd.done
+        work = p.gradient(w)
+        rnd.busy[w] = work
+        try:
+            yield work
+        except simpy.Interrupt:  # cancelled: k others were faster this round
+            if isinstance(work, simpy.Process) and work.is_alive:
+                work.interrupt()
+            p.block(w)
+            yield done
+            continue
+        del rnd.busy[w]
+        if rnd.closed:  # finished in the same instant the round closed: too late, like a cancel
+            p.block(w)
+            yield done
+            continue
+        rnd.arrived.append((w, rv, t_read, env.now))
+        if len(rnd.arrived) < k:
+            p.block(w)
+            yield done
+            continue
+        rnd.closed = True
+        for other in list(rnd.busy):
+            rnd.procs[other].interrupt()
+        rnd.busy.clear()
+        yield p.update(w)
+        batch, done = rnd.close()
+        apply_round(run, batch)
+        rnd.closed = False
+        done.succeed()
+
+
+def k_async_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: int, server: Mutex) -> Proc:
+    p = run.platform
+    backoff = run.backoff(w)
+    yield from run.start(w)
+    while True:
+        rv, t_read = yield from _read(env, w, run)
+        yield p.gradient(w)
+        rnd.arrived.append((w, rv, t_read, env.now))
+        done = rnd.done
+        if len(rnd.arrived) < k:
+            p.block(w)
+            yield done
+            continue
+        batch, done = rnd.close()  # the k-th arrival takes the batch to the (serial) server
+        req = yield from acquire(env, server.request, lambda: server.free, backoff, lambda: p.block(w))
+        yield p.update(w)
+        apply_round(run, batch)
+        server.release(req)
+        done.succeed()
+
+
+def start_sync(run: SimRun) -> None:
+    barrier, rnd = Barrier(run.env, run.n), Round(run.env)
+    for w in range(run.n):
+        run.env.process(sync_worker(run.env, w, run, barrier, rnd))
+
+
+def start_k_sync(run: SimRun) -> None:
+    rnd, k = Round(run.env), run.sc.algorithm.param("k")
+    rnd.procs = [run.env.process(k_sync_worker(run.env, w, run, rnd, k)) for w in range(run.n)]
+
+
+def start_k_async(run: SimRun) -> None:
+    rnd, k, server = Round(run.env), run.sc.algorithm.param("k"), Mutex(run.env)
+    for w in range(run.n):
+        run.env.process(k_async_worker(run.env, w, run, rnd, k, server))

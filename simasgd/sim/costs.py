@@ -1,0 +1,174 @@
+"""What each step of a worker costs on the simulated machine, and on which CPU it runs.
+
+A worker's three steps — read the model, compute a gradient, update the
+model — become SimPy events here. Durations come from ``[timing]`` when the
+scenario gives them; otherwise they follow from the machine and the workload:
+
+- gradient: the calibrated profile's samples (preset ``this``) when present,
+  else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
+  coefficient of variation ``[sim] gradient_cv``;
+- read: a copy of the model, ``2·d·itemsize`` bytes (load shared, store local);
+- update: ``θ ← θ − η·g``, ``3·d·itemsize`` bytes; both through :mod:`memory`.
+
+A worker's gradient time is a draw times its straggler slowdown, plus a
+transient pause with the configured probability. Every draw comes from the
+worker's own ``Role.TIMING`` stream (one child stream per step kind), in
+blocks, so the hot path is an index into a list.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import simpy
+
+from simasgd import distributions, seeds
+from simasgd.machine import Machine, place
+from simasgd.scenario import DistSpec, Scenario
+from simasgd.sim.cpu import Cores
+from simasgd.sim.memory import Memory
+
+BLOCK = 1024
+READ_COPIES, UPDATE_COPIES = 2, 3  # model-sized streams per read / per update
+
+
+class Sampler:
+    """Draws from a distribution in blocks; ``sampler()`` is the next duration."""
+
+    __slots__ = ("_draw", "_buf", "_i")
+
+    def __init__(self, draw: Callable[[int], np.ndarray]):
+        self._draw = draw
+        self._buf: list[float] = []
+        self._i = 0
+
+    def __call__(self) -> float:
+        i = self._i
+        if i == len(self._buf):
+            self._buf = self._draw(BLOCK).tolist()
+            i = 0
+        self._i = i + 1
+        return self._buf[i]
+
+
+def _dist(spec: DistSpec | None, base_dir: str | None) -> distributions.Distribution | None:
+    from pathlib import Path
+    return None if spec is None else spec.build(Path(base_dir) if base_dir else None)
+
+
+def profile_gradient(profile: dict[str, Any] | None, batch: int) -> distributions.Distribution | None:
+    """Gradient-time samples of a calibrated profile for this batch size (nearest one, scaled), if any.
+
+    Accepted shapes: ``[gradient] "64" = [seconds...]`` or ``"64" = {samples = [...]}``
+    (keys are batch sizes), or ``[gradient] samples = [...]`` with ``batch_size = B``.
+    """
+    g = (profile or {}).get("gradient")
+    if not isinstance(g, dict):
+        return None
+    table: dict[int, Any] = {}
+    for k, v in g.items():
+        if str(k).isdigit():
+            table[int(k)] = v.get("samples") if isinstance(v, dict) else v
+    if not table and isinstance(g.get("samples"), list):
+        table[int(g.get("batch_size", batch))] = g["samples"]
+    table = {b: s for b, s in table.items() if isinstance(s, list) and s}
+    if not table:
+        return None
+    near = min(table, key=lambda b: (abs(math.log(b / batch)), b))
+    samples = np.asarray(table[near], dtype=float)
+    return distributions.Empirical(samples * (batch / near))
+
+
+class Platform:
+    """The machine as the workers see it: ``gradient(w)``, ``read(w)``, ``update(w)`` are events."""
+
+    def __init__(self, env: simpy.Environment, sc: Scenario, machine: Machine, run: int,
+                 dim: int | None = None, itemsize: int = 8, flops_per_sample: float | None = None):
+        self.env = env
+        n = sc.workers.count
+        self.machine = machine
+        cpus = place(machine, n, sc.workers.placement)
+        # "os" placement: the OS spreads threads over sockets like numa does (for memory paths).
+        spread = place(machine, n, "numa")
+        self.sockets = [machine.socket_of(c if c is not None else s) for c, s in zip(cpus, spread)]
+        self.cores = Cores(env, machine, cpus)
+        self.memory = Memory(env, machine, self.sockets)
+        self.model_bytes = (dim or 0) * itemsize
+        self.cas_latency = [lat for lat in self.memory.latency]
+        grad = self._gradient_dist(sc, machine, flops_per_sample)
+        read, update = _dist(sc.timing.read, sc.base_dir), _dist(sc.timing.update, sc.base_dir)
+        if (read is None or update is None) and dim is None:
+            raise ValueError("derived read/update costs need the model dimension (give [timing] read and update)")
+        st = sc.workers.stragglers
+        pause = _dist(st.pause, sc.base_dir) if st.probability > 0 else None
+        self._grad: list[Sampler] = []
+        self._read: list[Sampler | None] = []
+        self._update: list[Sampler | None] = []
+        for w in range(n):
+            rg, rr, ru, rp = (np.random.default_rng(s) for s in
+                              seeds.sequence(sc.seed, run, seeds.Role.TIMING, w).spawn(4))
+            slow = st.slowdown if w < st.count else 1.0
+            self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp)))
+            self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
+            self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
+        self.mean_gradient = grad.mean
+
+    @staticmethod
+    def _gradient_dist(sc: Scenario, m: Machine, flops: float | None) -> distributions.Distribution:
+        given = _dist(sc.timing.gradient, sc.base_dir)
+        if given is not None:
+            return given
+        prof = profile_gradient(m.profile, sc.workload.batch_size)
+        if prof is not None:
+            return prof
+        if flops is None:
+            raise ValueError("timing.gradient not given and the workload's flops are unknown")
+        mean = flops * sc.workload.batch_size / (m.gflops_per_core * 1e9)
+        cv = sc.sim.gradient_cv
+        return distributions.Deterministic(mean) if cv == 0 else distributions.Gamma(mean, 1.0 / cv**2)
+
+    def gradient(self, w: int) -> simpy.Event:
+        return self.cores.work(w, self._grad[w]())
+
+    def gradient_time(self, w: int) -> float:
+        return self._grad[w]()
+
+    def read(self, w: int, part: float = 1.0, seconds: float | None = None) -> simpy.Event:
+        """Copy (a ``part`` of) the model; ``seconds`` imposes a duration drawn earlier (chunked reads)."""
+        return self._step(w, self._read[w], READ_COPIES, part, seconds)
+
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None) -> simpy.Event:
+        return self._step(w, self._update[w], UPDATE_COPIES, part, seconds)
+
+    def read_time(self, w: int) -> float | None:
+        """A drawn read duration, or None when reads are derived from the memory model."""
+        s = self._read[w]
+        return None if s is None else s()
+
+    def update_time(self, w: int) -> float | None:
+        s = self._update[w]
+        return None if s is None else s()
+
+    def _step(self, w: int, sampler: Sampler | None, copies: int, part: float, seconds: float | None) -> simpy.Event:
+        if seconds is None and sampler is not None:
+            seconds = sampler() * part
+        if seconds is not None:
+            return self.cores.work(w, seconds)
+        nbytes = copies * self.model_bytes * part
+        return self.cores.work(w, 0.0, lambda: self.memory.move(w, nbytes))
+
+    def block(self, w: int) -> None:
+        self.cores.block(w)
+
+
+def _gradient_draw(dist: distributions.Distribution, rng: np.random.Generator, slowdown: float,
+                   probability: float, pause: distributions.Distribution | None,
+                   prng: np.random.Generator) -> Callable[[int], np.ndarray]:
+    def draw(k: int) -> np.ndarray:
+        x = np.asarray(dist.sample(rng, k), dtype=float) * slowdown
+        if pause is not None and probability > 0:
+            x = x + (prng.random(k) < probability) * np.asarray(pause.sample(prng, k), dtype=float)
+        return x
+    return draw

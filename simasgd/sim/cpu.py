@@ -1,0 +1,104 @@
+"""Cores and the OS scheduler: threads beyond the cores time-share them in quanta.
+
+Each thread runs on a pool of logical CPUs: its own CPU when pinned (``uma``,
+``numa``, a list), or all of them when the OS places it (``os``). A pool with
+no more threads than CPUs never makes anyone wait, and work there is a plain
+timeout (the fast path). An oversubscribed pool is a round-robin scheduler: a
+thread holds a CPU until its quantum runs out *and* someone is waiting (then
+it goes to the back of the run queue) or until it blocks (lock, barrier);
+every time it gets a CPU it pays ``context_switch_s``. A thread descheduled
+inside a critical section keeps the lock — the convoy of oversubscribed locks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Generator
+
+import simpy
+
+from simasgd.machine import Machine
+
+
+class Thread:
+    """Scheduler state of one worker thread."""
+
+    __slots__ = ("pool", "req", "left", "sliced", "cpu")
+
+    def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None):
+        self.pool = pool
+        self.req: simpy.Event | None = None
+        self.left = 0.0
+        self.sliced = sliced
+        self.cpu = cpu
+
+
+class Cores:
+    """The CPUs of the machine and the threads placed on them."""
+
+    def __init__(self, env: simpy.Environment, machine: Machine, cpus: list[int | None]):
+        self.env = env
+        self.quantum = machine.quantum_s
+        self.switch = machine.context_switch_s
+        pools: dict[int | None, simpy.Resource] = {}
+        load = Counter(cpus)
+        self.threads: list[Thread] = []
+        for cpu in cpus:
+            if cpu not in pools:
+                pools[cpu] = simpy.Resource(env, machine.hw_threads if cpu is None else 1)
+            pool = pools[cpu]
+            self.threads.append(Thread(pool, load[cpu] > pool.capacity, cpu))
+
+    @property
+    def oversubscribed(self) -> bool:
+        return any(t.sliced for t in self.threads)
+
+    def work(self, w: int, seconds: float, then: Callable[[], simpy.Event] | None = None) -> simpy.Event:
+        """``seconds`` of CPU work by thread ``w``, then (optionally) an event it waits for on its CPU."""
+        th = self.threads[w]
+        if not th.sliced:
+            return self.env.timeout(seconds) if then is None else then()
+        return self.env.process(cpu_burst(self.env, self, th, seconds, then))
+
+    def block(self, w: int) -> None:
+        """Thread ``w`` is about to sleep (lock, barrier): its CPU goes to the next in the run queue."""
+        th = self.threads[w]
+        if th.req is not None:
+            th.pool.release(th.req)
+            th.req = None
+
+
+def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
+              then: Callable[[], simpy.Event] | None) -> Generator[simpy.Event, object, None]:
+    """Run ``seconds`` of work on an oversubscribed pool, quantum by quantum."""
+    left = seconds
+    try:
+        while True:
+            if th.req is None:
+                req = th.pool.request()
+                try:
+                    yield req
+                except simpy.Interrupt:
+                    req.cancel()
+                    if req.triggered:
+                        th.pool.release(req)
+                    raise
+                th.req, th.left = req, cores.quantum
+                if cores.switch > 0:
+                    yield env.timeout(cores.switch)
+            if left <= 0:
+                break
+            run = left if left < th.left else th.left
+            yield env.timeout(run)
+            left -= run
+            th.left -= run
+            if th.left <= 1e-15:
+                if th.pool.queue:  # preempted: to the back of the run queue
+                    th.pool.release(th.req)
+                    th.req = None
+                else:
+                    th.left = cores.quantum
+        if then is not None:
+            yield then()  # a memory transfer: the thread stalls on its CPU
+    except simpy.Interrupt:
+        return  # cancelled work (k-sync): the thread keeps its CPU until it blocks

@@ -1,0 +1,132 @@
+"""One simulated run: the global version counter, the update records and the stop rule.
+
+Algorithms call :meth:`SimRun.applied` (one gradient, one update) or
+:meth:`SimRun.bump` plus :meth:`SimRun.record` (several gradients in one
+update, master/worker schemes). Staleness is never computed here — the
+updates table derives it from ``version`` and ``read_version``.
+"""
+
+from __future__ import annotations
+
+from typing import Generator
+
+import numpy as np
+import simpy
+
+from simasgd.convergence import Monitor
+from simasgd.progress import Advance
+from simasgd.scenario import Scenario
+from simasgd.sim.costs import Platform
+from simasgd.sim.numerics import Model
+from simasgd.sim.primitives import Backoff
+from simasgd import seeds
+
+
+class Recorder:
+    """Preallocated column arrays of update attempts (grown by doubling when full)."""
+
+    COLUMNS = (("worker", np.int32), ("version", np.int64), ("read_version", np.int64), ("t_read", np.float64),
+               ("t_write", np.float64), ("lock_wait_s", np.float64), ("retries", np.int32), ("applied", np.bool_))
+
+    def __init__(self, capacity: int):
+        self.n = 0
+        self.cols = {name: np.zeros(capacity, dtype) for name, dtype in self.COLUMNS}
+        self._bind()
+
+    def _bind(self) -> None:
+        c = self.cols
+        self.worker, self.version, self.read_version = c["worker"], c["version"], c["read_version"]
+        self.t_read, self.t_write, self.lock_wait = c["t_read"], c["t_write"], c["lock_wait_s"]
+        self.retries, self.applied = c["retries"], c["applied"]
+        self.capacity = len(self.worker)
+
+    def add(self, w: int, version: int, read_version: int, t_read: float, t_write: float,
+            wait: float = 0.0, retries: int = 0, applied: bool = True) -> int:
+        i = self.n
+        if i == self.capacity:
+            self.cols = {k: np.concatenate([v, np.zeros_like(v)]) for k, v in self.cols.items()}
+            self._bind()
+        self.worker[i] = w
+        self.version[i] = version
+        self.read_version[i] = read_version
+        self.t_read[i] = t_read
+        self.t_write[i] = t_write
+        if wait:
+            self.lock_wait[i] = wait
+        if retries:
+            self.retries[i] = retries
+        self.applied[i] = applied
+        self.n = i + 1
+        return i
+
+    def arrays(self, keep: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        out = {k: v[: self.n] for k, v in self.cols.items()}
+        return out if keep is None else {k: v[keep] for k, v in out.items()}
+
+
+class SimRun:
+    """Shared state of one run: clock, version counter, records, numerics and stop."""
+
+    def __init__(self, env: simpy.Environment, sc: Scenario, run: int, platform: Platform,
+                 model: Model | None, monitor: Monitor, advance: Advance | None = None):
+        self.env, self.sc, self.run, self.platform, self.model = env, sc, run, platform, model
+        self.monitor, self.advance = monitor, advance
+        self.n = sc.workers.count
+        self.version = 0
+        self.max_updates = sc.stop.max_updates
+        self.every = sc.stop.eval_updates()
+        self.rec = Recorder(min(self.max_updates + 4 * self.n, 1 << 22))
+        self.stop = env.event()
+        self.stopped = False
+        self.stagger = sc.sim.startup_stagger_s or 0.0
+        env.timeout(sc.stop.max_time_s).callbacks.append(lambda _ev: self.finish())
+
+    def finish(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.stop.succeed()
+
+    def start(self, w: int) -> Generator[simpy.Event, object, None]:
+        """The start-up stagger: worker ``w`` begins at ``w × startup_stagger_s``."""
+        if self.stagger > 0 and w:
+            yield self.env.timeout(w * self.stagger)
+
+    def backoff(self, w: int) -> Backoff:
+        cfg = self.sc.algorithm.param("backoff") if "backoff" in _params(self.sc) else None
+        return Backoff(cfg, seeds.rng(self.sc.seed, self.run, seeds.Role.SCHEDULE, w))
+
+    def bump(self) -> int:
+        """One more applied update: the new global version (evaluates and stops as the budget says)."""
+        v = self.version = self.version + 1
+        if v % self.every == 0 or v >= self.max_updates:
+            self._checkpoint(v)
+        return v
+
+    def applied(self, w: int, read_version: int, t_read: float, wait: float = 0.0, retries: int = 0) -> int:
+        if self.stopped:
+            return self.version
+        v = self.bump()
+        self.rec.add(w, v, read_version, t_read, self.env.now, wait, retries, True)
+        return v
+
+    def dropped(self, w: int, read_version: int, t_read: float, wait: float = 0.0, retries: int = 0) -> None:
+        """An attempt given up (``version`` = the version it would have had)."""
+        if not self.stopped:
+            self.rec.add(w, self.version + 1, read_version, t_read, self.env.now, wait, retries, False)
+
+    def _checkpoint(self, v: int) -> None:
+        if self.model is not None and not self.monitor.done:
+            if self.monitor.observe(self.env.now, v, self.model.loss()):
+                self.finish()
+        if self.advance is not None:
+            self.advance(self.every)
+        if v >= self.max_updates:
+            self.finish()
+
+    def go(self) -> None:
+        self.env.run(until=self.stop)
+
+
+def _params(sc: Scenario) -> tuple[str, ...]:
+    from simasgd import algorithms
+    return algorithms.ALGORITHMS[sc.algorithm.name].param_names

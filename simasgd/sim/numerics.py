@@ -1,0 +1,88 @@
+"""Numerics mode: the real parameters, gradients and optimizer, applied in simulated event order.
+
+The simulated machine holds one parameter vector ``theta``. A worker's read
+copies it (whole, or chunk by chunk for a torn Hogwild! read) into the
+worker's local buffer; its gradient is the workload's kernel at exactly that
+buffer on the worker's own minibatch stream; updates land on ``theta`` when
+the simulation applies them (whole, or chunk by chunk). The math runs at the
+simulated instant the data is available; simulated time is charged separately
+by :mod:`costs`, so the numbers do not depend on how fast this host is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simasgd import seeds
+from simasgd.scenario import Scenario
+
+
+class Model:
+    """Shared parameters and optimizer state, plus each worker's local copy and gradient."""
+
+    def __init__(self, sc: Scenario, run: int, wl: Any):
+        n = sc.workers.count
+        self.wl = wl
+        self.batch = sc.workload.batch_size
+        opt = sc.optimizer
+        self.lr, self.momentum, self.staleness_aware = opt.lr, opt.momentum, opt.staleness_aware
+        self.theta = np.ascontiguousarray(wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT)))
+        self.velocity = np.zeros_like(self.theta) if self.momentum else None
+        self.local = [np.empty_like(self.theta) for _ in range(n)]
+        self.grad = [np.zeros_like(self.theta) for _ in range(n)]
+        self.rngs = seeds.worker_rngs(sc.seed, run, seeds.Role.BATCH, n)
+        chunks = max(1, min(sc.sim.read_chunks, self.theta.size))
+        bounds = np.linspace(0, self.theta.size, chunks + 1).astype(int)
+        self.chunks = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.acc: np.ndarray | None = None  # Lopez et al.: the shared gradient sum
+
+    def snapshot(self, w: int, part: slice | None = None) -> None:
+        """Worker ``w`` copies the shared parameters (or one chunk of them) into its buffer."""
+        if part is None:
+            np.copyto(self.local[w], self.theta)
+        else:
+            self.local[w][part] = self.theta[part]
+
+    def gradient(self, w: int) -> float:
+        """The gradient at the worker's buffer, on its next minibatch; returns the minibatch loss."""
+        wl = self.wl
+        idx = wl.sample_batch(self.rngs[w], self.batch)
+        return float(wl.kernel(self.local[w], wl.X, wl.y, idx, self.grad[w], wl.shape))
+
+    def step(self, g: np.ndarray, staleness: int, part: slice | None = None) -> None:
+        """θ ← θ − lr·v with v ← momentum·v + g / max(1, τ) (staleness-aware) or + g."""
+        if self.staleness_aware and staleness > 1:
+            g = g / staleness
+        sl = slice(None) if part is None else part
+        if self.velocity is not None:
+            v = self.velocity[sl]
+            v *= self.momentum
+            v += g[sl]
+            self.theta[sl] -= self.lr * v
+        else:
+            self.theta[sl] -= self.lr * g[sl]
+
+    def step_mean(self, workers: list[int], staleness: list[int]) -> None:
+        """One update with the average of several workers' gradients (sync, k-sync, k-async)."""
+        total = np.zeros_like(self.theta)
+        for w, tau in zip(workers, staleness):
+            total += self.grad[w] / tau if self.staleness_aware and tau > 1 else self.grad[w]
+        total /= len(workers)
+        self.step(total, 0)
+
+    # Lopez et al. 2020: workers replace their contribution in a shared sum; the master applies the sum.
+    def publish(self, w: int, previous: np.ndarray) -> None:
+        if self.acc is None:
+            self.acc = np.zeros_like(self.theta)
+        self.acc += self.grad[w]
+        self.acc -= previous
+        np.copyto(previous, self.grad[w])
+
+    def master_step(self, contributors: int) -> None:
+        if self.acc is not None:
+            self.step(self.acc / max(1, contributors), 0)
+
+    def loss(self) -> float:
+        return float(self.wl.eval_loss(self.theta))

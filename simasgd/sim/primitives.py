@@ -1,0 +1,229 @@
+"""Synchronisation primitives of the simulated machine, built on SimPy's resource hooks.
+
+- :class:`Mutex` — a FIFO (futex-like) lock: ``simpy.Resource`` of capacity 1.
+- :class:`RWLock` — a read-write lock with reader or writer priority
+  (``BaseResource`` with read/write ``Put`` requests and a ``Get`` release).
+- :class:`CacheLine` — one contended cache line: atomic instructions on it
+  (CAS, fetch-add) serialise, each holding it for the atomic's latency.
+- :class:`CasCell` / :class:`AtomicCounter` — words living on a cache line.
+- :class:`Barrier` — a cyclic barrier (``BaseResource``: arrivals are ``Put``
+  requests released together once ``parties`` have arrived).
+- :class:`Backoff` — none / linear / exponential / random delays between failed
+  attempts; :func:`acquire` and the CAS loops use it.
+
+Waiting threads release their core (``on_block``) so an oversubscribed machine
+can run someone else — including, or not, the lock holder (convoys).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Generator
+
+import numpy as np
+import simpy
+from simpy.core import BoundClass
+from simpy.resources.base import BaseResource, Get, Put
+
+from simasgd.scenario import BackoffConfig
+
+Proc = Generator[simpy.Event, object, object]
+
+
+class Mutex(simpy.Resource):
+    """A blocking FIFO mutex (what a futex-based ``std::mutex`` does under contention)."""
+
+    def __init__(self, env: simpy.Environment):
+        super().__init__(env, capacity=1)
+
+    @property
+    def free(self) -> bool:
+        return not self.users and not self.queue
+
+
+class ReadRequest(Put):
+    write = False
+
+
+class WriteRequest(Put):
+    write = True
+
+    def __init__(self, resource: "RWLock"):
+        # Counted before Put.__init__ runs the grant loop, so writer priority sees this writer.
+        resource.writers_waiting += 1
+        super().__init__(resource)
+
+
+class RWRelease(Get):
+    def __init__(self, resource: "RWLock", request: Put):
+        self.request = request
+        super().__init__(resource)
+
+
+class RWLock(BaseResource):
+    """Many readers or one writer; ``writer_priority`` stops new readers while a writer waits."""
+
+    def __init__(self, env: simpy.Environment, writer_priority: bool = True):
+        super().__init__(env, capacity=1)
+        self.writer_priority = writer_priority
+        self.readers = 0
+        self.writer: Put | None = None
+        self.writers_waiting = 0
+
+    read = BoundClass(ReadRequest)
+    write = BoundClass(WriteRequest)
+    release = BoundClass(RWRelease)
+
+    def can_read(self) -> bool:
+        return self.writer is None and not self.put_queue and not (self.writer_priority and self.writers_waiting)
+
+    def can_write(self) -> bool:
+        return self.writer is None and self.readers == 0 and not self.put_queue
+
+    def _do_put(self, event: Put) -> bool:
+        if self.writer is not None:
+            return False  # nobody passes an active writer
+        if event.write:
+            if self.readers == 0:
+                self.writer = event
+                self.writers_waiting -= 1
+                event.succeed()
+            # Reader priority lets readers queued behind a blocked writer in.
+            return not self.writer_priority
+        if not (self.writer_priority and self.writers_waiting):
+            self.readers += 1
+            event.succeed()
+        return True
+
+    def _do_get(self, event: RWRelease) -> bool:
+        if event.request.write:
+            self.writer = None
+        else:
+            self.readers -= 1
+        event.succeed()
+        return True
+
+
+class Barrier(BaseResource):
+    """A cyclic barrier: ``wait()`` succeeds, with the arrival index, once ``parties`` arrived.
+
+    The last arrival gets index ``parties - 1`` (the leader that may act for the round).
+    """
+
+    def __init__(self, env: simpy.Environment, parties: int):
+        super().__init__(env, capacity=parties)
+        self.parties = parties
+        self._to_release = 0
+        self._index = 0
+
+    wait = BoundClass(Put)
+
+    def _do_put(self, event: Put) -> bool:
+        if self._to_release == 0:
+            if len(self.put_queue) < self.parties:
+                return False
+            self._to_release, self._index = self.parties, 0
+        self._to_release -= 1
+        event.succeed(self._index)
+        self._index += 1
+        return True
+
+    def _do_get(self, event: Get) -> bool:  # pragma: no cover - a barrier has no gets
+        return False
+
+
+class CacheLine(simpy.Resource):
+    """A contended cache line: atomics on it execute one at a time, ``latency_s`` each."""
+
+    def __init__(self, env: simpy.Environment, latency_s: float):
+        super().__init__(env, capacity=1)
+        self.latency_s = latency_s
+
+
+def atomic(env: simpy.Environment, line: CacheLine, latency_s: float | None = None) -> Proc:
+    """Hold the cache line for one atomic instruction (nothing to wait for when it is free)."""
+    lat = line.latency_s if latency_s is None else latency_s
+    if lat <= 0:
+        return
+    req = line.request()
+    yield req
+    yield env.timeout(lat)
+    line.release(req)
+
+
+class CasCell:
+    """A word updated only by compare-and-swap: here the version of the published parameter vector."""
+
+    __slots__ = ("value", "line", "failures")
+
+    def __init__(self, line: CacheLine, value: int = 0):
+        self.value = value
+        self.line = line
+        self.failures = 0
+
+    def compare_and_swap(self, expected: int, new: int) -> bool:
+        """The instruction's effect; its latency is charged with :func:`atomic` on ``line``."""
+        if self.value != expected:
+            self.failures += 1
+            return False
+        self.value = new
+        return True
+
+
+class AtomicCounter:
+    """A fetch-and-add word (the shared gradient sum of Lopez et al. is d of these)."""
+
+    __slots__ = ("value", "line")
+
+    def __init__(self, line: CacheLine, value: float = 0):
+        self.value = value
+        self.line = line
+
+    def fetch_add(self, n: float) -> float:
+        old = self.value
+        self.value = old + n
+        return old
+
+
+class Backoff:
+    """Delay before the next attempt after ``attempt`` failures (attempt counts from 0)."""
+
+    __slots__ = ("kind", "initial", "max", "rng")
+
+    def __init__(self, cfg: BackoffConfig | None, rng: np.random.Generator):
+        cfg = cfg or BackoffConfig()
+        self.kind, self.initial, self.max, self.rng = cfg.kind, cfg.initial_s, cfg.max_s, rng
+
+    @property
+    def spins(self) -> bool:
+        """Whether a lock is taken by test-and-set retries (with this backoff) rather than by queueing."""
+        return self.kind != "none"
+
+    def delay(self, attempt: int) -> float:
+        if self.kind == "none":
+            return 0.0
+        if self.kind == "linear":
+            return min(self.max, self.initial * (attempt + 1))
+        cap = min(self.max, self.initial * 2.0 ** min(attempt, 60))
+        # "random": uniform in the exponential window (randomised exponential backoff).
+        return cap if self.kind == "exponential" else float(self.rng.uniform(0.0, cap))
+
+
+def acquire(env: simpy.Environment, request: Callable[[], simpy.Event], is_free: Callable[[], bool],
+            backoff: Backoff, on_block: Callable[[], None]) -> Proc:
+    """Take a lock; returns the granted request.
+
+    Without backoff the thread queues (and sleeps: ``on_block`` gives its core
+    away). With backoff it retries test-and-set after each delay, so a newcomer
+    may overtake it — the unfair spin lock that backoff policies are tuned for.
+    """
+    if backoff.spins:
+        attempt = 0
+        while not is_free():
+            on_block()
+            yield env.timeout(backoff.delay(attempt))
+            attempt += 1
+    elif not is_free():
+        on_block()
+    req = request()
+    yield req
+    return req
