@@ -1,0 +1,32 @@
+"""``simasgd plot``: the figures of a results folder or a compare folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from simasgd.commands import console, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plot")(plot)
+
+
+def plot(folder: Path = typer.Argument(..., help="A results folder, a compare folder, or a folder of results folders."),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write figures (default FOLDER/figures)."),
+         svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG."),
+         ) -> None:
+    """Draw staleness histograms (pooled, per worker), loss curves, time-to-ε boxes, updates/s vs threads."""
+    from simasgd import plots
+
+    with user_errors():
+        if not folder.exists():
+            from simasgd.results import ResultsError
+
+            raise ResultsError(f"{folder}: no such folder")
+        written = plots.plot_folder(folder, out, svg)
+    con = console()
+    for p in written:
+        con.print(str(p), markup=False)

@@ -1,0 +1,213 @@
+"""Figures of results (seaborn on the Agg backend; imported only when a figure is drawn).
+
+Each function takes labelled results — ``{"sim": result, "cpu": result}`` —
+and returns a matplotlib Figure; :func:`save` writes PNG (and SVG on request).
+:func:`plot_folder` draws everything a results or compare folder supports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from simasgd import analysis
+from simasgd.results import ResultsError, RunResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+TIME_LABEL = "time (s; simulated for sim, wall clock otherwise)"
+
+
+def _libs() -> tuple[Any, Any]:
+    # Lazy: the CLI must start fast, and a headless machine needs Agg before pyplot loads.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook")
+    return plt, sns
+
+
+def _tail_cut(frames: pd.DataFrame, share: float = 0.999) -> int:
+    """Largest staleness worth showing: where every result has `share` of its mass."""
+    cut = 0
+    for _, g in frames.groupby("label"):
+        c = g.groupby("staleness")["count"].sum().sort_index()
+        cdf = c.cumsum() / c.sum()
+        cut = max(cut, int(cdf.index[np.searchsorted(cdf.to_numpy(), share - 1e-12)]))
+    return max(cut, 1)
+
+
+def staleness_frame(results: Mapping[str, RunResult], by_worker: bool = False) -> pd.DataFrame:
+    frames = []
+    for label, r in results.items():
+        h = analysis.histogram(r, by_worker)
+        frames.append(h.assign(label=label))
+    return pd.concat(frames, ignore_index=True)
+
+
+def staleness_histogram(results: Mapping[str, RunResult], max_tau: int | None = None) -> "Figure":
+    """Pooled staleness distributions overlaid (one step outline per result)."""
+    plt, sns = _libs()
+    df = staleness_frame(results)
+    df = df[df["worker"] == analysis.ALL]
+    cut = max_tau if max_tau is not None else _tail_cut(df)
+    df = df[df["staleness"] <= cut]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    sns.histplot(df, x="staleness", weights="count", hue="label", discrete=True, stat="probability",
+                 common_norm=False, element="step", fill=True, alpha=0.25, ax=ax)
+    means = {label: analysis.mean_from_counts(analysis.counts(analysis.staleness(r))) for label, r in results.items()}
+    ax.set(xlabel="staleness τ (updates by others between read and write)", ylabel="fraction of updates",
+           title="Staleness distribution — " + ", ".join(f"{k}: mean {v:.2f}" for k, v in means.items()))
+    _legend_title(ax, "result")
+    fig.tight_layout()
+    return fig
+
+
+def staleness_by_worker(results: Mapping[str, RunResult], max_tau: int | None = None) -> "Figure":
+    """One panel per worker, results overlaid (as Ek 2021, figs. 4.13–4.18)."""
+    plt, sns = _libs()
+    df = staleness_frame(results, by_worker=True)
+    df = df[df["worker"] != analysis.ALL].astype({"worker": int})
+    if df.empty:
+        raise ResultsError("no per-worker staleness: the workers are unknown (imported results?)")
+    cut = max_tau if max_tau is not None else _tail_cut(df)
+    df = df[df["staleness"] <= cut]
+    grid = sns.displot(df, x="staleness", weights="count", hue="label", col="worker", col_wrap=min(4, df["worker"].nunique()),
+                       discrete=True, stat="probability", common_norm=False, element="step", alpha=0.25,
+                       height=2.6, aspect=1.2, facet_kws={"sharey": False})
+    grid.set_axis_labels("staleness τ", "fraction of the worker's updates")
+    grid.set_titles("worker {col_name}")
+    grid.figure.suptitle("Staleness per worker", y=1.02)
+    if grid.legend is not None:
+        grid.legend.set_title("result")
+    return grid.figure
+
+
+def loss_curves(results: Mapping[str, RunResult]) -> "Figure":
+    """Loss against time and against updates, side by side (as Lopez et al. 2020, figs. 1–2)."""
+    plt, sns = _libs()
+    df = pd.concat([r.curve.assign(label=label) for label, r in results.items()], ignore_index=True)
+    df = df[np.isfinite(df["loss"]) & (df["loss"] > 0)]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, x, xlabel in ((axes[0], "t", TIME_LABEL), (axes[1], "updates", "applied updates")):
+        sns.lineplot(df[np.isfinite(df[x])], x=x, y="loss", hue="label", units="run", estimator=None,
+                     lw=1.2, alpha=0.8, ax=ax, legend=ax is axes[0])
+        ax.set(xlabel=xlabel, ylabel="training loss", yscale="log")
+    axes[0].set_title("loss vs time")
+    axes[1].set_title("loss vs updates")
+    if axes[0].get_legend() is not None:
+        _legend_title(axes[0], "result (one line per run)")
+    fig.tight_layout()
+    return fig
+
+
+def time_to_eps_boxes(results: Mapping[str, RunResult]) -> "Figure":
+    """Time to ε per result, one point per run that reached it; crashed/diverged counted above."""
+    plt, sns = _libs()
+    rows = [{"label": label, "time_to_eps": run.time_to_eps} for label, r in results.items() for run in r.runs
+            if run.time_to_eps is not None]
+    df = pd.DataFrame(rows, columns=["label", "time_to_eps"])
+    order = list(results)
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(order)), 4.2))
+    if not df.empty:
+        sns.boxplot(df, x="label", y="time_to_eps", order=order, ax=ax, color="lightsteelblue")
+        sns.stripplot(df, x="label", y="time_to_eps", order=order, ax=ax, color="black", size=4)
+    else:
+        ax.set_xticks(range(len(order)), order)
+    top = float(df["time_to_eps"].max()) if not df.empty else 1.0
+    for i, label in enumerate(order):
+        o = analysis.outcomes(results[label])
+        ax.text(i, top * 1.05, f"reached {o['reached']}/{o['runs']}\ncrashed {o['crashed']} · diverged {o['diverged']}",
+                ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, top * 1.3)
+    ax.set(xlabel="", ylabel="time to ε (s)", title="Time to ε (runs that reached it)")
+    fig.tight_layout()
+    return fig
+
+
+def throughput_frame(results: Sequence[RunResult], labels: Sequence[str] | None = None) -> pd.DataFrame:
+    rows = []
+    for i, r in enumerate(results):
+        label = labels[i] if labels else f"{r.scenario['algorithm']['name']} ({r.backend})"
+        for run in analysis.run_table(r).itertuples():
+            rows.append({"threads": int(r.scenario["workers"]["count"]), "updates_per_s": run.updates_per_s,
+                         "mean_staleness": run.mean_staleness, "label": label})
+    return pd.DataFrame(rows)
+
+
+def throughput_vs_threads(results: Sequence[RunResult], labels: Sequence[str] | None = None) -> "Figure":
+    """Updates/s and mean staleness against the number of threads (mean and 95% CI over runs)."""
+    plt, sns = _libs()
+    df = throughput_frame(results, labels)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, y, ylabel in ((axes[0], "updates_per_s", "updates / s"), (axes[1], "mean_staleness", "mean staleness τ")):
+        sns.lineplot(df, x="threads", y=y, hue="label", marker="o", errorbar=("ci", 95), ax=ax,
+                     legend=ax is axes[0])
+        ax.set(xlabel="threads (workers)", ylabel=ylabel, xscale="log")
+        ticks = sorted(df["threads"].unique())
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+    axes[0].set_title("throughput")
+    axes[1].set_title("staleness")
+    _legend_title(axes[0], "algorithm (backend)" if not labels else "result")
+    fig.tight_layout()
+    return fig
+
+
+def _legend_title(ax: Any, title: str) -> None:
+    leg = ax.get_legend()
+    if leg is not None:
+        leg.set_title(title)
+
+
+def save(fig: "Figure", path: str | Path, svg: bool = False) -> list[Path]:
+    """Write ``path``.png (and .svg); close the figure. Returns the files written."""
+    plt, _ = _libs()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = [path.with_suffix(".png")]
+    fig.savefig(out[0], dpi=120, bbox_inches="tight")
+    if svg:
+        out.append(path.with_suffix(".svg"))
+        fig.savefig(out[1], bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+# --- whole folders ----------------------------------------------------------------------------
+
+def load_labelled(folder: str | Path) -> dict[str, RunResult]:
+    """A results folder → {backend: result}; a compare (or sweep) folder → one entry per results subfolder."""
+    folder = Path(folder)
+    if (folder / "summary.json").exists():
+        r = RunResult.load(folder)
+        return {r.backend: r}
+    subs = sorted(p for p in folder.iterdir() if (p / "summary.json").exists()) if folder.is_dir() else []
+    if not subs:
+        raise ResultsError(f"{folder}: neither a results folder (summary.json) nor a folder of results folders")
+    return {p.name: RunResult.load(p) for p in subs}
+
+
+def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = False) -> list[Path]:
+    """Every figure the folder supports, written to ``out`` (default ``folder/figures``)."""
+    results = load_labelled(folder)
+    out = Path(out) if out is not None else Path(folder) / "figures"
+    written: list[Path] = []
+    threads = {int(r.scenario["workers"]["count"]) for r in results.values()}
+    if len(threads) > 1:
+        written += save(throughput_vs_threads(list(results.values()), list(results)), out / "throughput_vs_threads", svg)
+    written += save(staleness_histogram(results), out / "staleness", svg)
+    if any(analysis.workers(r) for r in results.values()) and max(threads) > 1:
+        written += save(staleness_by_worker({k: r for k, r in results.items() if analysis.workers(r)}),
+                        out / "staleness_per_worker", svg)
+    if any(len(r.curve) for r in results.values()):
+        written += save(loss_curves(results), out / "loss", svg)
+    written += save(time_to_eps_boxes(results), out / "time_to_eps", svg)
+    return written

@@ -1,0 +1,82 @@
+"""Figures: they are drawn from the data given (not just written), and `simasgd plot` finds them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from simasgd import plots
+from simasgd.cli import app
+from simasgd.results import curve_frame
+from simasgd.scenario import Scenario
+from test_analysis import geometric, make_result
+
+
+@pytest.fixture(scope="module")
+def pair():
+    rng = np.random.default_rng(20)
+    a = make_result([geometric(rng, 4, 2000) for _ in range(3)], updates_to_eps=[300, None, 400])
+    b = make_result([geometric(rng, 6, 2000) for _ in range(3)], updates_to_eps=[350, 380, 420], backend="cpu")
+    for r in (a, b):
+        r.curve = pd.concat([curve_frame(i, np.linspace(0, 2, 20), np.arange(20) * 100,
+                                         np.exp(-np.linspace(0, 2, 20))) for i in range(3)], ignore_index=True)
+    return {"sim": a, "cpu": b}
+
+
+def test_staleness_histogram_bars_are_the_fractions(pair):
+    fig = plots.staleness_histogram(pair, max_tau=10)
+    ax = fig.axes[0]
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"sim", "cpu"}
+    assert "staleness" in ax.get_xlabel() and "fraction" in ax.get_ylabel()
+    # the tallest outline sits at τ = 0 with height P(τ=0), about 1/M = 0.25 for the sim sample
+    h = plots.staleness_frame({"sim": pair["sim"]})
+    p0 = h[(h["worker"] == "all") & (h["staleness"] == 0)]["fraction"].iloc[0]
+    assert ax.get_ylim()[1] >= p0 > 0.2
+
+
+def test_per_worker_has_one_panel_per_worker(pair):
+    fig = plots.staleness_by_worker(pair)
+    titles = sorted(ax.get_title() for ax in fig.axes if ax.get_title())
+    assert titles == [f"worker {w}" for w in range(4)]
+
+
+def test_loss_curves_draw_one_line_per_run_per_result(pair):
+    fig = plots.loss_curves(pair)
+    left, right = fig.axes[:2]
+    assert len(left.get_lines()) >= 6 and right.get_xlabel() == "applied updates"
+    assert left.get_yscale() == "log"
+
+
+def test_time_to_eps_boxes_count_outcomes(pair):
+    fig = plots.time_to_eps_boxes(pair)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "reached 2/3\ncrashed 0 · diverged 1" in texts and "reached 3/3\ncrashed 0 · diverged 0" in texts
+
+
+def test_throughput_vs_threads_x_is_the_thread_count():
+    rng = np.random.default_rng(21)
+    rs = [make_result([geometric(rng, m, 200)] * 2, workers=m, rates=[100.0 * m, 110.0 * m],
+                      scenario=Scenario(workers={"count": m}, algorithm={"name": "hogwild"})) for m in (1, 2, 4)]
+    df = plots.throughput_frame(rs)
+    assert sorted(df["threads"].unique()) == [1, 2, 4]
+    assert df.groupby("threads")["updates_per_s"].mean().tolist() == pytest.approx([105, 210, 420])
+    fig = plots.throughput_vs_threads(rs)
+    assert fig.axes[0].get_xlabel() == "threads (workers)"
+
+
+def test_plot_command_on_a_compare_folder_writes_png_and_svg(pair, tmp_path):
+    for label, r in pair.items():
+        r.save(tmp_path / label)
+    res = CliRunner().invoke(app, ["plot", str(tmp_path), "--svg"])
+    assert res.exit_code == 0, res.output
+    names = {p.name for p in (tmp_path / "figures").iterdir()}
+    for stem in ("staleness", "staleness_per_worker", "loss", "time_to_eps"):
+        assert {f"{stem}.png", f"{stem}.svg"} <= names
+    assert (tmp_path / "figures" / "staleness.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_command_on_a_non_results_folder_exits_2(tmp_path):
+    res = CliRunner().invoke(app, ["plot", str(tmp_path)])
+    assert res.exit_code == 2 and "neither a results folder" in res.output
