@@ -20,12 +20,15 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simasgd import analysis
+from simasgd import analysis, metadata
 from simasgd.results import ResultsError, RunResult
+
+if TYPE_CHECKING:
+    from simasgd.scenario import Scenario
 
 FORMAT = "simasgd-fidelity"
 FORMAT_VERSION = 1
@@ -81,6 +84,7 @@ class Fidelity:
     scenario_diff: list[str] = field(default_factory=list)
     level: float = 0.95
     resamples: int = 1000
+    info: dict[str, Any] = field(default_factory=dict)  # scenario name, folders, simasgd commit
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -95,6 +99,7 @@ class Fidelity:
             "confidence_level": self.level, "bootstrap_resamples": self.resamples,
             "overall": {k: m.to_json() for k, m in self.overall.items()},
             "per_worker": {str(w): {k: m.to_json() for k, m in ms.items()} for w, ms in self.per_worker.items()},
+            "metadata": self.info,
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -162,7 +167,8 @@ def compare(predicted: RunResult, reference: RunResult, *, level: float = 0.95, 
     per_worker = {w: _group(predicted, reference, w, wa, wb, level)
                   for w in analysis.workers(predicted) if w in analysis.workers(reference)}
     la, lb = labels or (predicted.backend, reference.backend)
-    return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples)
+    info = {"scenario": predicted.scenario.get("name"), "git_commit": metadata.git_commit(), "seed": seed}
+    return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples, info)
 
 
 def _side(r: RunResult, label: str) -> Side:
@@ -274,7 +280,24 @@ METRIC_ORDER = ("mean_staleness_rel_err", "ks", "wasserstein", "p50_err", "p90_e
 def fmt_value(name: str, v: float) -> str:
     if not math.isfinite(v):
         return "n/a"
-    return f"{v:+.1%}" if name.endswith("rel_err") else f"{v:.3g}" + (f" {UNITS[name]}" if UNITS.get(name) else "")
+    return f"{v:+.1%}" if name.endswith("rel_err") else f"{v:.3g}"
+
+
+def fmt_goal(name: str, goal: float) -> str:
+    return "≤ " + (f"{goal:.0%}" if name.endswith("rel_err") else f"{goal:g}")
+
+
+def label(name: str) -> str:
+    """The metric's name with its unit, for tables."""
+    return f"{name} ({UNITS[name]})" if UNITS.get(name) else name
+
+
+def why_undefined(name: str) -> str:
+    if name == "mean_staleness_rel_err":
+        return "the reference's mean staleness is 0: a relative error is undefined"
+    if name in ("updates_to_eps_rel_err", "time_to_eps_rel_err"):
+        return "no run reached ε on one side (or a timing-only simulation, which has no loss)"
+    return "not computable from these results"
 
 
 def verdict_mark(ok: bool | None) -> str:
@@ -288,10 +311,13 @@ def summary_rows(fid: Fidelity) -> list[dict[str, str]]:
         m = fid.overall.get(name)
         if m is None:
             continue
-        ci = (f"[{fmt_value(name, m.ci_low)}, {fmt_value(name, m.ci_high)}]"
-              if math.isfinite(m.ci_low) else "n/a (needs ≥ 2 runs each)")
-        goal = "" if m.goal is None else ("≤ " + (f"{m.goal:.0%}" if name.endswith("rel_err") else f"{m.goal:g}"))
-        rows.append({"metric": name, "value": fmt_value(name, m.value), "ci": ci, "goal": goal,
+        if math.isfinite(m.ci_low):
+            ci = f"[{fmt_value(name, m.ci_low)}, {fmt_value(name, m.ci_high)}]"
+        else:
+            ci = "n/a" if not math.isfinite(m.value) or min(fid.predicted.runs, fid.reference.runs) >= 2 \
+                else "n/a (needs ≥ 2 runs each)"
+        goal = "" if m.goal is None else fmt_goal(name, m.goal)
+        rows.append({"metric": label(name), "value": fmt_value(name, m.value), "ci": ci, "goal": goal,
                      "verdict": verdict_mark(m.ok)})
     return rows
 
@@ -301,12 +327,17 @@ def disagreements(fid: Fidelity) -> list[str]:
     out = []
     for name, m in fid.overall.items():
         if m.ok is False:
-            out.append(f"{name} = {fmt_value(name, m.value)} misses the goal (|·| ≤ {m.goal:g})")
+            out.append(f"{name} = {fmt_value(name, m.value)} misses the goal (|·| {fmt_goal(name, m.goal)})")
     for w, ms in fid.per_worker.items():
         bad = [n for n in ("mean_staleness_rel_err", "ks") if ms[n].ok is False]
         if bad:
             out.append(f"worker {w}: " + ", ".join(f"{n} = {fmt_value(n, ms[n].value)}" for n in bad))
     return out
+
+
+def undefined(fid: Fidelity) -> list[str]:
+    """Goal metrics that could not be computed here."""
+    return [k for k in GOALS if k in fid.overall and not math.isfinite(fid.overall[k].value)]
 
 
 def to_markdown(fid: Fidelity, figures: list[str] | None = None) -> str:
@@ -320,7 +351,8 @@ def to_markdown(fid: Fidelity, figures: list[str] | None = None) -> str:
     lines += [f"| {x['metric']} | {x['value']} | {x['ci']} | {x['goal']} | {x['verdict']} |" for x in summary_rows(fid)]
     lines += ["", "Outcomes: " + "; ".join(f"{s.label}: {s.outcomes}" for s in (p, r)), ""]
     bad = disagreements(fid)
-    lines += ["## Where they disagree", ""] + ([f"- {b}" for b in bad] or ["- nowhere: every goal is met"]) + [""]
+    lines += ["## Where they disagree", ""] + ([f"- {b}" for b in bad] or ["- nowhere: every goal checked is met"])
+    lines += [f"- {k}: not checked — {why_undefined(k)}" for k in undefined(fid)] + [""]
     if fid.per_worker:
         lines += ["## Per worker", "", "| worker | mean staleness rel err | KS | Wasserstein | updates/s rel err |",
                   "|---|---|---|---|---|"]
@@ -331,3 +363,80 @@ def to_markdown(fid: Fidelity, figures: list[str] | None = None) -> str:
     if figures:
         lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figures] + [""]
     return "\n".join(lines)
+
+
+# --- the compare workflow: run both backends, or load two folders -----------------------------
+
+MEASURED = ("cpu", "cuda", "peer", "serial")
+
+
+def roles(backends: list[str]) -> tuple[str, str]:
+    """(predicted, reference) of two backends: the simulator predicts; otherwise the second is the reference."""
+    if len(backends) != 2 or backends[0] == backends[1]:
+        raise FidelityError(f"--backends: give two different backends, e.g. sim,cpu (got {','.join(backends)})")
+    a, b = backends
+    return (b, a) if b == "sim" else (a, b)
+
+
+def sim_scenario(scenario: "Scenario", backends: list[str]) -> "Scenario":
+    """The scenario the simulator runs: against this machine (cpu), the calibrated preset ``this``."""
+    if "cpu" not in backends:
+        return scenario
+    ensure_profile()
+    return scenario.model_copy(update={"machine": scenario.machine.model_copy(update={"preset": "this"})})
+
+
+def ensure_profile() -> Path:
+    """The calibrated profile of this machine; calibrate first when there is none."""
+    from simasgd import machine
+
+    path = machine.profile_path()
+    if path.exists():
+        return path
+    try:
+        from executors import calibrate as cal
+    except ImportError:
+        raise FidelityError(f"no calibrated profile at {path}, and calibration (executors.calibrate) is not in "
+                            f"this build; run `simasgd calibrate --out {path}` or set SIMASGD_PROFILE") from None
+    run = getattr(cal, "calibrate", None)
+    if run is None:
+        raise FidelityError(f"no calibrated profile at {path}; executors.calibrate has no calibrate() to make one")
+    run(out=path)
+    return path
+
+
+def run_and_compare(scenario: "Scenario", backends: list[str], out: str | Path, *, repeats: int | None = None,
+                    advance: Any = None, resamples: int = 1000) -> tuple[Fidelity, dict[str, RunResult]]:
+    """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first)."""
+    from simasgd import backends as registry
+
+    pred, ref = roles(backends)
+    for b in (pred, ref):
+        registry.load(b)  # fail before running anything if a backend is missing
+    out = Path(out)
+    results = {}
+    for b in (pred, ref):
+        sc = sim_scenario(scenario, backends) if b == "sim" else scenario
+        results[b] = registry.run(sc, b, repeats=repeats, out=out / b, advance=advance)
+    fid = compare(results[pred], results[ref], resamples=resamples)
+    fid.info["folders"] = {pred: str(out / pred), ref: str(out / ref)}
+    fid.save(out / "fidelity.json")
+    return fid, results
+
+
+def compare_folders(predicted: str | Path, reference: str | Path, out: str | Path | None = None,
+                    resamples: int = 1000) -> tuple[Fidelity, dict[str, RunResult]]:
+    """Compare two existing results folders (``predicted`` against ``reference``)."""
+    a, b = RunResult.load(predicted), RunResult.load(reference)
+    la, lb = _labels(Path(predicted), Path(reference), a, b)
+    fid = compare(a, b, resamples=resamples, labels=(la, lb))
+    fid.info["folders"] = {la: str(predicted), lb: str(reference)}
+    if out is not None:
+        fid.save(Path(out) / "fidelity.json")
+    return fid, {la: a, lb: b}
+
+
+def _labels(pa: Path, pb: Path, a: RunResult, b: RunResult) -> tuple[str, str]:
+    if a.backend != b.backend:
+        return a.backend, b.backend
+    return (pa.resolve().name, pb.resolve().name) if pa.resolve().name != pb.resolve().name else ("A", "B")

@@ -100,6 +100,7 @@ def loss_curves(results: Mapping[str, RunResult]) -> "Figure":
         sns.lineplot(df[np.isfinite(df[x])], x=x, y="loss", hue="label", units="run", estimator=None,
                      lw=1.2, alpha=0.8, ax=ax, legend=ax is axes[0])
         ax.set(xlabel=xlabel, ylabel="training loss", yscale="log")
+        _plain_log_ticks(ax)
     axes[0].set_title("loss vs time")
     axes[1].set_title("loss vs updates")
     if axes[0].get_legend() is not None:
@@ -161,6 +162,15 @@ def throughput_vs_threads(results: Sequence[RunResult], labels: Sequence[str] | 
     return fig
 
 
+def _plain_log_ticks(ax: Any) -> None:
+    # 0.3, 1, 2 rather than 3×10⁻¹: losses span a decade or two, not many.
+    from matplotlib.ticker import FuncFormatter
+
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(fmt)
+
+
 def _legend_title(ax: Any, title: str) -> None:
     leg = ax.get_legend()
     if leg is not None:
@@ -211,3 +221,21 @@ def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = F
         written += save(loss_curves(results), out / "loss", svg)
     written += save(time_to_eps_boxes(results), out / "time_to_eps", svg)
     return written
+
+
+def write_report(folder: str | Path, fid: Any, results: Mapping[str, RunResult], svg: bool = False) -> Path:
+    """``folder/report.md``: the fidelity table, where they disagree, and the overlaid figures."""
+    from simasgd.fidelity import to_markdown
+
+    folder = Path(folder)
+    figs = folder / "figures"
+    written = save(staleness_histogram(results), figs / "staleness", svg)
+    if all(analysis.workers(r) for r in results.values()) and fid.per_worker:
+        written += save(staleness_by_worker(results), figs / "staleness_per_worker", svg)
+    if any(len(r.curve) for r in results.values()):
+        written += save(loss_curves(results), figs / "loss", svg)
+    written += save(time_to_eps_boxes(results), figs / "time_to_eps", svg)
+    pngs = [str(p.relative_to(folder)) for p in written if p.suffix == ".png"]
+    report = folder / "report.md"
+    report.write_text(to_markdown(fid, pngs))
+    return report

@@ -1,0 +1,105 @@
+"""``simasgd compare``: simulated against measured — run both (or load two folders), report fidelity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from simasgd.commands import console, user_errors
+from simasgd.commands.run import OverrideOpt
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare)
+
+
+def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file (TOML) to run on both backends."),
+            backends: str = typer.Option("sim,cpu", "--backends", "-b",
+                                         help="Two backends; the simulator is the prediction, the other the reference."),
+            out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder (default results/compare-<name>)."),
+            overrides: list[str] = OverrideOpt,
+            repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
+            results: Optional[list[Path]] = typer.Option(None, "--results", help="Compare two existing results folders: "
+                                                         "--results PREDICTED --results REFERENCE (or two paths)."),
+            extra: list[Path] = typer.Argument(None, hidden=True),
+            svg: bool = typer.Option(False, "--svg", help="Also write SVG figures."),
+            ) -> None:
+    """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures."""
+    from simasgd import fidelity, plots
+
+    with user_errors():
+        folders = _result_folders(scenario, results, extra)
+        if folders:
+            out = out or Path("results") / f"compare-{folders[0].name}-vs-{folders[1].name}"
+            fid, res = fidelity.compare_folders(folders[0], folders[1], out)
+        else:
+            fid, res, out = _run(scenario, backends, out, overrides, repeats)
+        report = plots.write_report(out, fid, res, svg)
+    print_fidelity(fid)
+    console().print(f"fidelity: {out / 'fidelity.json'}\nreport:   {report}", markup=False)
+
+
+def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], extra: Optional[list[Path]]) -> list[Path]:
+    from simasgd.fidelity import FidelityError
+
+    if not results:
+        if scenario is None:
+            raise FidelityError("compare needs a SCENARIO file, or --results PREDICTED REFERENCE")
+        return []
+    # `--results A B` leaves B as a positional argument: gather both forms.
+    folders = list(results) + ([scenario] if scenario is not None else []) + list(extra or [])
+    if len(folders) != 2:
+        raise FidelityError(f"--results: give exactly two results folders (got {len(folders)})")
+    return folders
+
+
+def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str], repeats: Optional[int]):
+    from simasgd import fidelity, loader, progress
+
+    sc = loader.load(scenario, overrides)
+    names = [b.strip() for b in backends.split(",") if b.strip()]
+    fidelity.roles(names)
+    out = out or Path("results") / f"compare-{sc.name}"
+    n = repeats or sc.repeats
+    with progress.bar(f"{sc.name} on {' and '.join(names)}", 2 * n * sc.stop.max_updates) as advance:
+        fid, res = fidelity.run_and_compare(sc, names, out, repeats=repeats, advance=advance)
+    return fid, res, out
+
+
+def print_fidelity(fid) -> None:
+    from rich.table import Table
+
+    from simasgd.fidelity import disagreements, fmt_value, summary_rows, undefined, why_undefined
+
+    p, r = fid.predicted, fid.reference
+    con = console()
+    table = Table(title=f"{p.label} ({p.runs} runs) against {r.label} ({r.runs} runs): errors are {p.label} − {r.label}")
+    for c, j in (("metric", "left"), ("value", "right"), (f"{fid.level:.0%} CI", "right"),
+                 ("goal", "right"), ("", "center")):
+        table.add_column(c, justify=j)
+    for row in summary_rows(fid):
+        style = {"✓": "green", "✗": "bold red"}.get(row["verdict"], "")
+        table.add_row(row["metric"], row["value"], row["ci"], row["goal"], row["verdict"], style=style)
+    con.print(table)
+    if fid.per_worker:
+        w = Table(title="per worker")
+        for c in ("worker", "mean staleness rel err", "KS", "Wasserstein", "updates/s rel err"):
+            w.add_column(c, justify="right")
+        for k, ms in fid.per_worker.items():
+            w.add_row(str(k), *[fmt_value(n, ms[n].value) for n in
+                                ("mean_staleness_rel_err", "ks", "wasserstein", "updates_per_s_rel_err")])
+        con.print(w)
+    if fid.scenario_diff:
+        con.print("scenarios differ only in: " + "; ".join(fid.scenario_diff), markup=False)
+    bad = disagreements(fid)
+    if bad:
+        con.print("[bold red]where they disagree:[/]")
+        for b in bad:
+            con.print(f"  ✗ {b}", markup=False)
+    else:
+        met = [k for k, ok in fid.verdicts.items() if ok]
+        con.print("they agree on every goal that could be checked: " + (", ".join(met) or "none could be"), markup=False)
+    for k in undefined(fid):
+        con.print(f"  · {k}: not checked — {why_undefined(k)}", markup=False)
