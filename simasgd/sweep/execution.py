@@ -35,6 +35,10 @@ LOCK_DIR_ENV = "SIMASGD_SWEEP_LOCK_DIR"
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
+class SweepError(ValueError):
+    """A sweep cannot start as asked (no Dask, an unreachable scheduler): the user's input, not a bug."""
+
+
 @dataclass
 class Outcome:
     row: dict[str, Any]
@@ -194,20 +198,28 @@ class LocalPool:
 class DaskPool:
     """Tasks on a Dask cluster: ``"local"`` starts a LocalCluster, anything else is a scheduler address."""
 
-    def __init__(self, address: str, jobs: int):
+    def __init__(self, address: str, jobs: int, processes: bool = True):
         import logging
 
-        from dask.distributed import Client, LocalCluster
-
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError as e:
+            raise SweepError(f"--dask needs dask.distributed (pip install 'simasgd[dask]'): {e}") from None
         self.jobs = jobs
         self._cluster = None
         if address == "local":
-            self._cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
+            self._cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=processes,
                                          dashboard_address=None, silence_logs=logging.ERROR)
             self._client = Client(self._cluster)
-        else:
+            return
+        try:
+            _probe(address)
             self._client = Client(address, timeout="20s")
-            self.jobs = max(1, sum(w.get("nthreads", 1) for w in self._client.scheduler_info()["workers"].values()))
+        except (OSError, TimeoutError, ValueError) as e:
+            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there ({e}); "
+                             f"use 'local' or an address like tcp://host:8786") from None
+        workers = self._client.scheduler_info().get("workers", {})
+        self.jobs = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
 
     def imap_unordered(self, fn: TaskFn, tasks: Iterable[Task]) -> Iterator[Finished]:
         from dask.distributed import as_completed
@@ -237,6 +249,15 @@ class DaskPool:
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+
+def _probe(address: str) -> None:
+    """Fail fast on a refused TCP address (Dask itself retries until its timeout)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme == "tcp" and parts.hostname and parts.port:
+        socket.create_connection((parts.hostname, parts.port), timeout=5).close()
 
 
 def _take(it: Iterator[Task], n: int) -> list[Task]:

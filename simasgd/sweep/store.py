@@ -18,7 +18,7 @@ import datetime as _dt
 import json
 import math
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -167,8 +167,8 @@ def _read_tasks(folder: Path) -> pd.DataFrame:
 
 def atomic_write(path: Path, write: Callable[[str], Any]) -> None:
     """Write via a temporary file in the same folder and rename: readers see all of it or none."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    # A hidden, unique name (not mkstemp: its 0600 mode would stick to the renamed file).
+    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         write(tmp)
         os.replace(tmp, path)

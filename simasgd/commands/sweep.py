@@ -1,0 +1,90 @@
+"""``simasgd sweep`` and ``simasgd sweep-summary``: hyperparameter grids, resumable, on a pool or Dask."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from simasgd.commands import console, user_errors
+
+GRID_HELP = ("Sweep a key: KEY=V1,V2,... (TOML values; bare words are strings) or KEY=START:STOP:STEP "
+             "(inclusive) or KEY=START:STOP:*FACTOR. Repeatable; several form the product; "
+             "replaces the same key of the file's [sweep.grid].")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)
+    app.command("sweep-summary")(sweep_summary)
+
+
+def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may hold a [sweep.grid] table."),
+          grid: list[str] = typer.Option([], "--grid", "-g", help=GRID_HELP),
+          overrides: list[str] = typer.Option([], "--set", "-s", help="Override a key for every cell: -s stop.max_updates=1000."),
+          backend: str = typer.Option("sim", "--backend", "-b", help="serial | sim | cpu | cuda"),
+          repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Repeats per cell (overrides `repeats`)."),
+          out: Optional[Path] = typer.Option(None, "--out", "-o", help="Sweep folder (default sweeps/<name>-<backend>)."),
+          jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0,
+                                             help="Parallel tasks (default: all cores; 0 = in this process). "
+                                                  "Real backends (cpu, cuda) always run one at a time per host."),
+          dask: Optional[str] = typer.Option(None, "--dask", help="'local' (a LocalCluster of --jobs workers) or a "
+                                                                  "scheduler address, e.g. tcp://host:8786."),
+          resume: bool = typer.Option(False, "--resume", help="Continue a sweep in --out: skip finished tasks."),
+          retry_failed: bool = typer.Option(True, "--retry-failed/--keep-failed",
+                                            help="On --resume, rerun tasks recorded as failed (default) or keep them."),
+          keep_runs: bool = typer.Option(False, "--keep-runs", help="Also keep each task's full results folder "
+                                                                    "under OUT/runs/<task>/ (large)."),
+          ) -> None:
+    """Run a scenario over a grid of settings x repeats; results go to one Parquet file per task."""
+    from simasgd.sweep import plan as planmod
+    from simasgd.sweep import runner
+
+    with user_errors():
+        p = planmod.build(scenario, grid, overrides, backend=backend, repeats=repeats)
+        out = out or Path("sweeps") / f"{p.base.name}-{backend}"
+        _note_real_backend(p.backend, jobs, dask)
+        # SIGTERM (a batch system's kill) unwinds like Ctrl-C: the pool is stopped, finished tasks are on disk.
+        signal.signal(signal.SIGTERM, _terminate)
+        report = runner.run(p, out, jobs=jobs, dask=dask, resume=resume, keep_runs=keep_runs,
+                            retry_failed=retry_failed)
+    skipped = f", {report.skipped} already done" if report.skipped else ""
+    console().print(f"sweep {p.base.name} on {backend}: {len(p.cells)} cells x {p.repeats} repeats = "
+                    f"{report.total} tasks{skipped}; {report.ok} ok, {report.failed} failed now, in "
+                    f"{report.elapsed_s:.1f} s -> {report.out}\nsummary: simasgd sweep-summary {report.out}",
+                    markup=False, highlight=False)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _note_real_backend(backend: str, jobs: Optional[int], dask: Optional[str]) -> None:
+    from simasgd.sweep.plan import REAL_BACKENDS
+
+    if backend in REAL_BACKENDS and not dask and jobs not in (None, 0, 1):
+        print(f"note: backend {backend!r} measures this machine; running one task at a time (not --jobs {jobs})",
+              file=sys.stderr)
+
+
+def sweep_summary(folder: Path = typer.Argument(..., help="A sweep folder written by `simasgd sweep`."),
+                  plots: Optional[Path] = typer.Option(None, "--plots", help="Write heatmaps (PNG) to this folder."),
+                  max_crash: float = typer.Option(0.1, "--max-crash", min=0.0, max=1.0,
+                                                  help="Largest fraction of crashed repeats a setting may have."),
+                  within: float = typer.Option(0.1, "--within", min=0.0,
+                                               help="Count settings within this fraction of the fastest."),
+                  ) -> None:
+    """The fastest stable setting per algorithm x threads (Ek 2021, Table 4.3), and heatmaps."""
+    from simasgd.sweep import analysis, store
+
+    with user_errors():
+        df = store.load(folder)
+        manifest = store.SweepStore(folder).manifest()
+        table = analysis.table(df, manifest=manifest, max_crash=max_crash, within=within)
+    analysis.print_table(table, console(), title=f"{manifest['scenario'].get('name')} · {manifest['backend']} · "
+                                                  f"{len(df)} runs")
+    if plots is not None:
+        written = analysis.heatmaps(df, plots, manifest=manifest)
+        console().print(f"{len(written)} heatmaps -> {plots}", markup=False)

@@ -1,0 +1,95 @@
+"""``simasgd sweep`` end to end: kill and resume, failed tasks, bad input, the summary command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simasgd.cli import app
+from simasgd.sweep import load
+
+HERE = Path(__file__).resolve().parent
+SMALL = str(HERE / "small_grid.toml")
+cli = CliRunner()
+# Each task ~0.2 s on the serial backend: epsilon out of reach, so every run spends its 3000 updates.
+SLOW_TASKS = ["-b", "serial", "-n", "1", "-s", "stop.epsilon=0.0001", "-s", "stop.max_updates=3000"]
+
+
+def sweep_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "simasgd.cli", "sweep", SMALL, *args]
+
+
+def task_files(out: Path) -> dict[str, int]:
+    folder = out / "tasks"
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.parquet")} if folder.exists() else {}
+
+
+@pytest.mark.slow
+def test_killed_sweep_resumes_without_rerunning_finished_tasks(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    grid = ["-g", "optimizer.lr=0.01:0.1:0.01", "-g", "workload.batch_size=16,32"]  # 20 cells x 2 algorithms
+    proc = subprocess.Popen(sweep_cmd(*grid, *SLOW_TASKS, "-j", "1", "-o", str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(task_files(out)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    before = task_files(out)
+    assert 3 <= len(before) < 40, "the kill must land mid-sweep"
+    assert not [p for p in (out / "tasks").iterdir() if p.name.startswith(".")], "no half-written files"
+
+    done = subprocess.run(sweep_cmd(*grid, *SLOW_TASKS, "-j", "2", "-o", str(out), "--resume"),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(before)} already done" in done.stdout
+    after = task_files(out)
+    assert len(after) == 40
+    # Finished tasks were not rerun: their files are untouched.
+    assert all(after[name] == mtime for name, mtime in before.items())
+    df = load(out)
+    assert len(df) == 40 and set(df["status"]) == {"ok"}
+    assert not df.duplicated(["optimizer.lr", "workload.batch_size", "algorithm.name", "repeat"]).any()
+
+
+def test_bad_grid_and_cells_exit_2_with_one_line_each(tmp_path: Path) -> None:
+    res = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "s"),
+                           "-g", "workers.count=0,2", "-g", "optimizer.lr=0.3:0.1:0.1"])
+    assert res.exit_code == 2
+    assert "optimizer.lr=0.3:0.1:0.1" in res.output and "below the start" in res.output
+    res = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "s"),
+                           "-g", "workers.count=0,2", "-g", "optimizer.momentum=2"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 2 and any("workers.count" in ln for ln in lines)
+    assert any("optimizer.momentum" in ln for ln in lines)
+    assert not (tmp_path / "s").exists()  # nothing started
+
+
+def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path: Path) -> None:
+    res = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "s"), "-g", "optimizer.lr=0.1",
+                           "-g", "workload.batch_size=16", "-g", "algorithm.name=mutex",
+                           "--dask", "tcp://127.0.0.1:1"])
+    assert res.exit_code == 2 and "cannot reach a Dask scheduler" in res.output
+
+
+def test_failing_cells_are_recorded_and_the_rest_finish(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    # A dataset folder that does not exist: valid syntax, so the task itself raises in the worker.
+    res = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(out), "-j", "0",
+                           "-g", f"workload.dataset=digits,mnist:{tmp_path / 'nowhere'}",
+                           "-g", "optimizer.lr=0.1", "-g", "algorithm.name=mutex"])
+    assert res.exit_code == 0, res.output
+    assert "4 ok, 4 failed" in res.output
+    df = load(out)
+    bad = df[df["workload.dataset"] != "digits"]
+    assert len(bad) == 4 and set(bad["status"]) == {"failed"} and bad["error"].str.contains("nowhere").all()
+    assert set(df[df["workload.dataset"] == "digits"]["status"]) == {"ok"}
