@@ -114,3 +114,67 @@ def test_fidelity_json_round_trip_and_markdown(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({**doc, "format_version": 99}))
     with pytest.raises(fidelity.FidelityError, match="newer"):
         fidelity.load_json(tmp_path / "bad.json")
+
+
+# --- `simasgd compare` end to end (tiny budgets) ----------------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from typer.testing import CliRunner  # noqa: E402
+
+from simasgd import backends  # noqa: E402
+from simasgd.cli import app  # noqa: E402
+from simasgd.results import RunResult  # noqa: E402
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
+TINY = ["-s", "stop.max_updates=300", "-s", "stop.eval_every_updates=30", "-n", "2"]
+
+
+@pytest.fixture(scope="module")
+def serial_vs_sim(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cmp")
+    res = CliRunner().invoke(app, ["compare", str(QUICKSTART), "--backends", "serial,sim", "--out", str(out), *TINY])
+    return out, res
+
+
+@pytest.mark.slow
+def test_compare_serial_sim_writes_results_fidelity_report_and_figures(serial_vs_sim):
+    out, res = serial_vs_sim
+    assert res.exit_code == 0, res.output
+    for b in ("serial", "sim"):
+        assert len(RunResult.load(out / b).runs) == 2
+    doc = fidelity.load_json(out / "fidelity.json")
+    assert doc["predicted"]["backend"] == "sim" and doc["reference"]["backend"] == "serial"
+    # serial has staleness 0 everywhere, 4 simulated workers do not: the table must say they disagree.
+    sim = RunResult.load(out / "sim")
+    p0 = float((sim.updates["staleness"] == 0).mean())
+    assert doc["overall"]["ks"]["value"] == pytest.approx(1 - p0)
+    assert doc["overall"]["ks"]["ok"] is False
+    assert "ks" in res.output and "✗" in res.output and "where they disagree" in res.output
+    report = (out / "report.md").read_text()
+    assert "figures/staleness.png" in report and (out / "figures" / "staleness.png").exists()
+    assert (out / "figures" / "loss.png").exists()
+
+
+@pytest.mark.slow
+def test_compare_existing_folders_and_refusal(serial_vs_sim, tmp_path):
+    out, _ = serial_vs_sim
+    res = CliRunner().invoke(app, ["compare", "--results", str(out / "sim"), str(out / "serial"),
+                                   "--out", str(tmp_path / "again")])
+    assert res.exit_code == 0, res.output
+    again = fidelity.load_json(tmp_path / "again" / "fidelity.json")
+    first = fidelity.load_json(out / "fidelity.json")
+    assert again["overall"]["ks"]["value"] == first["overall"]["ks"]["value"]
+    other = RunResult.load(out / "sim")
+    other.scenario = {**other.scenario, "workers": {**other.scenario["workers"], "count": 8}}
+    other.save(tmp_path / "eight")
+    res = CliRunner().invoke(app, ["compare", "--results", str(tmp_path / "eight"), str(out / "serial"),
+                                   "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "workers.count = 8 vs 4" in res.output
+
+
+def test_compare_rejects_bad_backend_lists(tmp_path):
+    res = CliRunner().invoke(app, ["compare", str(QUICKSTART), "--backends", "sim", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "two different backends" in res.output
+    res = CliRunner().invoke(app, ["compare", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "needs a SCENARIO" in res.output
