@@ -1,0 +1,196 @@
+"""The simulator's primitives, cores and memory, each against what it must do by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from simasgd.machine import PRESETS
+from simasgd.scenario import BackoffConfig
+from simasgd.sim.cpu import Cores
+from simasgd.sim.memory import Bandwidth, Memory
+from simasgd.sim.primitives import (AtomicCounter, Backoff, Barrier, CacheLine, CasCell, Mutex, RWLock, acquire,
+                                    atomic)
+
+
+def hold(env: simpy.Environment, lock: RWLock, kind: str, start: float, duration: float, log: list) -> object:
+    yield env.timeout(start)
+    req = lock.read() if kind == "r" else lock.write()
+    yield req
+    log.append((kind, start, env.now))
+    yield env.timeout(duration)
+    lock.release(req)
+
+
+@pytest.mark.parametrize("writer_priority,reader2_enters", [(True, 6.0), (False, 2.0)])
+def test_rwlock_priority(writer_priority: bool, reader2_enters: float) -> None:
+    # Reader 1 holds [0, 5); a writer asks at 1, reader 2 at 2.
+    env, log = simpy.Environment(), []
+    lock = RWLock(env, writer_priority=writer_priority)
+    env.process(hold(env, lock, "r", 0, 5, log))
+    env.process(hold(env, lock, "w", 1, 1, log))
+    env.process(hold(env, lock, "r", 2, 1, log))
+    env.run()
+    got = {(k, s): t for k, s, t in log}
+    assert got[("r", 2)] == reader2_enters
+    # The writer waits for every reader inside to leave.
+    assert got[("w", 1)] == 5.0
+    assert lock.readers == 0 and lock.writer is None and lock.writers_waiting == 0
+
+
+def test_rwlock_readers_share() -> None:
+    env, log = simpy.Environment(), []
+    lock = RWLock(env)
+    for s in (0, 0.5, 1):
+        env.process(hold(env, lock, "r", s, 5, log))
+    env.run()
+    assert [t for _, _, t in log] == [0, 0.5, 1]
+
+
+def test_mutex_is_fifo() -> None:
+    env, order = simpy.Environment(), []
+    lock = Mutex(env)
+
+    def user(i: int) -> object:
+        yield env.timeout(i * 0.1)
+        req = lock.request()
+        yield req
+        order.append(i)
+        yield env.timeout(1)
+        lock.release(req)
+
+    for i in range(5):
+        env.process(user(i))
+    env.run()
+    assert order == list(range(5)) and env.now == pytest.approx(5.0)
+
+
+def test_barrier_releases_all_at_the_last_arrival_and_cycles() -> None:
+    env, seen = simpy.Environment(), []
+    barrier = Barrier(env, 3)
+
+    def party(delay: float) -> object:
+        for _ in range(2):
+            yield env.timeout(delay)
+            index = yield barrier.wait()
+            seen.append((env.now, index))
+
+    for d in (1, 2, 3):
+        env.process(party(d))
+    env.run()
+    assert [t for t, _ in seen[:3]] == [3, 3, 3] and sorted(i for _, i in seen[:3]) == [0, 1, 2]
+    assert [t for t, _ in seen[3:]] == [6, 6, 6]  # second generation: the slowest arrives at 3 + 3
+
+
+def test_backoff_policies() -> None:
+    rng = np.random.default_rng(0)
+    lin = Backoff(BackoffConfig(kind="linear", initial_s=1.0, max_s=3.0), rng)
+    exp = Backoff(BackoffConfig(kind="exponential", initial_s=1.0, max_s=10.0), rng)
+    rnd = Backoff(BackoffConfig(kind="random", initial_s=1.0, max_s=10.0), rng)
+    assert [lin.delay(a) for a in range(5)] == [1, 2, 3, 3, 3]
+    assert [exp.delay(a) for a in range(6)] == [1, 2, 4, 8, 10, 10]
+    draws = np.array([rnd.delay(3) for _ in range(2000)])
+    assert draws.min() >= 0 and draws.max() <= 8 and abs(draws.mean() - 4) < 4 * 8 / np.sqrt(12 * 2000)
+    assert Backoff(None, rng).delay(7) == 0 and not Backoff(None, rng).spins
+
+
+def test_spinning_acquire_retries_on_the_backoff_schedule() -> None:
+    env, got = simpy.Environment(), []
+    lock = Mutex(env)
+    backoff = Backoff(BackoffConfig(kind="exponential", initial_s=1.0, max_s=100.0), np.random.default_rng(0))
+
+    def holder() -> object:
+        req = lock.request()
+        yield req
+        yield env.timeout(2.5)
+        lock.release(req)
+
+    def spinner() -> object:
+        req = yield from acquire(env, lock.request, lambda: lock.free, backoff, lambda: None)
+        got.append(env.now)
+        lock.release(req)
+
+    env.process(holder())
+    env.process(spinner())
+    env.run()
+    assert got == [3.0]  # tries at 0, 1, 3 (delays 1, 2): free at 2.5, seen at 3
+
+
+def test_cas_and_atomics_serialise_on_the_cache_line() -> None:
+    env, done = simpy.Environment(), []
+    line = CacheLine(env, 1e-7)
+    cell, counter = CasCell(line, 0), AtomicCounter(line)
+
+    def thread(i: int) -> object:
+        yield from atomic(env, line)
+        done.append(env.now)
+        counter.fetch_add(1)
+
+    for i in range(3):
+        env.process(thread(i))
+    env.run()
+    assert done == pytest.approx([1e-7, 2e-7, 3e-7]) and counter.value == 3
+    assert cell.compare_and_swap(0, 1) and not cell.compare_and_swap(0, 2) and cell.value == 1
+    assert cell.failures == 1
+
+
+def test_processor_sharing_bandwidth() -> None:
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=100.0, cap_bytes_per_s=1e9)
+    ends: dict[str, float] = {}
+
+    def job(name: str, start: float, nbytes: float) -> object:
+        yield env.timeout(start)
+        yield link.transfer(nbytes)
+        ends[name] = env.now
+
+    # A alone for 1 s (100 B), then A and B share: A's last 100 B take 2 s; B then finishes alone.
+    env.process(job("a", 0, 200))
+    env.process(job("b", 1, 300))
+    env.run()
+    assert ends["a"] == pytest.approx(3.0) and ends["b"] == pytest.approx(3.0 + 200 / 100)
+
+
+def test_per_core_cap_and_remote_path() -> None:
+    env = simpy.Environment()
+    m = PRESETS["xeon-e5-2687w-v2"]  # 40 GB/s a socket, 16 GB/s link, 10 GB/s a core
+    mem = Memory(env, m, sockets=[0, 1])
+    ends = {}
+
+    def copy(w: int) -> object:
+        yield mem.move(w, 1e9)
+        ends[w] = env.now
+
+    env.process(copy(0))
+    env.process(copy(1))
+    env.run()
+    assert ends[0] == pytest.approx(90e-9 + 1e9 / 10e9)  # local: one core's streaming rate
+    assert ends[1] == pytest.approx(150e-9 + 1e9 / 10e9)  # remote: link has room for one core
+
+
+def test_descheduled_lock_holder_keeps_cores_busy() -> None:
+    # Two threads pinned to one CPU sharing a mutex: while the holder is preempted in its
+    # critical section the other computes, and blocking gives the CPU back — no CPU time is lost.
+    env = simpy.Environment()
+    m = PRESETS["laptop-2core"]
+    cores = Cores(env, m, [0, 0])
+    lock, done = Mutex(env), [0, 0]
+
+    def thread(w: int) -> object:
+        while True:
+            yield cores.work(w, 1e-3)
+            if not lock.free:
+                cores.block(w)
+            req = lock.request()
+            yield req
+            yield cores.work(w, 3e-3)  # longer than... a quantum is 4 ms: sometimes preempted inside
+            lock.release(req)
+            done[w] += 1
+
+    env.process(thread(0))
+    env.process(thread(1))
+    env.run(until=10.0)
+    cpu_work = sum(done) * 4e-3
+    assert cpu_work == pytest.approx(10.0, rel=0.01)
+    assert abs(done[0] - done[1]) <= 0.05 * sum(done)
