@@ -83,7 +83,10 @@ def sweep_summary(folder: Path = typer.Argument(..., help="A sweep folder writte
         df = store.load(folder)
         manifest = store.SweepStore(folder).manifest()
         table = analysis.table(df, manifest=manifest, max_crash=max_crash, within=within)
-    analysis.print_table(table, console(), title=f"{manifest['scenario'].get('name')} · {manifest['backend']} · "
+    con = console()
+    if not con.is_terminal:
+        con.width = max(con.width, 200)  # a file or pipe: do not squeeze the table into 80 columns
+    analysis.print_table(table, con, title=f"{manifest['scenario'].get('name')} · {manifest['backend']} · "
                                                   f"{len(df)} runs")
     if plots is not None:
         written = analysis.heatmaps(df, plots, manifest=manifest)

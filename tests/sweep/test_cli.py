@@ -93,3 +93,16 @@ def test_failing_cells_are_recorded_and_the_rest_finish(tmp_path: Path) -> None:
     bad = df[df["workload.dataset"] != "digits"]
     assert len(bad) == 4 and set(bad["status"]) == {"failed"} and bad["error"].str.contains("nowhere").all()
     assert set(df[df["workload.dataset"] == "digits"]["status"]) == {"ok"}
+
+
+def test_sweep_summary_command_prints_table_and_writes_heatmaps(tmp_path: Path) -> None:
+    import fakes
+    from simasgd.sweep import plan, runner
+
+    runner.run(plan.build(SMALL, backend="serial"), tmp_path / "s", jobs=0, body=fakes.fake_body)
+    res = cli.invoke(app, ["sweep-summary", str(tmp_path / "s"), "--plots", str(tmp_path / "p")])
+    assert res.exit_code == 0, res.output
+    assert "mutex" in res.output and "hogwild" in res.output and "within 10%" in res.output
+    assert len(list((tmp_path / "p").glob("*.png"))) == 2
+    bad = cli.invoke(app, ["sweep-summary", str(tmp_path / "nowhere")])
+    assert bad.exit_code == 2 and "not a sweep folder" in bad.output
