@@ -24,9 +24,13 @@ TIME_LABEL = "time (s; simulated for sim, wall clock otherwise)"
 
 def _libs() -> tuple[Any, Any]:
     # Lazy: the CLI must start fast, and a headless machine needs Agg before pyplot loads.
+    import os
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+        matplotlib.use("Agg")  # a notebook kernel sets MPLBACKEND (inline) and keeps it
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -62,10 +66,15 @@ def staleness_histogram(results: Mapping[str, RunResult], max_tau: int | None = 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     sns.histplot(df, x="staleness", weights="count", hue="label", discrete=True, stat="probability",
                  common_norm=False, element="step", fill=True, alpha=0.25, ax=ax)
-    means = {label: analysis.mean_from_counts(analysis.counts(analysis.staleness(r))) for label, r in results.items()}
     ax.set(xlabel="staleness τ (updates by others between read and write)", ylabel="fraction of updates",
-           title="Staleness distribution — " + ", ".join(f"{k}: mean {v:.2f}" for k, v in means.items()))
-    _legend_title(ax, "result")
+           title="Staleness distribution")
+    _legend_title(ax, "result (mean τ)")
+    leg = ax.get_legend()
+    if leg is not None:  # the mean of the whole distribution, tail included, next to each name
+        for text in leg.get_texts():
+            r = results.get(text.get_text())
+            if r is not None:
+                text.set_text(f"{text.get_text()} ({analysis.mean_from_counts(analysis.counts(analysis.staleness(r))):.2f})")
     fig.tight_layout()
     return fig
 

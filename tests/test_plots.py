@@ -28,7 +28,9 @@ def pair():
 def test_staleness_histogram_bars_are_the_fractions(pair):
     fig = plots.staleness_histogram(pair, max_tau=10)
     ax = fig.axes[0]
-    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"sim", "cpu"}
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    means = {k: r.updates["staleness"].mean() for k, r in pair.items()}
+    assert legend == {f"{k} ({m:.2f})" for k, m in means.items()}
     assert "staleness" in ax.get_xlabel() and "fraction" in ax.get_ylabel()
     # the tallest outline sits at τ = 0 with height P(τ=0), about 1/M = 0.25 for the sim sample
     h = plots.staleness_frame({"sim": pair["sim"]})

@@ -1,0 +1,104 @@
+"""The notebooks run top to bottom (nbclient) with small parameters, and are committed without outputs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from simasgd import backends, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+KERNEL = "simasgd-test"
+
+
+@pytest.fixture(scope="module")
+def kernel_env(tmp_path_factory):
+    """A kernelspec for *this* interpreter, so a fresh CI machine needs nothing installed by hand."""
+    root = tmp_path_factory.mktemp("jupyter")
+    spec = root / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "simasgd (test)", "language": "python"}))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JUPYTER_PATH", str(root))
+    mp.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    yield
+    mp.undo()
+
+
+def execute(name: str, overrides: dict, timeout: int = 600) -> nbformat.NotebookNode:
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    src = "\n".join(f"{k} = {v!r}" for k, v in overrides.items())
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(src))
+    NotebookClient(nb, timeout=timeout, kernel_name=KERNEL,
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    return nb
+
+
+def outputs_text(nb: nbformat.NotebookNode) -> str:
+    parts = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            parts.append(o.get("text", "") + json.dumps(o.get("data", {})))
+    return "\n".join(parts)
+
+
+def images(nb: nbformat.NotebookNode) -> int:
+    return sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_committed_without_outputs_and_with_a_parameters_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name} has outputs"
+    assert "parameters" in code[0].metadata.get("tags", [])
+
+
+def test_all_three_notebooks_exist():
+    assert {p.name for p in NOTEBOOKS.glob("*.ipynb")} >= {
+        "01_quickstart.ipynb", "02_staleness_vs_threads.ipynb", "03_sim_vs_measured.ipynb"}
+
+
+@pytest.mark.slow
+def test_quickstart_notebook(kernel_env, tmp_path):
+    nb = execute("01_quickstart.ipynb", {"ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "BACKEND": "sim",
+                                         "REPEATS": 2, "MAX_UPDATES": 200})
+    assert (tmp_path / "r" / "summary.json").exists()
+    assert images(nb) >= 2
+    assert "p99" in outputs_text(nb)
+
+
+@pytest.mark.slow
+def test_staleness_vs_threads_notebook(kernel_env, tmp_path):
+    assert backends.available()["sim"], "the sim backend is missing: notebook 02 cannot run"
+    nb = execute("02_staleness_vs_threads.ipynb", {
+        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": [1, 2, 4],
+        "ALGORITHMS": ["sync", "mutex", "hogwild", "leashed"], "MAX_UPDATES": 300, "REPEATS": 2})
+    assert len(list((tmp_path / "r").glob("*/summary.json"))) == 12
+    assert images(nb) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.hardware
+def test_sim_vs_measured_notebook(kernel_env, tmp_path):
+    assert backends.available()["sim"] and backends.available()["cpu"], \
+        "notebook 03 needs the sim and cpu backends; at least one is missing"
+    # Reuse this checkout's calibrated profile when there is one; otherwise the notebook calibrates.
+    profile = ROOT / "profiles" / "this.toml"
+    nb = execute("03_sim_vs_measured.ipynb", {
+        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": 2, "MAX_UPDATES": 300, "REPEATS": 2,
+        "PROFILE": str(profile if profile.exists() else tmp_path / "this.toml")})
+    fid = json.loads((tmp_path / "r" / "fidelity.json").read_text())
+    assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "cpu"
+    assert "ks" in outputs_text(nb) and (tmp_path / "r" / "report.md").exists()
+    assert machine.load_profile(profile if profile.exists() else tmp_path / "this.toml").name == "this"
