@@ -1,0 +1,136 @@
+"""Leashed-SGD (Bäckström et al. 2021): a pool of parameter vectors and a CAS on the latest one.
+
+Published vectors are immutable. A worker takes a reader reference on the
+latest vector (its reader count), computes its gradient directly on it, then
+builds the next vector in a private one it owns: copy the latest (holding a
+reference on it), apply the gradient, and CAS the index of the latest vector
+from the one it copied to its own. A failed CAS is retried (copy the new
+latest, apply again) up to ``persistence`` times; past that the update is
+dropped and recorded ``applied = false``. The replaced vector is marked stale
+and is recycled once its reader count is zero.
+
+Per vector ``p`` (each word on its own cache line, index ``p * LINE``):
+``rc`` reader count (``CLAIMED`` + pending readers while a writer owns it),
+``stale`` (1 = not the latest: free once ``rc == 0``), ``ver`` its version.
+The reference taken on the copied vector lasts until after the CAS, so its
+index cannot be recycled and republished under the CAS (no ABA).
+
+Bound: each worker holds at most one private vector and two references, and
+there is one latest: at most ``2·workers + 1`` vectors are ever in use; the
+pool has ``pool_size(workers)`` slots and never grows. ``S_EXHAUSTED`` counts
+scans that found no free vector (expected: 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from executors import atomics as A
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_PERSIST, CLAIMED, F_MOM, LINE, OK,
+                                  S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, apply_step, backoff,
+                                  out_of_budget, record, sample_batch, secs, spin_pause, step_size, stopped,
+                                  straggle, wait_go)
+
+
+def pool_size(workers: int) -> int:
+    return 2 * workers + 1
+
+
+@njit(nogil=True, cache=True)
+def acquire_latest(ctrl: np.ndarray, rc: np.ndarray) -> int:
+    """A reader reference on the latest vector: count in, then check it is still the latest."""
+    while True:
+        p = A.load(ctrl, S_LATEST * LINE)
+        A.fetch_add(rc, p * LINE, 1)
+        if A.load(ctrl, S_LATEST * LINE) == p:
+            return p
+        A.fetch_add(rc, p * LINE, -1)
+
+
+@njit(nogil=True, cache=True)
+def release(rc: np.ndarray, p: int) -> None:
+    A.fetch_add(rc, p * LINE, -1)
+
+
+@njit(nogil=True, cache=True)
+def claim(ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray) -> int:
+    """Own a free vector (stale, unread), lowest index first; -1 if the run stopped first."""
+    n = stale.shape[0] // LINE
+    spins = 0
+    while True:
+        for p in range(n):
+            if A.load(stale, p * LINE) == 1 and A.load(rc, p * LINE) == 0:
+                if A.cas(rc, p * LINE, 0, CLAIMED) == 0:
+                    if A.load(stale, p * LINE) == 1:  # not republished between the check and the claim
+                        if p + 1 > peak[0]:
+                            peak[0] = p + 1
+                        return p
+                    A.fetch_add(rc, p * LINE, -CLAIMED)
+        A.fetch_add(ctrl, S_EXHAUSTED * LINE, 1)
+        spins += 1
+        spin_pause(spins)
+        if stopped(ctrl):
+            return -1
+
+
+@njit(nogil=True, cache=True)
+def run_leashed(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                pool, vpool, rc, stale, ver, peak):
+    """One Leashed-SGD worker. ``theta``/``vel`` are unused (the state lives in ``pool``/``vpool``)."""
+    np.random.seed(seed)
+    g = np.empty(pool.shape[1], dtype=pool.dtype)
+    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+    persistence = cfg_i[C_PERSIST]  # -1: unbounded
+    mom = cfg_f[F_MOM]
+    mine = -1
+    if not wait_go(ctrl):
+        return STOPPED_WAITING
+    while not out_of_budget(ctrl, cfg_i):
+        t_r = A.now_ns()
+        pr = acquire_latest(ctrl, rc)
+        rv = ver[pr * LINE]
+        sample_batch(idx, cfg_i[C_NROWS])
+        kernel(pool[pr], X, y, idx, g, shape)
+        release(rc, pr)
+        straggle(slowdown, t_r)
+        if mine < 0:
+            mine = claim(ctrl, rc, stale, peak)
+            if mine < 0:
+                return STOPPED_WAITING
+        retries, applied, v = 0, False, 0
+        while True:
+            base = acquire_latest(ctrl, rc)
+            cur = ver[base * LINE]
+            pool[mine, :] = pool[base]
+            if mom > 0.0:
+                vpool[mine, :] = vpool[base]
+            apply_step(pool[mine], vpool[mine], g, step_size(cfg_i, cfg_f, cur - rv), mom)
+            ver[mine * LINE] = cur + 1
+            A.store(stale, mine * LINE, 0)
+            if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:
+                A.fetch_add(rc, mine * LINE, -CLAIMED)  # now a normal vector, counting its readers
+                A.store(stale, base * LINE, 1)
+                release(rc, base)
+                A.fetch_add(ctrl, S_VERSION * LINE, 1)
+                applied, v, mine = True, cur + 1, -1
+                break
+            release(rc, base)
+            retries += 1
+            if (persistence >= 0 and retries > persistence) or stopped(ctrl):
+                v = ver[A.load(ctrl, S_LATEST * LINE) * LINE] + 1  # the version it would have had
+                break
+            backoff(cfg_i, cfg_f, retries)
+        if not record(ri, rf, nrec, w, v, rv, retries, applied, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+            return BUFFER_FULL
+    return OK
+
+
+@njit(nogil=True, cache=True)
+def snapshot(ctrl: np.ndarray, pool: np.ndarray, rc: np.ndarray, ver: np.ndarray, out: np.ndarray) -> int:
+    """Copy the latest vector under a reader reference; returns its version."""
+    p = acquire_latest(ctrl, rc)
+    out[:] = pool[p]
+    v = ver[p * LINE]
+    release(rc, p)
+    return v

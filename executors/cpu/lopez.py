@@ -1,0 +1,77 @@
+"""Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020).
+
+Workers keep the sum ``acc`` of every worker's latest gradient: each new
+gradient is added and the worker's previous one subtracted, element by
+element with atomic float adds. Worker 0 is the master: it steps
+θ -= lr · acc / (workers − 1) whenever a new gradient has arrived; each master
+step is one applied update (one version). Workers 1.. compute gradients, so
+the algorithm needs ``workers.count >= 2``.
+
+Staleness of a gradient (DESIGN.md): versions between the read of θ it was
+computed on and the first master step that includes it, i.e. the step after
+the version current when its addition finished. So a row's ``version`` is
+that step, and versions repeat across rows (several gradients per step).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from executors import atomics as A
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_WORKERS, F_MOM, LINE, OK, S_CONTRIB,
+                                  S_VERSION, STOPPED_WAITING, apply_step, out_of_budget, record, sample_batch, secs,
+                                  seq_copy, seq_write_begin, seq_write_end, spin_pause, step_size, straggle, wait_go)
+
+
+@njit(nogil=True, cache=True)
+def run_lopez(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+              acc):
+    if w == 0:
+        return run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc)
+    np.random.seed(seed)
+    local, g, old = np.empty_like(theta), np.empty_like(theta), np.zeros_like(theta)
+    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+    if not wait_go(ctrl):
+        return STOPPED_WAITING
+    while not out_of_budget(ctrl, cfg_i):
+        t_r = A.now_ns()
+        rv = seq_copy(ctrl, theta, local)
+        if rv < 0:
+            return STOPPED_WAITING
+        sample_batch(idx, cfg_i[C_NROWS])
+        kernel(local, X, y, idx, g, shape)
+        straggle(slowdown, t_r)
+        for i in range(g.shape[0]):
+            A.fetch_add(acc, i, g[i] - old[i])
+        old[:] = g
+        A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
+        v = A.load(ctrl, S_VERSION * LINE) + 1
+        if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+            return BUFFER_FULL
+    return OK
+
+
+@njit(nogil=True, cache=True)
+def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc):  # noqa: ANN001
+    """Step on the accumulated gradient each time a new one has landed."""
+    n = max(1, cfg_i[C_WORKERS] - 1)
+    g = np.empty_like(theta)
+    seen = 0
+    if not wait_go(ctrl):
+        return STOPPED_WAITING
+    spins = 0
+    while not out_of_budget(ctrl, cfg_i):
+        c = A.load(ctrl, S_CONTRIB * LINE)
+        if c == seen:
+            spins += 1
+            spin_pause(spins)
+            continue
+        seen = c
+        for i in range(g.shape[0]):
+            g[i] = A.load_relaxed(acc, i) / n
+        seq_write_begin(ctrl)
+        apply_step(theta, vel, g, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
+        seq_write_end(ctrl)
+        A.fetch_add(ctrl, S_VERSION * LINE, 1)
+    return OK

@@ -1,0 +1,273 @@
+"""One real run: threads, pinning, the monitor, the stop rule, and the results.
+
+The main thread is the monitor. It starts one ``threading.Thread`` per worker
+(each pins itself, then enters its nogil loop and never comes back to Python
+until it stops), releases them together, samples the loss on a consistent
+snapshot every ``monitor_every_s`` through :class:`simasgd.convergence.Monitor`,
+and sets the shared stop word at ε, at the time or update budget, or on a
+crash. Threads are joined with ``[cpu] join_timeout_s``: a thread that does
+not stop is named in an :class:`ExecutorError`, as is one that raised.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from executors import atomics
+from executors.cpu import placement, shared
+from executors.cpu.shared import LINE, slot
+from executors.cpu.wiring import Wiring, persistence_code, wire
+from simasgd import seeds
+from simasgd.convergence import Monitor
+from simasgd.progress import Advance
+from simasgd.results import RunResult, RunSummary, updates_frame
+from simasgd.scenario import Scenario
+
+NAME = "cpu"
+WARMUP_UPDATES = 2
+
+
+class ExecutorError(RuntimeError):
+    """A worker raised or did not stop: the run has no trustworthy result."""
+
+
+@dataclass
+class Workers:
+    threads: list[threading.Thread]
+    errors: dict[str, BaseException]
+    codes: dict[str, int]
+
+
+def n_rows(wl: Any) -> int:
+    return int(getattr(wl, "n_train", None) or len(wl.y))
+
+
+def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    a, bo = sc.algorithm, sc.algorithm
+    cfg_i = np.zeros(shared.N_CFG_I, dtype=np.int64)
+    cfg_f = np.zeros(shared.N_CFG_F, dtype=np.float64)
+    backoff = bo.param("backoff") if "backoff" in _params(a.name) else None
+    cfg_i[shared.C_WORKERS] = workers
+    cfg_i[shared.C_BATCH] = sc.workload.batch_size
+    cfg_i[shared.C_NROWS] = n_rows(wl)
+    cfg_i[shared.C_MAXU] = max_updates
+    cfg_i[shared.C_BOKIND] = shared.BACKOFF_KINDS[backoff.kind] if backoff else 0
+    cfg_i[shared.C_PERSIST] = persistence_code(a.param("persistence")) if a.name == "leashed" else -1
+    cfg_i[shared.C_STALE_AWARE] = int(sc.optimizer.staleness_aware)
+    cfg_i[shared.C_CAP] = cap
+    cfg_i[shared.C_PRIO] = 1 if a.name == "rwlock" and a.param("priority") == "writer" else 0
+    cfg_f[shared.F_LR] = sc.optimizer.lr
+    cfg_f[shared.F_MOM] = sc.optimizer.momentum
+    cfg_f[shared.F_BO_INIT_NS] = backoff.initial_s * 1e9 if backoff else 0.0
+    cfg_f[shared.F_BO_MAX_NS] = backoff.max_s * 1e9 if backoff else 0.0
+    return cfg_i, cfg_f
+
+
+def _params(name: str) -> tuple[str, ...]:
+    from simasgd import algorithms
+
+    return algorithms.ALGORITHMS[name].param_names
+
+
+@dataclass
+class Setup:
+    ctrl: np.ndarray
+    cfg_i: np.ndarray
+    cfg_f: np.ndarray
+    theta: np.ndarray
+    vel: np.ndarray
+    wiring: Wiring
+    ri: np.ndarray
+    rf: np.ndarray
+    nrec: np.ndarray
+
+
+def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates: int) -> Setup:
+    """Allocate every shared array of one run (also used, tiny, for the warm-up)."""
+    ctrl = shared.new_ctrl()
+    theta = np.ascontiguousarray(theta0).copy()
+    vel = np.zeros_like(theta) if sc.optimizer.momentum > 0 else np.zeros(0, dtype=theta.dtype)
+    if vel.shape[0] == 0 and sc.algorithm.name != "leashed":
+        vel = np.zeros_like(theta)  # loops index vel only when momentum > 0; keep one array type
+    cfg_i, cfg_f = config(sc, wl, workers, max_updates, 0)
+    wiring = wire(sc.algorithm.name, ctrl, cfg_i, cfg_f, theta, vel, workers)
+    cap = max(wiring.records_per_worker(w, max_updates + 8) for w in range(workers))
+    cfg_i[shared.C_CAP] = cap
+    ri = np.zeros((workers, 4, cap), dtype=np.int64)
+    rf = np.zeros((workers, 3, cap), dtype=np.float64)
+    return Setup(ctrl, cfg_i, cfg_f, theta, vel, wiring, ri, rf, np.zeros(workers * LINE, dtype=np.int64))
+
+
+def loop_args(s: Setup, wl: Any, w: int, seed: int, slowdown: float) -> tuple[Any, ...]:
+    return (w, wl.kernel, wl.X, wl.y, wl.shape, s.theta, s.vel, s.ctrl, s.cfg_i, s.cfg_f, s.ri[w], s.rf[w],
+            s.nrec, seed, slowdown) + s.wiring.extras(w)
+
+
+def warm_up(sc: Scenario, wl: Any, theta0: np.ndarray) -> None:
+    """Compile (or load from cache) the loop, the snapshot and the kernel before any clock starts."""
+    s = prepare(sc, wl, theta0, 1, WARMUP_UPDATES)
+    s.ctrl[slot(shared.S_GO)] = 1
+    # Compilation happens at the call; running a couple of updates also touches every buffer once.
+    s.ctrl[slot(shared.S_DEADLINE)] = 0 if s.wiring.immediate_warmup else atomics.clock_ns() + 60 * 10**9
+    s.wiring.loop(*loop_args(s, wl, 0, 1, 1.0))
+    s.wiring.snapshot(np.empty_like(s.theta))
+
+
+def slowdowns(sc: Scenario, workers: int) -> list[float]:
+    st = sc.workers.stragglers
+    return [st.slowdown if w < st.count else 1.0 for w in range(workers)]
+
+
+def _thread_main(w: int, label: str, fn: Any, args: tuple[Any, ...], cpu: int | None, ctrl: np.ndarray,
+                 out: Workers) -> None:
+    try:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})  # pid 0 = this thread (Linux thread-level affinity)
+        out.codes[label] = int(fn(*args))
+    except BaseException as e:  # noqa: BLE001 - any failure is reported, named, by the monitor
+        out.errors[label] = e
+        ctrl[slot(shared.S_STOP)] = shared.ABORT  # others bail out of every spin loop
+
+
+def start(s: Setup, wl: Any, sc: Scenario, run: int, cpus: list[int | None]) -> Workers:
+    workers = len(cpus)
+    out = Workers([], {}, {})
+    slow = slowdowns(sc, workers)
+    for w in range(workers):
+        seed = seeds.int_seed(sc.seed, run, seeds.Role.BATCH, w) % (2**32)
+        args = loop_args(s, wl, w, seed, slow[w])
+        out.threads.append(threading.Thread(target=_thread_main, name=f"simasgd-worker-{w}", daemon=True,
+                                            args=(w, f"worker {w}", s.wiring.loop, args, cpus[w], s.ctrl, out)))
+    for t in out.threads:
+        t.start()
+    return out
+
+
+def monitor_every(sc: Scenario) -> float:
+    return sc.cpu.monitor_every_s or sc.stop.eval_every_s or min(1.0, max(0.01, sc.stop.max_time_s / 200))
+
+
+def observe(s: Setup, wl: Any, mon: Monitor, t: float, buf: np.ndarray) -> int:
+    v = int(s.wiring.snapshot(buf))
+    if v >= 0:
+        mon.observe(t, v, wl.eval_loss(buf))
+    return v
+
+
+def supervise(s: Setup, wl: Any, sc: Scenario, mon: Monitor, ws: Workers, advance: Advance | None) -> str:
+    """The monitor loop; returns why the run stopped."""
+    every, buf = monitor_every(sc), np.empty_like(s.theta)
+    t0 = int(s.ctrl[slot(shared.S_T0)])
+    next_t, last_v = every, 0
+    while True:
+        while (atomics.clock_ns() - t0) * 1e-9 < next_t and any(t.is_alive() for t in ws.threads) \
+                and not ws.errors:
+            time.sleep(min(0.005, every))
+        t = (atomics.clock_ns() - t0) * 1e-9
+        if ws.errors:
+            return "error"
+        if not any(t.is_alive() for t in ws.threads):
+            return "workers finished"
+        v = observe(s, wl, mon, t, buf)
+        if advance is not None and v > last_v:
+            advance(v - last_v)
+            last_v = v
+        if mon.crashed:
+            return "crashed"
+        if mon.reached:
+            return "epsilon"
+        if mon.out_of_budget(t, max(v, 0)):
+            return "budget"
+        spent = (atomics.clock_ns() - t0) * 1e-9 - t
+        next_t = max(next_t + every, t + 2 * spent)  # the monitor keeps to at most ~half a core
+
+
+def join(s: Setup, ws: Workers, timeout: float) -> None:
+    if s.ctrl[slot(shared.S_STOP)] == shared.RUN:
+        s.ctrl[slot(shared.S_STOP)] = shared.STOP
+    deadline = time.monotonic() + timeout
+    for t in ws.threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = [t.name.removeprefix("simasgd-").replace("-", " ") for t in ws.threads if t.is_alive()]
+    if hung:
+        s.ctrl[slot(shared.S_STOP)] = shared.ABORT
+        raise ExecutorError(f"{', '.join(hung)} did not stop within cpu.join_timeout_s = {timeout:g} s "
+                            f"of the stop signal (hung in its gradient or a wait?); the run is abandoned")
+    if ws.errors:
+        label, e = next(iter(ws.errors.items()))
+        raise ExecutorError(f"{label} failed: {type(e).__name__}: {e}") from e
+
+
+def records(s: Setup, run: int) -> tuple[Any, np.ndarray]:
+    """The updates table from every worker's buffer, in version order, and the applied mask."""
+    parts = []
+    for w in range(s.ri.shape[0]):
+        n = int(s.nrec[w * LINE])
+        ri, rf = s.ri[w, :, :n], s.rf[w, :, :n]
+        parts.append(updates_frame(run, np.full(n, w), ri[shared.R_VER], ri[shared.R_RV], rf[shared.R_TREAD],
+                                   rf[shared.R_TWRITE], rf[shared.R_WAIT], ri[shared.R_RETRIES],
+                                   ri[shared.R_APPLIED].astype(bool)))
+    import pandas as pd
+
+    df = pd.concat(parts, ignore_index=True).sort_values(["version", "t_write"], kind="stable").reset_index(drop=True)
+    return df, df["applied"].to_numpy()
+
+
+def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None) -> RunResult:
+    """Run ``sc`` once on real threads with the given workload (the backend builds it; tests pass their own)."""
+    from threadpoolctl import threadpool_limits
+
+    workers = sc.workers.count
+    if sc.algorithm.name == "lopez" and workers < 2:
+        raise ValueError(f"workers.count = {workers}: algorithm 'lopez' on the cpu backend needs >= 2 "
+                         f"(worker 0 is the master)")
+    theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
+    cpus, warnings = placement.plan(workers, sc.workers.placement) if sc.cpu.pin else ([None] * workers, [])
+    for msg in warnings:
+        print(f"warning: {msg}", file=sys.stderr)
+    mon = Monitor(sc.stop, run)
+    mon.observe(0.0, 0, wl.eval_loss(theta0))
+    with threadpool_limits(limits=1):
+        warm_up(sc, wl, theta0)
+        s = prepare(sc, wl, theta0, workers, sc.stop.max_updates)
+        ws = start(s, wl, sc, run, cpus)
+        t0 = atomics.clock_ns()
+        s.ctrl[slot(shared.S_T0)] = t0
+        s.ctrl[slot(shared.S_DEADLINE)] = t0 + int(sc.stop.max_time_s * 1e9)
+        s.ctrl[slot(shared.S_GO)] = 1
+        try:
+            reason = supervise(s, wl, sc, mon, ws, advance)
+        finally:
+            join(s, ws, sc.cpu.join_timeout_s)
+        t_stop = (atomics.clock_ns() - t0) * 1e-9
+    return finish(s, wl, sc, run, mon, ws, reason, t_stop, cpus, warnings)
+
+
+def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers, reason: str, t_stop: float,
+           cpus: list[int | None], warnings: list[str]) -> RunResult:
+    df, applied = records(s, run)
+    updates = int(s.ctrl[slot(shared.S_VERSION)])
+    time_s = float(df["t_write"].max()) if len(df) else t_stop
+    theta = s.wiring.final_theta()
+    if not mon.updates or mon.updates[-1] != updates:
+        mon.observe(time_s, updates, wl.eval_loss(theta))
+    extra: dict[str, Any] = {"stop_reason": reason, "monitor_every_s": monitor_every(sc),
+                             "dropped": int((~applied).sum()), "cpus": [c if c is not None else -1 for c in cpus],
+                             **s.wiring.extra(updates)}
+    if any(code == shared.BUFFER_FULL for code in ws.codes.values()):
+        extra["note"] = "a worker's record buffer filled up; it stopped early"
+    staleness = df["staleness"].to_numpy()[applied]
+    summary: RunSummary = mon.summary(updates, time_s, staleness, attempts=len(df), **extra)
+    if not math.isfinite(summary.final_loss):
+        summary.crashed = True
+    return RunResult(scenario=sc.to_dict(), backend=NAME, runs=[summary], updates=df, curve=mon.curve(),
+                     metadata={"placement": {"cpus": extra["cpus"], "warnings": warnings},
+                               "final_theta_norm": float(np.linalg.norm(theta))})

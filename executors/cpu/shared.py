@@ -1,0 +1,318 @@
+"""What every worker loop shares: the control block, configuration slots and nopython primitives.
+
+Layout. One int64 control array ``ctrl`` holds every shared word, each on its
+own 64-byte cache line (slot ``k`` lives at ``ctrl[k * LINE]``) so that the
+version counter, the lock and the stop flag do not falsely share a line.
+Configuration travels as two small arrays ``cfg_i`` (int64) and ``cfg_f``
+(float64) indexed by the ``C_*`` / ``F_*`` constants; per-attempt records go to
+per-worker arrays ``ri`` (int64, rows ``R_VER, R_RV, R_RETRIES, R_APPLIED``)
+and ``rf`` (float64, rows ``R_TREAD, R_TWRITE, R_WAIT``), with the count in
+``nrec[w * LINE]``. Module-level ints are compile-time constants for numba.
+
+Every spin loop here checks the stop word, so a failed or stopped run never
+leaves a thread spinning on a lock nobody will release.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from executors import atomics as A
+
+LINE = 8  # int64 words per cache line
+
+# ctrl slots (multiply by LINE)
+S_VERSION, S_STOP, S_GO, S_T0, S_LOCK, S_RW, S_RW_WAITW, S_BAR_COUNT, S_BAR_SENSE, S_SEQ, \
+    S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE = range(15)
+N_SLOTS = 16
+
+# values of the stop word: RUN, STOP (budget/ε: finish cleanly), ABORT (a worker failed: bail out anywhere)
+RUN, STOP, ABORT = 0, 1, 2
+
+# cfg_i
+C_WORKERS, C_BATCH, C_NROWS, C_MAXU, C_BOKIND, C_PERSIST, C_STALE_AWARE, C_CAP, C_PRIO, C_DIM = range(10)
+N_CFG_I = 10
+# cfg_f
+F_LR, F_MOM, F_BO_INIT_NS, F_BO_MAX_NS = range(4)
+N_CFG_F = 4
+
+# record rows
+R_VER, R_RV, R_RETRIES, R_APPLIED = range(4)
+R_TREAD, R_TWRITE, R_WAIT = range(3)
+
+# backoff kinds (BackoffConfig.kind)
+BACKOFF_KINDS = {"none": 0, "linear": 1, "exponential": 2, "random": 3}
+
+# worker return codes
+OK, STOPPED_WAITING, BUFFER_FULL = 0, 1, 2
+
+SPINS_BEFORE_YIELD = 64   # pause instructions between sched_yield calls (oversubscribed machines)
+CLAIMED = -(1 << 40)      # Leashed: reader count of a vector owned by a writer
+
+
+def slot(k: int) -> int:
+    return k * LINE
+
+
+def new_ctrl() -> np.ndarray:
+    return np.zeros(N_SLOTS * LINE, dtype=np.int64)
+
+
+# --- stop, time ---------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def stopped(ctrl: np.ndarray) -> bool:
+    return A.load_relaxed(ctrl, S_STOP * LINE) != RUN
+
+
+@njit(nogil=True, cache=True)
+def aborted(ctrl: np.ndarray) -> bool:
+    return A.load_relaxed(ctrl, S_STOP * LINE) == ABORT
+
+
+@njit(nogil=True, cache=True)
+def secs(ctrl: np.ndarray, t_ns: int) -> float:
+    """Seconds since the run's start (the GO moment)."""
+    return (t_ns - ctrl[S_T0 * LINE]) * 1e-9
+
+
+@njit(nogil=True, cache=True)
+def out_of_budget(ctrl: np.ndarray, cfg_i: np.ndarray) -> bool:
+    """Stop word set, update budget spent, or wall-clock deadline passed."""
+    if A.load_relaxed(ctrl, S_STOP * LINE) != RUN:
+        return True
+    if A.load_relaxed(ctrl, S_VERSION * LINE) >= cfg_i[C_MAXU]:
+        return True
+    return A.now_ns() >= ctrl[S_DEADLINE * LINE]
+
+
+@njit(nogil=True, cache=True)
+def wait_go(ctrl: np.ndarray) -> bool:
+    """Spin until the main thread says go (all threads start together); False if stopped first."""
+    spins = 0
+    while A.load_acquire(ctrl, S_GO * LINE) == 0:
+        A.cpu_relax()
+        spins += 1
+        if spins % SPINS_BEFORE_YIELD == 0:
+            A.sched_yield()
+            if stopped(ctrl):
+                return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def spin_pause(spins: int) -> None:
+    A.cpu_relax()
+    if spins % SPINS_BEFORE_YIELD == 0:
+        A.sched_yield()
+
+
+# --- backoff --------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def backoff(cfg_i: np.ndarray, cfg_f: np.ndarray, attempt: int) -> None:
+    """Wait after the ``attempt``-th failure (1, 2, ...), per the scenario's backoff policy."""
+    kind = cfg_i[C_BOKIND]
+    if kind == 0:
+        A.cpu_relax()
+        return
+    init, cap = cfg_f[F_BO_INIT_NS], cfg_f[F_BO_MAX_NS]
+    if kind == 1:
+        delay = init * attempt
+    else:
+        delay = init * 2.0 ** min(attempt - 1, 40)
+    delay = min(delay, cap)
+    if kind == 3:
+        delay = np.random.random() * delay
+    until = A.now_ns() + int(delay)
+    spins = 0
+    while A.now_ns() < until:
+        spins += 1
+        spin_pause(spins)
+
+
+# --- spin lock (test-and-test-and-set) -----------------------------------------------
+
+@njit(nogil=True, cache=True)
+def lock_acquire(ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, at: int) -> int:
+    """Take the lock word ``ctrl[at]``; returns ns waited, or -1 if the run stopped meanwhile."""
+    if A.cas(ctrl, at, 0, 1) == 0:
+        return 0
+    t0 = A.now_ns()
+    attempt, spins = 0, 0
+    while True:
+        while A.load_relaxed(ctrl, at) != 0:
+            spins += 1
+            spin_pause(spins)
+            if spins % SPINS_BEFORE_YIELD == 0 and stopped(ctrl):
+                return -1
+        if A.cas(ctrl, at, 0, 1) == 0:
+            return A.now_ns() - t0
+        attempt += 1
+        backoff(cfg_i, cfg_f, attempt)
+
+
+@njit(nogil=True, cache=True)
+def lock_release(ctrl: np.ndarray, at: int) -> None:
+    A.store_release(ctrl, at, 0)
+
+
+# --- reader/writer lock: word = 2 * readers + writer bit; waiting writers counted apart ---
+
+@njit(nogil=True, cache=True)
+def read_acquire(ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray) -> int:
+    at, waitw = S_RW * LINE, S_RW_WAITW * LINE
+    writer_first = cfg_i[C_PRIO] == 1
+    t0 = A.now_ns()
+    attempt, spins = 0, 0
+    while True:
+        s = A.load(ctrl, at)
+        if (s & 1) == 0 and not (writer_first and A.load_relaxed(ctrl, waitw) > 0):
+            if A.cas(ctrl, at, s, s + 2) == s:
+                return A.now_ns() - t0
+            attempt += 1
+            backoff(cfg_i, cfg_f, attempt)
+        else:
+            spins += 1
+            spin_pause(spins)
+            if spins % SPINS_BEFORE_YIELD == 0 and stopped(ctrl):
+                return -1
+
+
+@njit(nogil=True, cache=True)
+def read_release(ctrl: np.ndarray) -> None:
+    A.fetch_add(ctrl, S_RW * LINE, -2)
+
+
+@njit(nogil=True, cache=True)
+def write_acquire(ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray) -> int:
+    at, waitw = S_RW * LINE, S_RW_WAITW * LINE
+    A.fetch_add(ctrl, waitw, 1)  # announces the writer (readers defer to it under writer priority)
+    t0 = A.now_ns()
+    attempt, spins = 0, 0
+    waited = -1
+    while True:
+        if A.load(ctrl, at) == 0:
+            if A.cas(ctrl, at, 0, 1) == 0:
+                waited = A.now_ns() - t0
+                break
+            attempt += 1
+            backoff(cfg_i, cfg_f, attempt)
+        else:
+            spins += 1
+            spin_pause(spins)
+            if spins % SPINS_BEFORE_YIELD == 0 and stopped(ctrl):
+                break
+    A.fetch_add(ctrl, waitw, -1)
+    return waited
+
+
+@njit(nogil=True, cache=True)
+def write_release(ctrl: np.ndarray) -> None:
+    A.fetch_add(ctrl, S_RW * LINE, -1)
+
+
+# --- sense-reversing barrier -------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def barrier(ctrl: np.ndarray, workers: int, sense: int) -> int:
+    """Wait for all ``workers``; returns the new local sense, or -1 if the run was aborted."""
+    new = 1 - sense
+    if A.fetch_add(ctrl, S_BAR_COUNT * LINE, 1) == workers - 1:
+        A.store(ctrl, S_BAR_COUNT * LINE, 0)
+        A.store_release(ctrl, S_BAR_SENSE * LINE, new)
+        return new
+    spins = 0
+    while A.load_acquire(ctrl, S_BAR_SENSE * LINE) != new:
+        spins += 1
+        spin_pause(spins)
+        if spins % SPINS_BEFORE_YIELD == 0 and aborted(ctrl):
+            return -1
+    return new
+
+
+# --- seqlock: lets the monitor copy θ consistently from a lone writer ----------------------
+
+@njit(nogil=True, cache=True)
+def seq_write_begin(ctrl: np.ndarray) -> None:
+    A.fetch_add(ctrl, S_SEQ * LINE, 1)  # odd: a write is in progress
+
+
+@njit(nogil=True, cache=True)
+def seq_write_end(ctrl: np.ndarray) -> None:
+    A.fence_release()
+    A.fetch_add(ctrl, S_SEQ * LINE, 1)
+
+
+@njit(nogil=True, cache=True)
+def seq_copy(ctrl: np.ndarray, src: np.ndarray, out: np.ndarray) -> int:
+    """Copy ``src`` when no write overlapped the copy; returns the version seen, -1 if stopped first."""
+    spins = 0
+    while True:
+        s1 = A.load_acquire(ctrl, S_SEQ * LINE)
+        if s1 % 2 == 0:
+            v = A.load(ctrl, S_VERSION * LINE)
+            out[:] = src
+            A.fence_acquire()
+            if A.load(ctrl, S_SEQ * LINE) == s1:
+                return v
+        spins += 1
+        spin_pause(spins)
+        if spins % SPINS_BEFORE_YIELD == 0 and aborted(ctrl):
+            return -1
+
+
+# --- per-worker pieces ---------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def sample_batch(idx: np.ndarray, n_rows: int) -> None:
+    """Rows uniformly with replacement, from this thread's numba RNG (seeded per worker)."""
+    for i in range(idx.shape[0]):
+        idx[i] = np.random.randint(0, n_rows)
+
+
+@njit(nogil=True, cache=True)
+def step_size(cfg_i: np.ndarray, cfg_f: np.ndarray, staleness: int) -> float:
+    """The learning rate, divided by the staleness when the optimizer is staleness-aware."""
+    if cfg_i[C_STALE_AWARE] != 0 and staleness > 1:
+        return cfg_f[F_LR] / staleness
+    return cfg_f[F_LR]
+
+
+@njit(nogil=True, cache=True)
+def apply_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mom: float) -> None:
+    """θ -= lr·g, or heavy-ball momentum v = mom·v + g; θ -= lr·v."""
+    if mom > 0.0:
+        for i in range(theta.shape[0]):
+            vel[i] = mom * vel[i] + g[i]
+            theta[i] -= lr * vel[i]
+    else:
+        for i in range(theta.shape[0]):
+            theta[i] -= lr * g[i]
+
+
+@njit(nogil=True, cache=True)
+def straggle(slowdown: float, t_start: int) -> None:
+    """A straggler takes ``slowdown`` × its gradient time: busy-wait the difference."""
+    if slowdown <= 1.0:
+        return
+    now = A.now_ns()
+    until = now + int((slowdown - 1.0) * (now - t_start))
+    spins = 0
+    while A.now_ns() < until:
+        spins += 1
+        spin_pause(spins)
+
+
+@njit(nogil=True, cache=True)
+def record(ri: np.ndarray, rf: np.ndarray, nrec: np.ndarray, w: int, version: int, read_version: int,
+           retries: int, applied: bool, t_read: float, t_write: float, wait_s: float) -> bool:
+    """Append one attempt; False when this worker's buffer is full (it must stop)."""
+    n = nrec[w * LINE]
+    if n >= ri.shape[1]:
+        return False
+    ri[R_VER, n], ri[R_RV, n], ri[R_RETRIES, n], ri[R_APPLIED, n] = version, read_version, retries, applied
+    rf[R_TREAD, n], rf[R_TWRITE, n], rf[R_WAIT, n] = t_read, t_write, wait_s
+    nrec[w * LINE] = n + 1
+    return n + 1 < ri.shape[1]

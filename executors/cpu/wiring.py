@@ -1,0 +1,110 @@
+"""Per-algorithm wiring: which loop, which extra shared arrays, how the monitor reads θ.
+
+:func:`wire` allocates everything one run of one algorithm shares between its
+threads, so that :mod:`.runner` stays algorithm-agnostic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from executors.cpu import leashed, loops, lopez, snapshot
+from executors.cpu.shared import LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
+
+LOOPS: dict[str, Any] = {
+    "sequential": loops.run_sequential, "mutex": loops.run_mutex, "rwlock": loops.run_rwlock,
+    "hogwild": loops.run_hogwild, "sync": loops.run_sync, "leashed": leashed.run_leashed,
+    "lopez": lopez.run_lopez,
+}
+
+
+@dataclass
+class Wiring:
+    loop: Any                                   # the worker loop (numba dispatcher)
+    extras: Callable[[int], tuple[Any, ...]]    # worker -> extra arguments after the common head
+    snapshot: Callable[[np.ndarray], int]       # copy θ into out, return the version (-1: aborted)
+    final_theta: Callable[[], np.ndarray]       # θ at the end, once every thread has stopped
+    extra: Callable[[int], dict[str, Any]] = field(default=lambda applied: {})  # summary figures
+    records_per_worker: Callable[[int, int], int] = field(default=lambda w, n: n)  # cap per worker
+    immediate_warmup: bool = False              # warm-up only compiles (the loop cannot finish alone)
+
+
+def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, theta: np.ndarray,
+         vel: np.ndarray, workers: int) -> Wiring:
+    loop = LOOPS[name]
+    if name in ("sequential",):
+        return Wiring(loop, lambda w: (), lambda out: snapshot.seqlocked(ctrl, theta, out), lambda: theta)
+    if name == "mutex":
+        return Wiring(loop, lambda w: (), lambda out: snapshot.under_lock(ctrl, cfg_i, cfg_f, theta, out),
+                      lambda: theta)
+    if name == "rwlock":
+        return Wiring(loop, lambda w: (), lambda out: snapshot.under_read_lock(ctrl, cfg_i, cfg_f, theta, out),
+                      lambda: theta)
+    if name == "hogwild":
+        return _hogwild(loop, ctrl, theta)
+    if name == "sync":
+        grads = np.zeros((workers, theta.shape[0]), dtype=theta.dtype)
+        return Wiring(loop, lambda w: (grads,), lambda out: snapshot.seqlocked(ctrl, theta, out), lambda: theta,
+                      records_per_worker=lambda w, n: n if w == 0 else 1)
+    if name == "leashed":
+        return _leashed(loop, ctrl, theta, vel, workers)
+    if name == "lopez":
+        return _lopez(ctrl, theta, vel, workers)
+    raise KeyError(name)
+
+
+def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray) -> Wiring:
+    canary = np.zeros(loops.n_probes(theta.shape[0]))
+
+    def extra(applied: int) -> dict[str, Any]:
+        # Every update adds 1 to its chunk's probe with the same racy read-modify-write as the
+        # chunk; what a probe lacks was overwritten by a concurrent writer. Mean over chunks:
+        # updates lost per element, as θ would show them.
+        lost = applied - canary
+        mean = float(lost.mean()) if len(lost) else 0.0
+        return {"lost_updates": int(round(mean)), "lost_update_fraction": mean / applied if applied else 0.0,
+                "lost_updates_max": int(lost.max()) if len(lost) else 0}
+
+    return Wiring(loop, lambda w: (canary,), lambda out: snapshot.plain(ctrl, theta, out), lambda: theta, extra)
+
+
+def _leashed(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
+    n = leashed.pool_size(workers)
+    pool = np.zeros((n, theta.shape[0]), dtype=theta.dtype)
+    vpool = np.zeros((n, theta.shape[0]), dtype=theta.dtype) if vel.shape[0] else np.zeros((n, 0), theta.dtype)
+    rc = np.zeros(n * LINE, dtype=np.int64)
+    stale = np.zeros(n * LINE, dtype=np.int64)
+    ver = np.zeros(n * LINE, dtype=np.int64)
+    stale[::LINE] = 1
+    pool[0] = theta
+    if vel.shape[0]:
+        vpool[0] = vel
+    stale[0] = 0
+    ctrl[slot(S_LATEST)] = 0
+    peak = np.ones(1, dtype=np.int64)  # slot 0 holds θ0 from the start
+
+    def final() -> np.ndarray:
+        return pool[int(ctrl[slot(S_LATEST)])].copy()
+
+    def extra(applied: int) -> dict[str, Any]:
+        return {"pool_size": n, "pool_bound": 2 * workers + 1, "pool_peak": int(peak[0]),
+                "pool_exhausted": int(ctrl[slot(S_EXHAUSTED)])}
+
+    return Wiring(loop, lambda w: (pool, vpool, rc, stale, ver, peak),
+                  lambda out: leashed.snapshot(ctrl, pool, rc, ver, out), final, extra,
+                  records_per_worker=lambda w, n_: 2 * n_ + 1024)
+
+
+def _lopez(ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
+    acc = np.zeros(theta.shape[0], dtype=theta.dtype)
+    return Wiring(lopez.run_lopez, lambda w: (acc,), lambda out: snapshot.seqlocked(ctrl, theta, out),
+                  lambda: theta, extra=lambda applied: {"gradients": int(ctrl[slot(S_CONTRIB)])},
+                  records_per_worker=lambda w, n: 2 * n + 1024 if w else 1, immediate_warmup=True)
+
+
+def persistence_code(p: float) -> int:
+    return -1 if math.isinf(p) else int(p)
