@@ -1,0 +1,141 @@
+"""The machine model end to end: stragglers, pauses, NUMA, CAS drops, master/worker, profiles, CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from simasgd import loader
+from simasgd.cli import app
+from simasgd.results import RunResult
+from simasgd.sim import backend
+
+REPO = Path(__file__).resolve().parents[2]
+FREE = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
+        "read": {"dist": "deterministic", "mean_s": 0.0}, "update": {"dist": "deterministic", "mean_s": 0.0}}
+BASE: dict[str, Any] = {
+    "name": "machine", "seed": 5, "machine": {"preset": "xeon-e5-2687w-v2"}, "workers": {"count": 6},
+    "algorithm": {"name": "hogwild"}, "timing": FREE, "sim": {"numerics": False},
+    "stop": {"max_updates": 30000, "max_time_s": 1e9},
+}
+EK_MLP = ("workload.model=\"mlp\"", "workload.layers=[784, 128, 128, 128, 10]", "workload.dataset=\"synthetic\"",
+          "workload.batch_size=64", "workload.samples=2000")
+
+
+def simulate(*overrides: str, base: dict[str, Any] = BASE) -> pd.DataFrame:
+    return backend.run_once(loader.from_dict(loader.apply_overrides(base, overrides)), 0).updates
+
+
+def without_timing(*overrides: str) -> pd.DataFrame:
+    """Costs derived from the machine and the workload (no [timing])."""
+    return simulate(*EK_MLP, *overrides, base={k: v for k, v in BASE.items() if k != "timing"})
+
+
+def test_straggler_runs_at_its_slowdown() -> None:
+    u = simulate("workers.stragglers.count=1", "workers.stragglers.slowdown=4")
+    counts = u.groupby("worker").size()
+    ratio = counts[0] / counts[1:].mean()
+    se = ratio * math.sqrt(1 / counts[0] + 1 / counts[1:].sum())  # Poisson counts of exponential renewals
+    assert abs(ratio - 0.25) < 4 * se, (ratio, se)
+
+
+def test_transient_pauses_lengthen_the_mean_cycle() -> None:
+    u = simulate("timing.gradient.dist=\"deterministic\"", "workers.stragglers.probability=0.2",
+                 "workers.stragglers.pause={dist=\"deterministic\", mean_s=5e-4}")
+    gaps = np.concatenate([np.diff(g.t_write.to_numpy()) for _, g in u.groupby("worker")])
+    assert set(np.round(gaps * 1e4).astype(int)) == {10, 15}  # 1 ms, or 1 ms + a 0.5 ms pause
+    se = gaps.std(ddof=1) / math.sqrt(len(gaps))
+    assert abs(gaps.mean() - 1.1e-3) < 4 * se  # E[X] = 1 ms + 0.2 × 0.5 ms
+
+
+def mean_gap(u: pd.DataFrame) -> tuple[float, float]:
+    """Mean time between a worker's consecutive updates, and its standard error."""
+    gaps = np.concatenate([np.diff(g.t_write.to_numpy()) for _, g in u.groupby("worker")])
+    return float(gaps.mean()), float(gaps.std(ddof=1) / math.sqrt(len(gaps)))
+
+
+def test_numa_splits_throughput_and_staleness_by_socket() -> None:
+    numa = without_timing("workers.count=8", "workers.placement=\"numa\"", "stop.max_updates=8000")
+    uma = without_timing("workers.count=8", "workers.placement=\"uma\"", "stop.max_updates=8000")
+    for u, split in ((numa, True), (uma, False)):
+        odd = u.worker % 2 == 1  # numa alternates sockets: odd workers sit on socket 1, away from the model
+        (local, se_l), (remote, se_r) = mean_gap(u[~odd]), mean_gap(u[odd])
+        assert (remote - local > 4 * math.hypot(se_l, se_r)) is split, (split, local, remote)
+    remote = numa.worker % 2 == 1
+    assert numa[remote].staleness.mean() > numa[~remote].staleness.mean()
+
+
+def test_leashed_drops_past_its_persistence() -> None:
+    contended = ("algorithm.name=\"leashed\"", "timing.update={dist=\"deterministic\", mean_s=3e-4}")
+    for persistence in (0, 1):
+        u = simulate(*contended, f"algorithm.persistence={persistence}")
+        dropped = u[~u.applied]
+        assert len(dropped) > 0.01 * len(u)
+        assert (dropped.retries == persistence + 1).all()
+        assert (dropped.staleness >= 1).all()  # someone published after this worker's read
+        assert (u[u.applied].retries <= persistence).all()
+    forever = simulate(*contended, "algorithm.persistence=\"inf\"")
+    assert forever.applied.all() and forever.retries.max() >= 1
+
+
+def test_lopez_gradients_reach_the_model_at_the_next_master_step() -> None:
+    # The master shares CPU 0 with two workers, so the two workers alone on their CPUs outpace it.
+    u = simulate("algorithm.name=\"lopez\"", "workers.count=5", "workers.placement=[0, 0, 0, 1, 2]",
+                 "timing.update={dist=\"deterministic\", mean_s=2e-3}", "stop.max_updates=2000")
+    applied = u[u.applied]
+    # Worker 0 is the master; each master step includes at most one gradient per worker.
+    assert set(u.worker) == {1, 2, 3, 4}
+    assert applied.groupby(["version", "worker"]).size().max() == 1
+    dropped = u[~u.applied]  # replaced before any master step read them
+    fast = dropped.worker.isin([3, 4])
+    assert fast.sum() > 2 * (~fast).sum() > 0  # mostly the unshared workers, whose cycles outpace the master
+    assert (applied.staleness >= 0).all()
+    versions = applied.version.unique()
+    assert np.all(np.diff(np.sort(versions)) >= 1)
+
+
+def test_numerics_does_not_change_the_timing() -> None:
+    timed = dict(BASE, workload={"model": "logreg", "dataset": "digits", "batch_size": 8})
+    args = ("algorithm.name=\"mutex\"", "stop.max_updates=500", "stop.epsilon=1e-6",
+            "timing.update={dist=\"exponential\", mean_s=1e-4}")
+    a = simulate(*args, base=timed)
+    b = simulate(*args, "sim.numerics=true", base=timed)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_calibrated_profile_supplies_gradient_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = tmp_path / "this.toml"
+    profile.write_text("[machine]\nsockets = 1\ncores_per_socket = 4\nthreads_per_core = 1\n"
+                       "local_latency_ns = 80\nremote_latency_ns = 80\nmem_bandwidth_gbs = 20\n"
+                       "link_bandwidth_gbs = 20\ngflops_per_core = 10\nquantum_s = 4e-3\ncontext_switch_s = 3e-6\n"
+                       "[gradient]\n\"32\" = [0.001, 0.003]\n")
+    monkeypatch.setenv("SIMASGD_PROFILE", str(profile))
+    base = {k: v for k, v in BASE.items() if k != "timing"}
+    base["timing"] = {"read": FREE["read"], "update": FREE["update"]}
+    u = simulate("machine.preset=\"this\"", "workers.count=1", "algorithm.name=\"sequential\"",
+                 "workload.batch_size=64", "stop.max_updates=4000", base=base)
+    gaps = np.diff(u.t_write.to_numpy())
+    assert set(np.round(gaps * 1e3).astype(int)) == {2, 6}  # the samples, scaled from batch 32 to 64
+
+
+def test_cli_runs_the_quickstart_on_sim_by_default(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "q"
+    res = runner.invoke(app, ["run", str(REPO / "scenarios" / "quickstart.toml"), "--out", str(out), "-n", "1"])
+    assert res.exit_code == 0, res.output
+    r = RunResult.load(out)
+    assert r.backend == "sim" and r.runs[0].final_loss < r.runs[0].initial_loss
+    shown = runner.invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0 and "sim" in shown.output and "quickstart" in shown.output
+
+
+def test_unsupported_algorithm_is_a_clear_error() -> None:
+    from simasgd.algorithms import UnsupportedAlgorithm
+    with pytest.raises(UnsupportedAlgorithm, match="backend 'sim' does not implement algorithm 'easgd'"):
+        simulate("algorithm.name=\"easgd\"")
