@@ -1,0 +1,132 @@
+"""Fidelity of the simulator against this machine, for every algorithm the cpu backend has.
+
+For mutex, rwlock, hogwild, leashed (persistence 0, 1, inf) and lopez at 1, 2, 4 and 8 threads,
+batch 16 and 64: run the scenario on `cpu` and on `sim` with the calibrated profile
+(`machine.preset = "this"`, calibrating first if there is none), compare, and write one table
+row per cell to benchmarks/fidelity.md (the measured figures) plus the results folders.
+
+    .venv/bin/python benchmarks/fidelity_sweep.py [--repeats 3] [--max-updates 2000] [--out results/fidelity]
+
+Each cell is independent: a failing cell becomes a row saying why, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from simasgd import fidelity, loader, metadata
+from simasgd.fidelity import fmt_value, verdict_mark
+
+ROOT = Path(__file__).resolve().parents[1]
+ALGORITHMS: list[tuple[str, dict[str, Any]]] = [
+    ("mutex", {}), ("rwlock", {}), ("hogwild", {}),
+    ("leashed", {"persistence": 0}), ("leashed", {"persistence": 1}), ("leashed", {"persistence": "inf"}),
+    ("lopez", {}),
+]
+THREADS = (1, 2, 4, 8)
+BATCHES = (16, 64)
+COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
+           "upd/s err", "upd→ε err", "verdict")
+
+
+def scenario(name: str, params: dict[str, Any], threads: int, batch: int, args: argparse.Namespace):
+    return loader.from_dict({
+        "name": f"fid-{name}{''.join(f'-{k}{v}' for k, v in params.items())}-n{threads}-b{batch}",
+        "seed": 11, "repeats": args.repeats,
+        "workers": {"count": threads, "placement": "os"},
+        "workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": batch},
+        "algorithm": {"name": name, **params},
+        "optimizer": {"lr": args.lr},
+        "stop": {"epsilon": args.epsilon, "max_updates": args.max_updates, "max_time_s": args.max_time_s,
+                 "eval_every_updates": max(1, args.max_updates // 40)},
+        "sim": {"numerics": not args.timing_only},
+    }, base_dir=ROOT)
+
+
+def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: int) -> list[str]:
+    o = fid.overall
+    sim, cpu = results["sim"], results["cpu"]
+
+    def mean(r, attr: str) -> float:
+        vals = [getattr(x, attr) for x in r.runs if getattr(x, attr) is not None]
+        return sum(vals) / len(vals) if vals else math.nan
+
+    bad = [k for k, ok in fid.verdicts.items() if ok is False]
+    verdict = "✓" if not bad and any(fid.verdicts.values()) else ("✗ " + ", ".join(_short(k) for k in bad) if bad else "·")
+    return [label, str(threads), str(batch), f"{mean(sim, 'mean_staleness'):.3g}", f"{mean(cpu, 'mean_staleness'):.3g}",
+            fmt_value("mean_staleness_rel_err", o["mean_staleness_rel_err"].value) + _ci(o["mean_staleness_rel_err"]),
+            fmt_value("ks", o["ks"].value) + " " + verdict_mark(o["ks"].ok),
+            f"{mean(sim, 'updates_per_s'):.4g}", f"{mean(cpu, 'updates_per_s'):.4g}",
+            fmt_value("updates_per_s_rel_err", o["updates_per_s_rel_err"].value) + _ci(o["updates_per_s_rel_err"]),
+            fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict]
+
+
+def _ci(m: fidelity.Metric) -> str:
+    if not math.isfinite(m.ci_low):
+        return ""
+    return f" [{m.ci_low:+.0%}, {m.ci_high:+.0%}]"
+
+
+def _short(k: str) -> str:
+    return {"mean_staleness_rel_err": "τ̄", "ks": "KS", "updates_per_s_rel_err": "upd/s",
+            "updates_to_eps_rel_err": "upd→ε"}.get(k, k)
+
+
+def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) -> str:
+    head = [
+        "# Fidelity: the simulator (calibrated `this` profile) against real threads on this machine", "",
+        f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {metadata.cpu_model()} "
+        f"({os.cpu_count()} logical CPUs), simasgd "
+        f"{metadata.git_commit()}, in {seconds / 60:.1f} min, by `benchmarks/fidelity_sweep.py "
+        f"{' '.join(sys.argv[1:])}`.", "",
+        f"Each cell: {args.repeats} runs per backend, at most {args.max_updates} updates or "
+        f"{args.max_time_s} s, MLP 64-32-10 on digits, lr {args.lr}, ε = {args.epsilon} × initial loss, "
+        f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
+        "bootstrap interval over runs. Goals: mean staleness within 5%, KS ≤ 0.1, updates/s within 10%, "
+        "updates to ε within 15% (✓ met, ✗ missed, · not computable).", "",
+        "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-updates", type=int, default=2000)
+    p.add_argument("--max-time-s", type=float, default=20.0)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--epsilon", type=float, default=0.3)
+    p.add_argument("--timing-only", action="store_true", help="sim without numerics (no updates to ε)")
+    p.add_argument("--threads", type=int, nargs="*", default=list(THREADS))
+    p.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
+    p.add_argument("--out", type=Path, default=ROOT / "results" / "fidelity")
+    p.add_argument("--table", type=Path, default=ROOT / "benchmarks" / "fidelity.md")
+    args = p.parse_args(argv)
+    start = time.perf_counter()
+    fidelity.ensure_profile()
+    rows = []
+    for name, params in ALGORITHMS:
+        label = name + "".join(f" {k}={v}" for k, v in params.items())
+        for threads in args.threads:
+            for batch in args.batches:
+                sc = scenario(name, params, threads, batch, args)
+                try:
+                    fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
+                    rows.append(row(fid, results, label, threads, batch))
+                except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep
+                    rows.append([label, str(threads), str(batch)] + ["—"] * (len(COLUMNS) - 4)
+                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"])
+                print(" | ".join(rows[-1]), flush=True)
+                args.table.write_text(markdown(rows, args, time.perf_counter() - start))  # keep partial tables
+    print(f"wrote {args.table}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
