@@ -178,3 +178,26 @@ def test_compare_rejects_bad_backend_lists(tmp_path):
     assert res.exit_code == 2 and "two different backends" in res.output
     res = CliRunner().invoke(app, ["compare", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "needs a SCENARIO" in res.output
+
+
+@pytest.mark.slow
+@pytest.mark.hardware
+def test_compare_sim_cpu_end_to_end(tmp_path, monkeypatch):
+    """sim (on the calibrated profile) against real threads: the contract of `simasgd compare` by default."""
+    available = backends.available()
+    assert available["sim"] and available["cpu"], f"compare sim,cpu needs both backends: {available}"
+    repo_profile = QUICKSTART.parents[1] / "profiles" / "this.toml"
+    profile = repo_profile if repo_profile.exists() else tmp_path / "this.toml"  # absent: compare calibrates
+    monkeypatch.setenv("SIMASGD_PROFILE", str(profile))
+    out = tmp_path / "cmp"
+    res = CliRunner().invoke(app, ["compare", str(QUICKSTART), "--backends", "sim,cpu", "--out", str(out),
+                                   "-s", "workers.count=2", *TINY])
+    assert res.exit_code == 0, res.output
+    assert profile.exists()
+    sim, cpu = RunResult.load(out / "sim"), RunResult.load(out / "cpu")
+    assert sim.scenario["machine"]["preset"] == "this" and cpu.backend == "cpu"
+    doc = fidelity.load_json(out / "fidelity.json")
+    assert doc["scenario_diff"] and doc["scenario_diff"][0].startswith("machine.preset")
+    ks = doc["overall"]["ks"]["value"]
+    assert 0.0 <= ks <= 1.0 and ("✓" in res.output or "✗" in res.output)
+    assert (out / "report.md").exists() and (out / "figures" / "staleness.png").exists()
