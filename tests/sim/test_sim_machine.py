@@ -72,7 +72,8 @@ def test_numa_splits_throughput_and_staleness_by_socket() -> None:
 
 
 def test_leashed_drops_past_its_persistence() -> None:
-    contended = ("algorithm.name=\"leashed\"", "timing.update={dist=\"deterministic\", mean_s=3e-4}")
+    contended = ("algorithm.name=\"leashed\"", "timing.update={dist=\"deterministic\", mean_s=3e-4}",
+                 "stop.max_updates=10000")
     for persistence in (0, 1):
         u = simulate(*contended, f"algorithm.persistence={persistence}")
         dropped = u[~u.applied]
