@@ -189,6 +189,8 @@ def _group(a: RunResult, b: RunResult, worker: int | None, wa: np.ndarray | None
     ones_a, ones_b = np.ones((1, ha.shape[0])), np.ones((1, hb.shape[0]))
     point = _metrics(ones_a @ ha, ones_b @ hb, sa, sb, ones_a, ones_b)
     boot = (_metrics(wa @ ha, wb @ hb, sa, sb, wa, wb) if wa is not None and wb is not None else None)
+    if worker is not None:  # ε is reached by the run, not by a worker: those errors are pooled only
+        point = {k: v for k, v in point.items() if "eps" not in k}
     out = {}
     for name, value in point.items():
         lo = hi = math.nan

@@ -28,6 +28,7 @@ def test_identical_results_agree_exactly():
                  "updates_per_s_rel_err"):
         assert f.overall[name].value == 0.0, name
     assert all(f.per_worker[w]["ks"].value == 0.0 for w in range(4))
+    assert "updates_to_eps_rel_err" not in f.per_worker[0]  # a run reaches ε, not a worker
     assert f.verdicts["ks"] is True and f.verdicts["mean_staleness_rel_err"] is True
     assert f.verdicts["updates_to_eps_rel_err"] is None  # no run reached ε: undefined, not "agrees"
 
