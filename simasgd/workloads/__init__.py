@@ -1,0 +1,66 @@
+"""Workloads: a model plus its data plus numba kernels every backend can call.
+
+``build_workload(cfg, seed)`` turns a validated ``[workload]`` table into a
+:class:`Workload`. Models are registered by name in ``WORKLOADS``; adding one
+is a builder module (returning a :class:`ModelSpec`) plus one line here, and,
+for a new kind of loss, a tagged branch in :mod:`simasgd.workloads.kernels`.
+
+Every workload's ``kernel`` is the same dispatcher, ``kernels.loss_and_grad``,
+which selects the model from ``workload.shape[0]`` and the data layout from the
+type of ``X``. Numba worker loops may take it as an argument or, to be cached
+across processes, call ``simasgd.workloads.kernels.loss_and_grad`` directly.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from simasgd.scenario import WorkloadConfig
+from simasgd.workloads import kernels, linear, mlp
+from simasgd.workloads.base import CSR, DataMatrix, ModelSpec, Workload, WorkloadError
+from simasgd.workloads.data import Dataset, densify, eval_rows, load_dataset, read_idx, to_csr
+
+Builder = Callable[[WorkloadConfig, Dataset], ModelSpec]
+
+WORKLOADS: dict[str, Builder] = {
+    "mlp": mlp.build,
+    "logreg": linear.build_logreg,
+    "least_squares": linear.build_least_squares,
+}
+
+__all__ = ["CSR", "DataMatrix", "Dataset", "ModelSpec", "Workload", "WorkloadError", "WORKLOADS",
+           "build_workload", "densify", "eval_rows", "kernels", "load_dataset", "read_idx", "to_csr",
+           "workload_names"]
+
+
+def workload_names() -> list[str]:
+    return list(WORKLOADS)
+
+
+def build_workload(cfg: WorkloadConfig, seed: int, base_dir: str | None = None) -> Workload:
+    """The workload of a ``[workload]`` table; data depends only on (cfg, seed).
+
+    ``base_dir`` resolves a relative ``mnist:PATH`` (the scenario file's folder).
+    Raises :class:`WorkloadError` naming the offending key.
+    """
+    builder = WORKLOADS.get(cfg.model)
+    if builder is None:
+        raise WorkloadError(f"workload.model = {cfg.model!r} is not implemented yet; "
+                            f"available: {', '.join(workload_names())}")
+    data = load_dataset(cfg, seed, base_dir)
+    spec = builder(cfg, data)
+    dtype = np.dtype(cfg.dtype)
+    if data.sparse:  # the row's stored values plus their int64 column indices
+        bytes_per_sample = data.nnz_per_row * (dtype.itemsize + 8)
+    else:
+        bytes_per_sample = float(data.features * dtype.itemsize)
+    return Workload(
+        name=cfg.model, kernel=kernels.loss_and_grad, loss_kernel=kernels.loss,
+        predict_kernel=kernels.predict if data.classes else None,
+        shape=spec.shape, X=data.X, y=data.y, X_test=data.X_test, y_test=data.y_test,
+        eval_idx=eval_rows(len(data.y), cfg.eval_rows, seed), dim=spec.dim, dtype=dtype,
+        flops_per_sample=spec.flops_per_sample, bytes_per_sample=bytes_per_sample,
+        features=data.features, classes=data.classes, sparse=data.sparse, batch_size=cfg.batch_size,
+        description=f"{spec.description} on {data.name} ({cfg.dtype}, d={spec.dim})", init_fn=spec.init)
