@@ -26,6 +26,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     from simasgd.workloads import build_workload
 
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    wl.warmup()  # compile (or load from numba's cache) before the clock starts
     opt, stop = scenario.optimizer, scenario.stop
     theta = wl.init_theta(seeds.rng(scenario.seed, run, seeds.Role.INIT))
     batch_rng = seeds.rng(scenario.seed, run, seeds.Role.BATCH, 0)
@@ -59,6 +60,8 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
         monitor.observe(elapsed, u, wl.eval_loss(theta))
     versions = np.arange(1, u + 1)
     updates = updates_frame(run, 0, versions, versions - 1, t_read[:u], t_write[:u])
+    note = (f"serial runs sequential SGD: algorithm {scenario.algorithm.name!r} and "
+            f"workers.count = {scenario.workers.count} are not used")
     return RunResult(scenario=scenario.to_dict(), backend=NAME,
                      runs=[monitor.summary(u, elapsed, np.zeros(u))],
-                     updates=updates, curve=monitor.curve(), metadata={})
+                     updates=updates, curve=monitor.curve(), metadata={"note": note})
