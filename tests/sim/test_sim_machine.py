@@ -140,3 +140,24 @@ def test_unsupported_algorithm_is_a_clear_error() -> None:
     from simasgd.algorithms import UnsupportedAlgorithm
     with pytest.raises(UnsupportedAlgorithm, match="backend 'sim' does not implement algorithm 'easgd'"):
         simulate("algorithm.name=\"easgd\"")
+
+
+def test_simulated_time_budget_stops_the_run() -> None:
+    r = backend.run_once(loader.from_dict(loader.apply_overrides(BASE, ["stop.max_time_s=0.5"])), 0)
+    s = r.runs[0]
+    assert s.time_s == pytest.approx(0.5) and 0 < s.updates < 30000
+    assert r.updates.t_write.max() <= 0.5
+    # 6 workers at 1 ms each for 0.5 s: about 3000 updates (Poisson, sd ~ 55).
+    assert abs(s.updates - 3000) < 4 * math.sqrt(3000)
+
+
+def test_spinning_lock_with_backoff_is_unfair_but_loses_no_update() -> None:
+    locked = ("algorithm.name=\"mutex\"", "timing.update={dist=\"exponential\", mean_s=3e-4}", "stop.max_updates=5000")
+    fifo = simulate(*locked)
+    spin = simulate(*locked, "algorithm.backoff={kind=\"exponential\", initial_s=1e-5, max_s=1e-3}")
+    assert fifo.applied.all() and spin.applied.all()
+    # Sleeping between test-and-set retries leaves the lock idle at times: fewer updates per second,
+    # and the longest waits grow (a newcomer can overtake a sleeping waiter).
+    rate = lambda u: len(u) / u.t_write.max()  # noqa: E731
+    assert rate(spin) < rate(fifo)
+    assert spin.lock_wait_s.max() > fifo.lock_wait_s.max()
