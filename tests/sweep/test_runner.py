@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import fakes
+import sweep_fakes as fakes
 from simasgd.results import ResultsError
 from simasgd.sweep import load, plan, runner, store
 

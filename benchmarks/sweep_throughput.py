@@ -1,0 +1,63 @@
+"""Sweep throughput: cells per minute on the process pool at --jobs 1 and 2, and Dask's overhead.
+
+Every task is the same fixed amount of CPU work — serial SGD on digits for a
+fixed number of updates (epsilon out of reach, so no run stops early) — so
+cells/minute measures the sweep machinery and the parallelism, not the
+hyperparameters. Pool and cluster start-up (spawn, imports, numba cache
+load) are included: that is what a user waits for.
+
+    .venv/bin/python benchmarks/sweep_throughput.py [--cells 16] [--updates 20000]
+
+Prints a markdown table; record it in benchmarks/README_sweep.md with the
+machine and its load average (other work on the machine slows --jobs 2 most).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from simasgd.sweep import load, plan, runner
+
+
+def scenario(updates: int) -> dict:
+    return {"name": "bench-sweep", "seed": 7, "repeats": 1,
+            "workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 32},
+            "optimizer": {"lr": 0.01},
+            "stop": {"epsilon": 1e-9, "max_updates": updates, "max_time_s": 1e6, "eval_every_updates": updates}}
+
+
+def measure(p: plan.Plan, label: str, **kw: object) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        load_before = os.getloadavg()[0]
+        start = time.perf_counter()
+        rep = runner.run(p, Path(tmp) / "s", show_progress=False, **kw)
+        wall = time.perf_counter() - start
+        df = load(Path(tmp) / "s")
+    assert rep.ok == len(p.cells) and (df["updates"] == df["updates"].iloc[0]).all(), "every task the same work"
+    return {"label": label, "cells": rep.ok, "wall_s": wall, "cells_per_min": 60 * rep.ok / wall,
+            "task_s": float(df["wall_s"].mean()), "load": load_before}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=int, default=16)
+    ap.add_argument("--updates", type=int, default=20000)
+    args = ap.parse_args()
+    lrs = ",".join(f"{0.001 * (i + 1):.3f}" for i in range(args.cells))
+    p = plan.from_data(scenario(args.updates), [f"optimizer.lr={lrs}"], backend="serial")
+    rows = [measure(p, "pool --jobs 1", jobs=1), measure(p, "pool --jobs 2", jobs=2),
+            measure(p, "dask local, 2 workers", jobs=2, dask="local")]
+    base, pool2 = rows[0]["cells_per_min"], rows[1]["cells_per_min"]
+    print(f"| executor | cells | wall [s] | cells/min | mean task [s] | speed-up vs jobs 1 | vs pool jobs 2 | load avg |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['label']} | {r['cells']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} | {r['task_s']:.2f} "
+              f"| {r['cells_per_min'] / base:.2f}x | {r['cells_per_min'] / pool2:.2f}x | {r['load']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
