@@ -5,10 +5,13 @@ own seed, ``seeds.int_seed(scenario.seed, <cell digest>, Role.SWEEP)``, and
 repeat r of the cell is run ``r`` of that seeded scenario — exactly what
 ``simasgd run -s <cell keys> -s seed=<cell seed>`` would compute for repeat r.
 The digest is of the cell's content (its keys and values), not its position,
-so adding a value to the grid reseeds nothing else. ``seeding = "shared"``
-gives every cell the scenario's own seed (common random numbers: the same
-data, initial parameters and minibatch streams per repeat in every cell),
-which lowers the variance of comparisons between cells.
+so adding a value to the grid reseeds nothing else. Since the scenario seed
+also draws the data (synthetic samples, train/test split), each cell then
+trains on its own draw. ``seeding = "shared"`` gives every cell the
+scenario's own seed (common random numbers: the same data, initial
+parameters and minibatch streams per repeat in every cell), which lowers the
+variance of comparisons between cells; ``scenarios/ek2021/s2_grid.toml``
+uses it.
 """
 
 from __future__ import annotations

@@ -85,13 +85,14 @@ def _bar(description: str, total: int, enabled: bool | None) -> Iterator[Callabl
     if not (progress.interactive() if enabled is None else enabled):
         yield lambda ok: None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(),
-               TextColumn("{task.completed:.0f}/{task.total:.0f} done, {task.fields[failed]} failed, "
+               TextColumn("{task.completed:.0f}/{task.total:.0f} finished ({task.fields[failed]} failed), "
                           "{task.fields[left]} left"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, transient=False) as p:
+    with Progress(*columns, transient=False, console=Console(stderr=True)) as p:
         bar = p.add_task(description, total=total, failed=0, left=total)
         state = {"failed": 0, "left": total}
 

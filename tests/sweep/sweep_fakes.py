@@ -43,3 +43,10 @@ def locked_interval_body(task: Task) -> RunResult:
     end = time.time()
     (Path(os.environ["SWEEP_CALLS"]) / f"{task.task_id}").write_text(f"{start} {end}")
     return fake_body(task)
+
+
+def dying_body(task: Task) -> RunResult:
+    """Kills its worker process outright (as a segfault in native code would) in the BOOM_LR cells."""
+    if task.scenario.optimizer.lr == BOOM_LR:
+        os._exit(3)
+    return fake_body(task)

@@ -154,3 +154,30 @@ def test_real_backend_tasks_never_overlap_on_a_host(tmp_path: Path, monkeypatch:
     spans = sorted(tuple(map(float, f.read_text().split())) for f in calls.iterdir())
     assert len(spans) == 4
     assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:]))
+
+
+@pytest.mark.slow
+def test_a_task_killing_its_worker_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    p = small_plan(f"optimizer.lr=0.05,{fakes.BOOM_LR}")
+    rep = runner.run(p, tmp_path / "s", jobs=2, body=fakes.dying_body)
+    df = load(tmp_path / "s")
+    assert len(df) == 16 and rep.ok + rep.failed == 16
+    dead = df[df["optimizer.lr"] == fakes.BOOM_LR]
+    assert set(dead["status"]) == {"failed"} and dead["error"].str.contains("process").all()
+    # Tasks in flight with a dying one may fail with it; --resume reruns exactly those.
+    assert rep.ok >= 1
+    rep2 = runner.run(p, tmp_path / "s", jobs=2, resume=True, body=fakes.fake_body)
+    assert rep2.skipped == rep.ok and rep2.failed == 8  # the BOOM cells now raise instead
+    assert set(load(tmp_path / "s").query("`optimizer.lr` == 0.05")["status"]) == {"ok"}
+
+
+def test_progress_reports_finished_failed_and_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = small_plan(f"optimizer.lr=0.05,{fakes.BOOM_LR}")
+    runner.run(p, tmp_path / "s", jobs=0, body=fakes.fake_body, show_progress=True)
+    err = capsys.readouterr().err
+    assert "16/16 finished (8 failed), 0 left" in err
+
+
+def test_progress_is_silent_when_not_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runner.run(small_plan(), tmp_path / "s", jobs=0, body=fakes.fake_body, show_progress=False)
+    assert capsys.readouterr() == ("", "")
