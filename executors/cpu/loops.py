@@ -145,8 +145,11 @@ def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, m
         else:
             for i in range(lo, hi):
                 theta[i] -= lr * g[i]
-        # +1 with the same racy read-modify-write, right after the chunk's: a probe counts the
-        # updates of its chunk that survived concurrent writers (see wiring._hogwild).
+        A.compiler_barrier()
+        # The chunk's probe gets +1 with a read-modify-write as wide as the chunk's, right after
+        # it: it loses an update when the chunk would (a concurrent writer in the same place, or
+        # this thread preempted inside the window), so the probes estimate θ's losses without
+        # knowing the gradient (wiring._hogwild). An estimate: each probe is a separate sample.
         canary[c] = canary[c] + 1.0
         A.compiler_barrier()
 

@@ -33,6 +33,9 @@ from simasgd.scenario import Scenario
 
 NAME = "cpu"
 WARMUP_UPDATES = 2
+# Records kept per run, over all workers (~49 bytes each): bounds memory when stop.max_updates is huge.
+# A worker whose buffer fills stops (noted in the summary); time budgets normally end runs first.
+MAX_RECORDS = 4_000_000
 
 
 class ExecutorError(RuntimeError):
@@ -100,6 +103,7 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
     cfg_i, cfg_f = config(sc, wl, workers, max_updates, 0)
     wiring = wire(sc.algorithm.name, ctrl, cfg_i, cfg_f, theta, vel, workers)
     cap = max(wiring.records_per_worker(w, max_updates + 8) for w in range(workers))
+    cap = min(cap, max(1024, MAX_RECORDS // workers))
     cfg_i[shared.C_CAP] = cap
     ri = np.zeros((workers, 4, cap), dtype=np.int64)
     rf = np.zeros((workers, 3, cap), dtype=np.float64)
@@ -221,8 +225,11 @@ def records(s: Setup, run: int) -> tuple[Any, np.ndarray]:
     return df, df["applied"].to_numpy()
 
 
-def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None) -> RunResult:
-    """Run ``sc`` once on real threads with the given workload (the backend builds it; tests pass their own)."""
+def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None,
+                 state: dict[str, Any] | None = None) -> RunResult:
+    """Run ``sc`` once on real threads with the given workload (the backend builds it; tests pass their own).
+
+    With ``state``, the final θ is left in ``state["theta"]`` (for exactness checks)."""
     from threadpoolctl import threadpool_limits
 
     workers = sc.workers.count
@@ -248,6 +255,8 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
         finally:
             join(s, ws, sc.cpu.join_timeout_s)
         t_stop = (atomics.clock_ns() - t0) * 1e-9
+    if state is not None:
+        state["theta"] = s.wiring.final_theta().copy()
     return finish(s, wl, sc, run, mon, ws, reason, t_stop, cpus, warnings)
 
 

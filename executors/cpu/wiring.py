@@ -66,7 +66,7 @@ def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray) -> Wiring:
         # updates lost per element, as θ would show them.
         lost = applied - canary
         mean = float(lost.mean()) if len(lost) else 0.0
-        return {"lost_updates": int(round(mean)), "lost_update_fraction": mean / applied if applied else 0.0,
+        return {"lost_updates": round(mean, 3), "lost_update_fraction": mean / applied if applied else 0.0,
                 "lost_updates_max": int(lost.max()) if len(lost) else 0}
 
     return Wiring(loop, lambda w: (canary,), lambda out: snapshot.plain(ctrl, theta, out), lambda: theta, extra)

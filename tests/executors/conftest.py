@@ -43,17 +43,18 @@ class ConstWorkload:
     eval_idx: np.ndarray = field(default_factory=lambda: np.arange(4, dtype=np.int64))
     dtype: Any = np.float64
     n_train: int = 4
+    theta0: float = 1.0  # exact start; 1 − N·2⁻¹⁶ stays exact (and the loss positive) for N < 65536·θ0
 
     def init_theta(self, rng: np.random.Generator) -> np.ndarray:
-        return np.ones(self.dim)
+        return np.full(self.dim, self.theta0)
 
     def eval_loss(self, theta: np.ndarray) -> float:
         return float(self.loss_kernel(theta, self.X, self.y, self.eval_idx, self.shape))
 
 
 def scenario(algorithm: dict[str, Any], workers: int = 2, max_updates: int = 2000, max_time_s: float = 20.0,
-             **more: Any) -> Any:
-    data = {"name": "const", "seed": 7, "workers": {"count": workers, "placement": "os"},
+             placement: Any = "os", **more: Any) -> Any:
+    data = {"name": "const", "seed": 7, "workers": {"count": workers, "placement": placement},
             "workload": {"model": "least_squares", "batch_size": 1},
             "algorithm": algorithm, "optimizer": {"lr": LR},
             "stop": {"max_updates": max_updates, "max_time_s": max_time_s, "epsilon": 0.001},

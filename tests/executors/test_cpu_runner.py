@@ -1,0 +1,175 @@
+"""The run around the loops: stop rules, failures that never hang, placement, the backend."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import njit
+
+from executors import atomics as A
+from executors.cpu import placement
+from executors.cpu.runner import ExecutorError, run_workload
+from simasgd import algorithms, machine
+from simasgd.results import RunResult
+from tests.executors.conftest import G, ConstWorkload, scenario
+
+# Warm-up does 2 updates on a copy: the failing kernels fail only once θ0 has moved 5 steps.
+TRIGGER = 1.0 - 5 * 2.0 ** -16
+
+
+@njit(nogil=True, cache=True)
+def raising_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+    if theta[0] < TRIGGER:
+        raise ValueError("gradient blew up")
+    for i in range(grad_out.shape[0]):
+        grad_out[i] = G
+    return 0.0
+
+
+@njit(nogil=True, cache=True)
+def hanging_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+    # y[0] is the release flag the test sets afterwards (an atomic load: a plain one could be hoisted).
+    if theta[0] < TRIGGER:
+        while A.load(y, 0) == 0:
+            A.cpu_relax()
+    for i in range(grad_out.shape[0]):
+        grad_out[i] = G
+    return 0.0
+
+
+@njit(nogil=True, cache=True)
+def nan_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+    for i in range(grad_out.shape[0]):
+        grad_out[i] = np.nan if theta[0] < TRIGGER else G
+    return 0.0
+
+
+@pytest.mark.hardware
+@pytest.mark.parametrize("alg", ["mutex", "hogwild", "leashed"])
+def test_worker_exception_ends_the_run_naming_the_worker(alg: str) -> None:
+    sc = scenario({"name": alg}, workers=2, max_updates=100_000, max_time_s=20)
+    t0 = time.monotonic()
+    with pytest.raises(ExecutorError, match=r"worker \d failed: ValueError: gradient blew up"):
+        run_workload(sc, 0, ConstWorkload(kernel=raising_grad))
+    assert time.monotonic() - t0 < 15  # ended by the error, not by the 20 s budget
+
+
+@pytest.mark.hardware
+def test_hung_worker_is_named_after_the_join_timeout_never_a_hang() -> None:
+    wl = ConstWorkload(kernel=hanging_grad, y=np.zeros(4, dtype=np.int64))
+    sc = scenario({"name": "hogwild"}, workers=2, max_updates=100_000, max_time_s=1.0,
+                  cpu={"join_timeout_s": 1.0})
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(ExecutorError, match=r"worker \d.* did not stop within cpu.join_timeout_s = 1 s"):
+            run_workload(sc, 0, wl)
+        assert time.monotonic() - t0 < 10
+    finally:
+        wl.y[0] = 1  # let the stuck threads go
+        for t in threading.enumerate():
+            if t.name.startswith("simasgd-worker"):
+                t.join(10)
+
+
+@pytest.mark.hardware
+def test_stops_at_epsilon_before_the_budget() -> None:
+    # loss = mean θ = 1 − N·2⁻¹⁶ reaches 0.99 at N ≈ 656 updates.
+    sc = scenario({"name": "mutex"}, workers=2, max_updates=10_000_000, max_time_s=20,
+                  stop={"epsilon": 0.99}, cpu={"monitor_every_s": 0.01})
+    r = run_workload(sc, 0, ConstWorkload()).runs[0]
+    assert r.extra["stop_reason"] == "epsilon"
+    assert r.updates_to_eps is not None and r.updates_to_eps >= 656
+    assert r.updates < 10_000_000 and r.time_s < 20
+    assert not r.diverged and not r.crashed
+
+
+@pytest.mark.hardware
+def test_nan_gradient_is_a_crash_not_an_error() -> None:
+    sc = scenario({"name": "hogwild"}, workers=2, max_updates=10_000_000, max_time_s=20,
+                  cpu={"monitor_every_s": 0.01})
+    r = run_workload(sc, 0, ConstWorkload(kernel=nan_grad)).runs[0]
+    assert r.crashed and r.extra["stop_reason"] == "crashed"
+    assert math.isnan(r.final_loss)
+
+
+@pytest.mark.hardware
+def test_time_budget_stops_the_run() -> None:
+    sc = scenario({"name": "leashed"}, workers=2, max_updates=10**9, max_time_s=0.3)
+    r = run_workload(sc, 0, ConstWorkload(theta0=1e6)).runs[0]
+    assert 0.2 < r.time_s < 1.5
+    assert r.diverged and r.updates > 0
+
+
+def test_unsupported_algorithm_is_refused_by_name() -> None:
+    from executors.cpu import backend
+
+    with pytest.raises(algorithms.UnsupportedAlgorithm, match="'cpu' does not implement algorithm 'k_sync'"):
+        backend.run_once(scenario({"name": "k_sync", "k": 1}), 0)
+
+
+def _fake_sys(root: Path, packages: list[int], cores_per_package: int, smt: int, nodes: int) -> None:
+    cpu_id = 0
+    for t in range(smt):
+        for p in packages:
+            for c in range(cores_per_package):
+                topo = root / "cpu" / f"cpu{cpu_id}" / "topology"
+                topo.mkdir(parents=True)
+                (topo / "physical_package_id").write_text(str(p))
+                (topo / "core_id").write_text(str(c))
+                cpu_id += 1
+    (root / "cpu" / "online").write_text(f"0-{cpu_id - 1}")
+    per_node = cpu_id // nodes
+    for n in range(nodes):
+        (root / "node" / f"node{n}").mkdir(parents=True)
+        (root / "node" / f"node{n}" / "cpulist").write_text(f"{n * per_node}-{(n + 1) * per_node - 1}")
+
+
+def test_topology_and_placement_from_sysfs(tmp_path: Path) -> None:
+    _fake_sys(tmp_path, packages=[0, 1], cores_per_package=2, smt=2, nodes=2)
+    topo = placement.read_topology(tmp_path)
+    assert (topo.machine.sockets, topo.machine.cores_per_socket, topo.machine.threads_per_core) == (2, 2, 2)
+    topo = placement.Topology(topo.machine, topo.cpu_map, topo.numa_nodes, frozenset(range(8)))
+    numa, warn = placement.plan(4, "numa", topo)
+    assert not warn and [c // 2 % 2 for c in numa] == [0, 1, 0, 1]   # cpus 0,1 on package 0; 2,3 on 1
+    uma, _ = placement.plan(2, "uma", topo)
+    assert uma == [0, 1]
+    assert placement.plan(3, "os", topo) == ([None] * 3, [])
+
+
+def test_numa_on_one_node_says_it_cannot_be_honoured(tmp_path: Path) -> None:
+    _fake_sys(tmp_path, packages=[0], cores_per_package=2, smt=1, nodes=1)
+    topo = placement.read_topology(tmp_path)
+    topo = placement.Topology(topo.machine, topo.cpu_map, topo.numa_nodes, frozenset({0, 1}))
+    cpus, warn = placement.plan(2, "numa", topo)
+    assert cpus == [0, 1] and any("cannot be honoured" in w for w in warn)
+    with pytest.raises(machine.MachineError, match="not available"):
+        placement.plan(1, [7], topo)
+
+
+def test_parse_cpulist() -> None:
+    assert placement.parse_cpulist("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+
+
+@pytest.mark.hardware
+def test_numa_run_records_the_warning_in_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+    if placement.read_topology().numa_nodes > 1:
+        pytest.skip("this machine has several NUMA nodes: numa placement is honoured")
+    sc = scenario({"name": "mutex"}, workers=2, max_updates=200, placement="numa")
+    r = run_workload(sc, 0, ConstWorkload())
+    assert any("cannot be honoured" in w for w in r.metadata["placement"]["warnings"])
+    assert "cannot be honoured" in capsys.readouterr().err
+
+
+@pytest.mark.hardware
+def test_results_folder_round_trips(tmp_path: Path) -> None:
+    r = run_workload(scenario({"name": "rwlock"}, workers=2, max_updates=500), 0, ConstWorkload())
+    r.save(tmp_path / "out")
+    back = RunResult.load(tmp_path / "out")
+    assert back.backend == "cpu" and len(back.updates) == len(r.updates) == back.runs[0].attempts
+    assert (back.updates["staleness"] == back.updates["version"] - 1 - back.updates["read_version"]).all()
+    assert back.runs[0].updates == 500
