@@ -9,10 +9,23 @@ load when used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from simasgd.sweep.runner import SweepReport
+
+
+def run(scenario: Any, out: Any, grid: Sequence[str] = (), overrides: Sequence[str] = (), backend: str = "sim",
+        repeats: int | None = None, **kwargs: Any) -> "SweepReport":
+    """``simasgd sweep`` from Python: ``run("s.toml", "sweeps/x", ["optimizer.lr=0.001:0.009:0.001"])``.
+
+    ``kwargs`` go to :func:`simasgd.sweep.runner.run` (jobs, dask, resume, keep_runs, retry_failed).
+    """
+    from simasgd.sweep import plan, runner
+
+    return runner.run(plan.build(scenario, grid, overrides, backend=backend, repeats=repeats), out, **kwargs)
 
 
 def load(root: Any) -> "pd.DataFrame":

@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol, Union
 
 from simasgd.results import RunResult
 from simasgd.sweep.plan import Task
@@ -120,7 +120,7 @@ def host_lock(directory: str | os.PathLike[str] | None = None) -> Iterator[None]
 
 # -- pools ---------------------------------------------------------------------------------------------
 TaskFn = Callable[[Task], Outcome]
-Finished = tuple[Task, "Outcome | BaseException"]
+Finished = tuple[Task, Union[Outcome, BaseException]]
 
 
 class Pool(Protocol):

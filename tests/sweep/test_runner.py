@@ -181,3 +181,12 @@ def test_progress_reports_finished_failed_and_left(tmp_path: Path, capsys: pytes
 def test_progress_is_silent_when_not_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runner.run(small_plan(), tmp_path / "s", jobs=0, body=fakes.fake_body, show_progress=False)
     assert capsys.readouterr() == ("", "")
+
+
+def test_python_entry_point_matches_plan_and_runner(tmp_path: Path) -> None:
+    import simasgd.sweep as sweep
+
+    rep = sweep.run(SMALL, tmp_path / "s", ["optimizer.lr=0.05"], backend="serial", repeats=1, jobs=0,
+                    body=fakes.fake_body)
+    assert rep.total == 4 and rep.ok == 4
+    assert set(sweep.load(tmp_path / "s")["optimizer.lr"]) == {0.05}
