@@ -147,10 +147,20 @@ class InlinePool:
         pass
 
 
-def _worker_init() -> None:
-    # Before numpy/numba load in the fresh (spawned) worker: one thread each, the pool supplies parallelism.
-    for name in _THREAD_ENV:
-        os.environ.setdefault(name, "1")
+@contextmanager
+def _one_thread_children() -> Iterator[None]:
+    """Spawned workers start with one BLAS/OpenMP/numba thread each: the pool supplies the parallelism.
+
+    Set in the environment they are spawned with (their imports read it before any task runs),
+    then restored, so the calling process keeps its own settings. Keys the user set are left alone.
+    """
+    added = [k for k in _THREAD_ENV if k not in os.environ]
+    os.environ.update({k: "1" for k in added})
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
 
 
 class LocalPool:
@@ -161,16 +171,17 @@ class LocalPool:
         self._ex = self._new()
 
     def _new(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_init)
+        return ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
 
     def _submit(self, fn: TaskFn, task: Task) -> Future[Outcome]:
-        try:
-            return self._ex.submit(fn, task)
-        except BrokenProcessPool:
-            self._ex.shutdown(wait=False, cancel_futures=True)
-            self._ex = self._new()
-            return self._ex.submit(fn, task)
+        # Workers are spawned on demand inside submit: that is where their environment is decided.
+        with _one_thread_children():
+            try:
+                return self._ex.submit(fn, task)
+            except BrokenProcessPool:
+                self._ex.shutdown(wait=False, cancel_futures=True)
+                self._ex = self._new()
+                return self._ex.submit(fn, task)
 
     def imap_unordered(self, fn: TaskFn, tasks: Iterable[Task]) -> Iterator[Finished]:
         # A bounded window of tasks in flight: a kill loses only those, and memory stays flat.

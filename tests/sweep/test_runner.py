@@ -190,3 +190,18 @@ def test_python_entry_point_matches_plan_and_runner(tmp_path: Path) -> None:
                     body=fakes.fake_body)
     assert rep.total == 4 and rep.ok == 4
     assert set(sweep.load(tmp_path / "s")["optimizer.lr"]) == {0.05}
+
+
+@pytest.mark.slow
+def test_pool_workers_get_one_thread_each_and_the_caller_keeps_its_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd.sweep import execution
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "2")  # the user's own choice is respected
+    pool = execution.LocalPool(1)
+    try:
+        (_, env), = list(pool.imap_unordered(fakes.thread_env, [None]))  # type: ignore[list-item]
+    finally:
+        pool.close(cancel=False)
+    assert env == ("1", "2")
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
