@@ -156,7 +156,8 @@ def start(s: Setup, wl: Any, sc: Scenario, run: int, cpus: list[int | None]) -> 
 
 
 def monitor_every(sc: Scenario) -> float:
-    return sc.cpu.monitor_every_s or sc.stop.eval_every_s or min(1.0, max(0.01, sc.stop.max_time_s / 200))
+    # Default: ~1000 samples over the time budget (ε is only noticed at a sample), 5 ms .. 1 s apart.
+    return sc.cpu.monitor_every_s or sc.stop.eval_every_s or min(1.0, max(0.005, sc.stop.max_time_s / 1000))
 
 
 def observe(s: Setup, wl: Any, mon: Monitor, t: float, buf: np.ndarray) -> int:
