@@ -6,8 +6,9 @@ Crashed or diverged runs are outcomes of a successful task, not failures.
 
 Real backends (``cpu``, ``cuda``) measure the machine, so two of them must
 never run at once on one host: every such task holds an exclusive file lock
-named after the host for its whole run. That one mechanism covers local pools
-and Dask workers alike (Dask workers on one host share its temp folder).
+named after the host for its whole run, which covers local pools and Dask
+workers sharing a temp folder; on Dask it also holds a ``distributed.Lock``
+named after the host, for workers whose temp folders differ (containers).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def describe(e: BaseException) -> str:
 @contextmanager
 def _isolation(task: Task) -> Iterator[None]:
     if task.real:
-        with host_lock():
+        with host_lock(), _dask_host_lock():
             yield
         return
     # Simulated and serial tasks run one per core: keep each to one BLAS thread so jobs do not oversubscribe.
@@ -116,6 +117,20 @@ def host_lock(directory: str | os.PathLike[str] | None = None) -> Iterator[None]
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _dask_host_lock() -> Iterator[None]:
+    """Inside a Dask worker, also a cluster-wide lock named after the host (workers with private temp folders)."""
+    try:
+        from distributed import Lock, get_worker
+
+        get_worker()
+    except (ImportError, ValueError):  # not on Dask
+        yield
+        return
+    with Lock(f"simasgd-sweep-host-{socket.gethostname()}"):
+        yield
 
 
 # -- pools ---------------------------------------------------------------------------------------------
