@@ -239,6 +239,20 @@ class SweepConfig(Section):
     # "cell": a seed per cell derived from its content; "shared": every cell uses `seed` (see simasgd.sweep.plan)
     seeding: Literal["cell", "shared"] = "cell"
 
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _flatten(cls, v: Any) -> Any:
+        # [sweep.grid.optimizer] lr = [...] means the same as "optimizer.lr" = [...].
+        if not isinstance(v, dict):
+            return v
+        out: dict[str, Any] = {}
+        for key, spec in v.items():
+            if isinstance(spec, dict):
+                out.update({f"{key}.{k}": s for k, s in cls._flatten(spec).items()})
+            else:
+                out[key] = spec
+        return out
+
 
 class Scenario(Section):
     name: str = "scenario"

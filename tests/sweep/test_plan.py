@@ -68,3 +68,23 @@ def test_unknown_backend_is_a_clear_error() -> None:
 
     with pytest.raises(BackendError, match="allowed"):
         plan.build(SMALL, backend="nope")
+
+
+def test_nested_grid_tables_mean_dotted_keys(tmp_path: Path) -> None:
+    text = SMALL.read_text().split("[sweep.grid]")[0] + """
+[sweep.grid.optimizer]
+lr = [0.05, 0.1]
+[sweep.grid]
+"algorithm.name" = ["mutex"]
+"""
+    f = tmp_path / "nested.toml"
+    f.write_text(text)
+    p = plan.build(f, backend="serial")
+    assert p.grid == {"algorithm.name": ["mutex"], "optimizer.lr": [0.05, 0.1]}
+
+
+def test_bad_grid_table_value_names_the_key(tmp_path: Path) -> None:
+    f = tmp_path / "bad.toml"
+    f.write_text(SMALL.read_text().split("[sweep.grid]")[0] + '[sweep.grid]\n"optimizer.lr" = 0.1\n')
+    with pytest.raises(ScenarioError, match="optimizer.lr"):
+        plan.build(f, backend="serial")
