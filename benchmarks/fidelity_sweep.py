@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from simasgd import fidelity, loader, metadata
-from simasgd.fidelity import fmt_value, verdict_mark
+from simasgd.plots import fmt_value, verdict_mark
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS: list[tuple[str, dict[str, Any]]] = [

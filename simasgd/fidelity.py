@@ -272,101 +272,6 @@ def _num(v: float) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
 
 
-# --- presenting it ----------------------------------------------------------------------------
-
-UNITS = {"ks": "", "wasserstein": "updates", "p50_err": "updates", "p90_err": "updates", "p99_err": "updates"}
-METRIC_ORDER = ("mean_staleness_rel_err", "ks", "wasserstein", "p50_err", "p90_err", "p99_err",
-                "updates_per_s_rel_err", "updates_to_eps_rel_err", "time_to_eps_rel_err")
-
-
-def fmt_value(name: str, v: float) -> str:
-    if not math.isfinite(v):
-        return "n/a"
-    return f"{v:+.1%}" if name.endswith("rel_err") else f"{v:.3g}"
-
-
-def fmt_goal(name: str, goal: float) -> str:
-    return "≤ " + (f"{goal:.0%}" if name.endswith("rel_err") else f"{goal:g}")
-
-
-def label(name: str) -> str:
-    """The metric's name with its unit, for tables."""
-    return f"{name} ({UNITS[name]})" if UNITS.get(name) else name
-
-
-def why_undefined(name: str) -> str:
-    if name == "mean_staleness_rel_err":
-        return "the reference's mean staleness is 0: a relative error is undefined"
-    if name in ("updates_to_eps_rel_err", "time_to_eps_rel_err"):
-        return "no run reached ε on one side (or a timing-only simulation, which has no loss)"
-    return "not computable from these results"
-
-
-def verdict_mark(ok: bool | None) -> str:
-    return {True: "✓", False: "✗", None: "·"}[ok]
-
-
-def summary_rows(fid: Fidelity) -> list[dict[str, str]]:
-    """The pooled metrics as display rows: metric, value, interval, goal, verdict."""
-    rows = []
-    for name in METRIC_ORDER:
-        m = fid.overall.get(name)
-        if m is None:
-            continue
-        if math.isfinite(m.ci_low):
-            ci = f"[{fmt_value(name, m.ci_low)}, {fmt_value(name, m.ci_high)}]"
-        else:
-            ci = "n/a" if not math.isfinite(m.value) or min(fid.predicted.runs, fid.reference.runs) >= 2 \
-                else "n/a (needs ≥ 2 runs each)"
-        goal = "" if m.goal is None else fmt_goal(name, m.goal)
-        rows.append({"metric": label(name), "value": fmt_value(name, m.value), "ci": ci, "goal": goal,
-                     "verdict": verdict_mark(m.ok)})
-    return rows
-
-
-def disagreements(fid: Fidelity) -> list[str]:
-    """Plain sentences for each goal missed, pooled and per worker."""
-    out = []
-    for name, m in fid.overall.items():
-        if m.ok is False:
-            out.append(f"{name} = {fmt_value(name, m.value)} misses the goal (|·| {fmt_goal(name, m.goal)})")
-    for w, ms in fid.per_worker.items():
-        bad = [n for n in ("mean_staleness_rel_err", "ks") if ms[n].ok is False]
-        if bad:
-            out.append(f"worker {w}: " + ", ".join(f"{n} = {fmt_value(n, ms[n].value)}" for n in bad))
-    return out
-
-
-def undefined(fid: Fidelity) -> list[str]:
-    """Goal metrics that could not be computed here."""
-    return [k for k in GOALS if k in fid.overall and not math.isfinite(fid.overall[k].value)]
-
-
-def to_markdown(fid: Fidelity, figures: list[str] | None = None) -> str:
-    p, r = fid.predicted, fid.reference
-    lines = [f"# Fidelity: {p.label} ({p.backend}, {p.runs} runs) against {r.label} ({r.backend}, {r.runs} runs)",
-             "", f"Errors are {p.label} − {r.label}; intervals: {fid.level:.0%} bootstrap over runs "
-             f"({fid.resamples} resamples).", ""]
-    if fid.scenario_diff:
-        lines += ["Scenarios differ only in: " + "; ".join(fid.scenario_diff), ""]
-    lines += ["| metric | value | interval | goal | |", "|---|---|---|---|---|"]
-    lines += [f"| {x['metric']} | {x['value']} | {x['ci']} | {x['goal']} | {x['verdict']} |" for x in summary_rows(fid)]
-    lines += ["", "Outcomes: " + "; ".join(f"{s.label}: {s.outcomes}" for s in (p, r)), ""]
-    bad = disagreements(fid)
-    lines += ["## Where they disagree", ""] + ([f"- {b}" for b in bad] or ["- nowhere: every goal checked is met"])
-    lines += [f"- {k}: not checked — {why_undefined(k)}" for k in undefined(fid)] + [""]
-    if fid.per_worker:
-        lines += ["## Per worker", "", "| worker | mean staleness rel err | KS | Wasserstein | updates/s rel err |",
-                  "|---|---|---|---|---|"]
-        for w, ms in fid.per_worker.items():
-            lines.append(f"| {w} | " + " | ".join(fmt_value(n, ms[n].value) for n in
-                         ("mean_staleness_rel_err", "ks", "wasserstein", "updates_per_s_rel_err")) + " |")
-        lines.append("")
-    if figures:
-        lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figures] + [""]
-    return "\n".join(lines)
-
-
 # --- the compare workflow: run both backends, or load two folders -----------------------------
 
 MEASURED = ("cpu", "cuda", "peer", "serial")
@@ -380,16 +285,16 @@ def roles(backends: list[str]) -> tuple[str, str]:
     return (b, a) if b == "sim" else (a, b)
 
 
-def sim_scenario(scenario: "Scenario", backends: list[str]) -> "Scenario":
+def sim_scenario(scenario: "Scenario", backends: list[str], quick_calibration: bool = False) -> "Scenario":
     """The scenario the simulator runs: against this machine (cpu), the calibrated preset ``this``."""
     if "cpu" not in backends:
         return scenario
-    ensure_profile()
+    ensure_profile(scenario, quick=quick_calibration)
     return scenario.model_copy(update={"machine": scenario.machine.model_copy(update={"preset": "this"})})
 
 
-def ensure_profile() -> Path:
-    """The calibrated profile of this machine; calibrate first when there is none."""
+def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False) -> Path:
+    """The calibrated profile of this machine; calibrate first (including the scenario's workload) if there is none."""
     from simasgd import machine
 
     path = machine.profile_path()
@@ -400,15 +305,22 @@ def ensure_profile() -> Path:
     except ImportError:
         raise FidelityError(f"no calibrated profile at {path}, and calibration (executors.calibrate) is not in "
                             f"this build; run `simasgd calibrate --out {path}` or set SIMASGD_PROFILE") from None
-    run = getattr(cal, "calibrate", None)
-    if run is None:
-        raise FidelityError(f"no calibrated profile at {path}; executors.calibrate has no calibrate() to make one")
-    run(out=path)
-    return path
+    if not hasattr(cal, "calibrate") or not hasattr(cal, "write_profile"):
+        raise FidelityError(f"no calibrated profile at {path}; executors.calibrate lacks calibrate()/write_profile()")
+    from simasgd.scenario import WorkloadConfig
+
+    defaults = cal.DEFAULT_WORKLOADS[:1] if quick else cal.DEFAULT_WORKLOADS
+    workloads = [WorkloadConfig(**w) for w in defaults]
+    if scenario is not None and cal.workload_key(scenario.workload) not in map(cal.workload_key, workloads):
+        workloads.append(scenario.workload)  # the gradient times the simulator will need most
+    profile = cal.calibrate(workloads, quick=quick, seed=scenario.seed if scenario else 0,
+                            base_dir=scenario.base_dir if scenario else None)
+    return cal.write_profile(profile, path)
 
 
 def run_and_compare(scenario: "Scenario", backends: list[str], out: str | Path, *, repeats: int | None = None,
-                    advance: Any = None, resamples: int = 1000) -> tuple[Fidelity, dict[str, RunResult]]:
+                    advance: Any = None, resamples: int = 1000,
+                    quick_calibration: bool = False) -> tuple[Fidelity, dict[str, RunResult]]:
     """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first)."""
     from simasgd import backends as registry
 
@@ -418,7 +330,7 @@ def run_and_compare(scenario: "Scenario", backends: list[str], out: str | Path, 
     out = Path(out)
     results = {}
     for b in (pred, ref):
-        sc = sim_scenario(scenario, backends) if b == "sim" else scenario
+        sc = sim_scenario(scenario, backends, quick_calibration) if b == "sim" else scenario
         results[b] = registry.run(sc, b, repeats=repeats, out=out / b, advance=advance)
     fid = compare(results[pred], results[ref], resamples=resamples)
     fid.info["folders"] = {pred: str(out / pred), ref: str(out / ref)}

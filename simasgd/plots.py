@@ -7,6 +7,7 @@ and returns a matplotlib Figure; :func:`save` writes PNG (and SVG on request).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -14,10 +15,13 @@ import numpy as np
 import pandas as pd
 
 from simasgd import analysis
+from simasgd.fidelity import GOALS
 from simasgd.results import ResultsError, RunResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from simasgd.fidelity import Fidelity
 
 TIME_LABEL = "time (s; simulated for sim, wall clock otherwise)"
 
@@ -232,10 +236,103 @@ def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = F
     return written
 
 
+# --- the fidelity report (tables in words; shared by compare, its report and the benchmark) ----------------------------------------------------------------------------
+
+UNITS = {"ks": "", "wasserstein": "updates", "p50_err": "updates", "p90_err": "updates", "p99_err": "updates"}
+METRIC_ORDER = ("mean_staleness_rel_err", "ks", "wasserstein", "p50_err", "p90_err", "p99_err",
+                "updates_per_s_rel_err", "updates_to_eps_rel_err", "time_to_eps_rel_err")
+
+
+def fmt_value(name: str, v: float) -> str:
+    if not math.isfinite(v):
+        return "n/a"
+    return f"{v:+.1%}" if name.endswith("rel_err") else f"{v:.3g}"
+
+
+def fmt_goal(name: str, goal: float) -> str:
+    return "≤ " + (f"{goal:.0%}" if name.endswith("rel_err") else f"{goal:g}")
+
+
+def label(name: str) -> str:
+    """The metric's name with its unit, for tables."""
+    return f"{name} ({UNITS[name]})" if UNITS.get(name) else name
+
+
+def why_undefined(name: str) -> str:
+    if name == "mean_staleness_rel_err":
+        return "the reference's mean staleness is 0: a relative error is undefined"
+    if name in ("updates_to_eps_rel_err", "time_to_eps_rel_err"):
+        return "no run reached ε on one side (or a timing-only simulation, which has no loss)"
+    return "not computable from these results"
+
+
+def verdict_mark(ok: bool | None) -> str:
+    return {True: "✓", False: "✗", None: "·"}[ok]
+
+
+def summary_rows(fid: "Fidelity") -> list[dict[str, str]]:
+    """The pooled metrics as display rows: metric, value, interval, goal, verdict."""
+    rows = []
+    for name in METRIC_ORDER:
+        m = fid.overall.get(name)
+        if m is None:
+            continue
+        if math.isfinite(m.ci_low):
+            ci = f"[{fmt_value(name, m.ci_low)}, {fmt_value(name, m.ci_high)}]"
+        else:
+            ci = "n/a" if not math.isfinite(m.value) or min(fid.predicted.runs, fid.reference.runs) >= 2 \
+                else "n/a (needs ≥ 2 runs each)"
+        goal = "" if m.goal is None else fmt_goal(name, m.goal)
+        rows.append({"metric": label(name), "value": fmt_value(name, m.value), "ci": ci, "goal": goal,
+                     "verdict": verdict_mark(m.ok)})
+    return rows
+
+
+def disagreements(fid: "Fidelity") -> list[str]:
+    """Plain sentences for each goal missed, pooled and per worker."""
+    out = []
+    for name, m in fid.overall.items():
+        if m.ok is False:
+            out.append(f"{name} = {fmt_value(name, m.value)} misses the goal (|·| {fmt_goal(name, m.goal)})")
+    for w, ms in fid.per_worker.items():
+        bad = [n for n in ("mean_staleness_rel_err", "ks") if ms[n].ok is False]
+        if bad:
+            out.append(f"worker {w}: " + ", ".join(f"{n} = {fmt_value(n, ms[n].value)}" for n in bad))
+    return out
+
+
+def undefined(fid: "Fidelity") -> list[str]:
+    """Goal metrics that could not be computed here."""
+    return [k for k in GOALS if k in fid.overall and not math.isfinite(fid.overall[k].value)]
+
+
+def to_markdown(fid: "Fidelity", figures: list[str] | None = None) -> str:
+    p, r = fid.predicted, fid.reference
+    lines = [f"# Fidelity: {p.label} ({p.backend}, {p.runs} runs) against {r.label} ({r.backend}, {r.runs} runs)",
+             "", f"Errors are {p.label} − {r.label}; intervals: {fid.level:.0%} bootstrap over runs "
+             f"({fid.resamples} resamples).", ""]
+    if fid.scenario_diff:
+        lines += ["Scenarios differ only in: " + "; ".join(fid.scenario_diff), ""]
+    lines += ["| metric | value | interval | goal | |", "|---|---|---|---|---|"]
+    lines += [f"| {x['metric']} | {x['value']} | {x['ci']} | {x['goal']} | {x['verdict']} |" for x in summary_rows(fid)]
+    lines += ["", "Outcomes: " + "; ".join(f"{s.label}: {s.outcomes}" for s in (p, r)), ""]
+    bad = disagreements(fid)
+    lines += ["## Where they disagree", ""] + ([f"- {b}" for b in bad] or ["- nowhere: every goal checked is met"])
+    lines += [f"- {k}: not checked — {why_undefined(k)}" for k in undefined(fid)] + [""]
+    if fid.per_worker:
+        lines += ["## Per worker", "", "| worker | mean staleness rel err | KS | Wasserstein | updates/s rel err |",
+                  "|---|---|---|---|---|"]
+        for w, ms in fid.per_worker.items():
+            lines.append(f"| {w} | " + " | ".join(fmt_value(n, ms[n].value) for n in
+                         ("mean_staleness_rel_err", "ks", "wasserstein", "updates_per_s_rel_err")) + " |")
+        lines.append("")
+    if figures:
+        lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figures] + [""]
+    return "\n".join(lines)
+
+
 def write_report(folder: str | Path, fid: Any, results: Mapping[str, RunResult], svg: bool = False) -> Path:
     """``folder/report.md``: the fidelity table, where they disagree, and the overlaid figures."""
-    from simasgd.fidelity import to_markdown
-
     folder = Path(folder)
     figs = folder / "figures"
     written = save(staleness_histogram(results), figs / "staleness", svg)

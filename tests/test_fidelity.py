@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simasgd import fidelity
+from simasgd import fidelity, plots
 from simasgd.scenario import Scenario
 from test_analysis import geometric, make_result
 
@@ -47,7 +47,7 @@ def test_pooled_ks_and_wasserstein_equal_scipy_on_the_pooled_samples():
     assert f.per_worker[0]["ks"].value == pytest.approx(stats.ks_2samp(w0a, w0b).statistic, abs=1e-12)
     # Geometric means 3 against 5: a true −40% error, the goal of 5% is missed and said so.
     assert f.verdicts["mean_staleness_rel_err"] is False
-    assert any("mean_staleness_rel_err" in s for s in fidelity.disagreements(f))
+    assert any("mean_staleness_rel_err" in s for s in plots.disagreements(f))
 
 
 def test_interval_covers_the_truth_and_shrinks_with_repeats():
@@ -110,7 +110,7 @@ def test_fidelity_json_round_trip_and_markdown(tmp_path):
     assert doc["format"] == fidelity.FORMAT and doc["format_version"] == fidelity.FORMAT_VERSION
     assert doc["overall"]["ks"]["value"] == pytest.approx(f.overall["ks"].value)
     assert set(doc["per_worker"]) == {"0", "1", "2", "3"}
-    md = fidelity.to_markdown(f, ["figures/staleness.png"])
+    md = plots.to_markdown(f, ["figures/staleness.png"])
     assert "| ks |" in md and "![staleness](figures/staleness.png)" in md
     (tmp_path / "bad.json").write_text(json.dumps({**doc, "format_version": 99}))
     with pytest.raises(fidelity.FidelityError, match="newer"):
@@ -192,7 +192,7 @@ def test_compare_sim_cpu_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("SIMASGD_PROFILE", str(profile))
     out = tmp_path / "cmp"
     res = CliRunner().invoke(app, ["compare", str(QUICKSTART), "--backends", "sim,cpu", "--out", str(out),
-                                   "-s", "workers.count=2", *TINY])
+                                   "--quick-calibration", "-s", "workers.count=2", *TINY])
     assert res.exit_code == 0, res.output
     assert profile.exists()
     sim, cpu = RunResult.load(out / "sim"), RunResult.load(out / "cpu")

@@ -97,6 +97,7 @@ def test_sim_vs_measured_notebook(kernel_env, tmp_path):
     profile = ROOT / "profiles" / "this.toml"
     nb = execute("03_sim_vs_measured.ipynb", {
         "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": 2, "MAX_UPDATES": 300, "REPEATS": 2,
+        "QUICK_CALIBRATION": True,
         "PROFILE": str(profile if profile.exists() else tmp_path / "this.toml")})
     fid = json.loads((tmp_path / "r" / "fidelity.json").read_text())
     assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "cpu"

@@ -25,6 +25,8 @@ def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file 
                                                          "--results PREDICTED --results REFERENCE (or two paths)."),
             extra: list[Path] = typer.Argument(None, hidden=True),
             svg: bool = typer.Option(False, "--svg", help="Also write SVG figures."),
+            quick_calibration: bool = typer.Option(False, "--quick-calibration",
+                                                   help="If this machine has no profile yet, calibrate briefly."),
             ) -> None:
     """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures."""
     from simasgd import fidelity, plots
@@ -35,7 +37,7 @@ def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file 
             out = out or Path("results") / f"compare-{folders[0].name}-vs-{folders[1].name}"
             fid, res = fidelity.compare_folders(folders[0], folders[1], out)
         else:
-            fid, res, out = _run(scenario, backends, out, overrides, repeats)
+            fid, res, out = _run(scenario, backends, out, overrides, repeats, quick_calibration)
         report = plots.write_report(out, fid, res, svg)
     print_fidelity(fid)
     console().print(f"fidelity: {out / 'fidelity.json'}\nreport:   {report}", markup=False)
@@ -55,7 +57,8 @@ def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], ext
     return folders
 
 
-def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str], repeats: Optional[int]):
+def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str], repeats: Optional[int],
+         quick_calibration: bool):
     from simasgd import fidelity, loader, progress
 
     sc = loader.load(scenario, overrides)
@@ -64,14 +67,15 @@ def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str
     out = out or Path("results") / f"compare-{sc.name}"
     n = repeats or sc.repeats
     with progress.bar(f"{sc.name} on {' and '.join(names)}", 2 * n * sc.stop.max_updates) as advance:
-        fid, res = fidelity.run_and_compare(sc, names, out, repeats=repeats, advance=advance)
+        fid, res = fidelity.run_and_compare(sc, names, out, repeats=repeats, advance=advance,
+                                            quick_calibration=quick_calibration)
     return fid, res, out
 
 
 def print_fidelity(fid) -> None:
     from rich.table import Table
 
-    from simasgd.fidelity import disagreements, fmt_value, summary_rows, undefined, why_undefined
+    from simasgd.plots import disagreements, fmt_value, summary_rows, undefined, why_undefined
 
     p, r = fid.predicted, fid.reference
     con = console()
