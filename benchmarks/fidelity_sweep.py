@@ -88,7 +88,9 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {metadata.cpu_model()} "
         f"({os.cpu_count()} logical CPUs), simasgd "
         f"{metadata.git_commit()}, in {seconds / 60:.1f} min, by `benchmarks/fidelity_sweep.py "
-        f"{' '.join(sys.argv[1:])}`.", "",
+        f"{' '.join(sys.argv[1:])}`. Profile: `{args.profile_used}`. Load average (1, 5, 15 min) at the "
+        f"start {_load(args.load_before)}, now {_load(os.getloadavg())}: other work on the machine skews the "
+        "measured side.", "",
         f"Each cell: {args.repeats} runs per backend, at most {args.max_updates} updates or "
         f"{args.max_time_s} s, MLP 64-32-10 on digits, lr {args.lr}, ε = {args.epsilon} × initial loss, "
         f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
@@ -96,6 +98,10 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "updates to ε within 15% (✓ met, ✗ missed, · not computable).", "",
         "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
+def _load(avg: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.1f}" for x in avg)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,9 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
     p.add_argument("--out", type=Path, default=ROOT / "results" / "fidelity")
     p.add_argument("--table", type=Path, default=ROOT / "benchmarks" / "fidelity.md")
+    p.add_argument("--profile", type=Path, default=None,
+                   help="machine profile to use (calibrated there if absent); default: SIMASGD_PROFILE or profiles/this.toml")
     args = p.parse_args(argv)
+    if args.profile is not None:
+        os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
     start = time.perf_counter()
-    fidelity.ensure_profile()
+    args.profile_used = fidelity.ensure_profile()
+    args.load_before = os.getloadavg()
     rows = []
     for name, params in ALGORITHMS:
         label = name + "".join(f" {k}={v}" for k, v in params.items())
