@@ -37,6 +37,8 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
                                             help="On --resume, rerun tasks recorded as failed (default) or keep them."),
           keep_runs: bool = typer.Option(False, "--keep-runs", help="Also keep each task's full results folder "
                                                                     "under OUT/runs/<task>/ (large)."),
+          dry_run: bool = typer.Option(False, "--dry-run", help="Validate every cell, print the grid and what "
+                                                                "is left to run, run nothing."),
           ) -> None:
     """Run a scenario over a grid of settings x repeats; results go to one Parquet file per task."""
     from simasgd.sweep import plan as planmod
@@ -45,6 +47,9 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
     with user_errors():
         p = planmod.build(scenario, grid, overrides, backend=backend, repeats=repeats)
         out = out or Path("sweeps") / f"{p.base.name}-{backend}"
+        if dry_run:
+            _describe(p, out)
+            return
         _note_real_backend(p.backend, jobs, dask)
         # SIGTERM (a batch system's kill) unwinds like Ctrl-C: the pool is stopped, finished tasks are on disk.
         signal.signal(signal.SIGTERM, _terminate)
@@ -55,6 +60,24 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
                     f"{report.total} tasks{skipped}; {report.ok} ok, {report.failed} failed now, in "
                     f"{report.elapsed_s:.1f} s -> {report.out}\nsummary: simasgd sweep-summary {report.out}",
                     markup=False, highlight=False)
+
+
+def _describe(p: Any, out: Path) -> None:
+    """The grid, and what a run into ``out`` would do; a folder of another sweep is the same error as a run."""
+    from simasgd.sweep.grid import toml_literal
+    from simasgd.sweep.store import MANIFEST, SweepStore
+
+    for key, values in p.grid.items():
+        print(f"{key}: {', '.join(map(toml_literal, values))}")
+    store, ids = SweepStore(out), {t.task_id for t in p.tasks()}
+    head = f"{len(p.cells)} cells x {p.repeats} repeats = {len(ids)} tasks on {p.backend}"
+    if not (out / MANIFEST).exists():
+        print(f"{head}; {out} is new")
+        return
+    store.check_same(p.identity())
+    ok, failed = store.finished()
+    print(f"{head}; {out}: {len(ok & ids)} done, {len(failed & ids)} failed, "
+          f"{len(ids - ok)} left to run with --resume")
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -77,7 +77,7 @@ class SweepStore:
             raise ResultsError(f"{self.root} already holds a sweep; pass --resume to continue it, "
                                f"or choose another --out")
         if exists:
-            self._check_same(identity)
+            self.check_same(identity)
         elif self.root.exists() and any(self.root.iterdir()):
             raise ResultsError(f"{self.root} exists and is not a sweep folder; choose another --out")
         else:
@@ -88,7 +88,8 @@ class SweepStore:
             atomic_write(self.root / MANIFEST, lambda p: Path(p).write_text(json.dumps(doc, indent=2)))
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
 
-    def _check_same(self, identity: dict[str, Any]) -> None:
+    def check_same(self, identity: dict[str, Any]) -> None:
+        """Raise unless this folder's sweep has ``identity`` (scenario hash, grid, backend, repeats, seeding)."""
         doc = self.manifest()
         theirs = {k: doc.get(k) for k in identity}
         ours = _jsonable(identity)

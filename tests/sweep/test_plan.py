@@ -88,3 +88,15 @@ def test_bad_grid_table_value_names_the_key(tmp_path: Path) -> None:
     f.write_text(SMALL.read_text().split("[sweep.grid]")[0] + '[sweep.grid]\n"optimizer.lr" = 0.1\n')
     with pytest.raises(ScenarioError, match="optimizer.lr"):
         plan.build(f, backend="serial")
+
+
+def test_ek2021_s2_grid_is_the_thesis_grid() -> None:
+    p = plan.build(HERE.parents[1] / "scenarios" / "ek2021" / "s2_grid.toml", backend="sim")
+    assert p.grid["optimizer.lr"] == [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009]
+    assert p.grid["workload.batch_size"] == [16, 32, 64, 128, 256, 512]
+    assert p.grid["workers.count"] == [2, 4, 8, 16, 32]
+    assert len(p.grid["algorithm.name"]) == 4
+    assert len(p.cells) == 1080 and p.repeats == 10 and len(p.tasks()) == 10800
+    b = p.base
+    assert b.machine.preset == "xeon-e5-2687w-v2" and b.sim.numerics
+    assert b.workload.layers == [784, 128, 128, 128, 10] and b.workload.features == 784

@@ -106,3 +106,19 @@ def test_sweep_summary_command_prints_table_and_writes_heatmaps(tmp_path: Path) 
     assert len(list((tmp_path / "p").glob("*.png"))) == 2
     bad = cli.invoke(app, ["sweep-summary", str(tmp_path / "nowhere")])
     assert bad.exit_code == 2 and "not a sweep folder" in bad.output
+
+
+def test_dry_run_counts_what_is_left_and_runs_nothing(tmp_path: Path) -> None:
+    import sweep_fakes as fakes
+    from simasgd.sweep import plan, runner
+
+    out = tmp_path / "s"
+    fresh = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(out), "--dry-run"])
+    assert fresh.exit_code == 0 and "8 cells x 2 repeats = 16 tasks" in fresh.output and not out.exists()
+    runner.run(plan.build(SMALL, ["optimizer.lr=0.05"], backend="serial"), tmp_path / "part", jobs=0,
+               body=fakes.fake_body)
+    part = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "part"), "--dry-run",
+                            "-g", "optimizer.lr=0.05"])
+    assert part.exit_code == 0 and "8 done, 0 failed, 0 left" in part.output
+    other = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "part"), "--dry-run"])
+    assert other.exit_code == 2 and "different sweep" in other.output
