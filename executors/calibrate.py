@@ -1,0 +1,364 @@
+"""Calibrate this machine with micro-benchmarks and write the profile ``machine.preset = "this"`` reads.
+
+Micro-benchmarks only — never the algorithm runs the profile will be compared
+with. Each is a numba nogil loop timed with the same monotonic ns clock the
+executor records with. See ``executors/PROFILE.md`` for the file format;
+in short::
+
+    [machine]                 # every simasgd.machine.Machine field
+    sockets = 1 ...
+    [calibration]             # when, how long, quick or full
+    [gradient."mlp-64-32-10-digits-b16-float64"]
+    samples_s = [...]         # per-call gradient times (s)
+    mean_s, median_s, p10_s, p90_s, std_s, batch_size, flops_per_sample, dim
+    [copy]                    # θ-sized copies, k threads at once
+    threads = [1, 2]; gbs = [...] (aggregate GB/s); bytes = ...
+    [locks]  handoff_s, uncontended_s
+    [cas]    latency_s, contended_s, failure_rate, failure_cost_s
+    [memory] latency_ns
+    [scheduler] quantum_s, context_switch_s, source
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from numba import njit
+
+from executors import atomics as A
+
+DEFAULT_WORKLOADS: list[dict[str, Any]] = [
+    {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16},
+    {"model": "mlp", "layers": [784, 128, 128, 128, 10], "dataset": "synthetic", "batch_size": 16},
+    {"model": "mlp", "layers": [784, 128, 128, 128, 10], "dataset": "synthetic", "batch_size": 64},
+]
+
+
+# --- nopython micro-benchmarks ------------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def _time_gradient(kernel, theta, X, y, shape, n_rows, batch, out_ns, seed):  # noqa: ANN001
+    np.random.seed(seed)
+    g = np.empty_like(theta)
+    idx = np.empty(batch, dtype=np.int64)
+    for k in range(out_ns.shape[0]):
+        for i in range(batch):
+            idx[i] = np.random.randint(0, n_rows)
+        t0 = A.now_ns()
+        kernel(theta, X, y, idx, g, shape)
+        out_ns[k] = A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _copy_loop(dst: np.ndarray, src: np.ndarray, reps: int, go: np.ndarray) -> int:
+    while A.load(go, 0) == 0:
+        A.cpu_relax()
+    t0 = A.now_ns()
+    for _ in range(reps):
+        dst[:] = src
+        A.compiler_barrier()
+    return A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _ping_pong(word: np.ndarray, me: int, rounds: int) -> int:
+    """Two threads hand a token back and forth through one word (the lock hand-off path)."""
+    other = 1 - me
+    t0 = A.now_ns()
+    for _ in range(rounds):
+        spins = 0
+        while A.load_acquire(word, 0) != me:
+            A.cpu_relax()
+            spins += 1
+            if spins % 4096 == 0:
+                A.sched_yield()
+        A.store_release(word, 0, other)
+    return A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _lock_cycle(word: np.ndarray, n: int) -> int:
+    t0 = A.now_ns()
+    for _ in range(n):
+        while A.cas(word, 0, 0, 1) != 0:
+            A.cpu_relax()
+        A.store_release(word, 0, 0)
+    return A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _cas_increment(word: np.ndarray, n: int, fails: np.ndarray, slot: int, go: np.ndarray) -> int:
+    while A.load(go, 0) == 0:
+        A.cpu_relax()
+    f = 0
+    t0 = A.now_ns()
+    for _ in range(n):
+        while True:
+            old = A.load(word, 0)
+            if A.cas(word, 0, old, old + 1) == old:
+                break
+            f += 1
+    fails[slot] = f
+    return A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _chase(nxt: np.ndarray, steps: int) -> tuple[int, int]:
+    p = 0
+    t0 = A.now_ns()
+    for _ in range(steps):
+        p = nxt[p]
+    return A.now_ns() - t0, p
+
+
+@njit(nogil=True, cache=True)
+def _gaps(duration_ns: int, min_gap_ns: int, out: np.ndarray) -> int:
+    """Spin reading the clock; a jump > min_gap means this thread was descheduled. Records run lengths."""
+    start = A.now_ns()
+    last = start
+    run_start = start
+    n = 0
+    while last - start < duration_ns and n < out.shape[0]:
+        now = A.now_ns()
+        if now - last > min_gap_ns:
+            out[n] = last - run_start
+            n += 1
+            run_start = now
+        last = now
+    return n
+
+
+@njit(nogil=True, cache=True)
+def _yield_loop(n: int) -> int:
+    t0 = A.now_ns()
+    for _ in range(n):
+        A.sched_yield()
+    return A.now_ns() - t0
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+def _threads(target: Callable[..., Any], args_per_thread: Sequence[tuple[Any, ...]],
+             cpus: Sequence[int | None] | None = None) -> list[Any]:
+    out: list[Any] = [None] * len(args_per_thread)
+
+    def body(i: int, args: tuple[Any, ...]) -> None:
+        if cpus is not None and cpus[i] is not None:
+            os.sched_setaffinity(0, {cpus[i]})
+        out[i] = target(*args)
+
+    ts = [threading.Thread(target=body, args=(i, a), daemon=True) for i, a in enumerate(args_per_thread)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    return out
+
+
+def _stats(samples_s: np.ndarray, keep: int) -> dict[str, Any]:
+    s = np.sort(samples_s)
+    step = max(1, len(s) // keep)
+    return {"mean_s": float(s.mean()), "median_s": float(np.median(s)), "p10_s": float(np.quantile(s, 0.1)),
+            "p90_s": float(np.quantile(s, 0.9)), "std_s": float(s.std()), "n": int(len(s)),
+            "samples_s": [float(x) for x in samples_s[::step][:keep]]}
+
+
+def workload_key(cfg: Any) -> str:
+    layers = "-".join(str(x) for x in (cfg.layers or [])) or cfg.model
+    name = cfg.model if cfg.model != "mlp" else f"mlp-{layers}"
+    return f"{name}-{cfg.dataset.split(':')[0]}-b{cfg.batch_size}-{cfg.dtype}"
+
+
+# --- measurements -----------------------------------------------------------------------------------
+
+def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
+    from simasgd.workloads import build_workload
+
+    from threadpoolctl import threadpool_limits
+
+    wl = build_workload(cfg, seed, base_dir)
+    theta = wl.init_theta(np.random.default_rng(seed))
+    n_rows = int(getattr(wl, "n_train", len(wl.y)))
+    probe = np.zeros(3, dtype=np.int64)
+    with threadpool_limits(limits=1):
+        _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed)  # compile
+        per_call = max(float(np.median(probe)) * 1e-9, 1e-7)
+        n = int(min(20000, max(20, seconds / per_call)))
+        out = np.zeros(n, dtype=np.int64)
+        _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1)
+    d = _stats(out * 1e-9, keep=200)
+    d.update(batch_size=cfg.batch_size, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample),
+             dtype=str(cfg.dtype))
+    d["gflops"] = wl.flops_per_sample * cfg.batch_size / d["median_s"] / 1e9
+    return d
+
+
+def copy_bandwidth(n_bytes: int, max_threads: int, seconds: float) -> dict[str, Any]:
+    n = n_bytes // 8
+    gbs, threads = [], list(range(1, max_threads + 1))
+    for k in threads:
+        bufs = [(np.zeros(n), np.ones(n)) for _ in range(k)]
+        go = np.ones(1, dtype=np.int64)
+        t1 = _copy_loop(bufs[0][0], bufs[0][1], 1, go)
+        reps = int(max(1, min(10000, seconds / len(threads) / max(t1 * 1e-9, 1e-7))))
+        go[0] = 0
+        args = [(dst, src, reps, go) for dst, src in bufs]
+        timer = threading.Timer(0.05, lambda: go.__setitem__(0, 1))
+        timer.start()
+        ns = _threads(_copy_loop, args)
+        # bytes read + written per copy, all threads, over the slowest thread's time
+        gbs.append(2 * n * 8 * reps * k / (max(ns) * 1e-9) / 1e9)
+    return {"threads": threads, "gbs": gbs, "bytes": n * 8}
+
+
+def lock_figures(rounds: int) -> dict[str, Any]:
+    word = np.zeros(1, dtype=np.int64)
+    ns = _threads(_ping_pong, [(word, 0, rounds), (word, 1, rounds)])
+    handoff = max(ns) * 1e-9 / (2 * rounds)
+    w = np.zeros(1, dtype=np.int64)
+    unc = _lock_cycle(w, rounds * 10) * 1e-9 / (rounds * 10)
+    return {"handoff_s": handoff, "uncontended_s": unc, "rounds": rounds}
+
+
+def cas_figures(n: int) -> dict[str, Any]:
+    word = np.zeros(1, dtype=np.int64)
+    fails = np.zeros(2, dtype=np.int64)
+    go = np.ones(1, dtype=np.int64)
+    alone = _cas_increment(word, n * 4, fails, 0, go)
+    latency = alone * 1e-9 / (n * 4)
+    word[0], fails[:] = 0, 0
+    go[0] = 0
+    timer = threading.Timer(0.05, lambda: go.__setitem__(0, 1))
+    timer.start()
+    ns = _threads(_cas_increment, [(word, n, fails, 0, go), (word, n, fails, 1, go)])
+    total_fail = int(fails.sum())
+    contended = max(ns) * 1e-9 / (2 * n)
+    return {"latency_s": latency, "contended_s": contended, "failure_rate": total_fail / (2 * n + total_fail),
+            "failure_cost_s": (contended - latency) * 2 * n / total_fail if total_fail else 0.0,
+            "operations": 2 * n}
+
+
+def memory_latency(n_bytes: int, steps: int, seed: int) -> float:
+    n = n_bytes // 8
+    perm = np.random.default_rng(seed).permutation(n)
+    nxt = np.empty(n, dtype=np.int64)
+    nxt[perm] = np.roll(perm, -1)  # one random cycle through every slot: each load misses the caches
+    _chase(nxt, 10)
+    ns, _ = _chase(nxt, steps)
+    return ns / steps
+
+
+def scheduler(seconds: float) -> dict[str, Any]:
+    """Two spinning threads on one CPU: the length of a thread's uninterrupted runs is the quantum."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    out = [np.zeros(10000, dtype=np.int64) for _ in range(2)]
+    counts = _threads(_gaps, [(int(seconds * 1e9), 50_000, out[0]), (int(seconds * 1e9), 50_000, out[1])],
+                      cpus=[cpu, cpu])
+    runs = np.concatenate([o[1:c] for o, c in zip(out, counts)])  # the first run started before the other
+    quantum = float(np.median(runs)) * 1e-9 if len(runs) else math.nan
+    n = 20000
+    ns = _threads(_yield_loop, [(n,), (n,)], cpus=[cpu, cpu])
+    switch = max(ns) * 1e-9 / (2 * n)
+    return {"quantum_s": quantum, "context_switch_s": switch, "runs": int(len(runs)),
+            "source": "two spinning threads pinned to one CPU; sched_yield ping-pong"}
+
+
+def topology() -> dict[str, int]:
+    from executors.cpu.placement import read_topology
+
+    t = read_topology()
+    return {"sockets": t.machine.sockets, "cores_per_socket": t.machine.cores_per_socket,
+            "threads_per_core": t.machine.threads_per_core, "numa_nodes": t.numa_nodes}
+
+
+def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed: int = 0,
+              base_dir: str | None = None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Measure everything; returns the profile as a dict (``write_profile`` saves it)."""
+    from simasgd.scenario import WorkloadConfig
+
+    t_start = time.monotonic()
+    scale = 0.1 if quick else 1.0
+    topo = topology()
+    cfgs = list(workloads) if workloads is not None else [
+        WorkloadConfig(**w) for w in (DEFAULT_WORKLOADS[:1] if quick else DEFAULT_WORKLOADS)]
+    grads = {}
+    for cfg in cfgs:
+        log(f"gradient {workload_key(cfg)}")
+        grads[workload_key(cfg)] = gradient_times(cfg, seed, base_dir, 4.0 * scale)
+    log("copy bandwidth")
+    biggest = max((g["dim"] for g in grads.values()), default=100_000)
+    copy = copy_bandwidth(max(biggest * 8, 8 << 20 if not quick else 1 << 20), os.cpu_count() or 1, 3.0 * scale)
+    log("locks, CAS")
+    locks = lock_figures(int(100_000 * scale))
+    cas = cas_figures(int(1_000_000 * scale))
+    log("memory latency")
+    lat = memory_latency((256 << 20) if not quick else (16 << 20), int(2_000_000 * scale), seed)
+    log("scheduler")
+    sched = scheduler(2.0 * scale)
+    top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
+    mach = {
+        "sockets": topo["sockets"], "cores_per_socket": topo["cores_per_socket"],
+        "threads_per_core": topo["threads_per_core"],
+        "local_latency_ns": lat, "remote_latency_ns": lat,  # one NUMA node: no remote memory to measure
+        "mem_bandwidth_gbs": max(copy["gbs"]) / max(1, topo["sockets"]),
+        "link_bandwidth_gbs": max(copy["gbs"]),
+        "gflops_per_core": top["gflops"] if top else 1.0,
+        "quantum_s": sched["quantum_s"] if math.isfinite(sched["quantum_s"]) else 4e-3,
+        "context_switch_s": sched["context_switch_s"],
+    }
+    return {"machine": mach,
+            "calibration": {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": quick,
+                            "seconds": time.monotonic() - t_start, "numa_nodes": topo["numa_nodes"],
+                            "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
+                            "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
+            "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
+            "scheduler": sched}
+
+
+# --- TOML out ---------------------------------------------------------------------------------------
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return "nan" if math.isnan(f) else ("inf" if f == math.inf else repr(f))
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def to_toml(profile: dict[str, Any]) -> str:
+    lines = ["# simasgd machine profile, written by `simasgd calibrate` (format: executors/PROFILE.md)", ""]
+
+    def table(name: str, d: dict[str, Any]) -> None:
+        scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
+        if scalars:
+            lines.append(f"[{name}]")
+            lines.extend(f"{k} = {_value(v)}" for k, v in scalars.items())
+            lines.append("")
+        for k, v in d.items():
+            if isinstance(v, dict):
+                table(f'{name}."{k}"' if "." in k or "-" in k else f"{name}.{k}", v)
+
+    for name, d in profile.items():
+        table(name, d)
+    return "\n".join(lines)
+
+
+def write_profile(profile: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(to_toml(profile))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,69 @@
+"""`simasgd calibrate --quick` writes a profile `machine.preset = "this"` loads; `simasgd run --backend cpu` works."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from simasgd import loader, machine
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "simasgd.cli"]
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([*CLI, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+@pytest.mark.hardware
+def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
+    out = tmp_path / "profiles" / "this.toml"
+    p = _cli("calibrate", "--quick", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = tomllib.loads(out.read_text())
+    m = machine.load_profile(out)
+    assert m.name == "this" and m.sockets >= 1 and m.cores >= 1
+    for key in ("local_latency_ns", "mem_bandwidth_gbs", "gflops_per_core", "quantum_s", "context_switch_s"):
+        v = getattr(m, key)
+        assert math.isfinite(v) and v > 0, key
+    (grad,) = doc["gradient"].values()
+    assert grad["batch_size"] == 16 and 0 < grad["p10_s"] <= grad["median_s"] <= grad["p90_s"]
+    assert len(grad["samples_s"]) > 10 and min(grad["samples_s"]) > 0
+    assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
+    assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0
+    # The simulator's preset "this" resolves to it.
+    sc = loader.from_dict({"machine": {"preset": "this"}})
+    import os
+
+    os.environ[machine.PROFILE_ENV] = str(out)
+    try:
+        assert machine.resolve(sc.machine).gflops_per_core == m.gflops_per_core
+    finally:
+        del os.environ[machine.PROFILE_ENV]
+
+
+def test_calibrate_bad_scenario_is_one_line_exit_2(tmp_path: Path) -> None:
+    p = _cli("calibrate", "--quick", "--scenario", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "p.toml"))
+    assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.hardware
+def test_quickstart_runs_on_cpu_and_show_reads_it(tmp_path: Path) -> None:
+    out = tmp_path / "qs"
+    p = _cli("run", "scenarios/quickstart.toml", "--backend", "cpu", "--out", str(out), "-n", "1")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["backend"] == "cpu" and doc["runs"][0]["updates"] > 0
+    shown = _cli("show", str(out))
+    assert shown.returncode == 0 and "cpu" in shown.stdout and "mutex" in shown.stdout
