@@ -176,12 +176,25 @@ def _heatmap(part: pd.DataFrame, x: str, y: str, label: str, unit: str, path: Pa
             light = pd.isna(t) or hi == lo or (t - lo) / (hi - lo) < 0.5
             ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,
                     color="black" if light else "white")
+    _mark_best(ax, part, mean, x, y)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
-    ax.set_title(f"{label}\nC = crashed runs, D = diverged runs", fontsize=9)
+    ax.set_title(f"{label}\nC = crashed runs, D = diverged runs, box = fastest stable", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _mark_best(ax: Any, part: pd.DataFrame, mean: pd.DataFrame, x: str, y: str) -> None:
+    """Outline the fastest stable setting (the one :func:`table` reports)."""
+    from matplotlib.patches import Rectangle
+
+    stable = part[part["stable"]]
+    if not len(stable):
+        return
+    best = stable.loc[stable["time_to_eps"].idxmin()]
+    i, j = list(mean.index).index(best[y]), list(mean.columns).index(best[x])
+    ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
 
 
 def _axis_label(key: str) -> str:
