@@ -126,7 +126,7 @@ class SweepStore:
 
 
 def typed_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    frame = pd.DataFrame([{k: _nullable(row.get(k)) for k in ROW_TYPES} for row in rows])
+    frame = pd.DataFrame([{k: _nullable(row.get(k)) for k in ROW_TYPES} for row in rows], columns=list(ROW_TYPES))
     return frame.astype(ROW_TYPES)
 
 
@@ -159,7 +159,7 @@ def load(root: str | os.PathLike[str]) -> pd.DataFrame:
 def _read_tasks(folder: Path) -> pd.DataFrame:
     files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.exists() else []
     if not files:
-        return typed_rows([]).iloc[0:0]
+        return typed_rows([])
     import pyarrow.dataset as ds
 
     table = ds.dataset([str(p) for p in files], format="parquet").to_table()
@@ -172,6 +172,8 @@ def atomic_write(path: Path, write: Callable[[str], Any]) -> None:
     tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())  # the rename must not outlive the data on a power cut
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -205,3 +205,10 @@ def test_pool_workers_get_one_thread_each_and_the_caller_keeps_its_env(monkeypat
         pool.close(cancel=False)
     assert env == ("1", "2")
     assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_load_of_a_sweep_with_nothing_finished_is_empty_with_all_columns(tmp_path: Path) -> None:
+    p = small_plan()
+    store.SweepStore(tmp_path / "s").open(p.identity(), p.base.to_dict(), resume=False)
+    df = load(tmp_path / "s")
+    assert len(df) == 0 and "optimizer.lr" in df.columns and "time_to_eps" in df.columns
