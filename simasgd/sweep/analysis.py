@@ -69,6 +69,8 @@ def _hashable(d: pd.DataFrame, keys: list[str]) -> list[pd.Series]:
 def table(df: pd.DataFrame, manifest: dict[str, Any] | None = None, max_crash: float = 0.1,
           within: float = 0.1) -> pd.DataFrame:
     """Per algorithm x threads: the fastest stable setting, its time range, how many come within ``within``."""
+    if df.empty:
+        return pd.DataFrame()
     s = settings(df, manifest, max_crash)
     groups = [k for k in GROUP_KEYS if k in s.columns]
     knobs = [k for k in s.columns[: list(s.columns).index("repeats")] if k not in groups]
@@ -101,6 +103,9 @@ def print_table(t: pd.DataFrame, console: Any, title: str = "") -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    if t.empty:
+        console.print(f"{title}: no finished tasks yet", markup=False)
+        return
     within = int(round(100 * t.attrs.get("within", 0.1)))
     crash = int(round(100 * t.attrs.get("max_crash", 0.1)))
     rt = Table(title=escape(f"{title}\nfastest setting to ε with ≤ {crash}% crashed runs; "
@@ -133,6 +138,8 @@ def heatmaps(df: pd.DataFrame, out: str | Path, manifest: dict[str, Any] | None 
              axes: tuple[str, str] = AXES, max_crash: float = 0.1) -> list[Path]:
     """Mean time to ε over (x, y) = (batch, lr) per algorithm x threads, each cell annotated with crashes (C)
     and divergences (D). Returns the PNGs written (none if the grid has fewer than two setting keys)."""
+    if df.empty:
+        return []
     s = settings(df, manifest, max_crash)
     groups = [k for k in GROUP_KEYS if k in s.columns]
     knobs = [k for k in s.columns[: list(s.columns).index("repeats")] if k not in groups]

@@ -122,3 +122,12 @@ def test_dry_run_counts_what_is_left_and_runs_nothing(tmp_path: Path) -> None:
     assert part.exit_code == 0 and "8 done, 0 failed, 0 left" in part.output
     other = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "part"), "--dry-run"])
     assert other.exit_code == 2 and "different sweep" in other.output
+
+
+def test_sweep_summary_of_a_sweep_not_started_yet(tmp_path: Path) -> None:
+    from simasgd.sweep import plan, store
+
+    p = plan.build(SMALL, backend="serial")
+    store.SweepStore(tmp_path / "s").open(p.identity(), p.base.to_dict(), resume=False)
+    res = cli.invoke(app, ["sweep-summary", str(tmp_path / "s"), "--plots", str(tmp_path / "p")])
+    assert res.exit_code == 0 and "no finished tasks yet" in res.output
