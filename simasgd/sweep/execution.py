@@ -51,7 +51,8 @@ def run_backend(task: Task) -> RunResult:
     from simasgd import backends, metadata
 
     result = backends.load(task.backend).run_once(task.scenario, task.repeat)
-    result.metadata = {**metadata.collect(task.backend, task.scenario.hash), **result.metadata}
+    if task.keep_run:  # only a kept results folder carries it (it costs a git call and package look-ups)
+        result.metadata = {**metadata.collect(task.backend, task.scenario.hash), **result.metadata}
     return result
 
 
