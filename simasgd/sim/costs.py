@@ -19,6 +19,7 @@ blocks, so the hot path is an index into a list.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -54,7 +55,6 @@ class Sampler:
 
 
 def _dist(spec: DistSpec | None, base_dir: str | None) -> distributions.Distribution | None:
-    from pathlib import Path
     return None if spec is None else spec.build(Path(base_dir) if base_dir else None)
 
 
@@ -96,7 +96,7 @@ class Platform:
         self.cores = Cores(env, machine, cpus)
         self.memory = Memory(env, machine, self.sockets)
         self.model_bytes = (dim or 0) * itemsize
-        self.cas_latency = [lat for lat in self.memory.latency]
+        self.cas_latency = list(self.memory.latency)  # a CAS moves the line from where the model lives
         grad = self._gradient_dist(sc, machine, flops_per_sample)
         read, update = _dist(sc.timing.read, sc.base_dir), _dist(sc.timing.update, sc.base_dir)
         if (read is None or update is None) and dim is None:
@@ -131,9 +131,6 @@ class Platform:
 
     def gradient(self, w: int) -> simpy.Event:
         return self.cores.work(w, self._grad[w]())
-
-    def gradient_time(self, w: int) -> float:
-        return self._grad[w]()
 
     def read(self, w: int, part: float = 1.0, seconds: float | None = None) -> simpy.Event:
         """Copy (a ``part`` of) the model; ``seconds`` imposes a duration drawn earlier (chunked reads)."""

@@ -68,7 +68,10 @@ class Bandwidth:
         if gen != self.generation:
             return  # superseded by a later arrival or completion
         self._advance()
-        finished = [ev for ev, left in self.active.items() if left <= _EPS * max(1.0, self.rate)]
+        # Done when what is left would take less than the clock's resolution at this time
+        # (otherwise float rounding could reschedule a zero-length wait forever).
+        tol = self.share() * _EPS * max(1.0, self.env.now) + 1e-6
+        finished = [ev for ev, left in self.active.items() if left <= tol]
         for ev in finished:
             del self.active[ev]
             ev.succeed()

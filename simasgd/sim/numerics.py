@@ -30,7 +30,11 @@ class Model:
         self.lr, self.momentum, self.staleness_aware = opt.lr, opt.momentum, opt.staleness_aware
         self.theta = np.ascontiguousarray(wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT)))
         self.velocity = np.zeros_like(self.theta) if self.momentum else None
-        self.local = [np.empty_like(self.theta) for _ in range(n)]
+        # A whole read is followed by its gradient in the same simulated instant, so one scratch copy
+        # serves every worker (less memory traffic); a torn read spans time and needs its own buffer.
+        self.scratch = np.empty_like(self.theta)
+        self.torn: list[np.ndarray | None] = [None] * n
+        self.read_into = [self.scratch] * n
         self.grad = [np.zeros_like(self.theta) for _ in range(n)]
         self.rngs = seeds.worker_rngs(sc.seed, run, seeds.Role.BATCH, n)
         chunks = max(1, min(sc.sim.read_chunks, self.theta.size))
@@ -41,15 +45,23 @@ class Model:
     def snapshot(self, w: int, part: slice | None = None) -> None:
         """Worker ``w`` copies the shared parameters (or one chunk of them) into its buffer."""
         if part is None:
-            np.copyto(self.local[w], self.theta)
-        else:
-            self.local[w][part] = self.theta[part]
+            np.copyto(self.scratch, self.theta)
+            self.read_into[w] = self.scratch
+            return
+        buf = self.torn[w]
+        if buf is None:
+            buf = self.torn[w] = np.empty_like(self.theta)
+        buf[part] = self.theta[part]
+        self.read_into[w] = buf
 
     def gradient(self, w: int) -> float:
-        """The gradient at the worker's buffer, on its next minibatch; returns the minibatch loss."""
+        """The gradient at what the worker last read, on its next minibatch; returns the minibatch loss.
+
+        Call it in the same simulated instant as a whole :meth:`snapshot` (the scratch copy is shared).
+        """
         wl = self.wl
         idx = wl.sample_batch(self.rngs[w], self.batch)
-        return float(wl.kernel(self.local[w], wl.X, wl.y, idx, self.grad[w], wl.shape))
+        return float(wl.kernel(self.read_into[w], wl.X, wl.y, idx, self.grad[w], wl.shape))
 
     def step(self, g: np.ndarray, staleness: int, part: slice | None = None) -> None:
         """θ ← θ − lr·v with v ← momentum·v + g / max(1, τ) (staleness-aware) or + g."""
