@@ -31,6 +31,9 @@ ALGORITHMS: list[tuple[str, dict[str, Any]]] = [
     ("lopez", {}),
 ]
 THREADS = (1, 2, 4, 8)
+# Big enough that a run lasts long past thread start-up (a 64-32-10 MLP reaches ε in ~1 ms, which
+# measures how threads start, not how they share the model), small enough for 56 cells in minutes.
+LAYERS = [64, 256, 256, 10]
 BATCHES = (16, 64)
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
            "upd/s err", "upd→ε err", "verdict")
@@ -41,7 +44,7 @@ def scenario(name: str, params: dict[str, Any], threads: int, batch: int, args: 
         "name": f"fid-{name}{''.join(f'-{k}{v}' for k, v in params.items())}-n{threads}-b{batch}",
         "seed": 11, "repeats": args.repeats,
         "workers": {"count": threads, "placement": "os"},
-        "workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": batch},
+        "workload": {"model": "mlp", "layers": LAYERS, "dataset": "digits", "batch_size": batch},
         "algorithm": {"name": name, **params},
         "optimizer": {"lr": args.lr},
         "stop": {"epsilon": args.epsilon, "max_updates": args.max_updates, "max_time_s": args.max_time_s,
@@ -92,7 +95,7 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         f"start {_load(args.load_before)}, now {_load(os.getloadavg())}: other work on the machine skews the "
         "measured side.", "",
         f"Each cell: {args.repeats} runs per backend, at most {args.max_updates} updates or "
-        f"{args.max_time_s} s, MLP 64-32-10 on digits, lr {args.lr}, ε = {args.epsilon} × initial loss, "
+        f"{args.max_time_s} s, MLP {'-'.join(map(str, LAYERS))} on digits, lr {args.lr}, ε = {args.epsilon} × initial loss, "
         f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
         "bootstrap interval over runs. Goals: mean staleness within 5%, KS ≤ 0.1, updates/s within 10%, "
         "updates to ε within 15% (✓ met, ✗ missed, · not computable).", "",
@@ -110,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-updates", type=int, default=10000)
     p.add_argument("--monitor-every-s", type=float, default=0.002, help="cpu: seconds between loss checks")
     p.add_argument("--max-time-s", type=float, default=20.0)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--epsilon", type=float, default=0.3)
+    p.add_argument("--lr", type=float, default=0.005)
+    p.add_argument("--epsilon", type=float, default=0.2)
     p.add_argument("--timing-only", action="store_true", help="sim without numerics (no updates to ε)")
     p.add_argument("--threads", type=int, nargs="*", default=list(THREADS))
     p.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile is not None:
         os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
     start = time.perf_counter()
-    args.profile_used = fidelity.ensure_profile()
+    args.profile_used = fidelity.ensure_profile(scenario("mutex", {}, 2, args.batches[0], args))
     args.load_before = os.getloadavg()
     rows = []
     for name, params in ALGORITHMS:
