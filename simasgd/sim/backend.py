@@ -31,7 +31,7 @@ ALGORITHMS = frozenset(STARTERS)
 
 def _needs_workload(sc: Scenario, machine: Any) -> bool:
     t = sc.timing
-    derived_gradient = t.gradient is None and profile_gradient(machine.profile, sc.workload.batch_size) is None
+    derived_gradient = t.gradient is None and profile_gradient(machine.profile, sc.workload) is None
     return sc.sim.numerics or derived_gradient or t.read is None or t.update is None
 
 

@@ -4,8 +4,8 @@ A worker's three steps — read the model, compute a gradient, update the
 model — become SimPy events here. Durations come from ``[timing]`` when the
 scenario gives them; otherwise they follow from the machine and the workload:
 
-- gradient: the calibrated profile's samples (preset ``this``) when present,
-  else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
+- gradient: the calibrated profile's samples (preset ``this``, ``[gradient."<workload>"]``
+  of executors/PROFILE.md) when present, else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
   coefficient of variation ``[sim] gradient_cv``;
 - read: a copy of the model, ``2·d·itemsize`` bytes (load shared, store local);
 - update: ``θ ← θ − η·g``, ``3·d·itemsize`` bytes; both through :mod:`memory`.
@@ -19,6 +19,7 @@ blocks, so the hot path is an index into a list.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,7 +28,7 @@ import simpy
 
 from simasgd import distributions, seeds
 from simasgd.machine import Machine, place
-from simasgd.scenario import DistSpec, Scenario
+from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
 from simasgd.sim.cpu import Cores
 from simasgd.sim.memory import Memory
 
@@ -58,27 +59,42 @@ def _dist(spec: DistSpec | None, base_dir: str | None) -> distributions.Distribu
     return None if spec is None else spec.build(Path(base_dir) if base_dir else None)
 
 
-def profile_gradient(profile: dict[str, Any] | None, batch: int) -> distributions.Distribution | None:
-    """Gradient-time samples of a calibrated profile for this batch size (nearest one, scaled), if any.
+def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig) -> distributions.Distribution | None:
+    """Gradient times measured by ``simasgd calibrate`` for this workload (executors/PROFILE.md).
 
-    Accepted shapes: ``[gradient] "64" = [seconds...]`` or ``"64" = {samples = [...]}``
-    (keys are batch sizes), or ``[gradient] samples = [...]`` with ``batch_size = B``.
+    The table of the same workload and batch size when there is one; else the
+    same workload at the nearest measured batch size, scaled by the batch ratio;
+    else None (the time is then derived from ``gflops_per_core``).
     """
-    g = (profile or {}).get("gradient")
-    if not isinstance(g, dict):
+    tables = (profile or {}).get("gradient")
+    if not isinstance(tables, dict) or not tables:
         return None
-    table: dict[int, Any] = {}
-    for k, v in g.items():
-        if str(k).isdigit():
-            table[int(k)] = v.get("samples") if isinstance(v, dict) else v
-    if not table and isinstance(g.get("samples"), list):
-        table[int(g.get("batch_size", batch))] = g["samples"]
-    table = {b: s for b, s in table.items() if isinstance(s, list) and s}
-    if not table:
+    from executors.calibrate import workload_key
+
+    def key(batch: int) -> str:
+        return workload_key(workload.model_copy(update={"batch_size": batch}))
+
+    same = {int(t["batch_size"]): t for k, t in tables.items()
+            if isinstance(t, dict) and t.get("samples_s") and "batch_size" in t and k == key(int(t["batch_size"]))}
+    if not same:
         return None
-    near = min(table, key=lambda b: (abs(math.log(b / batch)), b))
-    samples = np.asarray(table[near], dtype=float)
+    batch = workload.batch_size
+    near = min(same, key=lambda b: (abs(math.log(b / batch)), b))
+    samples = np.asarray(same[near]["samples_s"], dtype=float)
     return distributions.Empirical(samples * (batch / near))
+
+
+def profile_machine(machine: Machine) -> Machine:
+    """The machine with the profile's single-thread copy bandwidth, when calibrated."""
+    gbs = ((machine.profile or {}).get("copy") or {}).get("gbs")
+    if isinstance(gbs, list) and gbs and gbs[0] > 0:
+        return replace(machine, core_bandwidth_gbs=float(gbs[0]))
+    return machine
+
+
+def profile_cas_latency(machine: Machine) -> float | None:
+    lat = ((machine.profile or {}).get("cas") or {}).get("latency_s")
+    return float(lat) if isinstance(lat, (int, float)) and lat >= 0 else None
 
 
 class Platform:
@@ -88,7 +104,7 @@ class Platform:
                  dim: int | None = None, itemsize: int = 8, flops_per_sample: float | None = None):
         self.env = env
         n = sc.workers.count
-        self.machine = machine
+        self.machine = machine = profile_machine(machine)
         cpus = place(machine, n, sc.workers.placement)
         # "os" placement: the OS spreads threads over sockets like numa does (for memory paths).
         spread = place(machine, n, "numa")
@@ -96,7 +112,9 @@ class Platform:
         self.cores = Cores(env, machine, cpus)
         self.memory = Memory(env, machine, self.sockets)
         self.model_bytes = (dim or 0) * itemsize
-        self.cas_latency = list(self.memory.latency)  # a CAS moves the line from where the model lives
+        # A CAS moves the line from where the model lives (or takes what calibration measured).
+        cas = profile_cas_latency(machine)
+        self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
         grad = self._gradient_dist(sc, machine, flops_per_sample)
         read, update = _dist(sc.timing.read, sc.base_dir), _dist(sc.timing.update, sc.base_dir)
         if (read is None or update is None) and dim is None:
@@ -120,7 +138,7 @@ class Platform:
         given = _dist(sc.timing.gradient, sc.base_dir)
         if given is not None:
             return given
-        prof = profile_gradient(m.profile, sc.workload.batch_size)
+        prof = profile_gradient(m.profile, sc.workload)
         if prof is not None:
             return prof
         if flops is None:

@@ -115,14 +115,17 @@ def test_calibrated_profile_supplies_gradient_times(tmp_path: Path, monkeypatch:
     profile.write_text("[machine]\nsockets = 1\ncores_per_socket = 4\nthreads_per_core = 1\n"
                        "local_latency_ns = 80\nremote_latency_ns = 80\nmem_bandwidth_gbs = 20\n"
                        "link_bandwidth_gbs = 20\ngflops_per_core = 10\nquantum_s = 4e-3\ncontext_switch_s = 3e-6\n"
-                       "[gradient]\n\"32\" = [0.001, 0.003]\n")
+                       "[gradient.\"mlp-64-32-10-digits-b32-float64\"]\nsamples_s = [0.001, 0.003]\n"
+                       "batch_size = 32\n"
+                       "[gradient.\"mlp-64-32-10-digits-b16-float32\"]\nsamples_s = [0.5]\nbatch_size = 16\n")
     monkeypatch.setenv("SIMASGD_PROFILE", str(profile))
     base = {k: v for k, v in BASE.items() if k != "timing"}
     base["timing"] = {"read": FREE["read"], "update": FREE["update"]}
     u = simulate("machine.preset=\"this\"", "workers.count=1", "algorithm.name=\"sequential\"",
-                 "workload.batch_size=64", "stop.max_updates=4000", base=base)
+                 "workload.layers=[64, 32, 10]", "workload.batch_size=64", "stop.max_updates=4000", base=base)
     gaps = np.diff(u.t_write.to_numpy())
-    assert set(np.round(gaps * 1e3).astype(int)) == {2, 6}  # the samples, scaled from batch 32 to 64
+    # The same workload's samples (not the float32 table), scaled from batch 32 to 64.
+    assert set(np.round(gaps * 1e3).astype(int)) == {2, 6}
 
 
 def test_cli_runs_the_quickstart_on_sim_by_default(tmp_path: Path) -> None:
