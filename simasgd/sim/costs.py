@@ -132,6 +132,7 @@ class Platform:
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self.mean_gradient = grad.mean
+        self._fast = [not t.sliced for t in self.cores.threads]
 
     @staticmethod
     def _gradient_dist(sc: Scenario, m: Machine, flops: float | None) -> distributions.Distribution:
@@ -148,14 +149,22 @@ class Platform:
         return distributions.Deterministic(mean) if cv == 0 else distributions.Gamma(mean, 1.0 / cv**2)
 
     def gradient(self, w: int) -> simpy.Event:
+        if self._fast[w]:
+            return self.env.timeout(self._grad[w]())
         return self.cores.work(w, self._grad[w]())
 
     def read(self, w: int, part: float = 1.0, seconds: float | None = None) -> simpy.Event:
         """Copy (a ``part`` of) the model; ``seconds`` imposes a duration drawn earlier (chunked reads)."""
-        return self._step(w, self._read[w], READ_COPIES, part, seconds)
+        s = self._read[w]
+        if s is not None and seconds is None and part == 1.0 and self._fast[w]:
+            return self.env.timeout(s())  # the hot path: a drawn duration on an unshared CPU
+        return self._step(w, s, READ_COPIES, part, seconds)
 
     def update(self, w: int, part: float = 1.0, seconds: float | None = None) -> simpy.Event:
-        return self._step(w, self._update[w], UPDATE_COPIES, part, seconds)
+        s = self._update[w]
+        if s is not None and seconds is None and part == 1.0 and self._fast[w]:
+            return self.env.timeout(s())
+        return self._step(w, s, UPDATE_COPIES, part, seconds)
 
     def read_time(self, w: int) -> float | None:
         """A drawn read duration, or None when reads are derived from the memory model."""

@@ -22,13 +22,18 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     p, model = run.platform, run.model
     read_lock = run.sc.sim.read_lock
     backoff = run.backoff(w)
+    spins = backoff.spins
     block = lambda: p.block(w)  # noqa: E731 - the lock wait gives the CPU away
     yield from run.start(w)
     while True:
         wait = 0.0
         if read_lock:
             t0 = env.now
-            req = yield from acquire(env, read_req, read_free, backoff, block)
+            if spins or not read_free():
+                req = yield from acquire(env, read_req, read_free, backoff, block)
+            else:  # uncontended: take it without a nested generator (the hot path)
+                req = read_req()
+                yield req
             wait = env.now - t0
             yield p.read(w)
             release(req)
@@ -40,7 +45,11 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
             model.gradient(w)
         yield p.gradient(w)
         t0 = env.now
-        req = yield from acquire(env, write_req, write_free, backoff, block)
+        if spins or not write_free():
+            req = yield from acquire(env, write_req, write_free, backoff, block)
+        else:
+            req = write_req()
+            yield req
         wait += env.now - t0
         yield p.update(w)
         if model is not None:
