@@ -6,7 +6,7 @@ cells/minute measures the sweep machinery and the parallelism, not the
 hyperparameters. Pool and cluster start-up (spawn, imports, numba cache
 load) are included: that is what a user waits for.
 
-    .venv/bin/python benchmarks/sweep_throughput.py [--cells 16] [--updates 20000]
+    .venv/bin/python benchmarks/sweep_throughput.py [--cells 32] [--updates 60000] [--rounds 2]
 
 Prints a markdown table; record it in benchmarks/README_sweep.md with the
 machine and its load average (other work on the machine slows --jobs 2 most).
@@ -44,19 +44,23 @@ def measure(p: plan.Plan, label: str, **kw: object) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cells", type=int, default=16)
+    ap.add_argument("--cells", type=int, default=32)
     ap.add_argument("--updates", type=int, default=60000)  # ~1.5 s a task: start-up is amortised
+    ap.add_argument("--rounds", type=int, default=1, help="repeat the three measurements (a shared machine is noisy)")
     args = ap.parse_args()
-    lrs = ",".join(f"{0.001 * (i + 1):.3f}" for i in range(args.cells))
+    lrs = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(args.cells))
     p = plan.from_data(scenario(args.updates), [f"optimizer.lr={lrs}"], backend="serial")
-    rows = [measure(p, "pool --jobs 1", jobs=1), measure(p, "pool --jobs 2", jobs=2),
-            measure(p, "dask local, 2 workers", jobs=2, dask="local")]
-    base, pool2 = rows[0]["cells_per_min"], rows[1]["cells_per_min"]
-    print(f"| executor | cells | wall [s] | cells/min | median task [s] | speed-up vs jobs 1 | vs pool jobs 2 | load avg |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['label']} | {r['cells']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} | {r['task_s']:.2f} "
-              f"| {r['cells_per_min'] / base:.2f}x | {r['cells_per_min'] / pool2:.2f}x | {r['load']:.1f} |")
+    print("| round | executor | cells | wall [s] | cells/min | median task [s] | speed-up vs jobs 1 "
+          "| vs pool jobs 2 | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for k in range(args.rounds):
+        rows = [measure(p, "pool --jobs 1", jobs=1), measure(p, "pool --jobs 2", jobs=2),
+                measure(p, "dask local, 2 workers", jobs=2, dask="local")]
+        base, pool2 = rows[0]["cells_per_min"], rows[1]["cells_per_min"]
+        for r in rows:
+            print(f"| {k + 1} | {r['label']} | {r['cells']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} "
+                  f"| {r['task_s']:.2f} | {r['cells_per_min'] / base:.2f}x | {r['cells_per_min'] / pool2:.2f}x "
+                  f"| {r['load']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

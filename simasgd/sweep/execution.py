@@ -179,6 +179,21 @@ def _one_thread_children() -> Iterator[None]:
             os.environ.pop(k, None)
 
 
+def _watch_parent(parent: int) -> None:
+    """In each pool worker: exit when the sweep process is gone (killed with SIGKILL, say).
+
+    Without this an orphaned worker finishes its task and then waits for work forever.
+    """
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="simasgd-watch-parent", daemon=True).start()
+
+
 class LocalPool:
     """A process pool (spawn: safe with numba's threads); a pool broken by a dead worker is replaced."""
 
@@ -187,7 +202,8 @@ class LocalPool:
         self._ex = self._new()
 
     def _new(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_watch_parent, initargs=(os.getpid(),))
 
     def _submit(self, fn: TaskFn, task: Task) -> Future[Outcome]:
         # Workers are spawned on demand inside submit: that is where their environment is decided.

@@ -131,3 +131,37 @@ def test_sweep_summary_of_a_sweep_not_started_yet(tmp_path: Path) -> None:
     store.SweepStore(tmp_path / "s").open(p.identity(), p.base.to_dict(), resume=False)
     res = cli.invoke(app, ["sweep-summary", str(tmp_path / "s"), "--plots", str(tmp_path / "p")])
     assert res.exit_code == 0 and "no finished tasks yet" in res.output
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow
+def test_sigkill_leaves_no_pool_workers_behind_and_the_folder_loads(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    proc = subprocess.Popen(sweep_cmd("-g", "optimizer.lr=0.01:0.1:0.01", *SLOW_TASKS, "-j", "2", "-o", str(out)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(task_files(out)) < 1 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    assert workers, "the pool should be running"
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = [w for w in workers if Path(f"/proc/{w}").exists()
+             and "Z" not in Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0]]
+    assert not alive, f"orphaned workers {alive}"
+    df = load(out)
+    assert len(df) == len(task_files(out)) and set(df["status"]) == {"ok"}
