@@ -13,7 +13,7 @@ from simasgd.commands import console, user_errors
 
 GRID_HELP = ("Sweep a key: KEY=V1,V2,... (TOML values; bare words are strings) or KEY=START:STOP:STEP "
              "(inclusive) or KEY=START:STOP:*FACTOR. Repeatable; several form the product; "
-             "replaces the same key of the file's [sweep.grid].")
+             "replaces the same key of the file's \\[sweep.grid] table.")
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
     app.command("sweep-summary")(sweep_summary)
 
 
-def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may hold a [sweep.grid] table."),
+def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may hold a \\[sweep.grid] table."),
           grid: list[str] = typer.Option([], "--grid", "-g", help=GRID_HELP),
           overrides: list[str] = typer.Option([], "--set", "-s", help="Override a key for every cell: -s stop.max_updates=1000."),
           backend: str = typer.Option("sim", "--backend", "-b", help="serial | sim | cpu | cuda"),
