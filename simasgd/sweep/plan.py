@@ -103,15 +103,19 @@ def build(path: str | Path, grid_args: Iterable[str] = (), overrides: Iterable[s
 
 def from_data(data: dict[str, Any], grid_args: Iterable[str] = (), label: str = "<scenario>",
               base_dir: Path | None = None, backend: str = "sim", repeats: int | None = None) -> Plan:
-    base = loader.from_dict(data, label=label, base_dir=base_dir)
+    """The plan for a scenario's data. The file alone need not be a valid scenario, only every cell of it
+    (e.g. ``workers.count = 16`` with the default sequential algorithm, when the grid sets the algorithm)."""
+    sweep_cfg = loader.from_dict({"sweep": data.get("sweep", {})}, label=label).sweep
     cli = gridmod.parse_grid_args(grid_args)
-    g = gridmod.combine(gridmod.from_table(base.sweep.grid), cli)
+    g = gridmod.combine(gridmod.from_table(sweep_cfg.grid), cli)
     gridmod.check_keys(g)
     cells = gridmod.cells(g)
     data = {k: v for k, v in data.items() if k != "sweep"}  # the grid table is not part of any cell
     scenarios = _validate_cells(data, cells, label, base_dir)
     _check_backend(backend, cells, scenarios)
-    seeded = {c.id: scenarios[c.id].model_copy(update={"seed": cell_seed(base.seed, c, base.sweep.seeding)})
+    # The first cell stands for the sweep in the manifest; keys outside the grid are the same in every cell.
+    base = scenarios[cells[0].id].model_copy(update={"sweep": sweep_cfg})
+    seeded = {c.id: scenarios[c.id].model_copy(update={"seed": cell_seed(base.seed, c, sweep_cfg.seeding)})
               for c in cells}
     return Plan(base, g, cells, backend, repeats or base.repeats, seeded)
 

@@ -100,3 +100,21 @@ def test_ek2021_s2_grid_is_the_thesis_grid() -> None:
     b = p.base
     assert b.machine.preset == "xeon-e5-2687w-v2" and b.sim.numerics
     assert b.workload.layers == [784, 128, 128, 128, 10] and b.workload.features == 784
+
+
+def test_file_need_only_be_valid_in_every_cell(tmp_path: Path) -> None:
+    # 8 workers with the default (sequential) algorithm is invalid on its own; the grid makes it valid.
+    f = tmp_path / "s.toml"
+    f.write_text('seed = 1\n[workers]\ncount = 8\n[sweep.grid]\n"algorithm.name" = ["mutex", "hogwild"]\n')
+    p = plan.build(f, backend="serial")
+    assert {sc.algorithm.name for sc in p.scenarios.values()} == {"mutex", "hogwild"}
+    assert p.base.workers.count == 8
+    with pytest.raises(ScenarioError, match="in 1 of 2 grid cells"):
+        plan.build(f, ["algorithm.name=mutex,sequential"], backend="serial")
+
+
+def test_bad_sweep_table_is_reported_with_its_key(tmp_path: Path) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text('[sweep]\nseeding = "sometimes"\n')
+    with pytest.raises(ScenarioError, match="sweep.seeding"):
+        plan.build(f, backend="serial")
