@@ -93,19 +93,21 @@ def _lock_cycle(word: np.ndarray, n: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _cas_increment(word: np.ndarray, n: int, fails: np.ndarray, slot: int, go: np.ndarray) -> int:
+def _cas_window(word: np.ndarray, duration_ns: int, counts: np.ndarray, slot: int, go: np.ndarray) -> None:
+    """CAS-increment one word for a fixed window after ``go``; counts successes and failures."""
     while A.load(go, 0) == 0:
         A.cpu_relax()
-    f = 0
-    t0 = A.now_ns()
-    for _ in range(n):
-        while True:
+    until = A.now_ns() + duration_ns
+    ok, fail = 0, 0
+    while A.now_ns() < until:
+        for _ in range(64):
             old = A.load(word, 0)
             if A.cas(word, 0, old, old + 1) == old:
-                break
-            f += 1
-    fails[slot] = f
-    return A.now_ns() - t0
+                ok += 1
+            else:
+                fail += 1
+    counts[2 * slot] = ok
+    counts[2 * slot + 1] = fail
 
 
 @njit(nogil=True, cache=True)
@@ -226,22 +228,23 @@ def lock_figures(rounds: int) -> dict[str, Any]:
     return {"handoff_s": handoff, "uncontended_s": unc, "rounds": rounds}
 
 
-def cas_figures(n: int) -> dict[str, Any]:
+def cas_figures(seconds: float) -> dict[str, Any]:
+    """CAS cost alone, then two threads on one word for the same window (time-sliced threads overlap less)."""
     word = np.zeros(1, dtype=np.int64)
-    fails = np.zeros(2, dtype=np.int64)
+    counts = np.zeros(4, dtype=np.int64)
     go = np.ones(1, dtype=np.int64)
-    alone = _cas_increment(word, n * 4, fails, 0, go)
-    latency = alone * 1e-9 / (n * 4)
-    word[0], fails[:] = 0, 0
-    go[0] = 0
+    window = int(seconds * 1e9)
+    _cas_window(word, window, counts, 0, go)
+    latency = seconds / max(1, counts[0] + counts[1])
+    go[0], counts[:] = 0, 0
     timer = threading.Timer(0.05, lambda: go.__setitem__(0, 1))
     timer.start()
-    ns = _threads(_cas_increment, [(word, n, fails, 0, go), (word, n, fails, 1, go)])
-    total_fail = int(fails.sum())
-    contended = max(ns) * 1e-9 / (2 * n)
-    return {"latency_s": latency, "contended_s": contended, "failure_rate": total_fail / (2 * n + total_fail),
-            "failure_cost_s": (contended - latency) * 2 * n / total_fail if total_fail else 0.0,
-            "operations": 2 * n}
+    _threads(_cas_window, [(word, window, counts, 0, go), (word, window, counts, 1, go)])
+    ok, fail = int(counts[0] + counts[2]), int(counts[1] + counts[3])
+    contended = seconds / max(1, ok)  # wall time per successful increment, both threads together
+    return {"latency_s": latency, "contended_s": contended, "failure_rate": fail / max(1, ok + fail),
+            "failure_cost_s": max(0.0, (contended - latency) * ok / fail) if fail else 0.0,
+            "operations": ok + fail}
 
 
 def memory_latency(n_bytes: int, steps: int, seed: int) -> float:
@@ -296,7 +299,7 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     copy = copy_bandwidth(max(biggest * 8, 8 << 20 if not quick else 1 << 20), os.cpu_count() or 1, 3.0 * scale)
     log("locks, CAS")
     locks = lock_figures(int(100_000 * scale))
-    cas = cas_figures(int(1_000_000 * scale))
+    cas = cas_figures(0.5 * scale)
     log("memory latency")
     lat = memory_latency((256 << 20) if not quick else (16 << 20), int(2_000_000 * scale), seed)
     log("scheduler")

@@ -54,10 +54,10 @@ def n_rows(wl: Any) -> int:
 
 
 def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> tuple[np.ndarray, np.ndarray]:
-    a, bo = sc.algorithm, sc.algorithm
+    a = sc.algorithm
     cfg_i = np.zeros(shared.N_CFG_I, dtype=np.int64)
     cfg_f = np.zeros(shared.N_CFG_F, dtype=np.float64)
-    backoff = bo.param("backoff") if "backoff" in _params(a.name) else None
+    backoff = a.param("backoff") if "backoff" in _params(a.name) else None
     cfg_i[shared.C_WORKERS] = workers
     cfg_i[shared.C_BATCH] = sc.workload.batch_size
     cfg_i[shared.C_NROWS] = n_rows(wl)
@@ -239,6 +239,9 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
                          f"(worker 0 is the master)")
     theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
     cpus, warnings = placement.plan(workers, sc.workers.placement) if sc.cpu.pin else ([None] * workers, [])
+    if sc.workers.stragglers.probability > 0:
+        warnings.append("workers.stragglers.probability: transient pauses are not emulated by the cpu backend "
+                        "(slowdown is); the run has none")
     for msg in warnings:
         print(f"warning: {msg}", file=sys.stderr)
     mon = Monitor(sc.stop, run)
@@ -265,6 +268,9 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
            cpus: list[int | None], warnings: list[str]) -> RunResult:
     df, applied = records(s, run)
     updates = int(s.ctrl[slot(shared.S_VERSION)])
+    if reason == "workers finished":  # they stopped themselves: say which budget
+        reason = "max_updates" if updates >= sc.stop.max_updates else (
+            "max_time" if t_stop >= sc.stop.max_time_s else "workers finished")
     time_s = float(df["t_write"].max()) if len(df) else t_stop
     theta = s.wiring.final_theta()
     if not mon.updates or mon.updates[-1] != updates:
