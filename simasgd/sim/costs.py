@@ -131,7 +131,6 @@ class Platform:
             self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp)))
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
-        self.mean_gradient = grad.mean
         self._fast = [not t.sliced for t in self.cores.threads]
 
     @staticmethod
