@@ -152,18 +152,21 @@ class Platform:
             return self.env.timeout(self._grad[w]())
         return self.cores.work(w, self._grad[w]())
 
-    def read(self, w: int, part: float = 1.0, seconds: float | None = None) -> simpy.Event:
-        """Copy (a ``part`` of) the model; ``seconds`` imposes a duration drawn earlier (chunked reads)."""
+    def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+        """Copy (a ``part`` of) the model; ``seconds`` imposes a duration drawn earlier (chunked reads).
+
+        Chunks after the ``first`` continue the same stream (no second memory latency).
+        """
         s = self._read[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())  # the hot path: a drawn duration on an unshared CPU
-        return self._step(w, s, READ_COPIES, part, seconds)
+        return self._step(w, s, READ_COPIES, part, seconds, first)
 
-    def update(self, w: int, part: float = 1.0, seconds: float | None = None) -> simpy.Event:
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
         s = self._update[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())
-        return self._step(w, s, UPDATE_COPIES, part, seconds)
+        return self._step(w, s, UPDATE_COPIES, part, seconds, first)
 
     def read_time(self, w: int) -> float | None:
         """A drawn read duration, or None when reads are derived from the memory model."""
@@ -174,13 +177,14 @@ class Platform:
         s = self._update[w]
         return None if s is None else s()
 
-    def _step(self, w: int, sampler: Sampler | None, copies: int, part: float, seconds: float | None) -> simpy.Event:
+    def _step(self, w: int, sampler: Sampler | None, copies: int, part: float, seconds: float | None,
+              first: bool = True) -> simpy.Event:
         if seconds is None and sampler is not None:
             seconds = sampler() * part
         if seconds is not None:
             return self.cores.work(w, seconds)
         nbytes = copies * self.model_bytes * part
-        return self.cores.work(w, 0.0, lambda: self.memory.move(w, nbytes))
+        return self.cores.work(w, 0.0, lambda: self.memory.move(w, nbytes, first))
 
     def block(self, w: int) -> None:
         self.cores.block(w)

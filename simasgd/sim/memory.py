@@ -90,10 +90,14 @@ class Memory:
         self.remote = [s != home for s in sockets]
         self.latency = [(machine.remote_latency_ns if r else machine.local_latency_ns) * 1e-9 for r in self.remote]
 
-    def move(self, w: int, nbytes: float) -> simpy.Event:
-        """Thread ``w`` moves ``nbytes`` of the model: latency, then a share of its path's bandwidth."""
+    def move(self, w: int, nbytes: float, first: bool = True) -> simpy.Event:
+        """Thread ``w`` moves ``nbytes`` of the model: latency, then a share of its path's bandwidth.
+
+        ``first = False`` continues a stream already started (a chunk after the
+        first of a chunked copy): no second latency.
+        """
         path = self.link if self.remote[w] else self.local[self.home]
-        lat = self.latency[w]
+        lat = self.latency[w] if first else 0.0
         if lat <= 0:
             return path.transfer(nbytes)
         done = self.env.event()

@@ -164,3 +164,23 @@ def test_spinning_lock_with_backoff_is_unfair_but_loses_no_update() -> None:
     rate = lambda u: len(u) / u.t_write.max()  # noqa: E731
     assert rate(spin) < rate(fifo)
     assert spin.lock_wait_s.max() > fifo.lock_wait_s.max()
+
+
+SMALL_MLP = ("workload.dataset=\"digits\"", "workload.layers=[64, 32, 10]", "workload.batch_size=16",
+             "stop.max_updates=600")
+
+
+def test_k_sync_gradients_stay_fresh_on_an_oversubscribed_machine() -> None:
+    # 5 threads time-sharing 2 CPUs: slow reads overlap the round's close; they must be cancelled too.
+    u = without_timing(*SMALL_MLP, "algorithm.name=\"k_sync\"", "algorithm.k=2", "workers.count=5",
+                       "machine.preset=\"laptop-2core\"", "workers.placement=\"os\"")
+    assert (u.staleness == 0).all() and (u.groupby("version").size() == 2).all()
+
+
+def test_torn_reads_cost_what_whole_reads_cost() -> None:
+    # Chunked copies through the memory model pay the latency once, like the whole copy they replace.
+    args = (*SMALL_MLP, "workers.placement=\"numa\"")
+    timing = without_timing(*args)
+    numerics = without_timing(*args, "sim.numerics=true", "stop.epsilon=1e-6")
+    np.testing.assert_allclose(numerics.t_write, timing.t_write, rtol=1e-9)
+    assert (numerics.staleness == timing.staleness).all()

@@ -38,8 +38,8 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
                 model.snapshot(w)
         else:
             total = p.read_time(w)
-            for part in chunks:  # torn read: each chunk as it is at the moment it is copied
-                yield p.read(w, 1 / len(chunks), None if total is None else total / len(chunks))
+            for i, part in enumerate(chunks):  # torn read: each chunk as it is at the moment it is copied
+                yield p.read(w, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
                 model.snapshot(w, part)
         if model is not None:
             model.gradient(w)
@@ -50,8 +50,8 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
                 model.step(model.grad[w], run.version - rv)
         else:
             tau, total = run.version - rv, p.update_time(w)
-            for part in chunks:  # element-wise writes land chunk by chunk
-                yield p.update(w, 1 / len(chunks), None if total is None else total / len(chunks))
+            for i, part in enumerate(chunks):  # element-wise writes land chunk by chunk
+                yield p.update(w, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
                 model.step(model.grad[w], tau, part)
         run.applied(w, rv, t_read)
 

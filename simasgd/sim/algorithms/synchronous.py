@@ -82,16 +82,20 @@ def sync_worker(env: simpy.Environment, w: int, run: SimRun, barrier: Barrier, r
 
 
 def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: int) -> Proc:
-    p = run.platform
+    p, model = run.platform, run.model
     yield from run.start(w)
     while True:
-        rv, t_read = yield from _read(env, w, run)
         done = rnd.done
-        work = p.gradient(w)
-        rnd.busy[w] = work
-        try:
+        try:  # reading or computing, the worker is cancelled when k others finish first
+            work = rnd.busy[w] = p.read(w)
             yield work
-        except simpy.Interrupt:  # cancelled: k others were faster this round
+            rv, t_read = run.version, env.now
+            if model is not None:
+                model.snapshot(w)
+                model.gradient(w)
+            work = rnd.busy[w] = p.gradient(w)
+            yield work
+        except simpy.Interrupt:
             if isinstance(work, simpy.Process) and work.is_alive:
                 work.interrupt()
             p.block(w)
