@@ -184,3 +184,15 @@ def test_torn_reads_cost_what_whole_reads_cost() -> None:
     numerics = without_timing(*args, "sim.numerics=true", "stop.epsilon=1e-6")
     np.testing.assert_allclose(numerics.t_write, timing.t_write, rtol=1e-9)
     assert (numerics.staleness == timing.staleness).all()
+
+
+@pytest.mark.parametrize("algorithm", ["sequential", "sync", "k_sync", "k_async", "mutex", "rwlock", "hogwild",
+                                       "leashed", "lopez"])
+def test_timing_only_runs_are_reproducible_per_seed_and_differ_per_run(algorithm: str) -> None:
+    n = 1 if algorithm == "sequential" else 4
+    sc = loader.from_dict(loader.apply_overrides(BASE, [f"algorithm.name=\"{algorithm}\"", f"workers.count={n}",
+                                                        "stop.max_updates=2000"]))
+    a, b, c = backend.run_once(sc, 0), backend.run_once(sc, 0), backend.run_once(sc, 1)
+    pd.testing.assert_frame_equal(a.updates, b.updates)
+    assert a.runs[0].to_json() == b.runs[0].to_json()
+    assert not np.array_equal(a.updates.t_write.to_numpy(), c.updates.t_write.to_numpy())

@@ -171,3 +171,18 @@ def test_oversubscribed_threads_share_cores() -> None:
     assert len(over) == 4 and len(fair) == 2
     assert np.allclose(fair, 1e3, rtol=5e-3)  # one thread per core: full speed
     assert np.allclose(over, 0.5e3 * q / (q + cs), rtol=0.02)  # c/k of a core, less switching
+
+
+@pytest.mark.parametrize("dist", [
+    'timing.gradient={dist="gamma", mean_s=1e-3, shape=4.0}',
+    'timing.gradient={dist="lognormal", mean_s=1e-3, sigma=0.8}',
+    'timing.gradient={dist="shifted_exponential", mean_s=1e-3, shift_s=6e-4}',
+])
+def test_any_compute_distribution_gives_mean_m_minus_one_and_throughput_m_over_ex(dist: str) -> None:
+    m = 8
+    u = after_warmup(simulate("geometric", dist, "stop.max_updates=40000"))
+    tau = u.staleness.to_numpy()
+    # Exact up to the edges of the window: every update lands in one window of every other worker.
+    assert tau.mean() == pytest.approx(m - 1, abs=0.02)
+    gap, se = batch_mean_se(np.diff(u.t_write.to_numpy()))
+    assert abs(gap - 1e-3 / m) < Z * se, (gap, se)  # renewal reward: throughput M / E[X]
