@@ -92,8 +92,9 @@ def profile_machine(machine: Machine) -> Machine:
     return machine
 
 
-def profile_cas_latency(machine: Machine) -> float | None:
-    lat = ((machine.profile or {}).get("cas") or {}).get("latency_s")
+def profile_latency(machine: Machine, table: str, key: str) -> float | None:
+    """A calibrated latency (``[cas] latency_s``, ``[locks] handoff_s``), if the profile has it."""
+    lat = ((machine.profile or {}).get(table) or {}).get(key)
     return float(lat) if isinstance(lat, (int, float)) and lat >= 0 else None
 
 
@@ -113,8 +114,9 @@ class Platform:
         self.memory = Memory(env, machine, self.sockets)
         self.model_bytes = (dim or 0) * itemsize
         # A CAS moves the line from where the model lives (or takes what calibration measured).
-        cas = profile_cas_latency(machine)
+        cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
+        self.handoff_s = list(self.memory.latency) if handoff is None else [handoff] * n
         grad = self._gradient_dist(sc, machine, flops_per_sample)
         read, update = _dist(sc.timing.read, sc.base_dir), _dist(sc.timing.update, sc.base_dir)
         if (read is None or update is None) and dim is None:

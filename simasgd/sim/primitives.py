@@ -209,21 +209,26 @@ class Backoff:
 
 
 def acquire(env: simpy.Environment, request: Callable[[], simpy.Event], is_free: Callable[[], bool],
-            backoff: Backoff, on_block: Callable[[], None]) -> Proc:
+            backoff: Backoff, on_block: Callable[[], None], handoff_s: float = 0.0) -> Proc:
     """Take a lock; returns the granted request.
 
     Without backoff the thread queues (and sleeps: ``on_block`` gives its core
     away). With backoff it retries test-and-set after each delay, so a newcomer
     may overtake it — the unfair spin lock that backoff policies are tuned for.
+    A lock taken after waiting costs ``handoff_s`` more, inside the lock: the
+    lock's cache line moving from the last holder to this one.
     """
+    waited = not is_free()
     if backoff.spins:
         attempt = 0
         while not is_free():
             on_block()
             yield env.timeout(backoff.delay(attempt))
             attempt += 1
-    elif not is_free():
+    elif waited:
         on_block()
     req = request()
     yield req
+    if waited and handoff_s > 0:
+        yield env.timeout(handoff_s)
     return req

@@ -194,3 +194,22 @@ def test_descheduled_lock_holder_keeps_cores_busy() -> None:
     cpu_work = sum(done) * 4e-3
     assert cpu_work == pytest.approx(10.0, rel=0.01)
     assert abs(done[0] - done[1]) <= 0.05 * sum(done)
+
+
+def test_a_contended_lock_costs_the_handoff_inside_the_lock() -> None:
+    env, got = simpy.Environment(), {}
+    lock = Mutex(env)
+    fifo = Backoff(None, np.random.default_rng(0))
+
+    def user(name: str, start: float) -> object:
+        yield env.timeout(start)
+        req = yield from acquire(env, lock.request, lambda: lock.free, fifo, lambda: None, handoff_s=0.25)
+        got[name] = env.now
+        yield env.timeout(1.0)
+        lock.release(req)
+
+    env.process(user("first", 0.0))   # free lock: no hand-off
+    env.process(user("second", 0.5))  # waits until 1.0, then the line moves: 1.25
+    env.process(user("third", 0.6))   # waits for second (released at 2.25), then 2.5
+    env.run()
+    assert got == {"first": 0.0, "second": 1.25, "third": 2.5}

@@ -57,8 +57,7 @@ def geometric_fit(tau: np.ndarray, m: int) -> float:
     ("hogwild", ()),
     ("mutex", ()),
     ("rwlock", ()),
-    # Leashed-SGD's CAS costs the cache-line latency; free means free.
-    ("leashed", ("machine.local_latency_ns=0", "machine.remote_latency_ns=0")),
+    ("leashed", ()),  # the scenario's zero latencies make its CAS free too
 ])
 def test_exponential_compute_gives_geometric_staleness(algorithm: str, extra: tuple[str, ...]) -> None:
     m = 8

@@ -23,6 +23,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     read_lock = run.sc.sim.read_lock
     backoff = run.backoff(w)
     spins = backoff.spins
+    handoff = p.handoff_s[w]
     block = lambda: p.block(w)  # noqa: E731 - the lock wait gives the CPU away
     yield from run.start(w)
     while True:
@@ -30,7 +31,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         if read_lock:
             t0 = env.now
             if spins or not read_free():
-                req = yield from acquire(env, read_req, read_free, backoff, block)
+                req = yield from acquire(env, read_req, read_free, backoff, block, handoff)
             else:  # uncontended: take it without a nested generator (the hot path)
                 req = read_req()
                 yield req
@@ -46,7 +47,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         yield p.gradient(w)
         t0 = env.now
         if spins or not write_free():
-            req = yield from acquire(env, write_req, write_free, backoff, block)
+            req = yield from acquire(env, write_req, write_free, backoff, block, handoff)
         else:
             req = write_req()
             yield req

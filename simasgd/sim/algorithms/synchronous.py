@@ -136,7 +136,8 @@ def k_async_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: i
             yield done
             continue
         batch, done = rnd.close()  # the k-th arrival takes the batch to the (serial) server
-        req = yield from acquire(env, server.request, lambda: server.free, backoff, lambda: p.block(w))
+        req = yield from acquire(env, server.request, lambda: server.free, backoff, lambda: p.block(w),
+                                 p.handoff_s[w])
         yield p.update(w)
         apply_round(run, batch)
         server.release(req)
