@@ -63,5 +63,19 @@ def main() -> None:
                   f"| {r['load']:.1f} |", flush=True)
 
 
+def overhead(cells: int) -> None:
+    """Per-task cost of the machinery alone: tasks of one SGD update, after a warm-up sweep in each executor."""
+    lrs = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(cells))
+    p = plan.from_data(scenario(1), [f"optimizer.lr={lrs}"], backend="serial")
+    print("\n| executor | tiny tasks | wall [s] | ms per task (incl. start-up) | load avg |")
+    print("|---|---|---|---|---|")
+    for label, kw in (("in process (--jobs 0)", {"jobs": 0}), ("pool --jobs 2", {"jobs": 2}),
+                      ("dask local, 2 workers", {"jobs": 2, "dask": "local"})):
+        r = measure(p, label, **kw)
+        print(f"| {label} | {r['cells']} | {r['wall_s']:.1f} | {1000 * r['wall_s'] / r['cells']:.1f} "
+              f"| {r['load']:.1f} |", flush=True)
+
+
 if __name__ == "__main__":
     main()
+    overhead(200)

@@ -96,15 +96,13 @@ def describe(e: BaseException) -> str:
 
 @contextmanager
 def _isolation(task: Task) -> Iterator[None]:
+    """Real backends hold the host's lock. Simulated and serial tasks need nothing here: pool workers are
+    spawned with one BLAS thread each (``_one_thread_children``; Dask's nanny does the same for its workers)."""
     if task.real:
         with host_lock(), _dask_host_lock():
             yield
         return
-    # Simulated and serial tasks run one per core: keep each to one BLAS thread so jobs do not oversubscribe.
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
-        yield
+    yield
 
 
 @contextmanager

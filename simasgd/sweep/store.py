@@ -115,14 +115,32 @@ class SweepStore:
         """Store one task's row; a success replaces an earlier failure of the same task."""
         tid, ok = row["task_id"], row["status"] == "ok"
         path = self.tasks_dir / (f"{tid}.parquet" if ok else f"{tid}{FAILED_SUFFIX}")
-        frame = typed_rows([row])
-        atomic_write(path, lambda p: frame.to_parquet(p, index=False))
+        table = arrow_row(row)
+        atomic_write(path, lambda p: _write_table(table, p))
         if ok:
             (self.tasks_dir / f"{tid}{FAILED_SUFFIX}").unlink(missing_ok=True)
         return path
 
     def save_run(self, tid: str, result: RunResult) -> Path:
         return result.save(self.root / RUNS / tid)
+
+
+_ARROW_TYPES = {"string": "string", "int32": "int32", "int64": "int64", "float64": "float64", "Int64": "int64",
+                "Float64": "float64", "boolean": "bool"}
+
+
+def arrow_row(row: dict[str, Any]) -> Any:
+    """One row as a pyarrow table with the fixed schema (much cheaper than a typed pandas frame)."""
+    import pyarrow as pa
+
+    schema = pa.schema([(k, _ARROW_TYPES[t]) for k, t in ROW_TYPES.items()])
+    return pa.Table.from_pylist([{k: _nullable(row.get(k)) for k in ROW_TYPES}], schema=schema)
+
+
+def _write_table(table: Any, path: str) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path)
 
 
 def typed_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
