@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +17,12 @@ from simasgd.loader import from_dict
 from simasgd.results import RunResult
 
 HERE = Path(__file__).resolve()
-# The sample lives in the shared folder beside the repo: <repo>/../shared (CI) — /work/shared here.
-CANDIDATES = [HERE.parents[2] / "shared" / "peer-sample" / "lsh_b1_n4_b16.json",
-              HERE.parents[1].parent / "shared" / "peer-sample" / "lsh_b1_n4_b16.json"]
+SAMPLE = Path("peer-sample") / "lsh_b1_n4_b16.json"
+# The sample lives in the shared folder beside the repo (<repo>/../shared, as CI clones it), or in
+# a shared/ inside the checkout; SIMASGD_SHARED names it explicitly. Never skipped: absent = failure.
+CANDIDATES = list(dict.fromkeys(
+    [Path(os.environ["SIMASGD_SHARED"]) / SAMPLE] * ("SIMASGD_SHARED" in os.environ)
+    + [HERE.parents[2] / "shared" / SAMPLE, HERE.parents[1] / "shared" / SAMPLE]))
 
 
 def sample_path() -> Path:
