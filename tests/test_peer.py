@@ -20,9 +20,8 @@ HERE = Path(__file__).resolve()
 SAMPLE = Path("peer-sample") / "lsh_b1_n4_b16.json"
 # The sample lives in the shared folder beside the repo (<repo>/../shared, as CI clones it), or in
 # a shared/ inside the checkout; SIMASGD_SHARED names it explicitly. Never skipped: absent = failure.
-CANDIDATES = list(dict.fromkeys(
-    [Path(os.environ["SIMASGD_SHARED"]) / SAMPLE] * ("SIMASGD_SHARED" in os.environ)
-    + [HERE.parents[2] / "shared" / SAMPLE, HERE.parents[1] / "shared" / SAMPLE]))
+_EXPLICIT = [Path(os.environ["SIMASGD_SHARED"]) / SAMPLE] if os.environ.get("SIMASGD_SHARED") else []
+CANDIDATES = list(dict.fromkeys(_EXPLICIT + [HERE.parents[2] / "shared" / SAMPLE, HERE.parents[1] / "shared" / SAMPLE]))
 
 
 def sample_path() -> Path:
