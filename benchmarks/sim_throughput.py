@@ -31,7 +31,9 @@ TIMING = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
 
 
 def scenario(workers: int, updates: int, numerics: bool = False, **extra: Any) -> Any:
-    d = {"name": "bench", "seed": 1, "machine": {"preset": "xeon-e5-2687w-v2"}, "workers": {"count": workers},
+    # Zero latencies: no lock hand-off or CAS events, so the mutex model has exactly the bare loop's events.
+    machine = {"preset": "xeon-e5-2687w-v2", "local_latency_ns": 0, "remote_latency_ns": 0}
+    d = {"name": "bench", "seed": 1, "machine": machine, "workers": {"count": workers},
          "algorithm": {"name": "mutex"}, "timing": TIMING, "sim": {"numerics": numerics},
          "stop": {"max_updates": updates, "max_time_s": 1e9}} | extra
     return loader.from_dict(d)
