@@ -196,3 +196,13 @@ def test_timing_only_runs_are_reproducible_per_seed_and_differ_per_run(algorithm
     pd.testing.assert_frame_equal(a.updates, b.updates)
     assert a.runs[0].to_json() == b.runs[0].to_json()
     assert not np.array_equal(a.updates.t_write.to_numpy(), c.updates.t_write.to_numpy())
+
+
+@pytest.mark.parametrize("algorithm", ["sync", "k_sync", "k_async", "mutex", "rwlock", "hogwild", "leashed", "lopez"])
+def test_threads_sharing_one_cpu_make_progress(algorithm: str) -> None:
+    # Every wait gives the CPU away: nobody sleeps on a CPU another thread needs.
+    extra = ["algorithm.k=2"] if algorithm.startswith("k_") else []
+    u = simulate(f"algorithm.name=\"{algorithm}\"", "workers.count=3", "workers.placement=[0, 0, 0]",
+                 "stop.max_updates=300", "stop.max_time_s=10", *extra)
+    assert u.applied.sum() >= 300 or algorithm in ("sync", "k_sync", "k_async")
+    assert u.version.max() == 300

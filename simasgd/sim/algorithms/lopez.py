@@ -42,6 +42,7 @@ def master(env: simpy.Environment, run: SimRun, acc: Accumulator) -> Proc:
     p, model, rec = run.platform, run.model, run.rec
     while True:
         if not acc.contributors:
+            p.block(0)  # asleep: its CPU may be the one a worker needs
             yield acc.fresh  # nothing to apply before the first gradient lands
         t0 = env.now
         version = run.version + 1
@@ -55,6 +56,7 @@ def master(env: simpy.Environment, run: SimRun, acc: Accumulator) -> Proc:
             model.master_step(run.n - 1)
         run.bump()
         if env.now == t0:
+            p.block(0)
             yield acc.fresh
 
 
