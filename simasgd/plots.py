@@ -343,5 +343,19 @@ def write_report(folder: str | Path, fid: Any, results: Mapping[str, RunResult],
     written += save(time_to_eps_boxes(results), figs / "time_to_eps", svg)
     pngs = [str(p.relative_to(folder)) for p in written if p.suffix == ".png"]
     report = folder / "report.md"
-    report.write_text(to_markdown(fid, pngs))
+    report.write_text(to_markdown(fid, pngs) + sides_markdown(results))
     return report
+
+
+def sides_markdown(results: Mapping[str, RunResult]) -> str:
+    """Each result on its own: mean over runs with a 95% t-interval, and staleness quantiles."""
+    lines = ["## Each side on its own", "", "| metric | " + " | ".join(results) + " |",
+             "|---|" + "---|" * len(results)]
+    tables = {k: analysis.efficiency(r).set_index("metric") for k, r in results.items()}
+    for metric in next(iter(tables.values())).index:
+        cells = []
+        for t in tables.values():
+            m, lo, hi = (float(t.loc[metric, c]) for c in ("mean", "ci_low", "ci_high"))
+            cells.append("n/a" if not math.isfinite(m) else f"{m:.4g}" + (f" [{lo:.4g}, {hi:.4g}]" if math.isfinite(lo) else ""))
+        lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

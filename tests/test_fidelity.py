@@ -154,6 +154,7 @@ def test_compare_serial_sim_writes_results_fidelity_report_and_figures(serial_vs
     assert "ks" in res.output and "✗" in res.output and "where they disagree" in res.output
     report = (out / "report.md").read_text()
     assert "figures/staleness.png" in report and (out / "figures" / "staleness.png").exists()
+    assert "| updates_per_s | " in report  # each side on its own, with its t-interval
     assert (out / "figures" / "loss.png").exists()
 
 
