@@ -62,7 +62,8 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
     if sim.model is not None and monitor.updates[-1] != updates and not monitor.done:
         monitor.observe(elapsed, updates, sim.model.loss())
     cols = sim.rec.arrays()
-    keep = cols["version"] > 0  # Lopez contributions still unread at the stop belong to no version
+    # Lopez contributions unread at the stop, or read by a master step the stop cut short, are in no version.
+    keep = (cols["version"] > 0) & ((cols["version"] <= updates) | ~cols["applied"])
     if not keep.all():
         cols = sim.rec.arrays(keep)
     frame = updates_frame(run, cols["worker"], cols["version"], cols["read_version"], cols["t_read"],

@@ -97,6 +97,8 @@ class SimRun:
 
     def bump(self) -> int:
         """One more applied update: the new global version (evaluates and stops as the budget says)."""
+        if self.stopped:  # events of the stopping instant still run; they change nothing
+            return self.version
         v = self.version = self.version + 1
         if v % self.every == 0 or v >= self.max_updates:
             self._checkpoint(v)

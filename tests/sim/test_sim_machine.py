@@ -206,3 +206,13 @@ def test_threads_sharing_one_cpu_make_progress(algorithm: str) -> None:
                  "stop.max_updates=300", "stop.max_time_s=10", *extra)
     assert u.applied.sum() >= 300 or algorithm in ("sync", "k_sync", "k_async")
     assert u.version.max() == 300
+
+
+def test_rows_refer_only_to_versions_that_exist_when_time_runs_out() -> None:
+    for algorithm in ("lopez", "k_async", "mutex"):
+        extra = ["algorithm.k=2"] if algorithm == "k_async" else []
+        r = backend.run_once(loader.from_dict(loader.apply_overrides(BASE, [
+            f"algorithm.name=\"{algorithm}\"", "stop.max_time_s=0.0537", "timing.update.mean_s=3e-4", *extra])), 0)
+        u, s = r.updates, r.runs[0]
+        assert s.updates < 30000 and u[u.applied].version.max() == s.updates
+        assert (u[~u.applied].version <= s.updates + 1).all()
