@@ -40,7 +40,18 @@ def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file 
             fid, res, out = _run(scenario, backends, out, overrides, repeats, quick_calibration)
         report = plots.write_report(out, fid, res, svg)
     print_fidelity(fid)
+    _stability(res)
     console().print(f"fidelity: {out / 'fidelity.json'}\nreport:   {report}", markup=False)
+
+
+def _stability(results: dict) -> None:
+    """Repeats that disagree among themselves make any fidelity verdict shaky: say so."""
+    from simasgd.stability import stability_warnings
+
+    con = console()
+    for label, r in results.items():
+        for w in stability_warnings(r):
+            con.print(f"[yellow]warning ({label}):[/] {w}")
 
 
 def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], extra: Optional[list[Path]]) -> list[Path]:
