@@ -216,3 +216,17 @@ def test_rows_refer_only_to_versions_that_exist_when_time_runs_out() -> None:
         u, s = r.updates, r.runs[0]
         assert s.updates < 30000 and u[u.applied].version.max() == s.updates
         assert (u[~u.applied].version <= s.updates + 1).all()
+
+
+def test_lock_convoy_when_the_holder_is_descheduled() -> None:
+    # Threads 0 and 1 share CPU 0; thread 2 has CPU 1 to itself. When 0 is preempted inside its
+    # 1 ms critical section (to let 1 compute), 2 waits on a lock whose holder is not running.
+    args = ("algorithm.name=\"mutex\"", "sim.read_lock=false", "workers.count=3", "stop.max_updates=3000",
+            "timing.gradient={dist=\"exponential\", mean_s=3e-3}",
+            "timing.update={dist=\"deterministic\", mean_s=1e-3}")
+    shared = simulate(*args, "workers.placement=[0, 0, 1]")
+    apart = simulate(*args, "workers.placement=[0, 2, 1]")
+    # With every holder running, a wait is at most the two other critical sections (+ hand-offs).
+    assert apart.lock_wait_s.max() <= 2e-3 + 1e-6
+    alone = shared[shared.worker == 2]
+    assert alone.lock_wait_s.max() > 3e-3  # a quantum-scale stall: the convoy
