@@ -8,14 +8,21 @@ load) are included: that is what a user waits for.
 
     .venv/bin/python benchmarks/sweep_throughput.py [--cells 32] [--updates 60000] [--rounds 2]
 
+A control comes first: the same tasks in one and in two bare processes (no
+sweep code at all), i.e. the parallelism the machine offers at that moment —
+on a machine shared with other work the pool cannot beat it.
+
 Prints a markdown table; record it in benchmarks/README_sweep.md with the
-machine and its load average (other work on the machine slows --jobs 2 most).
+machine and its load average.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +49,32 @@ def measure(p: plan.Plan, label: str, **kw: object) -> dict:
             "task_s": float(df["wall_s"].median()), "load": load_before}
 
 
+_PLAIN = """
+import sys, time
+from simasgd import backends
+from simasgd.scenario import Scenario
+sc = Scenario.model_validate({scenario!r})
+b = backends.load("serial")
+b.run_once(sc, 0)  # warm-up, as a pool worker's first task would be
+for r in range({tasks}):
+    b.run_once(sc, r + 1)
+"""
+
+
+def plain_processes(updates: int, cells: int) -> tuple[float, float]:
+    """Control: the same tasks in 1 and in 2 bare processes (no sweep code) — the parallelism available now."""
+    env = {**os.environ, **{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                             "NUMBA_NUM_THREADS")}}
+    walls = []
+    for procs in (1, 2):
+        code = _PLAIN.format(scenario=scenario(updates), tasks=cells // procs)
+        start = time.perf_counter()
+        running = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(procs)]
+        assert all(p.wait() == 0 for p in running)
+        walls.append(time.perf_counter() - start)
+    return walls[0], walls[1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=32)
@@ -50,13 +83,19 @@ def main() -> None:
     args = ap.parse_args()
     lrs = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(args.cells))
     p = plan.from_data(scenario(args.updates), [f"optimizer.lr={lrs}"], backend="serial")
-    print("| round | executor | cells | wall [s] | cells/min | median task [s] | speed-up vs jobs 1 "
+    print("| round | executor | cells | wall [s] | cells/min | median task [s] | speed-up vs pool jobs 1 "
           "| vs pool jobs 2 | load avg |")
     print("|---|---|---|---|---|---|---|---|---|")
     for k in range(args.rounds):
-        rows = [measure(p, "pool --jobs 1", jobs=1), measure(p, "pool --jobs 2", jobs=2),
+        load = os.getloadavg()[0]
+        one, two = plain_processes(args.updates, args.cells)
+        rows = [{"label": "control: 1 bare process", "cells": args.cells, "wall_s": one,
+                 "cells_per_min": 60 * args.cells / one, "task_s": math.nan, "load": load},
+                {"label": "control: 2 bare processes", "cells": args.cells, "wall_s": two,
+                 "cells_per_min": 60 * args.cells / two, "task_s": math.nan, "load": load},
+                measure(p, "pool --jobs 1", jobs=1), measure(p, "pool --jobs 2", jobs=2),
                 measure(p, "dask local, 2 workers", jobs=2, dask="local")]
-        base, pool2 = rows[0]["cells_per_min"], rows[1]["cells_per_min"]
+        base, pool2 = rows[2]["cells_per_min"], rows[3]["cells_per_min"]
         for r in rows:
             print(f"| {k + 1} | {r['label']} | {r['cells']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} "
                   f"| {r['task_s']:.2f} | {r['cells_per_min'] / base:.2f}x | {r['cells_per_min'] / pool2:.2f}x "
