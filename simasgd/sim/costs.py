@@ -55,8 +55,14 @@ class Sampler:
         return self._buf[i]
 
 
-def _dist(spec: DistSpec | None, base_dir: str | None) -> distributions.Distribution | None:
-    return None if spec is None else spec.build(Path(base_dir) if base_dir else None)
+def _dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distributions.Distribution | None:
+    if spec is None:
+        return None
+    try:
+        return spec.build(Path(base_dir) if base_dir else None)
+    except (OSError, ValueError) as e:  # an empirical samples file that is missing or malformed
+        from simasgd.loader import ScenarioError
+        raise ScenarioError([f"{key}.path = \"{spec.path}\": {e}"]) from None
 
 
 def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig) -> distributions.Distribution | None:
@@ -118,11 +124,12 @@ class Platform:
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
         self.handoff_s = list(self.memory.latency) if handoff is None else [handoff] * n
         grad = self._gradient_dist(sc, machine, flops_per_sample)
-        read, update = _dist(sc.timing.read, sc.base_dir), _dist(sc.timing.update, sc.base_dir)
+        read = _dist(sc.timing.read, sc.base_dir, "timing.read")
+        update = _dist(sc.timing.update, sc.base_dir, "timing.update")
         if (read is None or update is None) and dim is None:
             raise ValueError("derived read/update costs need the model dimension (give [timing] read and update)")
         st = sc.workers.stragglers
-        pause = _dist(st.pause, sc.base_dir) if st.probability > 0 else None
+        pause = _dist(st.pause, sc.base_dir, "workers.stragglers.pause") if st.probability > 0 else None
         self._grad: list[Sampler] = []
         self._read: list[Sampler | None] = []
         self._update: list[Sampler | None] = []
@@ -137,7 +144,7 @@ class Platform:
 
     @staticmethod
     def _gradient_dist(sc: Scenario, m: Machine, flops: float | None) -> distributions.Distribution:
-        given = _dist(sc.timing.gradient, sc.base_dir)
+        given = _dist(sc.timing.gradient, sc.base_dir, "timing.gradient")
         if given is not None:
             return given
         prof = profile_gradient(m.profile, sc.workload)

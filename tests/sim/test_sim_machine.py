@@ -230,3 +230,17 @@ def test_lock_convoy_when_the_holder_is_descheduled() -> None:
     assert apart.lock_wait_s.max() <= 2e-3 + 1e-6
     alone = shared[shared.worker == 2]
     assert alone.lock_wait_s.max() > 3e-3  # a quantum-scale stall: the convoy
+
+
+def test_missing_empirical_samples_is_a_one_line_error(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[timing]\ngradient = { dist = "empirical", path = "nope.npy" }\n'
+                        'read = { dist = "deterministic" }\nupdate = { dist = "deterministic" }\n'
+                        '[sim]\nnumerics = false\n')
+    res = CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2
+    assert "timing.gradient.path = \"nope.npy\"" in res.output and "Traceback" not in res.output
+    samples = tmp_path / "g.txt"
+    samples.write_text("0.001\n0.002\n")
+    scenario.write_text(scenario.read_text().replace("nope.npy", "g.txt"))
+    assert CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "r")]).exit_code == 0
