@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 
@@ -51,10 +53,9 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
             _describe(p, out)
             return
         _note_real_backend(p.backend, jobs, dask)
-        # SIGTERM (a batch system's kill) unwinds like Ctrl-C: the pool is stopped, finished tasks are on disk.
-        signal.signal(signal.SIGTERM, _terminate)
-        report = runner.run(p, out, jobs=jobs, dask=dask, resume=resume, keep_runs=keep_runs,
-                            retry_failed=retry_failed)
+        with _sigterm_unwinds():
+            report = runner.run(p, out, jobs=jobs, dask=dask, resume=resume, keep_runs=keep_runs,
+                                retry_failed=retry_failed)
     skipped = f", {report.skipped} already done" if report.skipped else ""
     console().print(f"sweep {p.base.name} on {backend}: {len(p.cells)} cells x {p.repeats} repeats = "
                     f"{report.total} tasks{skipped}; {report.ok} ok, {report.failed} failed now, in "
@@ -78,6 +79,22 @@ def _describe(p: Any, out: Path) -> None:
     ok, failed = store.finished()
     print(f"{head}; {out}: {len(ok & ids)} done, {len(failed & ids)} failed, "
           f"{len(ids - ok)} left to run with --resume")
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (a batch system's kill) unwinds like Ctrl-C: the pool is stopped, finished tasks are on disk.
+
+    The previous handler comes back afterwards (the command may run inside another program, e.g. tests).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _terminate(signum: int, frame: Any) -> None:

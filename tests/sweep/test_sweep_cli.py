@@ -165,3 +165,11 @@ def test_sigkill_leaves_no_pool_workers_behind_and_the_folder_loads(tmp_path: Pa
     assert not alive, f"orphaned workers {alive}"
     df = load(out)
     assert len(df) == len(task_files(out)) and set(df["status"]) == {"ok"}
+
+
+def test_in_process_sweep_restores_the_sigterm_handler(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    res = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "s"), "-j", "0", "-n", "1",
+                           "-g", "optimizer.lr=0.1", "-g", "workload.batch_size=16", "-g", "algorithm.name=mutex"])
+    assert res.exit_code == 0, res.output
+    assert signal.getsignal(signal.SIGTERM) is before
