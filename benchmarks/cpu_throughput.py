@@ -54,6 +54,37 @@ def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> floa
     return r.updates / r.time_s
 
 
+def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
+    """Gradients/s of ``threads`` independent gradient loops (no shared model) — what the machine gives
+    right now. On a shared machine other load takes cores; ``of_capacity`` compares with this."""
+    import threading
+
+    import numpy as np
+
+    from executors.calibrate import _time_gradient
+    from simasgd.workloads import build_workload
+
+    sc = scenario("sequential", 1, batch, seconds, dtype)
+    wl = build_workload(sc.workload, sc.seed, None)
+    theta = wl.init_theta(np.random.default_rng(0))
+    probe = np.zeros(20, dtype=np.int64)
+    _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
+    _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
+    n = int(seconds / (np.median(probe) * 1e-9))
+    outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
+    ts = [threading.Thread(target=_time_gradient, args=(wl.kernel, theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
+                                                        batch, o, k)) for k, o in enumerate(outs)]
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):  # as in the runs: idle BLAS threads would spin and steal a core
+        t0 = time.monotonic()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return threads * n / (time.monotonic() - t0)
+
+
 # --- PyTorch baseline (mnist_hogwild style) --------------------------------------------------------
 
 def _torch_worker(model: Any, batch: int, seconds: float, start: Any, counter: Any, seed: int) -> None:
@@ -100,40 +131,87 @@ def torch_rate(threads: int, batch: int, seconds: float) -> float:
     return counter.value / seconds
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("cpu_throughput.json"))
-    ap.add_argument("--no-torch", action="store_true")
-    args = ap.parse_args()
-    rows = []
+def one_round(seconds: float, with_torch: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     for batch in (16, 64):
         for dtype in ("float64", "float32"):
-            serial = ours("sequential", 1, batch, args.seconds, dtype)
+            serial = ours("sequential", 1, batch, seconds, dtype)
             rows.append({"batch": batch, "dtype": dtype, "algorithm": "sequential", "threads": 1,
-                         "updates_per_s": serial, "ideal": serial})
+                         "updates_per_s": serial, "ideal": serial, "capacity": serial})
+            cap = capacity(2, batch, seconds, dtype) / capacity(1, batch, seconds, dtype)
             for alg in ("hogwild", "leashed", "mutex"):
                 for threads in (1, 2):
-                    rate = ours(alg, threads, batch, args.seconds, dtype)
                     rows.append({"batch": batch, "dtype": dtype, "algorithm": alg, "threads": threads,
-                                 "updates_per_s": rate, "ideal": threads * serial})
-        if not args.no_torch:
+                                 "updates_per_s": ours(alg, threads, batch, seconds, dtype),
+                                 "ideal": threads * serial, "capacity": (cap if threads == 2 else 1.0) * serial})
+        if with_torch:
             serial32 = next(r["updates_per_s"] for r in rows if r["batch"] == batch and r["dtype"] == "float32")
             for threads in (1, 2):
                 rows.append({"batch": batch, "dtype": "float32", "algorithm": "torch-hogwild", "threads": threads,
-                             "updates_per_s": torch_rate(threads, batch, args.seconds), "ideal": threads * serial32})
+                             "updates_per_s": torch_rate(threads, batch, seconds), "ideal": threads * serial32,
+                             "capacity": None})
+    return rows
+
+
+def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per configuration, the median of each figure over the rounds (load on a shared machine drifts)."""
+    import statistics
+
+    out = []
+    for i, first in enumerate(rounds[0]):
+        row = dict(first)
+        for key in ("updates_per_s", "ideal", "capacity"):
+            vals = [r[i][key] for r in rounds if r[i][key] is not None]
+            row[key] = statistics.median(vals) if vals else None
+        row["rounds"] = [r[i]["updates_per_s"] for r in rounds]
+        out.append(row)
+    return out
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The results table of README_cpu.md from a saved JSON."""
+    def f(v: Any, p: int = 2) -> str:
+        return "—" if v is None else f"{v:.{p}f}"
+
+    head = ("| B | dtype | algorithm | threads | updates/s | ms/update | of ideal | of capacity | "
+            "× C++ ref (recorded) | × PyTorch |\n|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in doc["rows"]:
+        lines.append(f"| {r['batch']} | {r['dtype']} | {r['algorithm']} | {r['threads']} | {r['updates_per_s']:.0f} | "
+                     f"{1000 / r['updates_per_s']:.2f} | {f(r['of_ideal'])} | {f(r['of_capacity'])} | "
+                     f"{f(r['vs_reference'])} | {f(r['vs_torch'])} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=3, help="Rounds over all configurations; medians reported.")
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("cpu_throughput.json"))
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--table", type=Path, help="Only print the markdown table of a saved JSON.")
+    args = ap.parse_args()
+    if args.table:
+        print(markdown(json.loads(args.table.read_text())))
+        return
+    load_before = os.getloadavg()
+    rows = median_rows([one_round(args.seconds, not args.no_torch) for _ in range(args.rounds)])
     for r in rows:
         r["of_ideal"] = r["updates_per_s"] / r["ideal"]
+        r["of_capacity"] = r["updates_per_s"] / r["capacity"] if r.get("capacity") else None
         ref = REFERENCE_MS.get((r["batch"], r["threads"]))
         r["vs_reference"] = r["updates_per_s"] * ref / 1000 if ref else None
         # PyTorch trains in float32: compare like with like.
         t = next((x for x in rows if x["algorithm"] == "torch-hogwild" and x["batch"] == r["batch"]
                   and x["threads"] == r["threads"] and r["dtype"] == "float32"), None)
         r["vs_torch"] = r["updates_per_s"] / t["updates_per_s"] if t else None
-        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}))
-    meta = {"cpu_count": os.cpu_count(), "loadavg_after": os.getloadavg(), "seconds": args.seconds,
+        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "rounds"}))
+    meta = {"cpu_count": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+            "seconds": args.seconds, "rounds": args.rounds,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    doc = {"meta": meta, "rows": rows}
+    args.out.write_text(json.dumps(doc, indent=1))
+    print(markdown(doc))
 
 
 if __name__ == "__main__":

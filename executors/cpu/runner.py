@@ -235,8 +235,10 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
 
     workers = sc.workers.count
     if sc.algorithm.name == "lopez" and workers < 2:
-        raise ValueError(f"workers.count = {workers}: algorithm 'lopez' on the cpu backend needs >= 2 "
-                         f"(worker 0 is the master)")
+        from simasgd.loader import ScenarioError
+
+        raise ScenarioError([f"{sc.name}: workers.count = {workers}: algorithm 'lopez' on the cpu backend "
+                             f"needs >= 2 (worker 0 is the master)"])
     theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
     cpus, warnings = placement.plan(workers, sc.workers.placement) if sc.cpu.pin else ([None] * workers, [])
     if sc.workers.stragglers.probability > 0:

@@ -173,3 +173,10 @@ def test_results_folder_round_trips(tmp_path: Path) -> None:
     assert back.backend == "cpu" and len(back.updates) == len(r.updates) == back.runs[0].attempts
     assert (back.updates["staleness"] == back.updates["version"] - 1 - back.updates["read_version"]).all()
     assert back.runs[0].updates == 500
+
+
+def test_lopez_with_one_worker_is_bad_input() -> None:
+    from simasgd.loader import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"workers.count = 1: algorithm 'lopez' .* needs >= 2"):
+        run_workload(scenario({"name": "lopez"}, workers=1), 0, ConstWorkload())
