@@ -74,9 +74,9 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
     outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
     ts = [threading.Thread(target=_time_gradient, args=(wl.kernel, theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
                                                         batch, o, k)) for k, o in enumerate(outs)]
-    from threadpoolctl import threadpool_limits
+    from executors.cpu.runner import single_threaded_blas
 
-    with threadpool_limits(limits=1):  # as in the runs: idle BLAS threads would spin and steal a core
+    with single_threaded_blas():  # as in the runs: idle BLAS threads would spin and steal a core
         t0 = time.monotonic()
         for t in ts:
             t.start()

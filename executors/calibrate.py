@@ -180,15 +180,14 @@ def workload_key(cfg: Any) -> str:
 # --- measurements -----------------------------------------------------------------------------------
 
 def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
+    from executors.cpu.runner import single_threaded_blas
     from simasgd.workloads import build_workload
-
-    from threadpoolctl import threadpool_limits
 
     wl = build_workload(cfg, seed, base_dir)
     theta = wl.init_theta(np.random.default_rng(seed))
     n_rows = int(getattr(wl, "n_train", len(wl.y)))
     probe = np.zeros(3, dtype=np.int64)
-    with threadpool_limits(limits=1):
+    with single_threaded_blas():
         _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed)  # compile
         per_call = max(float(np.median(probe)) * 1e-9, 1e-7)
         n = int(min(20000, max(20, seconds / per_call)))

@@ -226,13 +226,25 @@ def records(s: Setup, run: int) -> tuple[Any, np.ndarray]:
     return df, df["applied"].to_numpy()
 
 
+def single_threaded_blas() -> Any:
+    """BLAS limited to one thread, the libraries numba's kernels call included.
+
+    numba reaches BLAS through ``scipy.linalg.cython_blas``, whose OpenBLAS is
+    loaded lazily — by the first compile. threadpoolctl only limits libraries
+    already loaded, so load it first: otherwise the first run of a process has
+    every worker's GEMMs fan out over busy-waiting BLAS threads (measured: ×100
+    slower gradients on a loaded 2-core machine)."""
+    import scipy.linalg.cython_blas  # noqa: F401 - loads the library numba calls
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
+
+
 def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None,
                  state: dict[str, Any] | None = None) -> RunResult:
     """Run ``sc`` once on real threads with the given workload (the backend builds it; tests pass their own).
 
     With ``state``, the final θ is left in ``state["theta"]`` (for exactness checks)."""
-    from threadpoolctl import threadpool_limits
-
     workers = sc.workers.count
     if sc.algorithm.name == "lopez" and workers < 2:
         from simasgd.loader import ScenarioError
@@ -248,7 +260,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
         print(f"warning: {msg}", file=sys.stderr)
     mon = Monitor(sc.stop, run)
     mon.observe(0.0, 0, wl.eval_loss(theta0))
-    with threadpool_limits(limits=1):
+    with single_threaded_blas():
         warm_up(sc, wl, theta0)
         s = prepare(sc, wl, theta0, workers, sc.stop.max_updates)
         ws = start(s, wl, sc, run, cpus)
