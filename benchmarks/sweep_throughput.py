@@ -45,8 +45,11 @@ def measure(p: plan.Plan, label: str, **kw: object) -> dict:
         wall = time.perf_counter() - start
         df = load(Path(tmp) / "s")
     assert rep.ok == len(p.cells) and (df["updates"] == df["updates"].iloc[0]).all(), "every task the same work"
+    workers = max(1, int(kw.get("jobs") or 1))  # type: ignore[call-overload]
     return {"label": label, "cells": rep.ok, "wall_s": wall, "cells_per_min": 60 * rep.ok / wall,
-            "task_s": float(df["wall_s"].median()), "load": load_before}
+            "task_s": float(df["wall_s"].median()), "load": load_before,
+            # Share of the workers' time spent inside tasks: what the sweep machinery loses is 1 - busy.
+            "busy": float(df["wall_s"].sum()) / (workers * wall)}
 
 
 _PLAIN = """
@@ -83,22 +86,24 @@ def main() -> None:
     args = ap.parse_args()
     lrs = ",".join(f"{0.0001 * (i + 1):.4f}" for i in range(args.cells))
     p = plan.from_data(scenario(args.updates), [f"optimizer.lr={lrs}"], backend="serial")
-    print("| round | executor | cells | wall [s] | cells/min | median task [s] | speed-up vs pool jobs 1 "
-          "| vs pool jobs 2 | load avg |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| round | executor | cells | wall [s] | cells/min | median task [s] | workers busy | speed-up vs pool "
+          "jobs 1 | vs pool jobs 2 | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k in range(args.rounds):
         load = os.getloadavg()[0]
         one, two = plain_processes(args.updates, args.cells)
         rows = [{"label": "control: 1 bare process", "cells": args.cells, "wall_s": one,
-                 "cells_per_min": 60 * args.cells / one, "task_s": math.nan, "load": load},
+                 "cells_per_min": 60 * args.cells / one, "task_s": math.nan, "load": load, "busy": math.nan},
                 {"label": "control: 2 bare processes", "cells": args.cells, "wall_s": two,
-                 "cells_per_min": 60 * args.cells / two, "task_s": math.nan, "load": load},
+                 "cells_per_min": 60 * args.cells / two, "task_s": math.nan, "load": load, "busy": math.nan},
                 measure(p, "pool --jobs 1", jobs=1), measure(p, "pool --jobs 2", jobs=2),
                 measure(p, "dask local, 2 workers", jobs=2, dask="local")]
         base, pool2 = rows[2]["cells_per_min"], rows[3]["cells_per_min"]
         for r in rows:
+            busy = "–" if math.isnan(r["busy"]) else f"{100 * r['busy']:.0f}%"
+            task = "–" if math.isnan(r["task_s"]) else f"{r['task_s']:.2f}"
             print(f"| {k + 1} | {r['label']} | {r['cells']} | {r['wall_s']:.1f} | {r['cells_per_min']:.1f} "
-                  f"| {r['task_s']:.2f} | {r['cells_per_min'] / base:.2f}x | {r['cells_per_min'] / pool2:.2f}x "
+                  f"| {task} | {busy} | {r['cells_per_min'] / base:.2f}x | {r['cells_per_min'] / pool2:.2f}x "
                   f"| {r['load']:.1f} |", flush=True)
 
 
