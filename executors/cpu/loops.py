@@ -142,6 +142,9 @@ def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, m
             for i in range(lo, hi):
                 vel[i] = mom * vel[i] + g[i]
                 theta[i] -= lr * vel[i]
+        elif hi - lo == HOGWILD_CHUNK:
+            for k in range(HOGWILD_CHUNK):  # a constant trip count: LLVM turns it into one vector op
+                theta[lo + k] -= lr * g[lo + k]
         else:
             for i in range(lo, hi):
                 theta[i] -= lr * g[i]

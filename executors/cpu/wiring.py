@@ -61,9 +61,12 @@ def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray) -> Wiring:
     canary = np.zeros(loops.n_probes(theta.shape[0]))
 
     def extra(applied: int) -> dict[str, Any]:
-        # Every update adds 1 to its chunk's probe with the same racy read-modify-write as the
-        # chunk; what a probe lacks was overwritten by a concurrent writer. Mean over chunks:
-        # updates lost per element, as θ would show them.
+        # Every update adds 1 to its chunk's probe with a racy read-modify-write like the chunk's;
+        # what a probe lacks was overwritten by a concurrent writer (or by this thread resuming a
+        # preempted write). Mean over chunks: an estimate of the updates lost per element as θ
+        # shows them, without knowing the gradient. An estimate: a probe is its own memory word,
+        # so it races when its chunk does but not in the same instant; on a loaded machine, where
+        # a few preemptions inside a write window dominate the losses, it is noisy.
         lost = applied - canary
         mean = float(lost.mean()) if len(lost) else 0.0
         return {"lost_updates": round(mean, 3), "lost_update_fraction": mean / applied if applied else 0.0,
