@@ -110,6 +110,17 @@ def _torch_worker(model: Any, batch: int, seconds: float, start: Any, counter: A
 
 
 def torch_rate(threads: int, batch: int, seconds: float) -> float:
+    """Measured in a child process: importing torch here slowed our later 2-thread HOGWILD! runs in the
+    same process ~6× (observed, not diagnosed), so this process never imports it."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, __file__, "--torch-rate", str(threads), str(batch), str(seconds)],
+                         capture_output=True, text=True, timeout=600, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _torch_rate_here(threads: int, batch: int, seconds: float) -> float:
     import torch
     import torch.multiprocessing as mp
     from torch import nn
@@ -190,7 +201,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("cpu_throughput.json"))
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--table", type=Path, help="Only print the markdown table of a saved JSON.")
+    ap.add_argument("--torch-rate", nargs=3, help=argparse.SUPPRESS)  # THREADS BATCH SECONDS, child mode
     args = ap.parse_args()
+    if args.torch_rate:
+        print(_torch_rate_here(int(args.torch_rate[0]), int(args.torch_rate[1]), float(args.torch_rate[2])))
+        return
     if args.table:
         print(markdown(json.loads(args.table.read_text())))
         return
