@@ -135,7 +135,10 @@ def _thread_main(w: int, label: str, fn: Any, args: tuple[Any, ...], cpu: int | 
     try:
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})  # pid 0 = this thread (Linux thread-level affinity)
-        out.codes[label] = int(fn(*args))
+        code = int(fn(*args))
+        out.codes[label] = code
+        if code == shared.BUFFER_FULL and ctrl[slot(shared.S_STOP)] == shared.RUN:
+            ctrl[slot(shared.S_STOP)] = shared.STOP  # the run's record budget is spent: everyone stops
     except BaseException as e:  # noqa: BLE001 - any failure is reported, named, by the monitor
         out.errors[label] = e
         ctrl[slot(shared.S_STOP)] = shared.ABORT  # others bail out of every spin loop
@@ -284,7 +287,8 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
     updates = int(s.ctrl[slot(shared.S_VERSION)])
     if reason == "workers finished":  # they stopped themselves: say which budget
         reason = "max_updates" if updates >= sc.stop.max_updates else (
-            "max_time" if t_stop >= sc.stop.max_time_s else "workers finished")
+            "record_buffer_full" if shared.BUFFER_FULL in ws.codes.values() else (
+                "max_time" if t_stop >= sc.stop.max_time_s else "workers finished"))
     time_s = float(df["t_write"].max()) if len(df) else t_stop
     theta = s.wiring.final_theta()
     if not mon.updates or mon.updates[-1] != updates:
