@@ -136,3 +136,13 @@ def test_lopez_master_steps_on_accumulated_gradient() -> None:
     assert run.extra["gradients"] == len(result.updates)
     assert (result.updates["worker"] == 1).all()
     assert (result.updates["staleness"] >= 0).all()
+
+
+@pytest.mark.parametrize("persistence", [1, 3])
+def test_leashed_persistence_bounds_the_retries(persistence: int) -> None:
+    result, run, theta = _run({"name": "leashed", "persistence": persistence}, workers=3, dim=2048,
+                              max_updates=3000, wl=ConstWorkload(dim=2048, kernel=jitter_grad))
+    u = result.updates
+    assert (u.loc[u["applied"], "retries"] <= persistence).all()         # applied within the bound
+    assert (u.loc[~u["applied"], "retries"] == persistence + 1).all()    # dropped exactly past it
+    assert np.all(theta == 1.0 - run.updates * STEP)
