@@ -117,9 +117,11 @@ def run_leashed(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, 
                 break
             release(rc, base)
             retries += 1
-            if (persistence >= 0 and retries > persistence) or stopped(ctrl):
+            if persistence >= 0 and retries > persistence:
                 v = ver[A.load(ctrl, S_LATEST * LINE) * LINE] + 1  # the version it would have had
                 break
+            if stopped(ctrl):  # the run ended mid-retry: the attempt is cut off, not dropped
+                return OK
             backoff(cfg_i, cfg_f, retries)
         if not record(ri, rf, nrec, w, v, rv, retries, applied, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
             return BUFFER_FULL
