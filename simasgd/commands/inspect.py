@@ -70,6 +70,8 @@ def list_things() -> None:
         t.add_column(c)
     impls = {}
     for b in backends.BACKENDS:
+        if b == "serial":  # runs every scenario as sequential SGD: it implements none of them as such
+            continue
         try:
             impls[b] = backends.load(b).ALGORITHMS
         except Exception:  # noqa: BLE001 - an unavailable backend just has no algorithms
@@ -78,6 +80,7 @@ def list_things() -> None:
         params = ", ".join(f"{p.name} ({p.default})" for p in a.params) or "—"
         t.add_row(a.name, a.title, params, ", ".join(b for b, s in impls.items() if a.name in s) or "—")
     con.print(t)
+    con.print("serial runs any scenario as plain sequential SGD: the reference the others are compared with")
     con.print("backends: " + ", ".join(f"{b}{'' if ok else ' (unavailable)'}" for b, ok in backends.available().items()))
     con.print("workloads: mlp, logreg, least_squares (sparse = true for sparse rows); datasets: digits, synthetic, mnist:PATH")
     con.print("machine presets: " + ", ".join([*PRESETS, "this (calibrated: simasgd calibrate)"]))
