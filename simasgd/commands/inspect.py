@@ -35,6 +35,7 @@ def _fmt(v: object) -> str:
 
 
 def print_summary(result, folder: Path | None = None) -> None:
+    """Metrics as rows and runs as columns, so the table fits a terminal (or a log) at any repeat count."""
     from rich.table import Table
 
     from simasgd.stability import stability_warnings
@@ -43,18 +44,35 @@ def print_summary(result, folder: Path | None = None) -> None:
     title = (f"{sc.get('name')} · {result.backend} · {sc['algorithm']['name']} · "
              f"{sc['workers']['count']} workers · {sc['workload']['model']} B={sc['workload']['batch_size']}")
     table = Table(title=title)
-    cols = ["run", "updates", "time_s", "updates_per_s", "mean_staleness", "updates_to_eps", "time_to_eps",
-            "crashed", "diverged", "initial_loss", "final_loss"]
-    for c in cols:
-        table.add_column(c, justify="right")
-    for r in result.runs:
-        table.add_row(*[_fmt(getattr(r, c)) for c in cols])
+    table.add_column("metric")
+    runs = result.runs
+    many = len(runs) > MAX_RUN_COLUMNS
+    heads = ["mean", "min", "max"] if many else [f"run {r.run}" for r in runs]
+    for h in heads:
+        table.add_column(h, justify="right")
+    for metric in SUMMARY_METRICS:
+        values = [getattr(r, metric) for r in runs]
+        table.add_row(metric, *(_stats(values) if many else [_fmt(v) for v in values]))
     con = console()
     con.print(table)
     for w in stability_warnings(result):
         con.print(f"[yellow]warning:[/] {w}")
     if folder is not None:
         con.print(f"results: {folder}", markup=False)
+
+
+SUMMARY_METRICS = ("updates", "attempts", "time_s", "updates_per_s", "mean_staleness", "updates_to_eps",
+                   "time_to_eps", "crashed", "diverged", "initial_loss", "final_loss")
+MAX_RUN_COLUMNS = 5
+
+
+def _stats(values: list[object]) -> list[str]:
+    if all(isinstance(v, bool) for v in values):
+        return [f"{sum(values)}/{len(values)}", "", ""]  # type: ignore[arg-type]
+    nums = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not nums:
+        return ["—", "—", "—"]
+    return [_fmt(sum(nums) / len(nums)), _fmt(min(nums)), _fmt(max(nums))]
 
 
 def list_things() -> None:
