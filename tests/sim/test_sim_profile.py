@@ -1,0 +1,79 @@
+"""The simulator takes its gradient times from the calibrated profile, under the key calibration writes.
+
+A profile is written in executors/PROFILE.md's format (`[gradient."<workload_key>"] samples_s`),
+loaded as preset ``this`` the way `simasgd calibrate` output is, and the simulator's gradient
+distribution for the scenario's workload must be exactly the measured samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from executors.calibrate import workload_key
+from simasgd import machine
+from simasgd.scenario import WorkloadConfig
+from simasgd.sim.costs import profile_gradient
+
+LAYERS = [64, 256, 256, 10]
+
+
+def _profile(tmp_path: Path, tables: dict[str, list[float]]) -> Path:
+    lines = ["[machine]", 'sockets = 1', "cores_per_socket = 2", "threads_per_core = 1",
+             "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
+             "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
+             "context_switch_s = 2e-6", ""]
+    for key, samples in tables.items():
+        batch = int(key.split("-b")[-1].split("-")[0])
+        lines += [f'[gradient."{key}"]', f"samples_s = {samples!r}", f"mean_s = {float(np.mean(samples))!r}",
+                  f"batch_size = {batch}", 'dtype = "float64"', ""]
+    path = tmp_path / "this.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _wl(batch: int) -> WorkloadConfig:
+    return WorkloadConfig(model="mlp", layers=LAYERS, dataset="digits", batch_size=batch)
+
+
+def test_gradient_mean_is_the_profiles_measured_mean(tmp_path: Path) -> None:
+    b16 = [1.0e-3, 1.2e-3, 0.9e-3, 1.1e-3]
+    b64 = [3.0e-3, 3.5e-3, 3.2e-3]
+    other = [9.0e-3]  # another workload at the same batch: must not be picked
+    path = _profile(tmp_path, {workload_key(_wl(16)): b16, workload_key(_wl(64)): b64,
+                               "mlp-64-32-10-digits-b16-float64": other})
+    m = machine.load_profile(path)
+    for batch, samples in ((16, b16), (64, b64)):
+        d = profile_gradient(m.profile, _wl(batch))
+        assert d is not None, f"no profile gradient for {workload_key(_wl(batch))}"
+        x = d.sample(np.random.default_rng(0), 20000)
+        assert set(np.round(x, 12)) <= set(np.round(samples, 12))
+        assert np.mean(x) == pytest.approx(np.mean(samples), rel=0.02)
+        assert d.mean == pytest.approx(m.profile["gradient"][workload_key(_wl(batch))]["mean_s"], rel=1e-12)
+
+
+def test_nearest_batch_scaled_and_unknown_workload_falls_back(tmp_path: Path) -> None:
+    path = _profile(tmp_path, {workload_key(_wl(16)): [1.0e-3, 2.0e-3]})
+    m = machine.load_profile(path)
+    d = profile_gradient(m.profile, _wl(32))
+    assert d is not None and d.mean == pytest.approx(2 * 1.5e-3)
+    assert profile_gradient(m.profile, WorkloadConfig(model="mlp", layers=[64, 32, 10], batch_size=16)) is None
+
+
+def test_platform_uses_profile_gradient(tmp_path: Path) -> None:
+    """End to end: a scenario on preset ``this`` draws its gradient times from the profile."""
+    import simpy
+
+    from simasgd import loader
+    from simasgd.sim.costs import Platform
+
+    samples = [2.0e-3, 2.5e-3, 3.0e-3]
+    path = _profile(tmp_path, {workload_key(_wl(16)): samples})
+    sc = loader.from_dict({"name": "p", "workers": {"count": 1}, "machine": {"preset": "this"},
+                           "workload": {"model": "mlp", "layers": LAYERS, "dataset": "digits", "batch_size": 16},
+                           "algorithm": {"name": "sequential"}})
+    p = Platform(simpy.Environment(), sc, machine.load_profile(path), run=0, dim=100)
+    x = [p._grad[0]() for _ in range(3000)]
+    assert np.mean(x) == pytest.approx(np.mean(samples), rel=0.03)
