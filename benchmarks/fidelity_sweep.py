@@ -118,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timing-only", action="store_true", help="sim without numerics (no updates to ε)")
     p.add_argument("--threads", type=int, nargs="*", default=list(THREADS))
     p.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
+    p.add_argument("--algorithms", nargs="*", default=None,
+                   help="cells to run, by row label (e.g. mutex hogwild \"leashed persistence=inf\"); default: all")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "fidelity")
     p.add_argument("--table", type=Path, default=ROOT / "benchmarks" / "fidelity.md")
     p.add_argument("--profile", type=Path, default=None,
@@ -131,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name, params in ALGORITHMS:
         label = name + "".join(f" {k}={v}" for k, v in params.items())
+        if args.algorithms is not None and label not in args.algorithms:
+            continue
         for threads in args.threads:
             for batch in args.batches:
                 sc = scenario(name, params, threads, batch, args)

@@ -11,6 +11,9 @@ Staleness of a gradient (DESIGN.md): versions between the read of θ it was
 computed on and the first master step that includes it, i.e. the step after
 the version current when its addition finished. So a row's ``version`` is
 that step, and versions repeat across rows (several gradients per step).
+(Off by one when the master was mid-step and had already read ``acc``.) The
+simulator counts updates and staleness the same way: simasgd/sim/MODEL.md,
+"Lopez: update and staleness".
 """
 
 from __future__ import annotations

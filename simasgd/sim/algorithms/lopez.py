@@ -1,16 +1,16 @@
 """Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020).
 
-Worker 0 is the master: it steps continuously, ``w ← w − α/(N−1)·g``, reading
-the shared gradient sum ``g`` and writing ``w`` (one version per step).
+Worker 0 is the master: it steps ``w ← w − α/(N−1)·g``, reading the shared
+gradient sum ``g`` and writing ``w``, whenever at least one new contribution
+has landed since its previous step (as the cpu executor's master does); a
+step is one update, one version. Between steps it waits (off its CPU).
 Workers 1..N−1 read ``w``, compute ``g_new`` and atomically replace their
 previous contribution, ``g ← g − g_old + g_new``.
 
 Staleness (DESIGN.md, master/worker schemes): a gradient's ``version`` is the
 first master step whose read of ``g`` includes it. A contribution replaced
 before any step read it never reaches the model: ``applied = false``.
-Contributions still unread when the run stops are left out. A master whose
-step costs no simulated time waits for a new contribution (it would otherwise
-step infinitely often in one instant).
+Contributions still unread when the run stops are left out.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class Accumulator:
     def __init__(self, env: simpy.Environment, workers: int):
         self.env = env
         self.pending: dict[int, int] = {}  # worker -> its record row, not yet in any version
-        self.contributors = 0  # becomes 1 once any gradient is in the sum
         self.fresh = env.event()
         self.line = CacheLine(env, 0.0)
         self.previous: list[np.ndarray | None] = [None] * workers
@@ -41,10 +40,9 @@ class Accumulator:
 def master(env: simpy.Environment, run: SimRun, acc: Accumulator) -> Proc:
     p, model, rec = run.platform, run.model, run.rec
     while True:
-        if not acc.contributors:
+        while not acc.pending:  # a step only when a new contribution has landed since the last one
             p.block(0)  # asleep: its CPU may be the one a worker needs
-            yield acc.fresh  # nothing to apply before the first gradient lands
-        t0 = env.now
+            yield acc.fresh
         version = run.version + 1
         for row in acc.pending.values():  # this step's read of g includes them
             rec.version[row] = version
@@ -55,9 +53,6 @@ def master(env: simpy.Environment, run: SimRun, acc: Accumulator) -> Proc:
         if model is not None:
             model.master_step(run.n - 1)
         run.bump()
-        if env.now == t0:
-            p.block(0)
-            yield acc.fresh
 
 
 def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator) -> Proc:
@@ -71,7 +66,7 @@ def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator) 
             model.snapshot(w)
             model.gradient(w)
         yield p.gradient(w)
-        yield p.update(w)  # d atomic adds: g ← g − g_old + g_new
+        yield p.atomic_adds(w)  # d atomic adds: g ← g − g_old + g_new
         yield from atomic(env, acc.line, latency)
         if run.stopped:
             continue
@@ -83,7 +78,6 @@ def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator) 
         if old is not None:  # replaced before the master read it: never applied
             rec.version[old] = run.version + 1
         acc.pending[w] = rec.add(w, -1, rv, t_read, env.now, 0.0, 0, False)
-        acc.contributors = 1
         fresh, acc.fresh = acc.fresh, env.event()
         fresh.succeed()
 
