@@ -17,17 +17,20 @@ from simasgd.loader import from_dict
 from simasgd.results import RunResult
 
 HERE = Path(__file__).resolve()
-SAMPLE = Path("peer-sample") / "lsh_b1_n4_b16.json"
-# The sample lives in the shared folder beside the repo (<repo>/../shared, as CI clones it), or in
-# a shared/ inside the checkout; SIMASGD_SHARED names it explicitly. Never skipped: absent = failure.
-_EXPLICIT = [Path(os.environ["SIMASGD_SHARED"]) / SAMPLE] if os.environ.get("SIMASGD_SHARED") else []
-CANDIDATES = list(dict.fromkeys(_EXPLICIT + [HERE.parents[2] / "shared" / SAMPLE, HERE.parents[1] / "shared" / SAMPLE]))
+# A copy of ../shared/peer-sample/lsh_b1_n4_b16.json ships with the tests, so a clone without the
+# shared folder beside it still runs them; where the shared folder is present, the copy must match it.
+SAMPLE = HERE.parent / "data" / "peer" / "lsh_b1_n4_b16.json"
+SHARED = [p / "peer-sample" / SAMPLE.name for p in
+          ([Path(os.environ["SIMASGD_SHARED"])] if os.environ.get("SIMASGD_SHARED") else [])
+          + [HERE.parents[2] / "shared", HERE.parents[1] / "shared"]]
 
 
 def sample_path() -> Path:
-    found = [p for p in CANDIDATES if p.exists()]
-    assert found, f"peer sample not found; looked at {[str(p) for p in CANDIDATES]}"
-    return found[0]
+    assert SAMPLE.exists(), f"peer sample missing: {SAMPLE}"
+    for original in SHARED:
+        if original.exists():
+            assert original.read_bytes() == SAMPLE.read_bytes(), f"{SAMPLE} differs from {original}"
+    return SAMPLE
 
 
 def small_doc(leashed: bool = True) -> dict:

@@ -85,10 +85,15 @@ def test_hogwild_loses_updates_and_reports_a_figure() -> None:
     # All time goes to the unsynchronised update loop: threads overwrite each other's writes
     # (element by element in a race, or a whole preemption's worth when a thread is descheduled
     # between its load and its store).
-    result, run, theta = _run({"name": "hogwild"}, workers=3, max_updates=200_000,
-                              wl=ConstWorkload(dim=512, theta0=8.0))
-    seen = (8.0 - theta) / STEP
-    assert run.updates >= 200_000 and len(result.updates) == run.updates
+    # A race needs two threads on CPUs at the same moment: on a machine busy with other work the
+    # threads may rarely overlap, so try a few runs and require that at least one loses updates.
+    for _ in range(4):
+        result, run, theta = _run({"name": "hogwild"}, workers=3, max_updates=200_000,
+                                  wl=ConstWorkload(dim=512, theta0=8.0))
+        seen = (8.0 - theta) / STEP
+        assert run.updates >= 200_000 and len(result.updates) == run.updates
+        if seen.mean() < run.updates:
+            break
     assert seen.mean() < run.updates                  # θ shows fewer updates than were applied
     assert seen.max() <= run.updates
     lost = run.extra["lost_updates"]                  # the probes' estimate, without knowing g
