@@ -32,6 +32,8 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.kernel import with_kernel
+from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 DEFAULT_WORKLOADS: list[dict[str, Any]] = [
     {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16},
@@ -42,17 +44,33 @@ DEFAULT_WORKLOADS: list[dict[str, Any]] = [
 
 # --- nopython micro-benchmarks ------------------------------------------------------------------
 
-@njit(nogil=True, cache=True)
-def _time_gradient(kernel, theta, X, y, shape, n_rows, batch, out_ns, seed):  # noqa: ANN001
-    np.random.seed(seed)
-    g = np.empty_like(theta)
-    idx = np.empty(batch, dtype=np.int64)
-    for k in range(out_ns.shape[0]):
-        for i in range(batch):
-            idx[i] = np.random.randint(0, n_rows)
-        t0 = A.now_ns()
-        kernel(theta, X, y, idx, g, shape)
-        out_ns[k] = A.now_ns() - t0
+def _make(kernels_version: str = SOURCE_HASH) -> Any:
+    """The gradient timer, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+
+    @njit(nogil=True, cache=True)
+    def time_gradient(theta, X, y, shape, n_rows, batch, out_ns, seed):  # noqa: ANN001
+        """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        np.random.seed(seed)
+        g = np.empty_like(theta)
+        idx = np.empty(batch, dtype=np.int64)
+        for k in range(out_ns.shape[0]):
+            for i in range(batch):
+                idx[i] = np.random.randint(0, n_rows)
+            t0 = A.now_ns()
+            loss_and_grad(theta, X, y, idx, g, shape)
+            out_ns[k] = A.now_ns() - t0
+
+    return time_gradient
+
+
+time_gradient = _make()
+
+
+def _time_gradient(kernel: Any, *args: Any) -> None:
+    """``time_gradient`` with the kernel first (the older signature, used by benchmarks/cpu_throughput.py)."""
+    with_kernel(time_gradient, kernel)(*args)
 
 
 @njit(nogil=True, cache=True)
@@ -188,11 +206,12 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
     n_rows = int(getattr(wl, "n_train", len(wl.y)))
     probe = np.zeros(3, dtype=np.int64)
     with single_threaded_blas():
-        _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed)  # compile
+        timer = with_kernel(time_gradient, wl.kernel)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed)  # compile
         per_call = max(float(np.median(probe)) * 1e-9, 1e-7)
         n = int(min(20000, max(20, seconds / per_call)))
         out = np.zeros(n, dtype=np.int64)
-        _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1)
     d = _stats(out * 1e-9, keep=200)
     d.update(batch_size=cfg.batch_size, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample),
              dtype=str(cfg.dtype))

@@ -23,6 +23,8 @@ scans that found no free vector (expected: 0).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -31,6 +33,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_PERSIST, CLAI
                                   S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, apply_step, backoff,
                                   out_of_budget, record, sample_batch, secs, spin_pause, step_size, stopped,
                                   straggle, wait_go)
+from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 
 def pool_size(workers: int) -> int:
@@ -74,58 +77,68 @@ def claim(ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray)
             return -1
 
 
-@njit(nogil=True, cache=True)
-def run_leashed(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                pool, vpool, rc, stale, ver, peak):
-    """One Leashed-SGD worker. ``theta``/``vel`` are unused (the state lives in ``pool``/``vpool``)."""
-    np.random.seed(seed)
-    g = np.empty(pool.shape[1], dtype=pool.dtype)
-    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-    persistence = cfg_i[C_PERSIST]  # -1: unbounded
-    mom = cfg_f[F_MOM]
-    mine = -1
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    while not out_of_budget(ctrl, cfg_i):
-        t_r = A.now_ns()
-        pr = acquire_latest(ctrl, rc)
-        rv = ver[pr * LINE]
-        sample_batch(idx, cfg_i[C_NROWS])
-        kernel(pool[pr], X, y, idx, g, shape)
-        release(rc, pr)
-        straggle(slowdown, t_r)
-        if mine < 0:
-            mine = claim(ctrl, rc, stale, peak)
+def _make(kernels_version: str = SOURCE_HASH) -> Any:
+    """The worker loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+
+    @njit(nogil=True, cache=True)
+    def run_leashed(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                    pool, vpool, rc, stale, ver, peak):
+        """One Leashed-SGD worker. ``theta``/``vel`` are unused (the state lives in ``pool``/``vpool``)."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return OK
+        np.random.seed(seed)
+        g = np.empty(pool.shape[1], dtype=pool.dtype)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        persistence = cfg_i[C_PERSIST]  # -1: unbounded
+        mom = cfg_f[F_MOM]
+        mine = -1
+        if not wait_go(ctrl):
+            return STOPPED_WAITING
+        while not out_of_budget(ctrl, cfg_i):
+            t_r = A.now_ns()
+            pr = acquire_latest(ctrl, rc)
+            rv = ver[pr * LINE]
+            sample_batch(idx, cfg_i[C_NROWS])
+            loss_and_grad(pool[pr], X, y, idx, g, shape)
+            release(rc, pr)
+            straggle(slowdown, t_r)
             if mine < 0:
-                return STOPPED_WAITING
-        retries, applied, v = 0, False, 0
-        while True:
-            base = acquire_latest(ctrl, rc)
-            cur = ver[base * LINE]
-            pool[mine, :] = pool[base]
-            if mom > 0.0:
-                vpool[mine, :] = vpool[base]
-            apply_step(pool[mine], vpool[mine], g, step_size(cfg_i, cfg_f, cur - rv), mom)
-            ver[mine * LINE] = cur + 1
-            A.store(stale, mine * LINE, 0)
-            if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:
-                A.fetch_add(rc, mine * LINE, -CLAIMED)  # now a normal vector, counting its readers
-                A.store(stale, base * LINE, 1)
+                mine = claim(ctrl, rc, stale, peak)
+                if mine < 0:
+                    return STOPPED_WAITING
+            retries, applied, v = 0, False, 0
+            while True:
+                base = acquire_latest(ctrl, rc)
+                cur = ver[base * LINE]
+                pool[mine, :] = pool[base]
+                if mom > 0.0:
+                    vpool[mine, :] = vpool[base]
+                apply_step(pool[mine], vpool[mine], g, step_size(cfg_i, cfg_f, cur - rv), mom)
+                ver[mine * LINE] = cur + 1
+                A.store(stale, mine * LINE, 0)
+                if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:
+                    A.fetch_add(rc, mine * LINE, -CLAIMED)  # now a normal vector, counting its readers
+                    A.store(stale, base * LINE, 1)
+                    release(rc, base)
+                    A.fetch_add(ctrl, S_VERSION * LINE, 1)
+                    applied, v, mine = True, cur + 1, -1
+                    break
                 release(rc, base)
-                A.fetch_add(ctrl, S_VERSION * LINE, 1)
-                applied, v, mine = True, cur + 1, -1
-                break
-            release(rc, base)
-            retries += 1
-            if persistence >= 0 and retries > persistence:
-                v = ver[A.load(ctrl, S_LATEST * LINE) * LINE] + 1  # the version it would have had
-                break
-            if stopped(ctrl):  # the run ended mid-retry: the attempt is cut off, not dropped
-                return OK
-            backoff(cfg_i, cfg_f, retries)
-        if not record(ri, rf, nrec, w, v, rv, retries, applied, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
-            return BUFFER_FULL
-    return OK
+                retries += 1
+                if persistence >= 0 and retries > persistence:
+                    v = ver[A.load(ctrl, S_LATEST * LINE) * LINE] + 1  # the version it would have had
+                    break
+                if stopped(ctrl):  # the run ended mid-retry: the attempt is cut off, not dropped
+                    return OK
+                backoff(cfg_i, cfg_f, retries)
+            if not record(ri, rf, nrec, w, v, rv, retries, applied, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+                return BUFFER_FULL
+        return OK
+
+    return run_leashed
+
+
+run_leashed = _make()
 
 
 @njit(nogil=True, cache=True)

@@ -1,10 +1,12 @@
 """Worker loops: one nopython function per algorithm, run by one OS thread for the whole run.
 
-Every loop has the same head — ``(w, kernel, X, y, shape, theta, vel, ctrl,
-cfg_i, cfg_f, ri, rf, nrec, seed, slowdown)`` — and returns a code from
+Every loop has the same head — ``(w, X, y, shape, theta, vel, ctrl, cfg_i,
+cfg_f, ri, rf, nrec, seed, slowdown)`` — and returns a code from
 :mod:`executors.cpu.shared` (``OK``, ``STOPPED_WAITING``, ``BUFFER_FULL``).
-``kernel`` is the workload's ``loss_and_grad`` dispatcher passed as a
-first-class function, so no Python runs between the read and the record.
+The gradient is ``kernels.loss_and_grad`` called as a global, so no Python runs
+between the read and the record and the loops load from numba's cache in every
+process; they are built in a closure over ``kernels.SOURCE_HASH`` and a
+workload with its own kernel gets an uncached copy (:mod:`executors.kernel`).
 
 Version counting is the measuring instrument: every applied update does an
 atomic fetch-add on ``ctrl[S_VERSION]`` — in HOGWILD! too — and records the
@@ -12,6 +14,8 @@ value it produced; ``read_version`` is the counter when the worker read θ.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -22,6 +26,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKE
                                   lock_acquire, lock_release, out_of_budget, read_acquire, read_release, record,
                                   sample_batch, secs, seq_write_begin, seq_write_end, step_size, straggle, wait_go,
                                   write_acquire, write_release)
+from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 HOGWILD_CHUNK = 8     # elements between compiler barriers: one cache line of float64, the unit races happen in
 
@@ -29,102 +34,6 @@ HOGWILD_CHUNK = 8     # elements between compiler barriers: one cache line of fl
 def n_probes(dim: int) -> int:
     """HOGWILD! lost-update probes: one per chunk, each bumped with the chunk's racy read-modify-write."""
     return (dim + HOGWILD_CHUNK - 1) // HOGWILD_CHUNK
-
-
-@njit(nogil=True, cache=True)
-def run_sequential(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
-    """Plain SGD on one thread; the seqlock lets the monitor copy θ without stopping it."""
-    np.random.seed(seed)
-    g = np.empty_like(theta)
-    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    while not out_of_budget(ctrl, cfg_i):
-        t_r = A.now_ns()
-        rv = A.load(ctrl, S_VERSION * LINE)
-        sample_batch(idx, cfg_i[C_NROWS])
-        kernel(theta, X, y, idx, g, shape)
-        straggle(slowdown, t_r)
-        seq_write_begin(ctrl)
-        apply_step(theta, vel, g, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
-        seq_write_end(ctrl)
-        v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-        if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
-            return BUFFER_FULL
-    return OK
-
-
-@njit(nogil=True, cache=True)
-def run_mutex(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
-    """Lock-based AsyncSGD (Ek 2021, Alg. 2): lock to copy θ, compute, lock to update."""
-    np.random.seed(seed)
-    local, g = np.empty_like(theta), np.empty_like(theta)
-    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-    lock = S_LOCK * LINE
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    while not out_of_budget(ctrl, cfg_i):
-        t_r = A.now_ns()
-        wait = lock_acquire(ctrl, cfg_i, cfg_f, lock)
-        if wait < 0:
-            return STOPPED_WAITING
-        local[:] = theta
-        rv = A.load(ctrl, S_VERSION * LINE)
-        lock_release(ctrl, lock)
-        sample_batch(idx, cfg_i[C_NROWS])
-        t_g = A.now_ns()
-        kernel(local, X, y, idx, g, shape)
-        straggle(slowdown, t_g)
-        wait2 = lock_acquire(ctrl, cfg_i, cfg_f, lock)
-        if wait2 < 0:
-            return STOPPED_WAITING
-        cur = A.load(ctrl, S_VERSION * LINE)
-        if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
-            lock_release(ctrl, lock)
-            break
-        apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
-        v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-        lock_release(ctrl, lock)
-        if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
-                      (wait + wait2) * 1e-9):
-            return BUFFER_FULL
-    return OK
-
-
-@njit(nogil=True, cache=True)
-def run_rwlock(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
-    """Lock-based AsyncSGD with a reader/writer lock: readers copy θ together, writers update alone."""
-    np.random.seed(seed)
-    local, g = np.empty_like(theta), np.empty_like(theta)
-    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    while not out_of_budget(ctrl, cfg_i):
-        t_r = A.now_ns()
-        wait = read_acquire(ctrl, cfg_i, cfg_f)
-        if wait < 0:
-            return STOPPED_WAITING
-        local[:] = theta
-        rv = A.load(ctrl, S_VERSION * LINE)
-        read_release(ctrl)
-        sample_batch(idx, cfg_i[C_NROWS])
-        t_g = A.now_ns()
-        kernel(local, X, y, idx, g, shape)
-        straggle(slowdown, t_g)
-        wait2 = write_acquire(ctrl, cfg_i, cfg_f)
-        if wait2 < 0:
-            return STOPPED_WAITING
-        cur = A.load(ctrl, S_VERSION * LINE)
-        if cur >= cfg_i[C_MAXU]:
-            write_release(ctrl)
-            break
-        apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
-        v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-        write_release(ctrl)
-        if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
-                      (wait + wait2) * 1e-9):
-            return BUFFER_FULL
-    return OK
 
 
 @njit(nogil=True, cache=True)
@@ -157,71 +66,182 @@ def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, m
         A.compiler_barrier()
 
 
-@njit(nogil=True, cache=True)
-def run_hogwild(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                canary):
-    """HOGWILD!: gradient on the live shared θ, element-wise writes with no synchronisation."""
-    np.random.seed(seed)
-    g = np.empty_like(theta)
-    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    while not out_of_budget(ctrl, cfg_i):
-        t_r = A.now_ns()
-        rv = A.load(ctrl, S_VERSION * LINE)
-        sample_batch(idx, cfg_i[C_NROWS])
-        kernel(theta, X, y, idx, g, shape)
-        straggle(slowdown, t_r)
-        cur = A.load(ctrl, S_VERSION * LINE)
-        hogwild_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM], canary)
-        v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-        if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
-            return BUFFER_FULL
-    return OK
+def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
+    """The loops, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
 
-
-@njit(nogil=True, cache=True)
-def run_sync(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-             grads):
-    """Synchronous SGD: all compute on the same θ, a barrier, worker 0 applies the mean, a barrier.
-
-    One update (one record, by worker 0) per round. Whether to go on is decided
-    once per round by worker 0, so every worker leaves at the same barrier."""
-    np.random.seed(seed)
-    n = cfg_i[C_WORKERS]
-    mine = grads[w]
-    mean = np.empty_like(theta)
-    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-    sense = 0
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    while True:
-        t_r = A.now_ns()
-        rv = A.load(ctrl, S_VERSION * LINE)
-        sample_batch(idx, cfg_i[C_NROWS])
-        kernel(theta, X, y, idx, mine, shape)
-        straggle(slowdown, t_r)
-        t_b = A.now_ns()
-        sense = barrier(ctrl, n, sense)
-        if sense < 0:
+    @njit(nogil=True, cache=True)
+    def run_sequential(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
+        """Plain SGD on one thread; the seqlock lets the monitor copy θ without stopping it."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return OK
+        np.random.seed(seed)
+        g = np.empty_like(theta)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        if not wait_go(ctrl):
             return STOPPED_WAITING
-        if w == 0:
-            wait = A.now_ns() - t_b
-            mean[:] = grads[0]
-            for k in range(1, n):
-                mean += grads[k]
-            mean /= n
+        while not out_of_budget(ctrl, cfg_i):
+            t_r = A.now_ns()
+            rv = A.load(ctrl, S_VERSION * LINE)
+            sample_batch(idx, cfg_i[C_NROWS])
+            loss_and_grad(theta, X, y, idx, g, shape)
+            straggle(slowdown, t_r)
             seq_write_begin(ctrl)
-            apply_step(theta, vel, mean, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
+            apply_step(theta, vel, g, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
             seq_write_end(ctrl)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-            full = not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), wait * 1e-9)
-            done = full or A.load(ctrl, S_STOP * LINE) != 0 or v >= cfg_i[C_MAXU] \
-                or A.now_ns() >= ctrl[S_DEADLINE * LINE]
-            A.store(ctrl, S_ROUND_STOP * LINE, 1 if done else 0)
-        sense = barrier(ctrl, n, sense)
-        if sense < 0:
-            return STOPPED_WAITING
-        if A.load(ctrl, S_ROUND_STOP * LINE) != 0:
+            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+                return BUFFER_FULL
+        return OK
+
+    @njit(nogil=True, cache=True)
+    def run_mutex(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
+        """Lock-based AsyncSGD (Ek 2021, Alg. 2): lock to copy θ, compute, lock to update."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
-    return OK
+        np.random.seed(seed)
+        local, g = np.empty_like(theta), np.empty_like(theta)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        lock = S_LOCK * LINE
+        if not wait_go(ctrl):
+            return STOPPED_WAITING
+        while not out_of_budget(ctrl, cfg_i):
+            t_r = A.now_ns()
+            wait = lock_acquire(ctrl, cfg_i, cfg_f, lock)
+            if wait < 0:
+                return STOPPED_WAITING
+            local[:] = theta
+            rv = A.load(ctrl, S_VERSION * LINE)
+            lock_release(ctrl, lock)
+            sample_batch(idx, cfg_i[C_NROWS])
+            t_g = A.now_ns()
+            loss_and_grad(local, X, y, idx, g, shape)
+            straggle(slowdown, t_g)
+            wait2 = lock_acquire(ctrl, cfg_i, cfg_f, lock)
+            if wait2 < 0:
+                return STOPPED_WAITING
+            cur = A.load(ctrl, S_VERSION * LINE)
+            if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
+                lock_release(ctrl, lock)
+                break
+            apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
+            v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            lock_release(ctrl, lock)
+            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
+                          (wait + wait2) * 1e-9):
+                return BUFFER_FULL
+        return OK
+
+    @njit(nogil=True, cache=True)
+    def run_rwlock(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
+        """Lock-based AsyncSGD with a reader/writer lock: readers copy θ together, writers update alone."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return OK
+        np.random.seed(seed)
+        local, g = np.empty_like(theta), np.empty_like(theta)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        if not wait_go(ctrl):
+            return STOPPED_WAITING
+        while not out_of_budget(ctrl, cfg_i):
+            t_r = A.now_ns()
+            wait = read_acquire(ctrl, cfg_i, cfg_f)
+            if wait < 0:
+                return STOPPED_WAITING
+            local[:] = theta
+            rv = A.load(ctrl, S_VERSION * LINE)
+            read_release(ctrl)
+            sample_batch(idx, cfg_i[C_NROWS])
+            t_g = A.now_ns()
+            loss_and_grad(local, X, y, idx, g, shape)
+            straggle(slowdown, t_g)
+            wait2 = write_acquire(ctrl, cfg_i, cfg_f)
+            if wait2 < 0:
+                return STOPPED_WAITING
+            cur = A.load(ctrl, S_VERSION * LINE)
+            if cur >= cfg_i[C_MAXU]:
+                write_release(ctrl)
+                break
+            apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
+            v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            write_release(ctrl)
+            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
+                          (wait + wait2) * 1e-9):
+                return BUFFER_FULL
+        return OK
+
+    @njit(nogil=True, cache=True)
+    def run_hogwild(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                    canary):
+        """HOGWILD!: gradient on the live shared θ, element-wise writes with no synchronisation."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return OK
+        np.random.seed(seed)
+        g = np.empty_like(theta)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        if not wait_go(ctrl):
+            return STOPPED_WAITING
+        while not out_of_budget(ctrl, cfg_i):
+            t_r = A.now_ns()
+            rv = A.load(ctrl, S_VERSION * LINE)
+            sample_batch(idx, cfg_i[C_NROWS])
+            loss_and_grad(theta, X, y, idx, g, shape)
+            straggle(slowdown, t_r)
+            cur = A.load(ctrl, S_VERSION * LINE)
+            hogwild_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM], canary)
+            v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+                return BUFFER_FULL
+        return OK
+
+    @njit(nogil=True, cache=True)
+    def run_sync(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                 grads):
+        """Synchronous SGD: all compute on the same θ, a barrier, worker 0 applies the mean, a barrier.
+
+        One update (one record, by worker 0) per round. Whether to go on is decided
+        once per round by worker 0, so every worker leaves at the same barrier."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return OK
+        np.random.seed(seed)
+        n = cfg_i[C_WORKERS]
+        mine = grads[w]
+        mean = np.empty_like(theta)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        sense = 0
+        if not wait_go(ctrl):
+            return STOPPED_WAITING
+        while True:
+            t_r = A.now_ns()
+            rv = A.load(ctrl, S_VERSION * LINE)
+            sample_batch(idx, cfg_i[C_NROWS])
+            loss_and_grad(theta, X, y, idx, mine, shape)
+            straggle(slowdown, t_r)
+            t_b = A.now_ns()
+            sense = barrier(ctrl, n, sense)
+            if sense < 0:
+                return STOPPED_WAITING
+            if w == 0:
+                wait = A.now_ns() - t_b
+                mean[:] = grads[0]
+                for k in range(1, n):
+                    mean += grads[k]
+                mean /= n
+                seq_write_begin(ctrl)
+                apply_step(theta, vel, mean, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
+                seq_write_end(ctrl)
+                v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+                full = not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
+                                  wait * 1e-9)
+                done = full or A.load(ctrl, S_STOP * LINE) != 0 or v >= cfg_i[C_MAXU] \
+                    or A.now_ns() >= ctrl[S_DEADLINE * LINE]
+                A.store(ctrl, S_ROUND_STOP * LINE, 1 if done else 0)
+            sense = barrier(ctrl, n, sense)
+            if sense < 0:
+                return STOPPED_WAITING
+            if A.load(ctrl, S_ROUND_STOP * LINE) != 0:
+                return OK
+        return OK
+
+    return run_sequential, run_mutex, run_rwlock, run_hogwild, run_sync
+
+
+run_sequential, run_mutex, run_rwlock, run_hogwild, run_sync = _make()

@@ -18,6 +18,8 @@ simulator counts updates and staleness the same way: simasgd/sim/MODEL.md,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -25,34 +27,45 @@ from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_WORKERS, F_MOM, LINE, OK, S_CONTRIB,
                                   S_VERSION, STOPPED_WAITING, apply_step, out_of_budget, record, sample_batch, secs,
                                   seq_copy, seq_write_begin, seq_write_end, spin_pause, step_size, straggle, wait_go)
+from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 
-@njit(nogil=True, cache=True)
-def run_lopez(w, kernel, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-              acc):
-    if w == 0:
-        return run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc)
-    np.random.seed(seed)
-    local, g, old = np.empty_like(theta), np.empty_like(theta), np.zeros_like(theta)
-    idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    while not out_of_budget(ctrl, cfg_i):
-        t_r = A.now_ns()
-        rv = seq_copy(ctrl, theta, local)
-        if rv < 0:
+def _make(kernels_version: str = SOURCE_HASH) -> Any:
+    """The worker loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+
+    @njit(nogil=True, cache=True)
+    def run_lopez(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                  acc):
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return OK
+        if w == 0:
+            return run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc)
+        np.random.seed(seed)
+        local, g, old = np.empty_like(theta), np.empty_like(theta), np.zeros_like(theta)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        if not wait_go(ctrl):
             return STOPPED_WAITING
-        sample_batch(idx, cfg_i[C_NROWS])
-        kernel(local, X, y, idx, g, shape)
-        straggle(slowdown, t_r)
-        for i in range(g.shape[0]):
-            A.fetch_add(acc, i, g[i] - old[i])
-        old[:] = g
-        A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
-        v = A.load(ctrl, S_VERSION * LINE) + 1
-        if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
-            return BUFFER_FULL
-    return OK
+        while not out_of_budget(ctrl, cfg_i):
+            t_r = A.now_ns()
+            rv = seq_copy(ctrl, theta, local)
+            if rv < 0:
+                return STOPPED_WAITING
+            sample_batch(idx, cfg_i[C_NROWS])
+            loss_and_grad(local, X, y, idx, g, shape)
+            straggle(slowdown, t_r)
+            for i in range(g.shape[0]):
+                A.fetch_add(acc, i, g[i] - old[i])
+            old[:] = g
+            A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
+            v = A.load(ctrl, S_VERSION * LINE) + 1
+            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+                return BUFFER_FULL
+        return OK
+
+    return run_lopez
+
+
+run_lopez = _make()
 
 
 @njit(nogil=True, cache=True)

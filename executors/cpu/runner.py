@@ -101,7 +101,7 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
     if vel.shape[0] == 0 and sc.algorithm.name != "leashed":
         vel = np.zeros_like(theta)  # loops index vel only when momentum > 0; keep one array type
     cfg_i, cfg_f = config(sc, wl, workers, max_updates, 0)
-    wiring = wire(sc.algorithm.name, ctrl, cfg_i, cfg_f, theta, vel, workers)
+    wiring = wire(sc.algorithm.name, ctrl, cfg_i, cfg_f, theta, vel, workers, wl.kernel)
     cap = max(wiring.records_per_worker(w, max_updates + 8) for w in range(workers))
     cap = min(cap, max(1024, MAX_RECORDS // workers))
     cfg_i[shared.C_CAP] = cap
@@ -111,7 +111,7 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
 
 
 def loop_args(s: Setup, wl: Any, w: int, seed: int, slowdown: float) -> tuple[Any, ...]:
-    return (w, wl.kernel, wl.X, wl.y, wl.shape, s.theta, s.vel, s.ctrl, s.cfg_i, s.cfg_f, s.ri[w], s.rf[w],
+    return (w, wl.X, wl.y, wl.shape, s.theta, s.vel, s.ctrl, s.cfg_i, s.cfg_f, s.ri[w], s.rf[w],
             s.nrec, seed, slowdown) + s.wiring.extras(w)
 
 

@@ -1,7 +1,9 @@
 """Per-algorithm wiring: which loop, which extra shared arrays, how the monitor reads θ.
 
 :func:`wire` allocates everything one run of one algorithm shares between its
-threads, so that :mod:`.runner` stays algorithm-agnostic.
+threads, so that :mod:`.runner` stays algorithm-agnostic. The loops call the
+kernel as a global; :func:`loop_for` gives the cached loop for the workloads'
+``kernels.loss_and_grad`` and an uncached copy of it for any other kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from executors.cpu import leashed, loops, lopez, snapshot
+from executors.kernel import with_kernel
 from executors.cpu.shared import LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
 
 LOOPS: dict[str, Any] = {
@@ -20,6 +23,11 @@ LOOPS: dict[str, Any] = {
     "hogwild": loops.run_hogwild, "sync": loops.run_sync, "leashed": leashed.run_leashed,
     "lopez": lopez.run_lopez,
 }
+
+
+def loop_for(name: str, kernel: Any) -> Any:
+    """The worker loop of algorithm ``name`` computing gradients with ``kernel``."""
+    return with_kernel(LOOPS[name], kernel)
 
 
 @dataclass
@@ -34,8 +42,8 @@ class Wiring:
 
 
 def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, theta: np.ndarray,
-         vel: np.ndarray, workers: int) -> Wiring:
-    loop = LOOPS[name]
+         vel: np.ndarray, workers: int, kernel: Any) -> Wiring:
+    loop = loop_for(name, kernel)
     if name in ("sequential",):
         return Wiring(loop, lambda w: (), lambda out: snapshot.seqlocked(ctrl, theta, out), lambda: theta)
     if name == "mutex":
@@ -53,7 +61,7 @@ def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, thet
     if name == "leashed":
         return _leashed(loop, ctrl, theta, vel, workers)
     if name == "lopez":
-        return _lopez(ctrl, theta, vel, workers)
+        return _lopez(loop, ctrl, theta, vel, workers)
     raise KeyError(name)
 
 
@@ -102,9 +110,9 @@ def _leashed(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, wo
                   records_per_worker=lambda w, n_: 2 * n_ + 1024)
 
 
-def _lopez(ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
+def _lopez(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
     acc = np.zeros(theta.shape[0], dtype=theta.dtype)
-    return Wiring(lopez.run_lopez, lambda w: (acc,), lambda out: snapshot.seqlocked(ctrl, theta, out),
+    return Wiring(loop, lambda w: (acc,), lambda out: snapshot.seqlocked(ctrl, theta, out),
                   lambda: theta, extra=lambda applied: {"gradients": int(ctrl[slot(S_CONTRIB)])},
                   records_per_worker=lambda w, n: 2 * n + 1024 if w else 1, immediate_warmup=True)
 
