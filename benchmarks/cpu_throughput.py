@@ -61,18 +61,18 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
 
     import numpy as np
 
-    from executors.calibrate import _time_gradient
+    from executors.calibrate import time_gradient
     from simasgd.workloads import build_workload
 
     sc = scenario("sequential", 1, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
     theta = wl.init_theta(np.random.default_rng(0))
     probe = np.zeros(20, dtype=np.int64)
-    _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
-    _time_gradient(wl.kernel, theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
+    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
+    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
     n = int(seconds / (np.median(probe) * 1e-9))
     outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
-    ts = [threading.Thread(target=_time_gradient, args=(wl.kernel, theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
+    ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
                                                         batch, o, k)) for k, o in enumerate(outs)]
     from executors.cpu.runner import single_threaded_blas
 

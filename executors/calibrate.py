@@ -68,11 +68,6 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 time_gradient = _make()
 
 
-def _time_gradient(kernel: Any, *args: Any) -> None:
-    """``time_gradient`` with the kernel first (the older signature, used by benchmarks/cpu_throughput.py)."""
-    with_kernel(time_gradient, kernel)(*args)
-
-
 @njit(nogil=True, cache=True)
 def _copy_loop(dst: np.ndarray, src: np.ndarray, reps: int, go: np.ndarray) -> int:
     while A.load(go, 0) == 0:

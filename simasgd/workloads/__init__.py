@@ -7,8 +7,9 @@ for a new kind of loss, a tagged branch in :mod:`simasgd.workloads.kernels`.
 
 Every workload's ``kernel`` is the same dispatcher, ``kernels.loss_and_grad``,
 which selects the model from ``workload.shape[0]`` and the data layout from the
-type of ``X``. Numba worker loops may take it as an argument or, to be cached
-across processes, call ``simasgd.workloads.kernels.loss_and_grad`` directly.
+type of ``X``. Numba worker loops call ``simasgd.workloads.kernels.loss_and_grad``
+directly (in a closure over ``kernels.SOURCE_HASH``): passed as an argument, it
+would make numba recompile the caller in every process.
 """
 
 from __future__ import annotations
