@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simasgd import analysis, metadata
+from simasgd.atomicio import atomic_write_text
 from simasgd.results import ResultsError, RunResult
 
 if TYPE_CHECKING:
@@ -105,10 +106,7 @@ class Fidelity:
     def save(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False))
-        os.replace(tmp, path)
-        return path
+        return atomic_write_text(path, json.dumps(self.to_json(), indent=2, allow_nan=False))
 
 
 def load_json(path: str | os.PathLike[str]) -> dict[str, Any]:

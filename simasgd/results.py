@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from simasgd.atomicio import atomic_write, atomic_write_text
 
 FORMAT = "simasgd-results"
 FORMAT_VERSION = 1
@@ -87,8 +88,8 @@ class RunResult:
     def save(self, folder: str | os.PathLike[str]) -> Path:
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out / "updates.parquet", lambda p: _typed(self.updates, UPDATE_COLUMNS).to_parquet(p, index=False))
-        _atomic_write(out / "curve.parquet", lambda p: _typed(self.curve, CURVE_COLUMNS).to_parquet(p, index=False))
+        atomic_write(out / "updates.parquet", lambda p: _typed(self.updates, UPDATE_COLUMNS).to_parquet(p, index=False))
+        atomic_write(out / "curve.parquet", lambda p: _typed(self.curve, CURVE_COLUMNS).to_parquet(p, index=False))
         doc = {
             "format": FORMAT, "format_version": FORMAT_VERSION,
             "backend": self.backend, "metadata": self.metadata, "scenario": self.scenario,
@@ -96,7 +97,7 @@ class RunResult:
             "runs": [r.to_json() for r in self.runs],
         }
         text = json.dumps(doc, indent=2, allow_nan=False)
-        _atomic_write(out / "summary.json", lambda p: Path(p).write_text(text))
+        atomic_write_text(out / "summary.json", text)
         return out
 
     @classmethod
@@ -182,19 +183,6 @@ def _typed(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     if missing:
         raise ResultsError(f"table lacks columns {missing}")
     return df[list(columns)].astype(columns).reset_index(drop=True)
-
-
-def _atomic_write(path: Path, write: Callable[[str], Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _json_float(v: Any) -> Any:

@@ -18,12 +18,12 @@ import datetime as _dt
 import json
 import math
 import os
-import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
+from simasgd.atomicio import atomic_write
 from simasgd.results import ResultsError, RunResult
 from simasgd.sweep import grid as gridmod
 
@@ -182,20 +182,6 @@ def _read_tasks(folder: Path) -> pd.DataFrame:
 
     table = ds.dataset([str(p) for p in files], format="parquet").to_table()
     return table.to_pandas().astype(ROW_TYPES)
-
-
-def atomic_write(path: Path, write: Callable[[str], Any]) -> None:
-    """Write via a temporary file in the same folder and rename: readers see all of it or none."""
-    # A hidden, unique name (not mkstemp: its 0600 mode would stick to the renamed file).
-    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())  # the rename must not outlive the data on a power cut
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _jsonable(obj: Any) -> Any:
