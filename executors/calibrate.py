@@ -11,6 +11,9 @@ in short::
     [gradient."mlp-64-32-10-digits-b16-float64"]
     samples_s = [...]         # per-call gradient times (s)
     mean_s, median_s, p10_s, p90_s, std_s, batch_size, flops_per_sample, dim
+    [gradient."mlp-64-32-10-digits-b16-float64".concurrent]
+    k2 = [...]                # the same, one of k = 2..min(CPUs, 4) independent threads at once
+    k2_mean_s, k2_median_s, k2_p90_s, k2_n
     [copy]                    # θ-sized copies, k threads at once
     threads = [1, 2]; gbs = [...] (aggregate GB/s); bytes = ...
     [locks]  handoff_s, uncontended_s
@@ -40,6 +43,8 @@ DEFAULT_WORKLOADS: list[dict[str, Any]] = [
     {"model": "mlp", "layers": [784, 128, 128, 128, 10], "dataset": "synthetic", "batch_size": 16},
     {"model": "mlp", "layers": [784, 128, 128, 128, 10], "dataset": "synthetic", "batch_size": 64},
 ]
+
+MAX_CONCURRENT = 4  # gradient times are also measured with k = 2..min(CPUs, this) threads at once
 
 
 # --- nopython micro-benchmarks ------------------------------------------------------------------
@@ -207,10 +212,26 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
         n = int(min(20000, max(20, seconds / per_call)))
         out = np.zeros(n, dtype=np.int64)
         timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1)
+        concurrent = {}
+        for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
+            # k independent threads, each its own θ copy and output (no shared model): what one
+            # gradient costs while k-1 others run beside it (shared caches, memory bandwidth, clocks)
+            outs = [np.zeros(n, dtype=np.int64) for _ in range(k)]
+            args = [(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, outs[i], seed + 2 + i)
+                    for i in range(k)]
+            _threads(timer, args)
+            # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
+            both = np.stack(outs, axis=1).reshape(-1) * 1e-9
+            st = _stats(both, keep=200)
+            concurrent[f"k{k}"] = st["samples_s"]
+            concurrent.update({f"k{k}_mean_s": st["mean_s"], f"k{k}_median_s": st["median_s"],
+                               f"k{k}_p90_s": st["p90_s"], f"k{k}_n": st["n"]})
     d = _stats(out * 1e-9, keep=200)
     d.update(batch_size=cfg.batch_size, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample),
              dtype=str(cfg.dtype))
     d["gflops"] = wl.flops_per_sample * cfg.batch_size / d["median_s"] / 1e9
+    if concurrent:
+        d["concurrent"] = concurrent
     return d
 
 

@@ -5,7 +5,8 @@ model — become SimPy events here. Durations come from ``[timing]`` when the
 scenario gives them; otherwise they follow from the machine and the workload:
 
 - gradient: the calibrated profile's samples (preset ``this``, ``[gradient."<workload>"]``
-  of executors/PROFILE.md) when present, else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
+  of executors/PROFILE.md; those measured with k = min(workers, CPUs) threads at once,
+  ``concurrent.k<k>``, when the profile has them) when present, else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
   coefficient of variation ``[sim] gradient_cv``;
 - read: a copy of the model, ``2·d·itemsize`` bytes (load shared, store local);
 - update: ``θ ← θ − η·g``, ``3·d·itemsize`` bytes; both through :mod:`memory`;
@@ -66,12 +67,16 @@ def _dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distribution
         raise ScenarioError([f"{key}.path = \"{spec.path}\": {e}"]) from None
 
 
-def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig) -> distributions.Distribution | None:
+def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
+                     concurrent: int = 1) -> distributions.Distribution | None:
     """Gradient times measured by ``simasgd calibrate`` for this workload (executors/PROFILE.md).
 
     The table of the same workload and batch size when there is one; else the
     same workload at the nearest measured batch size, scaled by the batch ratio;
-    else None (the time is then derived from ``gflops_per_core``).
+    else None (the time is then derived from ``gflops_per_core``). With
+    ``concurrent`` = k > 1 gradients computing at once, the table's samples
+    measured with the largest k' ≤ k threads at once (``concurrent.k<k'>``) when
+    it has them, else the single-thread ``samples_s``.
     """
     tables = (profile or {}).get("gradient")
     if not isinstance(tables, dict) or not tables:
@@ -87,7 +92,14 @@ def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig) -
         return None
     batch = workload.batch_size
     near = min(same, key=lambda b: (abs(math.log(b / batch)), b))
-    samples = np.asarray(same[near]["samples_s"], dtype=float)
+    table = same[near]
+    samples = table["samples_s"]
+    conc = table.get("concurrent")
+    if concurrent > 1 and isinstance(conc, dict):
+        ks = [k for k in range(2, concurrent + 1) if isinstance(conc.get(f"k{k}"), list) and conc[f"k{k}"]]
+        if ks:
+            samples = conc[f"k{max(ks)}"]
+    samples = np.asarray(samples, dtype=float)
     return distributions.Empirical(samples * (batch / near))
 
 
@@ -126,7 +138,9 @@ class Platform:
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
         self.cas_calibrated = cas is not None
         self.handoff_s = list(self.memory.latency) if handoff is None else [handoff] * n
-        grad = self._gradient_dist(sc, machine, flops_per_sample)
+        # gradients computing at once: one per worker, at most one per (distinct) CPU
+        at_once = min(n, len(set(cpus)) if None not in cpus else machine.hw_threads)
+        grad = self._gradient_dist(sc, machine, flops_per_sample, at_once)
         read = _dist(sc.timing.read, sc.base_dir, "timing.read")
         update = _dist(sc.timing.update, sc.base_dir, "timing.update")
         if (read is None or update is None) and dim is None:
@@ -146,11 +160,12 @@ class Platform:
         self._fast = [not t.sliced for t in self.cores.threads]
 
     @staticmethod
-    def _gradient_dist(sc: Scenario, m: Machine, flops: float | None) -> distributions.Distribution:
+    def _gradient_dist(sc: Scenario, m: Machine, flops: float | None,
+                       at_once: int = 1) -> distributions.Distribution:
         given = _dist(sc.timing.gradient, sc.base_dir, "timing.gradient")
         if given is not None:
             return given
-        prof = profile_gradient(m.profile, sc.workload)
+        prof = profile_gradient(m.profile, sc.workload, at_once)
         if prof is not None:
             return prof
         if flops is None:

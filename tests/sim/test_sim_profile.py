@@ -20,7 +20,8 @@ from simasgd.sim.costs import profile_gradient
 LAYERS = [64, 256, 256, 10]
 
 
-def _profile(tmp_path: Path, tables: dict[str, list[float]]) -> Path:
+def _profile(tmp_path: Path, tables: dict[str, list[float]],
+             concurrent: dict[str, dict[str, list[float]]] | None = None) -> Path:
     lines = ["[machine]", 'sockets = 1', "cores_per_socket = 2", "threads_per_core = 1",
              "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
              "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
@@ -29,6 +30,8 @@ def _profile(tmp_path: Path, tables: dict[str, list[float]]) -> Path:
         batch = int(key.split("-b")[-1].split("-")[0])
         lines += [f'[gradient."{key}"]', f"samples_s = {samples!r}", f"mean_s = {float(np.mean(samples))!r}",
                   f"batch_size = {batch}", 'dtype = "float64"', ""]
+        for k, conc in (concurrent or {}).get(key, {}).items():
+            lines += [f'[gradient."{key}".concurrent]', f"{k} = {conc!r}", ""]
     path = tmp_path / "this.toml"
     path.write_text("\n".join(lines))
     return path
@@ -77,3 +80,41 @@ def test_platform_uses_profile_gradient(tmp_path: Path) -> None:
     p = Platform(simpy.Environment(), sc, machine.load_profile(path), run=0, dim=100)
     x = [p._grad[0]() for _ in range(3000)]
     assert np.mean(x) == pytest.approx(np.mean(samples), rel=0.03)
+
+
+def _platform(path: Path, workers: int, placement: str | list[int] = "os"):  # noqa: ANN202
+    import simpy
+
+    from simasgd import loader
+    from simasgd.sim.costs import Platform
+
+    sc = loader.from_dict({"name": "p", "workers": {"count": workers, "placement": placement},
+                           "machine": {"preset": "this"},
+                           "workload": {"model": "mlp", "layers": LAYERS, "dataset": "digits", "batch_size": 16},
+                           "algorithm": {"name": "hogwild"}})
+    return Platform(simpy.Environment(), sc, machine.load_profile(path), run=0, dim=100)
+
+
+def test_concurrent_samples_when_workers_compute_at_once(tmp_path: Path) -> None:
+    """calibrate's k-thread samples (`concurrent.k2`) for 2 workers on the 2-CPU profile; 1 thread's for 1."""
+    one = [1.0e-3, 1.1e-3, 1.2e-3]
+    two = [1.5e-3, 1.6e-3, 4.0e-3]  # slower and with a tail: two gradients interfere
+    path = _profile(tmp_path, {workload_key(_wl(16)): one}, {workload_key(_wl(16)): {"k2": two}})
+    m = machine.load_profile(path)
+    assert profile_gradient(m.profile, _wl(16)).mean == pytest.approx(np.mean(one))
+    assert profile_gradient(m.profile, _wl(16), concurrent=2).mean == pytest.approx(np.mean(two))
+    assert profile_gradient(m.profile, _wl(16), concurrent=3).mean == pytest.approx(np.mean(two))  # largest k ≤ 3
+    assert profile_gradient(m.profile, _wl(32), concurrent=2).mean == pytest.approx(2 * np.mean(two))
+    for workers, placement, samples in ((1, "os", one), (2, "os", two), (4, "os", two),  # 2 CPUs: 2 at once
+                                        (2, [0, 0], one)):  # both on one CPU: one computes at a time
+        p = _platform(path, workers, placement)
+        for w in range(workers):
+            x = [p._grad[w]() for _ in range(3000)]
+            assert np.mean(x) == pytest.approx(np.mean(samples), rel=0.05), (workers, placement, w)
+
+
+def test_single_thread_samples_without_concurrent_ones(tmp_path: Path) -> None:
+    one = [1.0e-3, 1.1e-3, 1.2e-3]
+    path = _profile(tmp_path, {workload_key(_wl(16)): one})
+    p = _platform(path, 2)
+    assert np.mean([p._grad[1]() for _ in range(3000)]) == pytest.approx(np.mean(one), rel=0.05)
