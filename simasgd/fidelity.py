@@ -26,7 +26,7 @@ import numpy as np
 
 from simasgd import analysis, metadata
 from simasgd.atomicio import atomic_write_text
-from simasgd.results import ResultsError, RunResult
+from simasgd.results import ResultsError, RunResult, read_versioned_json
 
 if TYPE_CHECKING:
     from simasgd.scenario import Scenario
@@ -111,17 +111,7 @@ class Fidelity:
 
 def load_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A fidelity.json, checked for format and version."""
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise FidelityError(f"{p}: cannot read fidelity file ({e})") from None
-    if doc.get("format") != FORMAT or not isinstance(doc.get("format_version"), int):
-        raise FidelityError(f"{p}: not a simasgd fidelity file (format = {doc.get('format')!r})")
-    if doc["format_version"] > FORMAT_VERSION:
-        raise FidelityError(f"{p}: fidelity format version {doc['format_version']} is newer than this "
-                            f"simasgd reads ({FORMAT_VERSION})")
-    return doc
+    return read_versioned_json(path, FORMAT, FORMAT_VERSION, "fidelity", FidelityError)
 
 
 # --- comparability ----------------------------------------------------------------------------

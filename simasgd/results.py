@@ -106,11 +106,7 @@ class RunResult:
         summary = src / "summary.json"
         if not summary.exists():
             raise ResultsError(f"{src}: no summary.json — not a results folder, or the run did not finish")
-        try:
-            doc = json.loads(summary.read_text())
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{summary}: not valid JSON ({e})") from None
-        check_format(doc, summary)
+        doc = read_versioned_json(summary, FORMAT, FORMAT_VERSION, "results")
         updates = pd.read_parquet(src / "updates.parquet")
         curve = pd.read_parquet(src / "curve.parquet")
         rows = doc.get("rows", {})
@@ -121,16 +117,26 @@ class RunResult:
                    updates=updates, curve=curve, metadata=doc.get("metadata", {}))
 
 
-def check_format(doc: dict[str, Any], where: Path | str) -> None:
-    if doc.get("format") != FORMAT:
-        raise ResultsError(f"{where}: not a simasgd results file (format = {doc.get('format')!r})")
-    version = doc.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ResultsError(
-            f"{where}: results format version {version!r} is newer than this simasgd reads "
-            f"({FORMAT_VERSION}); upgrade simasgd to load it")
-    if version < 1:
-        raise ResultsError(f"{where}: unknown results format version {version!r}")
+def read_versioned_json(path: str | os.PathLike[str], fmt: str, version: int, kind: str,
+                        error: type[Exception] = ResultsError) -> dict[str, Any]:
+    """A simasgd JSON document (results summary, sweep manifest, fidelity file), checked for its format
+    name and refused when its format version is newer than this simasgd reads."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise error(f"{path}: cannot read the {kind} file ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise error(f"{path}: not a simasgd {kind} file (format = {got!r})")
+    v = doc.get("format_version")
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise error(f"{path}: unknown {kind} format version {v!r}")
+    if v > version:
+        raise error(f"{path}: {kind} format version {v} is newer than this simasgd reads ({version}); "
+                    f"upgrade simasgd to load it")
+    return doc
 
 
 def merge(results: list[RunResult]) -> RunResult:

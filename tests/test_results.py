@@ -101,3 +101,13 @@ def test_merge_refuses_to_mix() -> None:
         merge([make_result(0), make_result(1, backend="sim")])
     with pytest.raises(ResultsError, match="repeat"):
         merge([make_result(0), make_result(0)])
+
+
+@pytest.mark.parametrize("text, match", [("[1, 2]", "not a simasgd results file"), ("{not json", "not valid JSON"),
+                                         ('{"format": "simasgd-results", "format_version": "1"}',
+                                          "unknown results format version")])
+def test_junk_summary_is_a_clear_error(tmp_path: Path, text: str, match: str) -> None:
+    make_result().save(tmp_path)
+    (tmp_path / "summary.json").write_text(text)
+    with pytest.raises(ResultsError, match=match):
+        RunResult.load(tmp_path)

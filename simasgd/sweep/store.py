@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from simasgd.atomicio import atomic_write
-from simasgd.results import ResultsError, RunResult
+from simasgd.results import ResultsError, RunResult, read_versioned_json
 from simasgd.sweep import grid as gridmod
 
 FORMAT = "simasgd-sweep"
@@ -59,16 +59,7 @@ class SweepStore:
         path = self.root / MANIFEST
         if not path.exists():
             raise ResultsError(f"{self.root}: no {MANIFEST} — not a sweep folder")
-        try:
-            doc = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{path}: not valid JSON ({e})") from None
-        if doc.get("format") != FORMAT:
-            raise ResultsError(f"{path}: not a simasgd sweep manifest (format = {doc.get('format')!r})")
-        if not isinstance(doc.get("format_version"), int) or doc["format_version"] > FORMAT_VERSION:
-            raise ResultsError(f"{path}: sweep format version {doc.get('format_version')!r} is newer than this "
-                               f"simasgd reads ({FORMAT_VERSION}); upgrade simasgd to load it")
-        return doc
+        return read_versioned_json(path, FORMAT, FORMAT_VERSION, "sweep manifest")
 
     def open(self, identity: dict[str, Any], scenario: dict[str, Any], resume: bool) -> None:
         """Create a new sweep folder, or check that ``identity`` matches the one being resumed."""
