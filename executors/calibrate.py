@@ -36,6 +36,7 @@ from numba import njit
 
 from executors import atomics as A
 from executors.kernel import with_kernel
+from simasgd.atomicio import atomic_write_text
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 DEFAULT_WORKLOADS: list[dict[str, Any]] = [
@@ -398,7 +399,4 @@ def to_toml(profile: dict[str, Any]) -> str:
 
 def write_profile(profile: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(to_toml(profile))
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, to_toml(profile))
