@@ -28,7 +28,14 @@ UPDATE_COLUMNS: dict[str, str] = {
     "run": "int32", "worker": "int32", "version": "int64", "read_version": "int64",
     "staleness": "int64", "t_read": "float64", "t_write": "float64",
     "lock_wait_s": "float64", "retries": "int32", "applied": "bool",
+    # Phase boundaries of the attempt's cycle (seconds from the run's start; NaN where a backend does
+    # not know them, e.g. imported runs): the cycle starts at t_start (before any read-side wait), the
+    # read ends and the gradient starts at t_grad_start, the gradient ends at t_grad_end; the update
+    # side (its lock wait, CAS retries or barrier included) ends at t_write. simasgd.phases reads them.
+    "t_start": "float64", "t_grad_start": "float64", "t_grad_end": "float64",
 }
+# Columns added after format version 1 files were written: a file without them loads with NaN.
+OPTIONAL_UPDATE_COLUMNS = ("t_start", "t_grad_start", "t_grad_end")
 CURVE_COLUMNS: dict[str, str] = {"run": "int32", "t": "float64", "updates": "int64", "loss": "float64"}
 
 
@@ -108,6 +115,9 @@ class RunResult:
             raise ResultsError(f"{src}: no summary.json — not a results folder, or the run did not finish")
         doc = read_versioned_json(summary, FORMAT, FORMAT_VERSION, "results")
         updates = pd.read_parquet(src / "updates.parquet")
+        for c in OPTIONAL_UPDATE_COLUMNS:
+            if c not in updates.columns:
+                updates[c] = math.nan
         curve = pd.read_parquet(src / "curve.parquet")
         rows = doc.get("rows", {})
         if rows.get("updates") != len(updates) or rows.get("curve") != len(curve):
@@ -159,7 +169,8 @@ def merge(results: list[RunResult]) -> RunResult:
 
 
 def updates_frame(run: int, worker: Any, version: Any, read_version: Any, t_read: Any, t_write: Any,
-                  lock_wait_s: Any = 0.0, retries: Any = 0, applied: Any = True) -> pd.DataFrame:
+                  lock_wait_s: Any = 0.0, retries: Any = 0, applied: Any = True, t_start: Any = math.nan,
+                  t_grad_start: Any = math.nan, t_grad_end: Any = math.nan) -> pd.DataFrame:
     """The updates table from per-attempt arrays; staleness is derived here, once, for all backends."""
     version = np.asarray(version, dtype=np.int64)
     n = len(version)
@@ -169,7 +180,8 @@ def updates_frame(run: int, worker: Any, version: Any, read_version: Any, t_read
         "staleness": version - 1 - np.asarray(read_version, dtype=np.int64),
         "t_read": np.broadcast_to(t_read, n), "t_write": np.broadcast_to(t_write, n),
         "lock_wait_s": np.broadcast_to(lock_wait_s, n), "retries": np.broadcast_to(retries, n),
-        "applied": np.broadcast_to(applied, n),
+        "applied": np.broadcast_to(applied, n), "t_start": np.broadcast_to(t_start, n),
+        "t_grad_start": np.broadcast_to(t_grad_start, n), "t_grad_end": np.broadcast_to(t_grad_end, n),
     }
     return _typed(pd.DataFrame(cols), UPDATE_COLUMNS)
 
