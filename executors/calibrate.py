@@ -19,7 +19,8 @@ in short::
     [locks]  handoff_s, uncontended_s
     [cas]    latency_s, contended_s, failure_rate, failure_cost_s
     [memory] latency_ns
-    [scheduler] quantum_s, context_switch_s, source
+    [scheduler] quantum_s, context_switch_s, source, kernel, latency_s, base_slice_s, ...
+    [cache] [copy_by_size] [coherence] [noise.k1] ...   # executors/calibrate_machine.py
 """
 
 from __future__ import annotations
@@ -342,6 +343,8 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     lat = memory_latency((256 << 20) if not quick else (16 << 20), int(2_000_000 * scale), seed)
     log("scheduler")
     sched = scheduler(2.0 * scale)
+    machine_tables = _machine_tables(quick, log)
+    sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {
         "sockets": topo["sockets"], "cores_per_socket": topo["cores_per_socket"],
@@ -359,7 +362,32 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
                             "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
                             "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
-            "scheduler": sched}
+            "scheduler": sched, **machine_tables}
+
+
+def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    """[cache], [copy_by_size], [coherence], [noise] and the kernel's scheduler parameters.
+
+    About 7 s on a 2-CPU machine (under 1.5 s when quick): copy 2.5 s, coherence 2.5 s, noise 2 s.
+    """
+    from executors import calibrate_machine as cm
+
+    scale = 0.1 if quick else 1.0
+    cache = cm.cache_levels()
+    sizes = cm.copy_sizes(cache, quick)
+    log("copy bandwidth by size")
+    by_size = cm.copy_by_size(sizes, 2.5 * scale)
+    # coherence only where A's lines can still sit in a cache (up to 2 x LLC): beyond, both read DRAM
+    llc = max(cache["sizes_bytes"] or [16 << 20])
+    top = min(max(2 * llc, 1 << 20), 64 << 20)
+    log("coherence")
+    coh = cm.coherence([s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
+                       dict(zip(by_size["sizes_bytes"], by_size["gbs"])))
+    log("host noise")
+    n_cpus = len(os.sched_getaffinity(0))
+    noise = cm.noise(max(0.05, 2.0 * scale / n_cpus))
+    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "noise": noise,
+            "scheduler": cm.scheduler_params()}
 
 
 # --- TOML out ---------------------------------------------------------------------------------------
@@ -383,7 +411,8 @@ def to_toml(profile: dict[str, Any]) -> str:
     lines = ["# simasgd machine profile, written by `simasgd calibrate` (format: executors/PROFILE.md)", ""]
 
     def table(name: str, d: dict[str, Any]) -> None:
-        scalars = {k: v for k, v in d.items() if not isinstance(v, dict)}
+        # None = could not be measured here: the key is left out (TOML has no null)
+        scalars = {k: v for k, v in d.items() if not isinstance(v, dict) and v is not None}
         if scalars:
             lines.append(f"[{name}]")
             lines.extend(f"{k} = {_value(v)}" for k, v in scalars.items())

@@ -1,0 +1,179 @@
+"""The machine micro-benchmarks of ``executors/calibrate_machine.py`` and their profile tables."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from executors import calibrate as cal
+from executors import calibrate_machine as cm
+from simasgd import machine
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text + "\n")
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, Any]:
+    """The quick machine tables, measured once for the module (compiles every loop)."""
+    return cal._machine_tables(True, lambda s: None)
+
+
+# --- [cache] from a fake sysfs --------------------------------------------------------------------
+
+def test_cache_levels_from_fake_sysfs(tmp_path: Path) -> None:
+    rows = {  # index order is not level order; the instruction cache is left out
+        "index3": ("3", "Unified", "32768K", "0-3,8-11"),
+        "index0": ("1", "Data", "48K", "0"),
+        "index1": ("1", "Instruction", "32K", "0"),
+        "index2": ("2", "Unified", "1M", "0,8"),
+    }
+    for idx, (level, kind, size, shared) in rows.items():
+        d = f"cpu0/cache/{idx}"
+        _write(tmp_path, f"{d}/level", level)
+        _write(tmp_path, f"{d}/type", kind)
+        _write(tmp_path, f"{d}/size", size)
+        _write(tmp_path, f"{d}/shared_cpu_list", shared)
+        _write(tmp_path, f"{d}/coherency_line_size", "64")
+    c = cm.cache_levels(tmp_path)
+    assert c == {"line_bytes": 64, "levels": [1, 2, 3], "sizes_bytes": [48 << 10, 1 << 20, 32 << 20],
+                 "shared_by": [1, 2, 8], "source": "sysfs"}
+
+
+def test_cache_levels_absent(tmp_path: Path) -> None:
+    c = cm.cache_levels(tmp_path)
+    assert c["source"] == "absent" and c["levels"] == c["sizes_bytes"] == c["shared_by"] == []
+    assert "line_bytes" not in c
+
+
+def test_copy_sizes_double_up_to_four_llc_or_64_mib() -> None:
+    big = cm.copy_sizes({"sizes_bytes": [1 << 20, 32 << 20]}, quick=False)
+    assert big[0] == 16 << 10 and big[-1] == 128 << 20
+    assert all(b == 2 * a for a, b in zip(big, big[1:]))
+    small = cm.copy_sizes({"sizes_bytes": [2 << 20]}, quick=False)
+    assert small[-1] == 64 << 20  # a small LLC still reaches DRAM
+    assert cm.copy_sizes({"sizes_bytes": []}, quick=False)[-1] == 64 << 20
+    quick = cm.copy_sizes({"sizes_bytes": [32 << 20]}, quick=True)
+    assert 2 <= len(quick) < len(big) and quick[0] == 16 << 10
+
+
+# --- [scheduler] kernel parameters from fake files ------------------------------------------------
+
+def test_cfs_sysctls_ns_to_seconds(tmp_path: Path) -> None:
+    _write(tmp_path, "proc/sys/kernel/sched_latency_ns", "24000000")
+    _write(tmp_path, "proc/sys/kernel/sched_min_granularity_ns", "3000000")
+    _write(tmp_path, "sys/kernel/debug/sched/wakeup_granularity_ns", "4000000")
+    p = cm.scheduler_params(tmp_path, release="5.10.0-21-amd64")
+    assert p["kernel"] == "cfs" and p["params_source"] == "kernel"
+    assert p["latency_s"] == pytest.approx(0.024) and p["min_granularity_s"] == pytest.approx(0.003)
+    assert p["wakeup_granularity_s"] == pytest.approx(0.004) and "base_slice_s" not in p
+
+
+def test_eevdf_base_slice_and_missing_files_omitted(tmp_path: Path) -> None:
+    _write(tmp_path, "sys/kernel/debug/sched/base_slice_ns", "3000000")
+    _write(tmp_path, "proc/sys/kernel/osrelease", "6.8.0-40-generic")
+    p = cm.scheduler_params(tmp_path)
+    assert p["kernel"] == "eevdf" and p["kernel_release"] == "6.8.0-40-generic"
+    assert p["base_slice_s"] == pytest.approx(0.003) and p["params_source"] == "kernel"
+    assert not {"latency_s", "min_granularity_s", "wakeup_granularity_s"} & set(p)
+
+
+@pytest.mark.parametrize("release,kernel", [("6.6.0", "eevdf"), ("6.18.44-fc", "eevdf"), ("6.5.13", "cfs"),
+                                            ("4.19.0", "cfs"), ("custom", "unknown")])
+def test_kernel_from_version_when_no_file_is_readable(tmp_path: Path, release: str, kernel: str) -> None:
+    p = cm.scheduler_params(tmp_path, release=release)
+    assert p["kernel"] == kernel and p["params_source"] == "measured"
+    assert not set(cm._PARAMS) & set(p)
+
+
+def test_files_decide_over_the_version(tmp_path: Path) -> None:
+    _write(tmp_path, "sys/kernel/debug/sched/latency_ns", "junk")  # exists (so CFS) but unparsable: omitted
+    p = cm.scheduler_params(tmp_path, release="custom")
+    assert p["kernel"] == "cfs" and "latency_s" not in p and p["params_source"] == "measured"
+
+
+# --- measurements (quick) -----------------------------------------------------------------------------
+
+@pytest.mark.hardware
+def test_copy_by_size_one_positive_value_per_size(tables: dict[str, Any]) -> None:
+    t = tables["copy_by_size"]
+    assert len(t["sizes_bytes"]) >= 2 and t["sizes_bytes"][0] == 16 << 10
+    for key in ("gbs", "update_gbs"):
+        assert len(t[key]) == len(t["sizes_bytes"]), key
+        assert all(math.isfinite(v) and 0 < v < 10_000 for v in t[key]), (key, t[key])
+
+
+@pytest.mark.hardware
+def test_coherence_positive_finite_bandwidths(tables: dict[str, Any]) -> None:
+    if len(CPUS) < 2:
+        pytest.skip("coherence needs two usable CPUs")
+    t = tables["coherence"]
+    assert t["sizes_bytes"] and min(t["sizes_bytes"]) >= 64 << 10
+    assert set(t["sizes_bytes"]) <= set(tables["copy_by_size"]["sizes_bytes"])
+    assert t["rounds"] >= 5 and t["cpus"][0] != t["cpus"][1]
+    for key in ("read_gbs", "write_gbs", "own_read_gbs", "own_write_gbs"):
+        assert len(t[key]) == len(t["sizes_bytes"]), key
+        assert all(math.isfinite(v) and 0 < v < 10_000 for v in t[key]), (key, t[key])
+
+
+def test_coherence_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cm.os, "sched_getaffinity", lambda pid: {CPUS[0]})
+    t = cm.coherence([64 << 10], 0.1)
+    assert set(t) == {"reason"}
+
+
+@pytest.mark.hardware
+def test_noise_quick(tables: dict[str, Any]) -> None:
+    n = tables["noise"]
+    assert n["min_gap_s"] == cm.MIN_GAP_S
+    ks = [key for key in n if key.startswith("k")]
+    assert ks == [f"k{k}" for k in range(1, len(CPUS) + 1)]
+    for key in ks:
+        d = n[key]
+        assert d["threads"] == int(key[1:]) and d["duration_s"] >= 0.05
+        assert d["rate_per_s"] >= 0 and 0 < d["busy_fraction"] <= 1
+        assert len(d["pauses_s"]) <= cm.KEEP_PAUSES
+        assert all(p >= n["min_gap_s"] for p in d["pauses_s"])
+        if d["pauses_s"]:
+            assert n["min_gap_s"] <= d["p50_s"] <= d["p90_s"] <= d["p99_s"] <= d["max_s"]
+            assert d["pauses_s"] == sorted(d["pauses_s"])
+
+
+@pytest.mark.hardware
+def test_two_spinners_on_one_cpu_see_each_other_as_pauses(tables: dict[str, Any]) -> None:
+    """Honesty check of the pause detector: two threads sharing one CPU each run about half the time."""
+    kept, (n, paused, spun) = cm._spin_k([CPUS[0], CPUS[0]], 0.2, cm.MIN_GAP_S)
+    assert n > 0 and len(kept) == n and np.all(kept > cm.MIN_GAP_S * 1e9)
+    assert paused / spun > 0.3  # ideal 0.5; other load on the machine only adds pauses
+
+
+# --- the profile file -----------------------------------------------------------------------------
+
+@pytest.mark.hardware
+def test_quick_tables_round_trip_through_the_profile(tables: dict[str, Any], tmp_path: Path) -> None:
+    m = asdict(machine.PRESETS["laptop-2core"])
+    m = {k: v for k, v in m.items() if k not in ("name", "profile")}
+    sched = {"quantum_s": 4e-3, "context_switch_s": 3e-6, "runs": 10, "source": "test",
+             **tables["scheduler"], "latency_s": None}  # None: left out of the file
+    profile = {"machine": m, "scheduler": sched, **{k: v for k, v in tables.items() if k != "scheduler"}}
+    path = cal.write_profile(profile, tmp_path / "this.toml")
+    assert "nan" not in path.read_text()
+    doc = machine.load_profile(path).profile
+    assert doc is not None and "latency_s" not in doc["scheduler"]
+    assert doc["scheduler"]["kernel"] in ("eevdf", "cfs", "unknown")
+    assert doc["scheduler"]["params_source"] in ("kernel", "measured")
+    for name in ("cache", "copy_by_size", "coherence"):
+        assert doc[name] == tables[name], name
+    assert doc["noise"]["k1"] == tables["noise"]["k1"]  # the nested [noise.k1] table
+    assert doc["noise"]["min_gap_s"] == cm.MIN_GAP_S
