@@ -4,7 +4,9 @@
 the KS statistic and Wasserstein distance of the staleness distributions,
 the relative error of mean staleness, the errors of its quantiles, and the
 relative errors of updates/s, updates to ε and time to ε — each with a
-bootstrap confidence interval over the runs (repeats) of both sides.
+bootstrap confidence interval over the runs (repeats) of both sides — and
+where a cycle's time goes on each side (``simasgd.phases``: per phase means
+and quantiles, and the phase that explains most of the cycle-time error).
 
 Runs, not updates, are the resampling unit: updates within a run are
 correlated (they share the run's contention history), runs are independent.
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simasgd import analysis, metadata
+from simasgd import phases as _phases
 from simasgd.atomicio import atomic_write_text
 from simasgd.results import ResultsError, RunResult, read_versioned_json
 
@@ -86,6 +89,7 @@ class Fidelity:
     level: float = 0.95
     resamples: int = 1000
     info: dict[str, Any] = field(default_factory=dict)  # scenario name, folders, simasgd commit
+    phases: _phases.PhaseComparison | None = None  # where a cycle's time goes, both sides
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -101,7 +105,7 @@ class Fidelity:
             "overall": {k: m.to_json() for k, m in self.overall.items()},
             "per_worker": {str(w): {k: m.to_json() for k, m in ms.items()} for w, ms in self.per_worker.items()},
             "metadata": self.info,
-        }
+        } | ({"phases": self.phases.to_json()} if self.phases is not None else {})
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
@@ -110,7 +114,7 @@ class Fidelity:
 
 
 def load_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A fidelity.json, checked for format and version."""
+    """A fidelity.json, checked for format and version (``phases`` is absent from older files)."""
     return read_versioned_json(path, FORMAT, FORMAT_VERSION, "fidelity", FidelityError)
 
 
@@ -156,7 +160,9 @@ def compare(predicted: RunResult, reference: RunResult, *, level: float = 0.95, 
                   for w in analysis.workers(predicted) if w in analysis.workers(reference)}
     la, lb = labels or (predicted.backend, reference.backend)
     info = {"scenario": predicted.scenario.get("name"), "git_commit": metadata.git_commit(), "seed": seed}
-    return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples, info)
+    breakdown = _phases.breakdown(predicted, reference, (la, lb))
+    return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples, info,
+                    breakdown)
 
 
 def _side(r: RunResult, label: str) -> Side:

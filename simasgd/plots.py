@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from simasgd import analysis
+from simasgd import analysis, phases
 from simasgd.fidelity import GOALS
 from simasgd.results import ResultsError, RunResult
 
@@ -175,6 +175,35 @@ def throughput_vs_threads(results: Sequence[RunResult], labels: Sequence[str] | 
     return fig
 
 
+def phase_distributions(results: Mapping[str, RunResult], warmup: float | None = None,
+                        max_points: int = 50_000) -> "Figure":
+    """Per phase of the cycle, each result's distribution of durations (boxen, log y, µs).
+
+    Durations ≤ 0 cannot sit on a log axis and are left out; at most ``max_points`` per result and
+    phase are drawn (a fixed-seed subsample), which keeps the boxes' quantiles but not the extremes."""
+    plt, sns = _libs()
+    rng = np.random.default_rng(0)
+    frames = []
+    for label, r in results.items():
+        f = phases.phase_frame(r.updates, phases.WARMUP if warmup is None else warmup)
+        f = f[f["seconds"] > 0]
+        parts = [g.iloc[np.sort(rng.choice(len(g), max_points, replace=False))] if len(g) > max_points else g
+                 for _, g in f.groupby("phase", sort=False, observed=True)]
+        if parts:
+            frames.append(pd.concat(parts).assign(label=label, us=lambda d: d["seconds"] * 1e6))
+    if not frames:
+        raise ResultsError("no phase durations: the results have no phase columns (t_start, t_grad_start, t_grad_end)")
+    df = pd.concat(frames, ignore_index=True)
+    order = [p for p in phases.ALL_PHASES if p in set(df["phase"])]
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.7 * len(order)), 4.4))
+    sns.boxenplot(df, x="phase", y="us", hue="label", order=order, hue_order=[k for k in results if k in set(df["label"])],
+                  log_scale=True, showfliers=False, ax=ax)
+    ax.set(xlabel="phase of a worker's cycle", ylabel="duration (µs)", title="Where a cycle's time goes")
+    _legend_title(ax, "result")
+    fig.tight_layout()
+    return fig
+
+
 def _plain_log_ticks(ax: Any) -> None:
     # 0.3, 1, 2 rather than 3×10⁻¹: losses span a decade or two, not many.
     from matplotlib.ticker import FuncFormatter
@@ -233,6 +262,8 @@ def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = F
     if any(len(r.curve) for r in results.values()):
         written += save(loss_curves(results), out / "loss", svg)
     written += save(time_to_eps_boxes(results), out / "time_to_eps", svg)
+    if all(phases.has_phases(r) for r in results.values()):
+        written += save(phase_distributions(results), out / "phases", svg)
     return written
 
 
@@ -326,6 +357,8 @@ def to_markdown(fid: "Fidelity", figures: list[str] | None = None) -> str:
             lines.append(f"| {w} | " + " | ".join(fmt_value(n, ms[n].value) for n in
                          ("mean_staleness_rel_err", "ks", "wasserstein", "updates_per_s_rel_err")) + " |")
         lines.append("")
+    if getattr(fid, "phases", None) is not None:
+        lines += [fid.phases.markdown()]
     if figures:
         lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figures] + [""]
     return "\n".join(lines)
@@ -341,6 +374,8 @@ def write_report(folder: str | Path, fid: Any, results: Mapping[str, RunResult],
     if any(len(r.curve) for r in results.values()):
         written += save(loss_curves(results), figs / "loss", svg)
     written += save(time_to_eps_boxes(results), figs / "time_to_eps", svg)
+    if getattr(fid, "phases", None) is not None and fid.phases.available:
+        written += save(phase_distributions(results, fid.phases.warmup), figs / "phases", svg)
     pngs = [str(p.relative_to(folder)) for p in written if p.suffix == ".png"]
     report = folder / "report.md"
     report.write_text(to_markdown(fid, pngs) + sides_markdown(results))

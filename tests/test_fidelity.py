@@ -203,3 +203,53 @@ def test_compare_sim_cpu_end_to_end(tmp_path, monkeypatch):
     ks = doc["overall"]["ks"]["value"]
     assert 0.0 <= ks <= 1.0 and ("✓" in res.output or "✗" in res.output)
     assert (out / "report.md").exists() and (out / "figures" / "staleness.png").exists()
+
+
+# --- where a cycle's time goes, in compare ----------------------------------------------------
+
+from test_phases import US, as_result, cycles  # noqa: E402
+
+
+def test_fidelity_carries_the_phase_breakdown_and_old_files_without_it_load(tmp_path):
+    f = fidelity.compare(as_result(cycles(gradient=220 * US), "sim"), as_result(cycles(), "cpu"))
+    assert f.phases is not None and f.phases.explanation.phase == "gradient"
+    doc = fidelity.load_json(f.save(tmp_path / "fidelity.json"))
+    assert doc["phases"]["explain"]["phase"] == "gradient"
+    assert doc["phases"]["sides"]["reference"]["label"] == "cpu"
+    old = {k: v for k, v in doc.items() if k != "phases"}  # written before phases existed
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert "phases" not in fidelity.load_json(tmp_path / "old.json")
+    assert "Where a cycle's time goes" in plots.to_markdown(f)
+
+
+def test_compare_folders_prints_the_phase_table_and_sentence(tmp_path):
+    as_result(cycles(gradient=220 * US), "sim").save(tmp_path / "sim")
+    as_result(cycles(), "cpu").save(tmp_path / "cpu")
+    res = CliRunner().invoke(app, ["compare", "--results", str(tmp_path / "sim"), str(tmp_path / "cpu"),
+                                   "--out", str(tmp_path / "cmp")])
+    assert res.exit_code == 0, res.output
+    assert "where a cycle's time goes" in res.output
+    lines = res.output.splitlines()
+    grad = next(x for x in lines if "gradient" in x and "220.0" in x)
+    assert "200.0" in grad and "+10.0%" in grad
+    assert "phase explaining most of the cycle-time error: gradient (Δ = +20.0 µs of +20.0 µs, 100%)" in lines
+    doc = fidelity.load_json(tmp_path / "cmp" / "fidelity.json")
+    assert doc["phases"]["available"] and doc["phases"]["explain"]["phase"] == "gradient"
+    assert doc["phases"]["sides"]["predicted"]["stats"]["gradient"]["mean"] == pytest.approx(220 * US)
+    report = (tmp_path / "cmp" / "report.md").read_text()
+    assert "| gradient | 220.0 | 200.0 | +10.0% |" in report and "### Per worker" in report
+    assert "figures/phases.png" in report and (tmp_path / "cmp" / "figures" / "phases.png").exists()
+
+
+def test_compare_says_so_when_a_side_has_no_phase_columns(tmp_path):
+    as_result(cycles(), "sim").save(tmp_path / "sim")
+    old = cycles()
+    old[["t_start", "t_grad_start", "t_grad_end"]] = np.nan
+    as_result(old, "cpu").save(tmp_path / "cpu")
+    res = CliRunner().invoke(app, ["compare", "--results", str(tmp_path / "sim"), str(tmp_path / "cpu"),
+                                   "--out", str(tmp_path / "cmp")])
+    assert res.exit_code == 0, res.output
+    assert "phase breakdown: not available — cpu has no phase columns" in res.output
+    assert "phase explaining" not in res.output and "where a cycle's time goes" not in res.output
+    assert fidelity.load_json(tmp_path / "cmp" / "fidelity.json")["phases"]["available"] is False
+    assert not (tmp_path / "cmp" / "figures" / "phases.png").exists()

@@ -82,3 +82,23 @@ def test_plot_command_on_a_compare_folder_writes_png_and_svg(pair, tmp_path):
 def test_plot_command_on_a_non_results_folder_exits_2(tmp_path):
     res = CliRunner().invoke(app, ["plot", str(tmp_path)])
     assert res.exit_code == 2 and "neither a results folder" in res.output
+
+
+def test_phase_distributions_draw_each_phase_for_each_result_on_a_log_axis():
+    from test_phases import US, cycles
+
+    from simasgd.results import ResultsError
+
+    labelled = {"sim": make_result([np.zeros(10, int)]), "cpu": make_result([np.zeros(10, int)], backend="cpu")}
+    labelled["sim"].updates = cycles(gradient=220 * US)
+    labelled["cpu"].updates = cycles(gradient=lambda g, n: g.exponential(200 * US, n))
+    fig = plots.phase_distributions(labelled)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["read", "gradient", "update", "between", "cycle"]
+    assert ax.get_yscale() == "log" and "µs" in ax.get_ylabel()
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"sim", "cpu"}
+    lo, hi = ax.get_ylim()
+    assert lo <= 3 and hi >= 220  # between (3 µs) … gradient (220 µs) on the axis, in µs
+    labelled["cpu"].updates = make_result([np.zeros(10, int)]).updates  # no phase columns
+    with pytest.raises(ResultsError, match="no phase"):
+        plots.phase_distributions({"cpu": labelled["cpu"]})

@@ -118,3 +118,26 @@ def print_fidelity(fid) -> None:
         con.print("they agree on every goal that could be checked: " + (", ".join(met) or "none could be"), markup=False)
     for k in undefined(fid):
         con.print(f"  · {k}: not checked — {why_undefined(k)}", markup=False)
+    if fid.phases is not None:
+        print_phases(fid.phases)
+
+
+def print_phases(pc) -> None:
+    """Where a cycle's time goes on each side (µs), and the phase behind most of the cycle-time error."""
+    from rich.table import Table
+
+    con = console()
+    if not pc.available:
+        con.print(pc.unavailable_line(), markup=False, soft_wrap=True)
+        return
+    la, lb = pc.labels
+    table = Table(title=f"where a cycle's time goes (µs; err = mean rel err of {la} against {lb})")
+    rows = pc.rows()
+    for c in rows[0]:
+        table.add_column(c, justify="left" if c == "phase" else "right", no_wrap=c in ("phase", "err"),
+                         min_width=8 if c == "phase" else None)
+    for r in rows:
+        table.add_row(*r.values(), style="bold" if r["phase"] == "cycle" else "")
+    con.print(table)
+    if pc.explanation is not None:
+        con.print(pc.explanation.sentence(), markup=False, soft_wrap=True)

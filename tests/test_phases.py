@@ -1,0 +1,177 @@
+"""Where a cycle's time goes: phase durations from updates frames built with known phases."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Union
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simasgd import phases
+from simasgd.results import RunResult, RunSummary, curve_frame, merge, updates_frame
+from simasgd.scenario import Scenario
+
+US = 1e-6
+Duration = Union[float, Callable[[np.random.Generator, int], np.ndarray]]
+
+
+def cycles(read: Duration = 10 * US, gradient: Duration = 200 * US, update: Duration = 5 * US,
+           between: Duration = 3 * US, *, n: int = 200, workers: int = 2, runs: int = 2, run0: int = 0,
+           rng: np.random.Generator | None = None) -> pd.DataFrame:
+    """An updates frame whose attempts have exactly the given phase durations (constants or samplers)."""
+    rng = rng or np.random.default_rng(0)
+
+    def draw(d: Duration) -> np.ndarray:
+        return d(rng, n) if callable(d) else np.full(n, float(d))
+
+    parts = []
+    for run in range(run0, run0 + runs):
+        for w in range(workers):
+            r, g, u, b = draw(read), draw(gradient), draw(update), draw(between)
+            t0 = 1e-3 * w + np.concatenate([[0.0], np.cumsum(r + g + u + b)[:-1]])
+            v = np.arange(1, n + 1)
+            parts.append(updates_frame(run, w, v, v - 1, t0 + r, t0 + r + g + u, t_start=t0, t_grad_start=t0 + r,
+                                       t_grad_end=t0 + r + g))
+    return pd.concat(parts, ignore_index=True)
+
+
+def as_result(updates: pd.DataFrame, backend: str, workers: int = 2) -> RunResult:
+    """A saveable RunResult around an updates frame (one summary per run; same scenario for every backend)."""
+    sc = Scenario(workers={"count": workers}, algorithm={"name": "hogwild"})
+    parts = []
+    for run, u in updates.groupby("run"):
+        time_s = float(u["t_write"].max())
+        s = RunSummary(run=int(run), updates=len(u), time_s=time_s, updates_to_eps=None, time_to_eps=None,
+                       crashed=False, diverged=True, initial_loss=1.0, final_loss=0.5, mean_staleness=0.0,
+                       attempts=len(u), updates_per_s=len(u) / time_s)
+        parts.append(RunResult(sc.to_dict(), backend, [s], u.reset_index(drop=True),
+                               curve_frame(int(run), [0.0, time_s], [0, len(u)], [1.0, 0.5]),
+                               {"scenario_hash": sc.hash, "backend": backend}))
+    return merge(parts)
+
+
+def test_phase_means_are_the_constructed_durations():
+    stats = phases.phase_stats(phases.phase_frame(cycles())).set_index("phase")
+    want = {"read": 10, "gradient": 200, "update": 5, "between": 3, "cycle": 218}
+    assert list(stats.index) == list(phases.ALL_PHASES)
+    for p, us in want.items():
+        for s in ("mean", "median", "p90", "p99"):
+            assert stats.loc[p, s] == pytest.approx(us * US, rel=1e-9), (p, s)
+    # 2 runs × 2 workers × 200 attempts, the first 10 of each discarded; a worker's last attempt has no next start
+    assert stats.loc["read", "n"] == 4 * 190 and stats.loc["between", "n"] == stats.loc["cycle", "n"] == 4 * 189
+
+
+def test_random_phases_match_their_closed_form_within_the_standard_error():
+    rng = np.random.default_rng(1)
+    exp = lambda mean: (lambda g, n: g.exponential(mean, n))  # noqa: E731
+    uni = lambda lo, hi: (lambda g, n: g.uniform(lo, hi, n))  # noqa: E731
+    u = cycles(uni(5 * US, 15 * US), exp(200 * US), exp(5 * US), uni(1 * US, 5 * US), n=5000, rng=rng)
+    f = phases.phase_frame(u)
+    stats = phases.phase_stats(f).set_index("phase")
+    truth = {"read": 10 * US, "gradient": 200 * US, "update": 5 * US, "between": 3 * US}
+    truth["cycle"] = sum(truth.values())
+    for p, mean in truth.items():
+        x = f.loc[f["phase"] == p, "seconds"]
+        assert abs(stats.loc[p, "mean"] - mean) < 4 * x.std() / math.sqrt(len(x)), p
+    # the exponential gradient's median is mean·ln 2; its sample median's SE is 1/(2 f(m) √n) = mean/√n
+    n = stats.loc["gradient", "n"]
+    assert abs(stats.loc["gradient", "median"] - 200 * US * math.log(2)) < 4 * 200 * US / math.sqrt(n)
+
+
+def test_cycle_delta_is_exactly_the_sum_of_the_phase_deltas():
+    rng = np.random.default_rng(2)
+    exp = lambda mean: (lambda g, n: g.exponential(mean, n))  # noqa: E731
+    a = cycles(exp(10 * US), exp(220 * US), exp(5 * US), exp(3 * US), n=3000, rng=rng)
+    b = cycles(exp(12 * US), exp(200 * US), exp(8 * US), exp(2 * US), n=2000, workers=3, rng=rng)
+    e = phases.explain(a, b)
+    assert sum(e.deltas_s[p] for p in phases.PHASES) == pytest.approx(e.cycle_delta_s, rel=1e-9, abs=1e-15)
+    assert e.cycle_delta_s == pytest.approx(e.cycle_mean_s[0] - e.cycle_mean_s[1], rel=1e-9)
+    assert e.phase == max(phases.PHASES, key=lambda p: abs(e.deltas_s[p]))
+
+
+def test_explain_names_the_gradient_when_only_the_gradient_differs():
+    a, b = cycles(gradient=220 * US), cycles(gradient=200 * US, workers=3)
+    e = phases.explain(a, b)
+    assert e.phase == "gradient"
+    assert e.delta_s == pytest.approx(20 * US, rel=1e-6) and e.cycle_delta_s == pytest.approx(20 * US, rel=1e-6)
+    assert e.share == pytest.approx(1.0, abs=1e-6)
+    assert e.cycle_rel_err == pytest.approx(20 / 218, rel=1e-6)
+    assert e.sentence() == "phase explaining most of the cycle-time error: gradient (Δ = +20.0 µs of +20.0 µs, 100%)"
+    # a slower update side on the reference: the error now comes from `update`, with the opposite sign
+    e = phases.explain(cycles(), cycles(update=50 * US))
+    assert e.phase == "update" and e.delta_s == pytest.approx(-45 * US, rel=1e-6) and e.share == pytest.approx(1.0)
+
+
+def test_compare_phases_puts_the_stats_side_by_side_with_relative_errors():
+    t = phases.compare_phases(cycles(gradient=220 * US), cycles(), labels=("sim", "cpu"))
+    assert list(t.index) == list(phases.ALL_PHASES)
+    assert t.loc["gradient", "sim mean"] == pytest.approx(220 * US) and t.loc["gradient", "cpu mean"] == pytest.approx(200 * US)
+    assert t.loc["gradient", "mean_rel_err"] == pytest.approx(0.10) and t.loc["gradient", "median_rel_err"] == pytest.approx(0.10)
+    assert t.loc["read", "mean_rel_err"] == pytest.approx(0.0, abs=1e-9)
+    assert t.loc["cycle", "mean_rel_err"] == pytest.approx(20 / 218)
+
+
+def test_warm_up_attempts_are_discarded():
+    slow_start = lambda g, n: np.where(np.arange(n) < 10, 5000 * US, 200 * US)  # noqa: E731
+    u = cycles(gradient=slow_start, n=200)
+    g = phases.phase_frame(u).query("phase == 'gradient'")["seconds"]
+    assert g.max() == pytest.approx(200 * US) and len(g) == 4 * 190
+    assert phases.phase_frame(u, warmup=0.0).query("phase == 'gradient'")["seconds"].max() == pytest.approx(5000 * US)
+    assert phases.phase_frame(u, warmup=0.0).query("phase == 'read'")["attempt"].min() == 0
+
+
+def test_attempts_are_ordered_by_start_within_run_and_worker():
+    u = cycles(n=50)
+    shuffled = u.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    a = phases.phase_stats(phases.phase_frame(u), by_worker=True)
+    b = phases.phase_stats(phases.phase_frame(shuffled), by_worker=True)
+    pd.testing.assert_frame_equal(a, b)
+    # runs are not chained to each other: a run's last attempt has no `between`
+    assert (phases.cycle_table(u).groupby(["run", "worker"])["between"].apply(lambda s: s.isna().sum()) == 1).all()
+
+
+def test_per_worker_stats_are_per_worker():
+    # worker w computes for (200 + 100 w) µs
+    parts = [cycles(gradient=(200 + 100 * w) * US, workers=1, runs=1).assign(worker=w) for w in range(3)]
+    u = pd.concat(parts, ignore_index=True)
+    s = phases.phase_stats(phases.phase_frame(u), by_worker=True)
+    g = s[s["phase"] == "gradient"].set_index("worker")["mean"]
+    assert g.to_dict() == pytest.approx({0: 200 * US, 1: 300 * US, 2: 400 * US})
+    assert set(s.groupby("worker")["phase"].apply(tuple)) == {phases.ALL_PHASES}
+    w = phases.compare_by_worker(u, cycles(workers=3, runs=1), labels=("sim", "cpu"))
+    grad = w[w["phase"] == "gradient"].set_index("worker")
+    assert grad["mean_rel_err"].to_dict() == pytest.approx({0: 0.0, 1: 0.5, 2: 1.0}, abs=1e-9)
+
+
+def test_frames_without_phase_columns_take_the_no_phases_path():
+    old = cycles().drop(columns=["t_start", "t_grad_start", "t_grad_end"])  # as an old file before load fills NaN
+    nan = updates_frame(0, [0, 1, 0], [1, 2, 3], [0, 1, 2], [0.1, 0.2, 0.3], [0.15, 0.25, 0.35])
+    for u in (old, nan):
+        assert phases.phase_frame(u).empty and not phases.has_phases(u)
+        assert phases.explain(cycles(), u) is None
+    pc = phases.breakdown(cycles(), nan, labels=("sim", "cpu"))
+    assert not pc.available and pc.missing == ["cpu"] and pc.explanation is None
+    assert pc.unavailable_line().startswith("phase breakdown: not available — cpu has no phase columns")
+    assert pc.unavailable_line() in pc.markdown()
+    doc = pc.to_json()
+    assert doc["available"] is False and doc["explain"] is None
+    assert doc["sides"]["reference"]["stats"]["gradient"]["n"] == 0
+    assert doc["sides"]["predicted"]["stats"]["gradient"]["mean"] == pytest.approx(200 * US)
+
+
+def test_breakdown_rows_markdown_and_json_are_in_microseconds():
+    pc = phases.breakdown(as_result(cycles(gradient=220 * US), "sim"), as_result(cycles(), "cpu"), ("sim", "cpu"))
+    rows = {r["phase"]: r for r in pc.rows()}
+    assert rows["gradient"]["sim mean"] == "220.0" and rows["gradient"]["cpu p99"] == "200.0"
+    assert rows["gradient"]["err"] == "+10.0%" and rows["read"]["err"] == "+0.0%"
+    md = pc.markdown()
+    assert "| gradient | 220.0 | 200.0 | +10.0% |" in md and pc.explanation.sentence() in md
+    assert "| 1 | 10.0 / 10.0 (+0.0%) | 220.0 / 200.0 (+10.0%) |" in md  # per worker
+    doc = pc.to_json()
+    assert doc["explain"]["phase"] == "gradient" and doc["explain"]["share"] == pytest.approx(1.0)
+    assert doc["errors"]["gradient"]["mean_rel_err"] == pytest.approx(0.1)
+    assert doc["per_worker"]["0"]["gradient"]["predicted_mean"] == pytest.approx(220 * US)
+    same = phases.breakdown(cycles(), cycles(), ("sim", "sim"))  # equal labels stay apart
+    assert same.labels == ("sim (a)", "sim (b)") and same.explanation.share != same.explanation.share  # Δc = 0: NaN
