@@ -230,7 +230,10 @@ class SimConfig(Section):
 class CpuConfig(Section):
     pin: bool = True
     join_timeout_s: PosFloat = 30.0
-    monitor_every_s: PosFloat | None = None
+    monitor_every_s: PosFloat | None = None  # no longer used: losses come from θ snapshots every stop.eval_every_updates
+    # HOGWILD! lost-update probes (an estimate of the updates θ lost): off by default, because the
+    # shared probe lines phase-lock concurrent writers (executors/cpu/loops.py, hogwild_step).
+    hogwild_probes: bool = False
 
 
 class SweepConfig(Section):

@@ -31,8 +31,8 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_PERSIST, CLAIMED, F_MOM, LINE, OK,
                                   S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, apply_step, backoff,
-                                  out_of_budget, record, sample_batch, secs, spin_pause, step_size, stopped,
-                                  straggle, wait_go)
+                                  out_of_budget, record, sample_batch, snapshot_due, spin_pause, step_size,
+                                  stopped, straggle, take_snapshot, wait_go)
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 
@@ -82,7 +82,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 
     @njit(nogil=True, cache=True)
     def run_leashed(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                    pool, vpool, rc, stale, ver, peak):
+                    ring, meta, pool, vpool, rc, stale, ver, peak):
         """One Leashed-SGD worker. ``theta``/``vel`` are unused (the state lives in ``pool``/``vpool``)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
@@ -95,13 +95,15 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
-            t_r = A.now_ns()
+            t_s = A.now_ns()
             pr = acquire_latest(ctrl, rc)
             rv = ver[pr * LINE]
+            t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(pool[pr], X, y, idx, g, shape)
             release(rc, pr)
             straggle(slowdown, t_r)
+            t_ge = A.now_ns()
             if mine < 0:
                 mine = claim(ctrl, rc, stale, peak)
                 if mine < 0:
@@ -117,10 +119,15 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
                 ver[mine * LINE] = cur + 1
                 A.store(stale, mine * LINE, 0)
                 if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:
-                    A.fetch_add(rc, mine * LINE, -CLAIMED)  # now a normal vector, counting its readers
+                    snap = snapshot_due(cfg_i, ctrl, cur + 1)
+                    # now a normal vector, counting its readers (this one too, while it copies θ for the loss)
+                    A.fetch_add(rc, mine * LINE, -CLAIMED + (1 if snap else 0))
                     A.store(stale, base * LINE, 1)
                     release(rc, base)
                     A.fetch_add(ctrl, S_VERSION * LINE, 1)
+                    if snap:
+                        take_snapshot(ctrl, cfg_i, ring, meta, cur + 1, pool[mine])
+                        release(rc, mine)
                     applied, v, mine = True, cur + 1, -1
                     break
                 release(rc, base)
@@ -131,7 +138,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
                 if stopped(ctrl):  # the run ended mid-retry: the attempt is cut off, not dropped
                     return OK
                 backoff(cfg_i, cfg_f, retries)
-            if not record(ri, rf, nrec, w, v, rv, retries, applied, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+            if not record(ri, rf, nrec, ctrl, w, v, rv, retries, applied, t_s, t_r, t_r, t_ge, 0):
                 return BUFFER_FULL
         return OK
 
@@ -139,13 +146,3 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 
 
 run_leashed = _make()
-
-
-@njit(nogil=True, cache=True)
-def snapshot(ctrl: np.ndarray, pool: np.ndarray, rc: np.ndarray, ver: np.ndarray, out: np.ndarray) -> int:
-    """Copy the latest vector under a reader reference; returns its version."""
-    p = acquire_latest(ctrl, rc)
-    out[:] = pool[p]
-    v = ver[p * LINE]
-    release(rc, p)
-    return v

@@ -1,7 +1,7 @@
 """Worker loops: one nopython function per algorithm, run by one OS thread for the whole run.
 
 Every loop has the same head — ``(w, X, y, shape, theta, vel, ctrl, cfg_i,
-cfg_f, ri, rf, nrec, seed, slowdown)`` — and returns a code from
+cfg_f, ri, rf, nrec, seed, slowdown, ring, meta)`` — and returns a code from
 :mod:`executors.cpu.shared` (``OK``, ``STOPPED_WAITING``, ``BUFFER_FULL``).
 The gradient is ``kernels.loss_and_grad`` called as a global, so no Python runs
 between the read and the record and the loops load from numba's cache in every
@@ -11,6 +11,12 @@ workload with its own kernel gets an uncached copy (:mod:`executors.kernel`).
 Version counting is the measuring instrument: every applied update does an
 atomic fetch-add on ``ctrl[S_VERSION]`` — in HOGWILD! too — and records the
 value it produced; ``read_version`` is the counter when the worker read θ.
+Each record carries the cycle's phase boundaries in clock ns (``t_s`` cycle start,
+``t_r`` the read version taken, ``t_gs``/``t_ge`` gradient start/end; the write
+time is taken by ``record``): ``simasgd.phases`` turns them into phase times.
+The worker that makes a version the loss ring keeps copies θ there right away
+(inside the lock for the lock-based loops), so the loss is never taken on a
+thread that competes with the workers (``shared.take_snapshot``).
 """
 
 from __future__ import annotations
@@ -21,11 +27,11 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKERS, F_MOM, LINE, OK, S_DEADLINE,
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PROBES, C_WORKERS, F_MOM, LINE, OK, S_DEADLINE,
                                   S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, apply_step, barrier,
                                   lock_acquire, lock_release, out_of_budget, read_acquire, read_release, record,
-                                  sample_batch, secs, seq_write_begin, seq_write_end, step_size, straggle, wait_go,
-                                  write_acquire, write_release)
+                                  sample_batch, seq_write_begin, seq_write_end, snapshot_due, step_size, straggle,
+                                  take_snapshot, wait_go, write_acquire, write_release)
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 HOGWILD_CHUNK = 8     # elements between compiler barriers: one cache line of float64, the unit races happen in
@@ -38,10 +44,16 @@ def n_probes(dim: int) -> int:
 
 @njit(nogil=True, cache=True)
 def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mom: float,
-                 canary: np.ndarray) -> None:
+                 canary: np.ndarray, probes: bool) -> None:
     """Unsynchronised θ -= lr·g. The compiler barrier per cache line keeps each element's
     read-modify-write a separate memory access, so concurrent writers overwrite each other
-    element by element as on real hardware (without it LLVM may batch the loop)."""
+    element by element as on real hardware (without it LLVM may batch the loop).
+
+    ``probes`` (``[cpu] hogwild_probes``, off by default) also bumps one shared probe per chunk.
+    Measured cost: the probes pack 8 chunks to a cache line that every writer writes in the same
+    order, so two concurrent updates ping-pong probe lines; once the two threads' updates overlap
+    they stay overlapping (each update 0.8-1.2 ms instead of 28 us, MLP d = 85k on 2 cores) - the
+    HOGWILD! bimodality of benchmarks/README_cpu.md. Without them no run was bimodal."""
     d = theta.shape[0]
     n_chunks = (d + HOGWILD_CHUNK - 1) // HOGWILD_CHUNK
     for c in range(n_chunks):
@@ -58,20 +70,22 @@ def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, m
             for i in range(lo, hi):
                 theta[i] -= lr * g[i]
         A.compiler_barrier()
-        # The chunk's probe gets +1 with a read-modify-write as wide as the chunk's, right after
-        # it: it loses an update when the chunk would (a concurrent writer in the same place, or
-        # this thread preempted inside the window), so the probes estimate θ's losses without
-        # knowing the gradient (wiring._hogwild). An estimate: each probe is a separate sample.
-        canary[c] = canary[c] + 1.0
-        A.compiler_barrier()
+        if probes:
+            # The chunk's probe gets +1 with a read-modify-write as wide as the chunk's, right after
+            # it: it loses an update when the chunk would (a concurrent writer in the same place, or
+            # this thread preempted inside the window), so the probes estimate θ's losses without
+            # knowing the gradient (wiring._hogwild). An estimate: each probe is a separate sample.
+            canary[c] = canary[c] + 1.0
+            A.compiler_barrier()
 
 
 def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
     """The loops, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def run_sequential(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
-        """Plain SGD on one thread; the seqlock lets the monitor copy θ without stopping it."""
+    def run_sequential(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                       ring, meta):
+        """Plain SGD on one thread (the seqlock lets ``final_theta``-style readers copy θ safely)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
@@ -80,21 +94,25 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
-            t_r = A.now_ns()
+            t_s = A.now_ns()
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(theta, X, y, idx, g, shape)
-            straggle(slowdown, t_r)
+            straggle(slowdown, t_s)
+            t_ge = A.now_ns()
             seq_write_begin(ctrl)
             apply_step(theta, vel, g, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
             seq_write_end(ctrl)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+            if snapshot_due(cfg_i, ctrl, v):
+                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
+            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, 0):
                 return BUFFER_FULL
         return OK
 
     @njit(nogil=True, cache=True)
-    def run_mutex(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
+    def run_mutex(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                  ring, meta):
         """Lock-based AsyncSGD (Ek 2021, Alg. 2): lock to copy θ, compute, lock to update."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
@@ -105,17 +123,18 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
-            t_r = A.now_ns()
+            t_s = A.now_ns()
             wait = lock_acquire(ctrl, cfg_i, cfg_f, lock)
             if wait < 0:
                 return STOPPED_WAITING
             local[:] = theta
             rv = A.load(ctrl, S_VERSION * LINE)
             lock_release(ctrl, lock)
+            t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            t_g = A.now_ns()
             loss_and_grad(local, X, y, idx, g, shape)
-            straggle(slowdown, t_g)
+            straggle(slowdown, t_r)
+            t_ge = A.now_ns()
             wait2 = lock_acquire(ctrl, cfg_i, cfg_f, lock)
             if wait2 < 0:
                 return STOPPED_WAITING
@@ -125,14 +144,16 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
                 break
             apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            if snapshot_due(cfg_i, ctrl, v):
+                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
             lock_release(ctrl, lock)
-            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
-                          (wait + wait2) * 1e-9):
+            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, wait + wait2):
                 return BUFFER_FULL
         return OK
 
     @njit(nogil=True, cache=True)
-    def run_rwlock(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown):  # noqa: ANN001
+    def run_rwlock(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                   ring, meta):
         """Lock-based AsyncSGD with a reader/writer lock: readers copy θ together, writers update alone."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
@@ -142,17 +163,18 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
-            t_r = A.now_ns()
+            t_s = A.now_ns()
             wait = read_acquire(ctrl, cfg_i, cfg_f)
             if wait < 0:
                 return STOPPED_WAITING
             local[:] = theta
             rv = A.load(ctrl, S_VERSION * LINE)
             read_release(ctrl)
+            t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            t_g = A.now_ns()
             loss_and_grad(local, X, y, idx, g, shape)
-            straggle(slowdown, t_g)
+            straggle(slowdown, t_r)
+            t_ge = A.now_ns()
             wait2 = write_acquire(ctrl, cfg_i, cfg_f)
             if wait2 < 0:
                 return STOPPED_WAITING
@@ -162,39 +184,44 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
                 break
             apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            if snapshot_due(cfg_i, ctrl, v):
+                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
             write_release(ctrl)
-            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
-                          (wait + wait2) * 1e-9):
+            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, wait + wait2):
                 return BUFFER_FULL
         return OK
 
     @njit(nogil=True, cache=True)
     def run_hogwild(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                    canary):
+                    ring, meta, canary):
         """HOGWILD!: gradient on the live shared θ, element-wise writes with no synchronisation."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
         g = np.empty_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        probes = cfg_i[C_PROBES] != 0
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
-            t_r = A.now_ns()
+            t_s = A.now_ns()
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(theta, X, y, idx, g, shape)
-            straggle(slowdown, t_r)
+            straggle(slowdown, t_s)
+            t_ge = A.now_ns()
             cur = A.load(ctrl, S_VERSION * LINE)
-            hogwild_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM], canary)
+            hogwild_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM], canary, probes)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+            if snapshot_due(cfg_i, ctrl, v):
+                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads
+            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, 0):
                 return BUFFER_FULL
         return OK
 
     @njit(nogil=True, cache=True)
     def run_sync(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                 grads):
+                 ring, meta, grads):
         """Synchronous SGD: all compute on the same θ, a barrier, worker 0 applies the mean, a barrier.
 
         One update (one record, by worker 0) per round. Whether to go on is decided
@@ -210,17 +237,17 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while True:
-            t_r = A.now_ns()
+            t_s = A.now_ns()
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(theta, X, y, idx, mine, shape)
-            straggle(slowdown, t_r)
-            t_b = A.now_ns()
+            straggle(slowdown, t_s)
+            t_ge = A.now_ns()
             sense = barrier(ctrl, n, sense)
             if sense < 0:
                 return STOPPED_WAITING
             if w == 0:
-                wait = A.now_ns() - t_b
+                wait = A.now_ns() - t_ge
                 mean[:] = grads[0]
                 for k in range(1, n):
                     mean += grads[k]
@@ -229,8 +256,9 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
                 apply_step(theta, vel, mean, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
                 seq_write_end(ctrl)
                 v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-                full = not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()),
-                                  wait * 1e-9)
+                if snapshot_due(cfg_i, ctrl, v):
+                    take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
+                full = not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, wait)
                 done = full or A.load(ctrl, S_STOP * LINE) != 0 or v >= cfg_i[C_MAXU] \
                     or A.now_ns() >= ctrl[S_DEADLINE * LINE]
                 A.store(ctrl, S_ROUND_STOP * LINE, 1 if done else 0)

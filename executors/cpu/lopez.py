@@ -25,8 +25,9 @@ from numba import njit
 
 from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_WORKERS, F_MOM, LINE, OK, S_CONTRIB,
-                                  S_VERSION, STOPPED_WAITING, apply_step, out_of_budget, record, sample_batch, secs,
-                                  seq_copy, seq_write_begin, seq_write_end, spin_pause, step_size, straggle, wait_go)
+                                  S_VERSION, STOPPED_WAITING, apply_step, out_of_budget, record, sample_batch,
+                                  seq_copy, seq_write_begin, seq_write_end, snapshot_due, spin_pause, step_size,
+                                  straggle, take_snapshot, wait_go)
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 
@@ -35,30 +36,32 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 
     @njit(nogil=True, cache=True)
     def run_lopez(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                  acc):
+                  ring, meta, acc):
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         if w == 0:
-            return run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc)
+            return run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta)
         np.random.seed(seed)
         local, g, old = np.empty_like(theta), np.empty_like(theta), np.zeros_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
-            t_r = A.now_ns()
+            t_s = A.now_ns()
             rv = seq_copy(ctrl, theta, local)
             if rv < 0:
                 return STOPPED_WAITING
+            t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(local, X, y, idx, g, shape)
             straggle(slowdown, t_r)
+            t_ge = A.now_ns()
             for i in range(g.shape[0]):
                 A.fetch_add(acc, i, g[i] - old[i])
             old[:] = g
             A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
             v = A.load(ctrl, S_VERSION * LINE) + 1
-            if not record(ri, rf, nrec, w, v, rv, 0, True, secs(ctrl, t_r), secs(ctrl, A.now_ns()), 0.0):
+            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, 0):
                 return BUFFER_FULL
         return OK
 
@@ -69,7 +72,7 @@ run_lopez = _make()
 
 
 @njit(nogil=True, cache=True)
-def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc):  # noqa: ANN001
+def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta):  # noqa: ANN001
     """Step on the accumulated gradient each time a new one has landed."""
     n = max(1, cfg_i[C_WORKERS] - 1)
     g = np.empty_like(theta)
@@ -89,5 +92,7 @@ def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc):  # noqa: ANN001
         seq_write_begin(ctrl)
         apply_step(theta, vel, g, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
         seq_write_end(ctrl)
-        A.fetch_add(ctrl, S_VERSION * LINE, 1)
+        v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+        if snapshot_due(cfg_i, ctrl, v):
+            take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
     return OK

@@ -1,12 +1,13 @@
 """One real run: threads, pinning, the monitor, the stop rule, and the results.
 
-The main thread is the monitor. It starts one ``threading.Thread`` per worker
-(each pins itself, then enters its nogil loop and never comes back to Python
-until it stops), releases them together, samples the loss on a consistent
-snapshot every ``monitor_every_s`` through :class:`simasgd.convergence.Monitor`,
-and sets the shared stop word at ε, at the time or update budget, or on a
-crash. Threads are joined with ``[cpu] join_timeout_s``: a thread that does
-not stop is named in an :class:`ExecutorError`, as is one that raised.
+The main thread starts one ``threading.Thread`` per worker (each pins itself,
+then enters its nogil loop and never comes back to Python until it stops) and
+releases them together. Workers stop themselves at the update or time budget;
+losses come from θ snapshots every ``stop.eval_updates()`` versions, evaluated
+off the workers' CPUs by :mod:`.monitor` (which sets the stop word at ε or on
+a crash) and after the run. Threads are joined with ``[cpu] join_timeout_s``:
+a thread that does not stop is named in an :class:`ExecutorError`, as is one
+that raised.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from executors import atomics
-from executors.cpu import placement, shared
+from executors.cpu import monitor, placement, shared
 from executors.cpu.shared import LINE, slot
 from executors.cpu.wiring import Wiring, persistence_code, wire
 from simasgd import seeds
@@ -67,6 +68,7 @@ def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> t
     cfg_i[shared.C_STALE_AWARE] = int(sc.optimizer.staleness_aware)
     cfg_i[shared.C_CAP] = cap
     cfg_i[shared.C_PRIO] = 1 if a.name == "rwlock" and a.param("priority") == "writer" else 0
+    cfg_i[shared.C_PROBES] = int(sc.cpu.hogwild_probes)
     cfg_f[shared.F_LR] = sc.optimizer.lr
     cfg_f[shared.F_MOM] = sc.optimizer.momentum
     cfg_f[shared.F_BO_INIT_NS] = backoff.initial_s * 1e9 if backoff else 0.0
@@ -91,9 +93,11 @@ class Setup:
     ri: np.ndarray
     rf: np.ndarray
     nrec: np.ndarray
+    ring: monitor.Ring
 
 
-def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates: int) -> Setup:
+def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates: int,
+            snap_every: int | None = None) -> Setup:
     """Allocate every shared array of one run (also used, tiny, for the warm-up)."""
     ctrl = shared.new_ctrl()
     theta = np.ascontiguousarray(theta0).copy()
@@ -106,23 +110,25 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
     cap = min(cap, max(1024, MAX_RECORDS // workers))
     cfg_i[shared.C_CAP] = cap
     ri = np.zeros((workers, 4, cap), dtype=np.int64)
-    rf = np.zeros((workers, 3, cap), dtype=np.float64)
-    return Setup(ctrl, cfg_i, cfg_f, theta, vel, wiring, ri, rf, np.zeros(workers * LINE, dtype=np.int64))
+    rf = np.zeros((workers, shared.N_RF, cap), dtype=np.float64)
+    ring = monitor.new_ring(theta, snap_every or sc.stop.eval_updates(), max_updates)
+    monitor.configure(cfg_i, ring)
+    return Setup(ctrl, cfg_i, cfg_f, theta, vel, wiring, ri, rf, np.zeros(workers * LINE, dtype=np.int64), ring)
 
 
 def loop_args(s: Setup, wl: Any, w: int, seed: int, slowdown: float) -> tuple[Any, ...]:
     return (w, wl.X, wl.y, wl.shape, s.theta, s.vel, s.ctrl, s.cfg_i, s.cfg_f, s.ri[w], s.rf[w],
-            s.nrec, seed, slowdown) + s.wiring.extras(w)
+            s.nrec, seed, slowdown, s.ring.data, s.ring.meta) + s.wiring.extras(w)
 
 
 def warm_up(sc: Scenario, wl: Any, theta0: np.ndarray) -> None:
     """Compile (or load from cache) the loop, the snapshot and the kernel before any clock starts."""
-    s = prepare(sc, wl, theta0, 1, WARMUP_UPDATES)
+    s = prepare(sc, wl, theta0, 1, WARMUP_UPDATES, snap_every=1)
     s.ctrl[slot(shared.S_GO)] = 1
     # Compilation happens at the call; running a couple of updates also touches every buffer once.
     s.ctrl[slot(shared.S_DEADLINE)] = 0 if s.wiring.immediate_warmup else atomics.clock_ns() + 60 * 10**9
     s.wiring.loop(*loop_args(s, wl, 0, 1, 1.0))
-    s.wiring.snapshot(np.empty_like(s.theta))
+    monitor.warm_up(s.theta)
 
 
 def slowdowns(sc: Scenario, workers: int) -> list[float]:
@@ -158,46 +164,6 @@ def start(s: Setup, wl: Any, sc: Scenario, run: int, cpus: list[int | None]) -> 
     return out
 
 
-def monitor_every(sc: Scenario) -> float:
-    # Default: ~1000 samples over the time budget (ε is only noticed at a sample), 5 ms .. 1 s apart.
-    return sc.cpu.monitor_every_s or sc.stop.eval_every_s or min(1.0, max(0.005, sc.stop.max_time_s / 1000))
-
-
-def observe(s: Setup, wl: Any, mon: Monitor, t: float, buf: np.ndarray) -> int:
-    v = int(s.wiring.snapshot(buf))
-    if v >= 0:
-        mon.observe(t, v, wl.eval_loss(buf))
-    return v
-
-
-def supervise(s: Setup, wl: Any, sc: Scenario, mon: Monitor, ws: Workers, advance: Advance | None) -> str:
-    """The monitor loop; returns why the run stopped."""
-    every, buf = monitor_every(sc), np.empty_like(s.theta)
-    t0 = int(s.ctrl[slot(shared.S_T0)])
-    next_t, last_v = every, 0
-    while True:
-        while (atomics.clock_ns() - t0) * 1e-9 < next_t and any(t.is_alive() for t in ws.threads) \
-                and not ws.errors:
-            time.sleep(min(0.005, every))
-        t = (atomics.clock_ns() - t0) * 1e-9
-        if ws.errors:
-            return "error"
-        if not any(t.is_alive() for t in ws.threads):
-            return "workers finished"
-        v = observe(s, wl, mon, t, buf)
-        if advance is not None and v > last_v:
-            advance(v - last_v)
-            last_v = v
-        if mon.crashed:
-            return "crashed"
-        if mon.reached:
-            return "epsilon"
-        if mon.out_of_budget(t, max(v, 0)):
-            return "budget"
-        spent = (atomics.clock_ns() - t0) * 1e-9 - t
-        next_t = max(next_t + every, t + 2 * spent)  # the monitor keeps to at most ~half a core
-
-
 def join(s: Setup, ws: Workers, timeout: float) -> None:
     if s.ctrl[slot(shared.S_STOP)] == shared.RUN:
         s.ctrl[slot(shared.S_STOP)] = shared.STOP
@@ -222,7 +188,8 @@ def records(s: Setup, run: int) -> tuple[Any, np.ndarray]:
         ri, rf = s.ri[w, :, :n], s.rf[w, :, :n]
         parts.append(updates_frame(run, np.full(n, w), ri[shared.R_VER], ri[shared.R_RV], rf[shared.R_TREAD],
                                    rf[shared.R_TWRITE], rf[shared.R_WAIT], ri[shared.R_RETRIES],
-                                   ri[shared.R_APPLIED].astype(bool)))
+                                   ri[shared.R_APPLIED].astype(bool), rf[shared.R_TSTART], rf[shared.R_TGS],
+                                   rf[shared.R_TGE]))
     import pandas as pd
 
     df = pd.concat(parts, ignore_index=True).sort_values(["version", "t_write"], kind="stable").reset_index(drop=True)
@@ -267,22 +234,32 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
         warm_up(sc, wl, theta0)
         s = prepare(sc, wl, theta0, workers, sc.stop.max_updates)
         ws = start(s, wl, sc, run, cpus)
+        watcher = monitor.Watcher(s.ring, s.ctrl, wl.eval_loss, mon,
+                                  lambda: not ws.errors and any(t.is_alive() for t in ws.threads), advance)
         t0 = atomics.clock_ns()
         s.ctrl[slot(shared.S_T0)] = t0
         s.ctrl[slot(shared.S_DEADLINE)] = t0 + int(sc.stop.max_time_s * 1e9)
         s.ctrl[slot(shared.S_GO)] = 1
+        watcher.start()
         try:
-            reason = supervise(s, wl, sc, mon, ws, advance)
+            watcher.join()
         finally:
             join(s, ws, sc.cpu.join_timeout_s)
         t_stop = (atomics.clock_ns() - t0) * 1e-9
+        if watcher.error is not None:
+            raise ExecutorError(f"the loss monitor failed: {type(watcher.error).__name__}: {watcher.error}") \
+                from watcher.error
+        monitor.drain(s.ring, s.ctrl, wl.eval_loss, mon)
+    reason = "error" if ws.errors else watcher.reason
+    if reason == "workers finished" and mon.done:  # ε or a crash found after the run, in the ring
+        reason = "epsilon (found after the run)" if mon.reached else "crashed"
     if state is not None:
         state["theta"] = s.wiring.final_theta().copy()
-    return finish(s, wl, sc, run, mon, ws, reason, t_stop, cpus, warnings)
+    return finish(s, wl, sc, run, mon, ws, reason, t_stop, cpus, warnings, monitor.notes(s.ring, s.ctrl, watcher))
 
 
 def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers, reason: str, t_stop: float,
-           cpus: list[int | None], warnings: list[str]) -> RunResult:
+           cpus: list[int | None], warnings: list[str], loss_notes: dict[str, Any]) -> RunResult:
     df, applied = records(s, run)
     updates = int(s.ctrl[slot(shared.S_VERSION)])
     if reason == "workers finished":  # they stopped themselves: say which budget
@@ -293,7 +270,7 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
     theta = s.wiring.final_theta()
     if not mon.updates or mon.updates[-1] != updates:
         mon.observe(time_s, updates, wl.eval_loss(theta))
-    extra: dict[str, Any] = {"stop_reason": reason, "monitor_every_s": monitor_every(sc),
+    extra: dict[str, Any] = {"stop_reason": reason, **loss_notes,
                              "dropped": int((~applied).sum()), "cpus": [c if c is not None else -1 for c in cpus],
                              **s.wiring.extra(updates)}
     if any(code == shared.BUFFER_FULL for code in ws.codes.values()):

@@ -6,8 +6,14 @@ version counter, the lock and the stop flag do not falsely share a line.
 Configuration travels as two small arrays ``cfg_i`` (int64) and ``cfg_f``
 (float64) indexed by the ``C_*`` / ``F_*`` constants; per-attempt records go to
 per-worker arrays ``ri`` (int64, rows ``R_VER, R_RV, R_RETRIES, R_APPLIED``)
-and ``rf`` (float64, rows ``R_TREAD, R_TWRITE, R_WAIT``), with the count in
-``nrec[w * LINE]``. Module-level ints are compile-time constants for numba.
+and ``rf`` (float64, rows ``R_TREAD, R_TWRITE, R_WAIT`` and the phase boundaries
+``R_TSTART, R_TGS, R_TGE``), with the count in ``nrec[w * LINE]``. Module-level
+ints are compile-time constants for numba.
+
+Losses are not measured on a live thread: the worker that applies version v,
+when ``v % cfg_i[C_SNAP_EVERY] == 0``, copies θ into a preallocated ring
+(:func:`take_snapshot`), and the runner evaluates the ring off the workers'
+CPUs (:mod:`.monitor`).
 
 Every spin loop here checks the stop word, so a failed or stopped run never
 leaves a thread spinning on a lock nobody will release.
@@ -24,22 +30,26 @@ LINE = 8  # int64 words per cache line
 
 # ctrl slots (multiply by LINE)
 S_VERSION, S_STOP, S_GO, S_T0, S_LOCK, S_RW, S_RW_WAITW, S_BAR_COUNT, S_BAR_SENSE, S_SEQ, \
-    S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE = range(15)
-N_SLOTS = 16
+    S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL = range(17)
+N_SLOTS = 18
 
 # values of the stop word: RUN, STOP (budget/ε: finish cleanly), ABORT (a worker failed: bail out anywhere)
 RUN, STOP, ABORT = 0, 1, 2
 
 # cfg_i
-C_WORKERS, C_BATCH, C_NROWS, C_MAXU, C_BOKIND, C_PERSIST, C_STALE_AWARE, C_CAP, C_PRIO, C_DIM = range(10)
-N_CFG_I = 10
+C_WORKERS, C_BATCH, C_NROWS, C_MAXU, C_BOKIND, C_PERSIST, C_STALE_AWARE, C_CAP, C_PRIO, C_DIM, \
+    C_SNAP_EVERY, C_PROBES = range(12)
+N_CFG_I = 12
 # cfg_f
 F_LR, F_MOM, F_BO_INIT_NS, F_BO_MAX_NS = range(4)
 N_CFG_F = 4
 
 # record rows
 R_VER, R_RV, R_RETRIES, R_APPLIED = range(4)
-R_TREAD, R_TWRITE, R_WAIT = range(3)
+R_TREAD, R_TWRITE, R_WAIT, R_TSTART, R_TGS, R_TGE = range(6)
+N_RF = 6
+# snapshot ring metadata (int64, per slot p at p * LINE): the version held (-1 while being written), its time
+M_VER, M_TNS = 0, 1
 
 # backoff kinds (BackoffConfig.kind)
 BACKOFF_KINDS = {"none": 0, "linear": 1, "exponential": 2, "random": 3}
@@ -306,13 +316,46 @@ def straggle(slowdown: float, t_start: int) -> None:
 
 
 @njit(nogil=True, cache=True)
-def record(ri: np.ndarray, rf: np.ndarray, nrec: np.ndarray, w: int, version: int, read_version: int,
-           retries: int, applied: bool, t_read: float, t_write: float, wait_s: float) -> bool:
-    """Append one attempt; False when this worker's buffer is full (it must stop)."""
+def record(ri: np.ndarray, rf: np.ndarray, nrec: np.ndarray, ctrl: np.ndarray, w: int, version: int,
+           read_version: int, retries: int, applied: bool, t_start: int, t_read: int, t_gs: int, t_ge: int,
+           wait_ns: int) -> bool:
+    """Append one attempt (times in clock ns; t_write is now); False when the buffer is full (stop)."""
+    t_write = A.now_ns()
     n = nrec[w * LINE]
     if n >= ri.shape[1]:
         return False
     ri[R_VER, n], ri[R_RV, n], ri[R_RETRIES, n], ri[R_APPLIED, n] = version, read_version, retries, applied
-    rf[R_TREAD, n], rf[R_TWRITE, n], rf[R_WAIT, n] = t_read, t_write, wait_s
+    rf[R_TREAD, n], rf[R_TWRITE, n], rf[R_WAIT, n] = secs(ctrl, t_read), secs(ctrl, t_write), wait_ns * 1e-9
+    rf[R_TSTART, n], rf[R_TGS, n], rf[R_TGE, n] = secs(ctrl, t_start), secs(ctrl, t_gs), secs(ctrl, t_ge)
     nrec[w * LINE] = n + 1
     return n + 1 < ri.shape[1]
+
+
+# --- the loss snapshot ring -----------------------------------------------------------------
+
+@njit(nogil=True, cache=True)
+def snapshot_due(cfg_i: np.ndarray, ctrl: np.ndarray, v: int) -> bool:
+    """Version ``v`` is one the ring keeps (every k-th), and the ring has not overflowed."""
+    k = cfg_i[C_SNAP_EVERY]
+    return k > 0 and v % k == 0 and A.load_relaxed(ctrl, S_SNAP_FULL * LINE) == 0
+
+
+@njit(nogil=True, cache=True)
+def take_snapshot(ctrl: np.ndarray, cfg_i: np.ndarray, ring: np.ndarray, meta: np.ndarray, v: int,
+                  src: np.ndarray) -> None:
+    """Copy θ at version ``v`` (a multiple of k) into ring slot (v/k − 1) mod R, by the worker that made v.
+
+    A slot is reused only once the monitor has evaluated the snapshot in it (``S_SNAP_DONE`` counts
+    those); a version that would overwrite an unevaluated one marks the ring full instead, and from
+    then on no snapshot is taken (the curve ends there; the runner says so). So a monitor that cannot
+    get a CPU never makes a worker wait."""
+    i = v // cfg_i[C_SNAP_EVERY] - 1
+    r = ring.shape[0]
+    if i - A.load_acquire(ctrl, S_SNAP_DONE * LINE) >= r:
+        A.cas(ctrl, S_SNAP_FULL * LINE, 0, i + 1)
+        return
+    p = (i % r) * LINE
+    A.store(meta, p + M_VER, -1)
+    ring[i % r, :] = src
+    meta[p + M_TNS] = A.now_ns()
+    A.store_release(meta, p + M_VER, v)

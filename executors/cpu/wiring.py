@@ -1,4 +1,4 @@
-"""Per-algorithm wiring: which loop, which extra shared arrays, how the monitor reads θ.
+"""Per-algorithm wiring: which loop, which extra shared arrays, where θ is at the end.
 
 :func:`wire` allocates everything one run of one algorithm shares between its
 threads, so that :mod:`.runner` stays algorithm-agnostic. The loops call the
@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from executors.cpu import leashed, loops, lopez, snapshot
+from executors.cpu import leashed, loops, lopez
 from executors.kernel import with_kernel
-from executors.cpu.shared import LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu.shared import C_PROBES, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
 
 LOOPS: dict[str, Any] = {
     "sequential": loops.run_sequential, "mutex": loops.run_mutex, "rwlock": loops.run_rwlock,
@@ -34,7 +34,6 @@ def loop_for(name: str, kernel: Any) -> Any:
 class Wiring:
     loop: Any                                   # the worker loop (numba dispatcher)
     extras: Callable[[int], tuple[Any, ...]]    # worker -> extra arguments after the common head
-    snapshot: Callable[[np.ndarray], int]       # copy θ into out, return the version (-1: aborted)
     final_theta: Callable[[], np.ndarray]       # θ at the end, once every thread has stopped
     extra: Callable[[int], dict[str, Any]] = field(default=lambda applied: {})  # summary figures
     records_per_worker: Callable[[int, int], int] = field(default=lambda w, n: n)  # cap per worker
@@ -45,19 +44,14 @@ def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, thet
          vel: np.ndarray, workers: int, kernel: Any) -> Wiring:
     loop = loop_for(name, kernel)
     if name in ("sequential",):
-        return Wiring(loop, lambda w: (), lambda out: snapshot.seqlocked(ctrl, theta, out), lambda: theta)
-    if name == "mutex":
-        return Wiring(loop, lambda w: (), lambda out: snapshot.under_lock(ctrl, cfg_i, cfg_f, theta, out),
-                      lambda: theta)
-    if name == "rwlock":
-        return Wiring(loop, lambda w: (), lambda out: snapshot.under_read_lock(ctrl, cfg_i, cfg_f, theta, out),
-                      lambda: theta)
+        return Wiring(loop, lambda w: (), lambda: theta)
+    if name in ("mutex", "rwlock"):
+        return Wiring(loop, lambda w: (), lambda: theta)
     if name == "hogwild":
-        return _hogwild(loop, ctrl, theta)
+        return _hogwild(loop, ctrl, theta, cfg_i[C_PROBES] != 0)
     if name == "sync":
         grads = np.zeros((workers, theta.shape[0]), dtype=theta.dtype)
-        return Wiring(loop, lambda w: (grads,), lambda out: snapshot.seqlocked(ctrl, theta, out), lambda: theta,
-                      records_per_worker=lambda w, n: n if w == 0 else 1)
+        return Wiring(loop, lambda w: (grads,), lambda: theta, records_per_worker=lambda w, n: n if w == 0 else 1)
     if name == "leashed":
         return _leashed(loop, ctrl, theta, vel, workers)
     if name == "lopez":
@@ -65,10 +59,12 @@ def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, thet
     raise KeyError(name)
 
 
-def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray) -> Wiring:
-    canary = np.zeros(loops.n_probes(theta.shape[0]))
+def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray, probes: bool) -> Wiring:
+    canary = np.zeros(loops.n_probes(theta.shape[0]) if probes else 1)
 
     def extra(applied: int) -> dict[str, Any]:
+        if not probes:
+            return {}
         # Every update adds 1 to its chunk's probe with a racy read-modify-write like the chunk's;
         # what a probe lacks was overwritten by a concurrent writer (or by this thread resuming a
         # preempted write). Mean over chunks: an estimate of the updates lost per element as θ
@@ -80,7 +76,7 @@ def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray) -> Wiring:
         return {"lost_updates": round(mean, 3), "lost_update_fraction": mean / applied if applied else 0.0,
                 "lost_updates_max": int(lost.max()) if len(lost) else 0}
 
-    return Wiring(loop, lambda w: (canary,), lambda out: snapshot.plain(ctrl, theta, out), lambda: theta, extra)
+    return Wiring(loop, lambda w: (canary,), lambda: theta, extra)
 
 
 def _leashed(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
@@ -105,15 +101,13 @@ def _leashed(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, wo
         return {"pool_size": n, "pool_bound": 2 * workers + 1, "pool_peak": int(peak[0]),
                 "pool_exhausted": int(ctrl[slot(S_EXHAUSTED)])}
 
-    return Wiring(loop, lambda w: (pool, vpool, rc, stale, ver, peak),
-                  lambda out: leashed.snapshot(ctrl, pool, rc, ver, out), final, extra,
+    return Wiring(loop, lambda w: (pool, vpool, rc, stale, ver, peak), final, extra,
                   records_per_worker=lambda w, n_: 2 * n_ + 1024)
 
 
 def _lopez(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
     acc = np.zeros(theta.shape[0], dtype=theta.dtype)
-    return Wiring(loop, lambda w: (acc,), lambda out: snapshot.seqlocked(ctrl, theta, out),
-                  lambda: theta, extra=lambda applied: {"gradients": int(ctrl[slot(S_CONTRIB)])},
+    return Wiring(loop, lambda w: (acc,), lambda: theta, extra=lambda applied: {"gradients": int(ctrl[slot(S_CONTRIB)])},
                   records_per_worker=lambda w, n: 2 * n + 1024 if w else 1, immediate_warmup=True)
 
 

@@ -67,7 +67,8 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
     if not keep.all():
         cols = sim.rec.arrays(keep)
     frame = updates_frame(run, cols["worker"], cols["version"], cols["read_version"], cols["t_read"],
-                          cols["t_write"], cols["lock_wait_s"], cols["retries"], cols["applied"])
+                          cols["t_write"], cols["lock_wait_s"], cols["retries"], cols["applied"], cols["t_start"],
+                          cols["t_grad_start"], cols["t_grad_end"])
     applied = frame["applied"].to_numpy()
     staleness = frame["staleness"].to_numpy()[applied]
     summary = monitor.summary(updates, elapsed, staleness, attempts=len(frame),

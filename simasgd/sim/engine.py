@@ -8,6 +8,7 @@ updates table derives it from ``version`` and ``read_version``.
 
 from __future__ import annotations
 
+import math
 from typing import Generator
 
 import numpy as np
@@ -26,9 +27,12 @@ class Recorder:
     """Preallocated column arrays of update attempts (grown by doubling when full)."""
 
     COLUMNS = (("worker", np.int32), ("version", np.int64), ("read_version", np.int64), ("t_read", np.float64),
-               ("t_write", np.float64), ("lock_wait_s", np.float64), ("retries", np.int32), ("applied", np.bool_))
+               ("t_write", np.float64), ("lock_wait_s", np.float64), ("retries", np.int32), ("applied", np.bool_),
+               ("t_start", np.float64), ("t_grad_start", np.float64), ("t_grad_end", np.float64))
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, marks: list[list[float]]):
+        # marks[w] = [cycle start, gradient start, gradient end] of worker w's current cycle (SimRun.begin...)
+        self.marks = marks
         self.n = 0
         self.cols = {name: np.zeros(capacity, dtype) for name, dtype in self.COLUMNS}
         self._bind()
@@ -38,6 +42,7 @@ class Recorder:
         self.worker, self.version, self.read_version = c["worker"], c["version"], c["read_version"]
         self.t_read, self.t_write, self.lock_wait = c["t_read"], c["t_write"], c["lock_wait_s"]
         self.retries, self.applied = c["retries"], c["applied"]
+        self.t_start, self.t_grad_start, self.t_grad_end = c["t_start"], c["t_grad_start"], c["t_grad_end"]
         self.capacity = len(self.worker)
 
     def add(self, w: int, version: int, read_version: int, t_read: float, t_write: float,
@@ -56,6 +61,7 @@ class Recorder:
         if retries:
             self.retries[i] = retries
         self.applied[i] = applied
+        self.t_start[i], self.t_grad_start[i], self.t_grad_end[i] = self.marks[w]
         self.n = i + 1
         return i
 
@@ -75,7 +81,8 @@ class SimRun:
         self.version = 0
         self.max_updates = sc.stop.max_updates
         self.every = sc.stop.eval_updates()
-        self.rec = Recorder(min(self.max_updates + 4 * self.n, 1 << 22))
+        self.marks = [[math.nan] * 3 for _ in range(self.n)]
+        self.rec = Recorder(min(self.max_updates + 4 * self.n, 1 << 22), self.marks)
         self.stop = env.event()
         self.stopped = False
         self.stagger = sc.sim.startup_stagger_s or 0.0
@@ -90,6 +97,19 @@ class SimRun:
         """The start-up stagger: worker ``w`` begins at ``w × startup_stagger_s``."""
         if self.stagger > 0 and w:
             yield self.env.timeout(w * self.stagger)
+
+    # Phase boundaries of worker w's current cycle, as the executors record them (results.UPDATE_COLUMNS).
+    def begin(self, w: int) -> None:
+        """The cycle starts (before any read-side wait)."""
+        self.marks[w][0] = self.env.now
+
+    def computing(self, w: int) -> None:
+        """The read is done; the gradient starts."""
+        self.marks[w][1] = self.env.now
+
+    def computed(self, w: int) -> None:
+        """The gradient is done; the update side starts."""
+        self.marks[w][2] = self.env.now
 
     def backoff(self, w: int) -> Backoff:
         cfg = self.sc.algorithm.param("backoff") if "backoff" in _params(self.sc) else None

@@ -8,6 +8,8 @@ threads (``hardware``): what they assert holds on any machine with 2+ cores.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from numba import njit
@@ -89,7 +91,7 @@ def test_hogwild_loses_updates_and_reports_a_figure() -> None:
     # threads may rarely overlap, so try a few runs and require that at least one loses updates.
     for _ in range(4):
         result, run, theta = _run({"name": "hogwild"}, workers=3, max_updates=200_000,
-                                  wl=ConstWorkload(dim=512, theta0=8.0))
+                                  wl=ConstWorkload(dim=512, theta0=8.0), cpu={"hogwild_probes": True})
         seen = (8.0 - theta) / STEP
         assert run.updates >= 200_000 and len(result.updates) == run.updates
         if seen.mean() < run.updates:
@@ -104,9 +106,16 @@ def test_hogwild_loses_updates_and_reports_a_figure() -> None:
 
 def test_hogwild_alone_loses_nothing() -> None:
     # One writer: θ and the lost-update probes must both show every update.
-    result, run, theta = _run({"name": "hogwild"}, workers=1, dim=512, max_updates=5000)
+    result, run, theta = _run({"name": "hogwild"}, workers=1, dim=512, max_updates=5000,
+                              cpu={"hogwild_probes": True})
     assert np.all(theta == 1.0 - run.updates * STEP)
     assert run.extra["lost_updates"] == 0
+
+
+def test_hogwild_probes_are_off_by_default() -> None:
+    result, run, theta = _run({"name": "hogwild"}, workers=1, dim=512, max_updates=500)
+    assert "lost_updates" not in run.extra
+    assert np.all(theta == 1.0 - run.updates * STEP)
 
 
 def test_leashed_persistence_zero_drops_under_contention_within_a_bounded_pool() -> None:

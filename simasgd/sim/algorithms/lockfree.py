@@ -32,6 +32,7 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
     yield from run.start(w)
     while True:
         t_read, rv = env.now, run.version
+        run.begin(w)
         if chunks is None:
             yield p.read(w)
             if model is not None:
@@ -41,9 +42,11 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
             for i, part in enumerate(chunks):  # torn read: each chunk as it is at the moment it is copied
                 yield p.read(w, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
                 model.snapshot(w, part)
+        run.computing(w)
         if model is not None:
             model.gradient(w)
         yield p.gradient(w)
+        run.computed(w)
         if chunks is None:
             yield p.update(w)
             if model is not None:
@@ -63,12 +66,15 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
     latency = p.cas_latency[w]
     yield from run.start(w)
     while True:
+        run.begin(w)
         yield p.read(w)  # copy the latest published vector
         t_read, rv = env.now, cell.value
+        run.computing(w)
         if model is not None:
             model.snapshot(w)
             model.gradient(w)
         yield p.gradient(w)
+        run.computed(w)
         failures = 0
         while True:
             expected = cell.value  # load the pointer, build θ_latest − η·g in a fresh vector

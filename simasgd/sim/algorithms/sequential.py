@@ -12,12 +12,15 @@ from simasgd.sim.engine import SimRun
 def sequential_worker(env: simpy.Environment, run: SimRun) -> Generator[simpy.Event, object, None]:
     p, model = run.platform, run.model
     while True:
+        run.begin(0)
         yield p.read(0)
         t_read, rv = env.now, run.version
+        run.computing(0)
         if model is not None:
             model.snapshot(0)
             model.gradient(0)
         yield p.gradient(0)
+        run.computed(0)
         yield p.update(0)
         if model is not None:
             model.step(model.grad[0], 0)

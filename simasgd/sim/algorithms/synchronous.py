@@ -55,7 +55,9 @@ def apply_round(run: SimRun, batch: list[tuple[int, int, float, float]]) -> None
 
 
 def _read(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, tuple[int, float]]:
+    run.begin(w)
     yield run.platform.read(w)
+    run.computing(w)
     if run.model is not None:
         run.model.snapshot(w)
         run.model.gradient(w)
@@ -68,6 +70,7 @@ def sync_worker(env: simpy.Environment, w: int, run: SimRun, barrier: Barrier, r
     while True:
         rv, t_read = yield from _read(env, w, run)
         yield p.gradient(w)
+        run.computed(w)
         rnd.arrived.append((w, rv, t_read, env.now))
         done = rnd.done
         p.block(w)
@@ -87,14 +90,17 @@ def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: in
     while True:
         done = rnd.done
         try:  # reading or computing, the worker is cancelled when k others finish first
+            run.begin(w)
             work = rnd.busy[w] = p.read(w)
             yield work
             rv, t_read = run.version, env.now
+            run.computing(w)
             if model is not None:
                 model.snapshot(w)
                 model.gradient(w)
             work = rnd.busy[w] = p.gradient(w)
             yield work
+            run.computed(w)
         except simpy.Interrupt:
             if isinstance(work, simpy.Process) and work.is_alive:
                 work.interrupt()
@@ -129,6 +135,7 @@ def k_async_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: i
     while True:
         rv, t_read = yield from _read(env, w, run)
         yield p.gradient(w)
+        run.computed(w)
         rnd.arrived.append((w, rv, t_read, env.now))
         done = rnd.done
         if len(rnd.arrived) < k:
