@@ -234,8 +234,10 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
         warm_up(sc, wl, theta0)
         s = prepare(sc, wl, theta0, workers, sc.stop.max_updates)
         ws = start(s, wl, sc, run, cpus)
+        busy = len(set(cpus)) if None not in cpus else workers  # CPUs the workers keep busy
         watcher = monitor.Watcher(s.ring, s.ctrl, wl.eval_loss, mon,
-                                  lambda: not ws.errors and any(t.is_alive() for t in ws.threads), advance)
+                                  lambda: not ws.errors and any(t.is_alive() for t in ws.threads), advance,
+                                  live=busy < len(os.sched_getaffinity(0)))
         t0 = atomics.clock_ns()
         s.ctrl[slot(shared.S_T0)] = t0
         s.ctrl[slot(shared.S_DEADLINE)] = t0 + int(sc.stop.max_time_s * 1e9)
@@ -251,7 +253,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
                 from watcher.error
         monitor.drain(s.ring, s.ctrl, wl.eval_loss, mon)
     reason = "error" if ws.errors else watcher.reason
-    if reason == "workers finished" and mon.done:  # ε or a crash found after the run, in the ring
+    if reason in ("workers finished", "budget") and mon.done:  # ε or a crash found after the run, in the ring
         reason = "epsilon (found after the run)" if mon.reached else "crashed"
     if state is not None:
         state["theta"] = s.wiring.final_theta().copy()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import math
 import threading
 import time
@@ -77,15 +79,34 @@ def test_hung_worker_is_named_after_the_join_timeout_never_a_hang() -> None:
 
 
 @pytest.mark.hardware
-def test_stops_at_epsilon_before_the_budget() -> None:
-    # loss = mean θ = 1 − N·2⁻¹⁶ reaches 0.99 at N ≈ 656 updates.
-    sc = scenario({"name": "mutex"}, workers=2, max_updates=10_000_000, max_time_s=20,
-                  stop={"epsilon": 0.99}, cpu={"monitor_every_s": 0.01})
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a live monitor needs a CPU the worker does not use")
+def test_stops_at_epsilon_before_the_budget_when_a_cpu_is_free() -> None:
+    # loss = mean θ = 1 − N·2⁻¹⁶ reaches 0.99 at N ≈ 656 updates; one worker leaves a CPU to the monitor.
+    sc = scenario({"name": "mutex"}, workers=1, max_updates=10_000_000, max_time_s=20,
+                  stop={"epsilon": 0.99, "eval_every_updates": 8})
     r = run_workload(sc, 0, ConstWorkload()).runs[0]
     assert r.extra["stop_reason"] == "epsilon"
-    assert r.updates_to_eps is not None and r.updates_to_eps >= 656
+    assert r.extra["monitor"].startswith("live")
+    assert r.updates_to_eps is not None and 656 <= r.updates_to_eps < 656 + 8  # exact to k = 8
     assert r.updates < 10_000_000 and r.time_s < 20
     assert not r.diverged and not r.crashed
+
+
+@pytest.mark.hardware
+def test_workers_on_every_cpu_find_epsilon_in_the_ring_after_the_run() -> None:
+    # No live monitor competes with the workers: the run goes to its budget, ε is found afterwards,
+    # exact to k, from the snapshots the workers took.
+    workers = len(os.sched_getaffinity(0))
+    sc = scenario({"name": "mutex"}, workers=workers, max_updates=3000, max_time_s=20,
+                  stop={"epsilon": 0.99, "eval_every_updates": 8})
+    result = run_workload(sc, 0, ConstWorkload())
+    r = result.runs[0]
+    assert r.extra["monitor"].startswith("after the run")
+    assert r.extra["stop_reason"] == "epsilon (found after the run)"
+    assert r.updates == 3000
+    assert r.updates_to_eps is not None and 656 <= r.updates_to_eps < 656 + 8
+    curve = result.curve
+    assert (curve["updates"].iloc[1:-1] % 8 == 0).all()  # every snapshot a multiple of k
 
 
 @pytest.mark.hardware
