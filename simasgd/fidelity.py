@@ -287,8 +287,10 @@ def sim_scenario(scenario: "Scenario", backends: list[str], quick_calibration: b
     return scenario.model_copy(update={"machine": scenario.machine.model_copy(update={"preset": "this"})})
 
 
-def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False) -> Path:
-    """The calibrated profile of this machine; calibrate first (including the scenario's workload) if there is none."""
+def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False,
+                   also: "list[Any] | None" = None) -> Path:
+    """The calibrated profile of this machine; calibrate first (including the scenario's workload and the
+    workloads in ``also``, e.g. the same model at every batch size a sweep runs) if there is none."""
     from simasgd import machine
 
     path = machine.profile_path()
@@ -305,8 +307,9 @@ def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False) -> P
 
     defaults = cal.DEFAULT_WORKLOADS[:1] if quick else cal.DEFAULT_WORKLOADS
     workloads = [WorkloadConfig(**w) for w in defaults]
-    if scenario is not None and cal.workload_key(scenario.workload) not in map(cal.workload_key, workloads):
-        workloads.append(scenario.workload)  # the gradient times the simulator will need most
+    for wl in ([scenario.workload] if scenario is not None else []) + list(also or []):
+        if cal.workload_key(wl) not in map(cal.workload_key, workloads):
+            workloads.append(wl)  # the gradient times the simulator will need most
     profile = cal.calibrate(workloads, quick=quick, seed=scenario.seed if scenario else 0,
                             base_dir=scenario.base_dir if scenario else None)
     return cal.write_profile(profile, path)

@@ -225,6 +225,9 @@ class SimConfig(Section):
     read_lock: bool = True
     # Coefficient of variation of gradient times derived from flops (gamma); 0 = deterministic.
     gradient_cv: Annotated[float, Field(ge=0, le=10)] = 0.1
+    # Reads and updates at the calibrated bandwidth of the model's buffer size where it lives
+    # (profile [copy_by_size], simasgd/sim/caches.py); false = one bandwidth for every size.
+    cache_model: bool = True
 
 
 class CpuConfig(Section):

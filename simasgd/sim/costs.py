@@ -9,7 +9,9 @@ scenario gives them; otherwise they follow from the machine and the workload:
   ``concurrent.k<k>``, when the profile has them) when present, else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
   coefficient of variation ``[sim] gradient_cv``;
 - read: a copy of the model, ``2·d·itemsize`` bytes (load shared, store local);
-- update: ``θ ← θ − η·g``, ``3·d·itemsize`` bytes; both through :mod:`memory`;
+- update: ``θ ← θ − η·g``, ``3·d·itemsize`` bytes; both at the calibrated bandwidth of
+  the model's buffer size where it lives (:mod:`caches`), through :mod:`memory` when the
+  run's buffers spill out of the last-level cache or no such table was calibrated;
 - atomic adds (Lopez accumulation): d × the calibrated ``[cas] latency_s``, else an update.
 
 A worker's gradient time is a draw times its straggler slowdown, plus a
@@ -31,6 +33,7 @@ import simpy
 from simasgd import distributions, seeds
 from simasgd.machine import Machine, place
 from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
+from simasgd.sim.caches import CacheModel
 from simasgd.sim.cpu import Cores
 from simasgd.sim.memory import Memory
 
@@ -133,6 +136,10 @@ class Platform:
         self.memory = Memory(env, machine, self.sockets)
         self.model_bytes = (dim or 0) * itemsize
         self.dim = dim or 0
+        caches = CacheModel.from_profile(machine.profile) if sc.sim.cache_model else None
+        # cache-resident model buffers: fixed per-core step times (None = through the memory model)
+        self._cached_s = None if caches is None or not caches.in_cache(self.model_bytes, n) else {
+            READ_COPIES: caches.read_s(self.model_bytes), UPDATE_COPIES: caches.update_s(self.model_bytes)}
         # A CAS moves the line from where the model lives (or takes what calibration measured).
         cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
@@ -220,6 +227,8 @@ class Platform:
               first: bool = True) -> simpy.Event:
         if seconds is None and sampler is not None:
             seconds = sampler() * part
+        if seconds is None and self._cached_s is not None:
+            seconds = self._cached_s[copies] * part
         if seconds is not None:
             return self.cores.work(w, seconds)
         nbytes = copies * self.model_bytes * part

@@ -1,0 +1,95 @@
+"""Reads and updates at the calibrated bandwidth of the model's buffer size (simasgd/sim/caches.py).
+
+The expected times are the closed forms of the model (2·S / gbs(S), 3·S / update_gbs(S), log-log
+interpolation between measured sizes), checked on the table, on the platform and on a whole
+simulated run through the recorded phase boundaries.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simasgd import loader, machine
+from simasgd.sim.caches import CacheModel
+
+SIZES = [65536, 262144, 1048576, 4194304]
+GBS = [100.0, 80.0, 60.0, 20.0]
+UPD = [300.0, 200.0, 150.0, 50.0]
+
+
+def _profile(tmp_path: Path, llc: int = 32 << 20, table: bool = True) -> Path:
+    lines = ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1",
+             "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
+             "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
+             "context_switch_s = 2e-6", "", "[cache]", "line_bytes = 64", "levels = [1, 2, 3]",
+             f"sizes_bytes = [49152, 1048576, {llc}]", "shared_by = [1, 1, 2]", ""]
+    if table:
+        lines += ["[copy_by_size]", f"sizes_bytes = {SIZES}", f"gbs = {GBS}", f"update_gbs = {UPD}", ""]
+    path = tmp_path / "this.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def test_rates_at_measured_sizes_and_between_them(tmp_path: Path) -> None:
+    m = CacheModel.from_profile(machine.load_profile(_profile(tmp_path)).profile)
+    assert m is not None
+    for s, g, u in zip(SIZES, GBS, UPD):
+        assert m.read_s(s) == pytest.approx(2 * s / (g * 1e9), rel=1e-12)
+        assert m.update_s(s) == pytest.approx(3 * s / (u * 1e9), rel=1e-12)
+    # halfway in log size between 256 KiB and 1 MiB: the geometric mean of the two rates
+    mid = math.sqrt(SIZES[1] * SIZES[2])
+    assert m.read_s(mid) == pytest.approx(2 * mid / (math.sqrt(GBS[1] * GBS[2]) * 1e9), rel=1e-9)
+    # clamped outside the table
+    assert m.read_s(1024) == pytest.approx(2 * 1024 / (GBS[0] * 1e9), rel=1e-12)
+    assert m.read_s(1 << 30) == pytest.approx(2 * (1 << 30) / (GBS[-1] * 1e9), rel=1e-12)
+
+
+def test_llc_footprint_rule(tmp_path: Path) -> None:
+    m = CacheModel.from_profile(machine.load_profile(_profile(tmp_path, llc=8 << 20)).profile)
+    assert m.in_cache(1 << 20, 7)          # 8 × 1 MiB = the LLC
+    assert not m.in_cache(1 << 20, 8)      # 9 MiB: spills to DRAM
+
+
+def test_no_table_no_model(tmp_path: Path) -> None:
+    assert CacheModel.from_profile(machine.load_profile(_profile(tmp_path, table=False)).profile) is None
+    assert CacheModel.from_profile(None) is None
+
+
+def _scenario(workers: int, cache_model: bool = True):  # noqa: ANN202
+    return loader.from_dict({
+        "name": "c", "seed": 3, "workers": {"count": workers, "placement": "uma"}, "machine": {"preset": "this"},
+        "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8},
+        "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-4}},
+        "algorithm": {"name": "mutex"}, "stop": {"max_updates": 3000, "max_time_s": 10},
+        "sim": {"numerics": False, "cache_model": cache_model}})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_simulated_phases_follow_the_cache_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 workers: int) -> None:
+    """A whole run: the recorded read and update phases are the model's closed forms (plus lock waits)."""
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    sc = _scenario(workers)
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    u = backend.run_once(sc, 0).updates
+    read = (u["t_grad_start"] - u["t_start"]).to_numpy()
+    update = (u["t_write"] - u["t_grad_end"]).to_numpy()
+    if workers == 1:  # nothing ever waits: every read and update takes exactly the model's time
+        np.testing.assert_allclose(read, model.read_s(s), rtol=1e-9)
+        np.testing.assert_allclose(update, model.update_s(s), rtol=1e-9)
+    else:  # lock waits only add: the least a read or update takes is the model's time
+        assert read.min() == pytest.approx(model.read_s(s), rel=1e-9)
+        assert update.min() == pytest.approx(model.update_s(s), rel=1e-9)
+    # and the switch turns it off: the older single-bandwidth model gives other times
+    off = backend.run_once(_scenario(workers, cache_model=False), 0).updates
+    assert not np.allclose((off["t_grad_start"] - off["t_start"]).min(), model.read_s(s), rtol=1e-6)
