@@ -34,7 +34,7 @@ from numba import njit
 
 from executors import atomics as A
 from executors.cpu.shared import C_SNAP_EVERY, LINE, M_TNS, M_VER, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL, S_STOP, \
-    S_T0, RUN, STOP, slot
+    S_T0, RUN, STOP, new_ctrl, slot
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
 
@@ -92,7 +92,7 @@ def warm_up(theta: np.ndarray) -> None:
     """Compile (or load) the monitor's nopython helpers before any clock starts."""
     r = new_ring(theta, 1, 1)
     _take(r.data, r.meta, 0, 1, np.empty_like(theta))
-    _release_slot(np.zeros(64, dtype=np.int64), 0)
+    _release_slot(new_ctrl(), 0)  # a real control block: the atomic store is unchecked
 
 
 def next_snapshot(ring: Ring, ctrl: np.ndarray, buf: np.ndarray) -> tuple[int, float] | None:
