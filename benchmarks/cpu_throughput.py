@@ -40,7 +40,7 @@ def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "f
                      "dtype": dtype},
         "algorithm": {"name": alg}, "optimizer": {"lr": 0.01},
         "stop": {"max_time_s": seconds, "max_updates": 10**8, "epsilon": 1e-9},
-        "cpu": {"monitor_every_s": 10 * seconds},
+        "cpu": {"monitor": "after"},  # no loss evaluation competes with the workers
     })
 
 
@@ -68,8 +68,8 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
     wl = build_workload(sc.workload, sc.seed, None)
     theta = wl.init_theta(np.random.default_rng(0))
     probe = np.zeros(20, dtype=np.int64)
-    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
-    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
+    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype))
+    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype))
     n = int(seconds / (np.median(probe) * 1e-9))
     outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
     ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,

@@ -55,16 +55,27 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
     """The gradient timer, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def time_gradient(theta, X, y, shape, n_rows, batch, out_ns, seed):  # noqa: ANN001
-        """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``."""
+    def time_gradient(theta, X, y, shape, n_rows, batch, out_ns, seed, shared):  # noqa: ANN001
+        """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``.
+
+        With a model-sized ``shared`` buffer, each call is preceded (untimed) by a worker's memory
+        traffic around its gradient: an update of the shared model (``shared -= η·g``) and a copy of
+        it into the buffer the gradient reads (``theta[:] = shared``). Those 5 model-sized streams
+        evict part of the gradient's operands from the core's private cache, which a gradient timed
+        back to back on one warm buffer never pays (executors/PROFILE.md, ``cycle_samples_s``)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         np.random.seed(seed)
-        g = np.empty_like(theta)
+        g = np.zeros_like(theta)
         idx = np.empty(batch, dtype=np.int64)
+        cycle = shared.shape[0] == theta.shape[0]
         for k in range(out_ns.shape[0]):
             for i in range(batch):
                 idx[i] = np.random.randint(0, n_rows)
+            if cycle:
+                for j in range(shared.shape[0]):
+                    shared[j] -= 1e-12 * g[j]
+                theta[:] = shared
             t0 = A.now_ns()
             loss_and_grad(theta, X, y, idx, g, shape)
             out_ns[k] = A.now_ns() - t0
@@ -207,28 +218,36 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
     theta = wl.init_theta(np.random.default_rng(seed))
     n_rows = int(getattr(wl, "n_train", len(wl.y)))
     probe = np.zeros(3, dtype=np.int64)
+    none = np.zeros(0, dtype=theta.dtype)
     with single_threaded_blas():
         timer = with_kernel(time_gradient, wl.kernel)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed)  # compile
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed, none)  # compile
         per_call = max(float(np.median(probe)) * 1e-9, 1e-7)
         n = int(min(20000, max(20, seconds / per_call)))
         out = np.zeros(n, dtype=np.int64)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1, none)
+        in_cycle = np.zeros(n, dtype=np.int64)
+        timer(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, in_cycle, seed + 1, theta.copy())
         concurrent = {}
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             # k independent threads, each its own θ copy and output (no shared model): what one
-            # gradient costs while k-1 others run beside it (shared caches, memory bandwidth, clocks)
-            outs = [np.zeros(n, dtype=np.int64) for _ in range(k)]
-            args = [(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, outs[i], seed + 2 + i)
-                    for i in range(k)]
-            _threads(timer, args)
-            # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
-            both = np.stack(outs, axis=1).reshape(-1) * 1e-9
-            st = _stats(both, keep=200)
-            concurrent[f"k{k}"] = st["samples_s"]
-            concurrent.update({f"k{k}_mean_s": st["mean_s"], f"k{k}_median_s": st["median_s"],
-                               f"k{k}_p90_s": st["p90_s"], f"k{k}_n": st["n"]})
+            # gradient costs while k-1 others run beside it (shared caches, memory bandwidth, clocks);
+            # then the same with each thread's cycle traffic around its calls (``cycle_k<k>``)
+            for prefix, shared in (("", False), ("cycle_", True)):
+                outs = [np.zeros(n, dtype=np.int64) for _ in range(k)]
+                args = [(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, outs[i], seed + 2 + i,
+                         theta.copy() if shared else none) for i in range(k)]
+                _threads(timer, args)
+                # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
+                both = np.stack(outs, axis=1).reshape(-1) * 1e-9
+                st = _stats(both, keep=200)
+                concurrent[f"{prefix}k{k}"] = st["samples_s"]
+                concurrent.update({f"{prefix}k{k}_mean_s": st["mean_s"], f"{prefix}k{k}_median_s": st["median_s"],
+                                   f"{prefix}k{k}_p90_s": st["p90_s"], f"{prefix}k{k}_n": st["n"]})
     d = _stats(out * 1e-9, keep=200)
+    cyc = _stats(in_cycle * 1e-9, keep=200)
+    d.update(cycle_samples_s=cyc["samples_s"], cycle_mean_s=cyc["mean_s"], cycle_median_s=cyc["median_s"],
+             cycle_p90_s=cyc["p90_s"])
     d.update(batch_size=cfg.batch_size, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample),
              dtype=str(cfg.dtype))
     d["gflops"] = wl.flops_per_sample * cfg.batch_size / d["median_s"] / 1e9

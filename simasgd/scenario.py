@@ -200,16 +200,22 @@ def stray_params(name: str, given: set[str] | Any) -> list[str]:
 class OptimizerConfig(Section):
     lr: PosFloat = 0.005
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    staleness_aware: bool = False  # step size lr / max(1, staleness) (Zhang et al. 2016)
+    staleness_aware: bool = False  # gradient / max(1, staleness) before the momentum update (simasgd/update_rule.py)
 
 
 class StopConfig(Section):
-    epsilon: Annotated[float, Field(gt=0, le=1)] = 0.05
+    # Stop when the loss <= epsilon × the initial loss; 0 (the default) = no ε target: run to the budget.
+    epsilon: Annotated[float, Field(ge=0, le=1)] = 0.0
     max_time_s: PosFloat = 60.0
     max_updates: PosInt = 100_000
     eval_every_updates: PosInt | None = None
     eval_every_s: PosFloat | None = None
     explode_factor: Annotated[float, Field(gt=1, allow_inf_nan=False)] = 10.0
+
+    @property
+    def has_target(self) -> bool:
+        """An ε stop was asked for (epsilon > 0)."""
+        return self.epsilon > 0
 
     def eval_updates(self) -> int:
         """Updates between loss evaluations: given, or ~200 points over the budget."""
@@ -228,12 +234,19 @@ class SimConfig(Section):
     # Reads and updates at the calibrated bandwidth of the model's buffer size where it lives
     # (profile [copy_by_size], simasgd/sim/caches.py); false = one bandwidth for every size.
     cache_model: bool = True
+    # Gradient times calibrated after a worker's copy and update traffic (profile cycle_samples_s):
+    # the model's lines the gradient reads are partly evicted by them; false = back-to-back samples.
+    gradient_in_cycle: bool = True
 
 
 class CpuConfig(Section):
     pin: bool = True
     join_timeout_s: PosFloat = 30.0
     monitor_every_s: PosFloat | None = None  # no longer used: losses come from θ snapshots every stop.eval_every_updates
+    # When the snapshots' losses are evaluated: "auto" = during the run when the workers leave a CPU
+    # free (ε then stops the run), else after it; "after" = always after the run (no evaluation
+    # competes with the workers for caches or memory: what fidelity measurements want).
+    monitor: Literal["auto", "after"] = "auto"
     # HOGWILD! lost-update probes (an estimate of the updates θ lost): off by default, because the
     # shared probe lines phase-lock concurrent writers (executors/cpu/loops.py, hogwild_step).
     hogwild_probes: bool = False
@@ -280,12 +293,9 @@ class Scenario(Section):
     @model_validator(mode="after")
     def _cross_checks(self) -> "Scenario":
         a, n = self.algorithm, self.workers.count
-        if a.name == "sequential" and n != 1:
-            raise ValueError("algorithm.name = 'sequential' runs one worker; set workers.count = 1")
-        if a.name in ("k_sync", "k_async") and (a.k or 1) > n:
-            raise ValueError(f"algorithm.k = {a.k} exceeds workers.count = {n}")
-        if a.name == "backup" and (a.backup or 1) >= n:
-            raise ValueError(f"algorithm.backup = {a.backup or 1} must be < workers.count = {n}")
+        problems = algorithms.check(a.name, a, n)  # the algorithm's definition: worker bounds, k <= n, ...
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.workers.stragglers.count > n:
             raise ValueError(f"workers.stragglers.count = {self.workers.stragglers.count} exceeds workers.count = {n}")
         return self

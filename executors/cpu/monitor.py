@@ -39,7 +39,7 @@ from simasgd.convergence import Monitor
 from simasgd.progress import Advance
 
 # Memory the ring may take (bytes); it holds at least 2 snapshots whatever θ's size.
-RING_BUDGET_BYTES = 256 << 20
+RING_BUDGET_BYTES = 128 << 20
 POLL_S = 0.001
 
 

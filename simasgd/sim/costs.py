@@ -71,7 +71,7 @@ def _dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distribution
 
 
 def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
-                     concurrent: int = 1) -> distributions.Distribution | None:
+                     concurrent: int = 1, in_cycle: bool = False) -> distributions.Distribution | None:
     """Gradient times measured by ``simasgd calibrate`` for this workload (executors/PROFILE.md).
 
     The table of the same workload and batch size when there is one; else the
@@ -79,7 +79,10 @@ def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
     else None (the time is then derived from ``gflops_per_core``). With
     ``concurrent`` = k > 1 gradients computing at once, the table's samples
     measured with the largest k' ≤ k threads at once (``concurrent.k<k'>``) when
-    it has them, else the single-thread ``samples_s``.
+    it has them, else the single-thread ``samples_s``. With ``in_cycle``, the
+    samples timed after a worker's copy and update traffic (``cycle_samples_s``,
+    ``concurrent.cycle_k<k'>``) where the profile has them: the gradient as a
+    worker computes it, with part of its operands evicted by that traffic.
     """
     tables = (profile or {}).get("gradient")
     if not isinstance(tables, dict) or not tables:
@@ -96,12 +99,14 @@ def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
     batch = workload.batch_size
     near = min(same, key=lambda b: (abs(math.log(b / batch)), b))
     table = same[near]
-    samples = table["samples_s"]
+    prefix = "cycle_" if in_cycle and table.get("cycle_samples_s") else ""
+    samples = table[f"{prefix}samples_s"]
     conc = table.get("concurrent")
     if concurrent > 1 and isinstance(conc, dict):
-        ks = [k for k in range(2, concurrent + 1) if isinstance(conc.get(f"k{k}"), list) and conc[f"k{k}"]]
+        ks = [k for k in range(2, concurrent + 1)
+              if isinstance(conc.get(f"{prefix}k{k}"), list) and conc[f"{prefix}k{k}"]]
         if ks:
-            samples = conc[f"k{max(ks)}"]
+            samples = conc[f"{prefix}k{max(ks)}"]
     samples = np.asarray(samples, dtype=float)
     return distributions.Empirical(samples * (batch / near))
 
@@ -172,7 +177,7 @@ class Platform:
         given = _dist(sc.timing.gradient, sc.base_dir, "timing.gradient")
         if given is not None:
             return given
-        prof = profile_gradient(m.profile, sc.workload, at_once)
+        prof = profile_gradient(m.profile, sc.workload, at_once, in_cycle=sc.sim.gradient_in_cycle)
         if prof is not None:
             return prof
         if flops is None:

@@ -39,12 +39,16 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     (grad,) = doc["gradient"].values()
     assert grad["batch_size"] == 16 and 0 < grad["p10_s"] <= grad["median_s"] <= grad["p90_s"]
     assert len(grad["samples_s"]) > 10 and min(grad["samples_s"]) > 0
+    # the same gradient timed after a worker's copy/update traffic around each call
+    assert len(grad["cycle_samples_s"]) > 10 and min(grad["cycle_samples_s"]) > 0
+    assert grad["cycle_median_s"] > 0.5 * grad["median_s"]
     import os
 
     if len(os.sched_getaffinity(0)) > 1:  # the same gradient with 2 independent threads at once
         conc = grad["concurrent"]
         assert len(conc["k2"]) > 10 and min(conc["k2"]) > 0 and conc["k2_n"] >= 2 * 20
         assert conc["k2_median_s"] > 0.5 * grad["median_s"]
+        assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
     assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
     assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0
     # The simulator's preset "this" resolves to it.

@@ -30,8 +30,9 @@ def _profile(tmp_path: Path, tables: dict[str, list[float]],
         batch = int(key.split("-b")[-1].split("-")[0])
         lines += [f'[gradient."{key}"]', f"samples_s = {samples!r}", f"mean_s = {float(np.mean(samples))!r}",
                   f"batch_size = {batch}", 'dtype = "float64"', ""]
-        for k, conc in (concurrent or {}).get(key, {}).items():
-            lines += [f'[gradient."{key}".concurrent]', f"{k} = {conc!r}", ""]
+        conc = (concurrent or {}).get(key, {})
+        if conc:
+            lines += [f'[gradient."{key}".concurrent]'] + [f"{k} = {v!r}" for k, v in conc.items()] + [""]
     path = tmp_path / "this.toml"
     path.write_text("\n".join(lines))
     return path
@@ -118,3 +119,21 @@ def test_single_thread_samples_without_concurrent_ones(tmp_path: Path) -> None:
     path = _profile(tmp_path, {workload_key(_wl(16)): one})
     p = _platform(path, 2)
     assert np.mean([p._grad[1]() for _ in range(3000)]) == pytest.approx(np.mean(one), rel=0.05)
+
+
+def test_in_cycle_samples_when_the_profile_has_them(tmp_path: Path) -> None:
+    """A worker's gradient is the one timed after its copy/update traffic (`cycle_samples_s`, `cycle_k<k>`)."""
+    one, cyc = [1.0e-3, 1.1e-3], [1.3e-3, 1.4e-3]
+    two, cyc2 = [1.5e-3, 1.6e-3], [1.9e-3, 2.1e-3]
+    path = _profile(tmp_path, {workload_key(_wl(16)): one}, {workload_key(_wl(16)): {"k2": two, "cycle_k2": cyc2}})
+    text = path.read_text().replace(f"samples_s = {one!r}", f"samples_s = {one!r}\ncycle_samples_s = {cyc!r}")
+    path.write_text(text)
+    m = machine.load_profile(path)
+    assert profile_gradient(m.profile, _wl(16)).mean == pytest.approx(np.mean(one))
+    assert profile_gradient(m.profile, _wl(16), in_cycle=True).mean == pytest.approx(np.mean(cyc))
+    assert profile_gradient(m.profile, _wl(16), concurrent=2, in_cycle=True).mean == pytest.approx(np.mean(cyc2))
+    assert profile_gradient(m.profile, _wl(16), concurrent=2).mean == pytest.approx(np.mean(two))
+    # a profile without them (older calibrations): the back-to-back samples
+    old = _profile(tmp_path, {workload_key(_wl(16)): one})
+    assert profile_gradient(machine.load_profile(old).profile, _wl(16), in_cycle=True).mean == \
+        pytest.approx(np.mean(one))
