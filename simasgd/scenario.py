@@ -237,6 +237,9 @@ class SimConfig(Section):
     # Gradient times calibrated after a worker's copy and update traffic (profile cycle_samples_s):
     # the model's lines the gradient reads are partly evicted by them; false = back-to-back samples.
     gradient_in_cycle: bool = True
+    # The host's long pauses (interrupts, other tasks, a hypervisor) calibrated in [noise.k<k>],
+    # added to calibrated gradient times (simasgd/sim/noise.py); false = none.
+    host_noise: bool = True
 
 
 class CpuConfig(Section):

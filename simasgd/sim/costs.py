@@ -35,6 +35,7 @@ from simasgd.machine import Machine, place
 from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
 from simasgd.sim.caches import CacheModel
 from simasgd.sim.cpu import Cores
+from simasgd.sim.noise import HostNoise
 from simasgd.sim.memory import Memory
 
 BLOCK = 1024
@@ -153,6 +154,7 @@ class Platform:
         # gradients computing at once: one per worker, at most one per (distinct) CPU
         at_once = min(n, len(set(cpus)) if None not in cpus else machine.hw_threads)
         grad = self._gradient_dist(sc, machine, flops_per_sample, at_once)
+        noise = _host_noise(sc, machine, grad, at_once)
         read = _dist(sc.timing.read, sc.base_dir, "timing.read")
         update = _dist(sc.timing.update, sc.base_dir, "timing.update")
         if (read is None or update is None) and dim is None:
@@ -163,10 +165,10 @@ class Platform:
         self._read: list[Sampler | None] = []
         self._update: list[Sampler | None] = []
         for w in range(n):
-            rg, rr, ru, rp = (np.random.default_rng(s) for s in
-                              seeds.sequence(sc.seed, run, seeds.Role.TIMING, w).spawn(4))
+            rg, rr, ru, rp, rn = (np.random.default_rng(s) for s in
+                                  seeds.sequence(sc.seed, run, seeds.Role.TIMING, w).spawn(5))
             slow = st.slowdown if w < st.count else 1.0
-            self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp)))
+            self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced for t in self.cores.threads]
@@ -243,12 +245,23 @@ class Platform:
         self.cores.block(w)
 
 
+def _host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy: int) -> HostNoise | None:
+    """The calibrated long pauses (:mod:`noise`) when the gradient times are the profile's samples."""
+    if not sc.sim.host_noise or sc.timing.gradient is not None or not isinstance(grad, distributions.Empirical):
+        return None
+    x = np.asarray(grad.samples, dtype=float)
+    return HostNoise.from_profile(m.profile, busy, float(np.percentile(x, 99) - np.median(x)))
+
+
 def _gradient_draw(dist: distributions.Distribution, rng: np.random.Generator, slowdown: float,
                    probability: float, pause: distributions.Distribution | None,
-                   prng: np.random.Generator) -> Callable[[int], np.ndarray]:
+                   prng: np.random.Generator, noise: HostNoise | None = None,
+                   nrng: np.random.Generator | None = None) -> Callable[[int], np.ndarray]:
     def draw(k: int) -> np.ndarray:
         x = np.asarray(dist.sample(rng, k), dtype=float) * slowdown
         if pause is not None and probability > 0:
             x = x + (prng.random(k) < probability) * np.asarray(pause.sample(prng, k), dtype=float)
+        if noise is not None and nrng is not None:
+            x = noise.add(nrng, x)
         return x
     return draw
