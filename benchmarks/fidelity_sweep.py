@@ -36,7 +36,7 @@ THREADS = (1, 2, 4, 8)
 LAYERS = [64, 256, 256, 10]
 BATCHES = (16, 64)
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
-           "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err")
+           "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "tries")
 # A measured gradient median this far from the calibrated one means the machine itself ran
 # differently than at calibration (another tenant on the host, clocks): flagged in the table.
 DRIFT = 0.10
@@ -79,6 +79,14 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
             fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] + _phase_cols(fid)
 
 
+def gradient_drift(fid: fidelity.Fidelity) -> float:
+    """Median gradient phase, simulated (the calibrated samples) against measured, relative."""
+    ph = fid.phases
+    if ph is None or not ph.available or "gradient" not in ph.table.index:
+        return math.nan
+    return float(ph.table.loc["gradient", "median_rel_err"])
+
+
 def _phase_cols(fid: fidelity.Fidelity) -> list[str]:
     """The phase that explains most of the cycle-time error, and the gradient's median error
     (simulated from the calibrated samples, against measured): a host that ran slower or faster
@@ -88,7 +96,7 @@ def _phase_cols(fid: fidelity.Fidelity) -> list[str]:
         return ["·", "·"]
     e = ph.explanation
     main = f"{e.phase} {e.delta_s * 1e6:+.1f} µs of {e.cycle_delta_s * 1e6:+.1f}"
-    g = float(ph.table.loc["gradient", "median_rel_err"]) if "gradient" in ph.table.index else math.nan
+    g = gradient_drift(fid)
     drift = f"{g:+.1%}" + (" ⚠ host drift" if math.isfinite(g) and abs(g) > DRIFT else "")
     return [main, drift]
 
@@ -120,7 +128,7 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "updates to ε within 15% (✓ met, ✗ missed, · not computable). \"cycle err: main phase\": the phase whose "
         "mean error explains most of the mean cycle-time error (simasgd.phases); \"grad median err\": the "
         "simulated (calibrated) gradient's median against the measured one — beyond ±10% the machine itself ran "
-        "differently than at calibration.", "",
+        "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\").", "",
         f"**Headline: {headline(rows)}**", "",
         "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
@@ -146,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     # 0.05: ~800 updates, runs of 0.2-2 s. At 0.2 (~200 updates, 30-130 ms) the real side's updates/s
     # was dominated by thread start-up (benchmarks/fidelity.md, quiet-machine ε = 0.2 table).
     p.add_argument("--epsilon", type=float, default=0.05)
+    p.add_argument("--attempts", type=int, default=3,
+                   help="runs of a cell whose measured gradient drifts >10%% from calibration (host contention)")
+    p.add_argument("--drift-wait-s", type=float, default=20.0, help="pause before measuring a drifting cell again")
     p.add_argument("--timing-only", action="store_true", help="sim without numerics (no updates to ε)")
     p.add_argument("--threads", type=int, nargs="*", default=list(THREADS))
     p.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
@@ -173,11 +184,20 @@ def main(argv: list[str] | None = None) -> int:
             for batch in args.batches:
                 sc = scenario(name, params, threads, batch, args)
                 try:
-                    fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
-                    rows.append(row(fid, results, label, threads, batch))
+                    for attempt in range(1, args.attempts + 1):
+                        fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
+                        drift = gradient_drift(fid)
+                        if not (math.isfinite(drift) and abs(drift) > DRIFT) or attempt == args.attempts:
+                            break
+                        # the host ran the gradient >10% off its calibrated speed (on a shared VM, another
+                        # tenant): the cell measures the host, not the model - wait and measure it again
+                        print(f"  host drift {drift:+.0%} in {sc.name}: attempt {attempt + 1} in {args.drift_wait_s:g} s",
+                              flush=True)
+                        time.sleep(args.drift_wait_s)
+                    rows.append(row(fid, results, label, threads, batch) + [str(attempt)])
                 except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep
-                    rows.append([label, str(threads), str(batch)] + ["—"] * (len(COLUMNS) - 6)
-                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}", "·", "·"])
+                    rows.append([label, str(threads), str(batch)] + ["—"] * (len(COLUMNS) - 7)
+                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}", "·", "·", "·"])
                 print(" | ".join(rows[-1]), flush=True)
                 args.table.write_text(markdown(rows, args, time.perf_counter() - start))  # keep partial tables
     print(headline(rows))
