@@ -234,6 +234,9 @@ class SimConfig(Section):
     # The host's long pauses (interrupts, other tasks, a hypervisor) calibrated in [noise.k<k>],
     # added to calibrated gradient times (simasgd/sim/noise.py); false = none.
     host_noise: bool = True
+    # Lock waiters (mutex, rwlock without backoff) that find the lock taken: "spin" keeps the CPU,
+    # burning the quantum, as the executor's spin locks do; "sleep" gives it away (a futex).
+    lock_waiters: Literal["spin", "sleep"] = "spin"
 
 
 class CpuConfig(Section):

@@ -60,6 +60,45 @@ class Cores:
             return self.env.timeout(seconds) if then is None else then()
         return self.env.process(cpu_burst(self.env, self, th, seconds, then))
 
+    def spin_wait(self, w: int, req: simpy.Event,
+                  request: Callable[[], simpy.Event]) -> Generator[simpy.Event, object, simpy.Event]:
+        """Thread ``w`` spins on its CPU until its lock request is granted; returns the granted request.
+
+        A spinning waiter keeps its CPU and burns its quantum (the executor's locks spin, and a
+        spinner's ``sched_yield`` rarely hands the CPU over). When the quantum runs out with threads
+        queued for the CPU it is preempted, and a descheduled spinner cannot take a lock (test-and-
+        test-and-set: whoever runs when it is released gets it), so its request is withdrawn and made
+        again, at the back, once it runs again. Not oversubscribed: a plain wait."""
+        th = self.threads[w]
+        if not th.sliced:
+            yield req
+            return req
+        pending: simpy.Event | None = req
+        while pending is None or not pending.triggered:
+            if th.req is None:  # spinning takes a CPU
+                cpu = th.pool.request()
+                yield cpu
+                th.req, th.left = cpu, self.quantum
+                if self.switch > 0:
+                    yield self.env.timeout(self.switch)
+                if pending is None:
+                    pending = request()
+                continue
+            if pending is None:
+                pending = request()
+            t0 = self.env.now
+            yield self.env.any_of([pending, self.env.timeout(max(th.left, 0.0))])
+            th.left -= self.env.now - t0
+            if not pending.triggered and th.left <= 1e-15:
+                if th.pool.queue:  # preempted while spinning: withdraw, to the back of the run queue
+                    pending.cancel()
+                    pending = None
+                    th.pool.release(th.req)
+                    th.req = None
+                else:
+                    th.left = self.quantum
+        return pending
+
     def block(self, w: int) -> None:
         """Thread ``w`` is about to sleep (lock, barrier): its CPU goes to the next in the run queue."""
         th = self.threads[w]

@@ -52,6 +52,13 @@ class WriteRequest(Put):
         resource.writers_waiting += 1
         super().__init__(resource)
 
+    def cancel(self) -> None:
+        """Withdraw a waiting writer (a preempted spinner): readers it held back may go."""
+        if not self.triggered:
+            self.resource.writers_waiting -= 1
+            super().cancel()
+            self.resource._trigger_put(None)
+
 
 class RWRelease(Get):
     def __init__(self, resource: "RWLock", request: Put):
@@ -209,14 +216,17 @@ class Backoff:
 
 
 def acquire(env: simpy.Environment, request: Callable[[], simpy.Event], is_free: Callable[[], bool],
-            backoff: Backoff, on_block: Callable[[], None], handoff_s: float = 0.0) -> Proc:
+            backoff: Backoff, on_block: Callable[[], None], handoff_s: float = 0.0,
+            spin: Callable[[simpy.Event, Callable[[], simpy.Event]], Proc] | None = None) -> Proc:
     """Take a lock; returns the granted request.
 
-    Without backoff the thread queues (and sleeps: ``on_block`` gives its core
-    away). With backoff it retries test-and-set after each delay, so a newcomer
-    may overtake it — the unfair spin lock that backoff policies are tuned for.
-    A lock taken after waiting costs ``handoff_s`` more, inside the lock: the
-    lock's cache line moving from the last holder to this one.
+    Without backoff the thread queues, and either sleeps (``on_block`` gives its
+    core away) or, with ``spin``, spins on its core until the lock is its
+    (:meth:`simasgd.sim.cpu.Cores.spin_wait`). With backoff it retries
+    test-and-set after each delay, so a newcomer may overtake it — the unfair
+    spin lock that backoff policies are tuned for. A lock taken after waiting
+    costs ``handoff_s`` more, inside the lock: the lock's cache line moving from
+    the last holder to this one.
     """
     waited = not is_free()
     if backoff.spins:
@@ -225,10 +235,13 @@ def acquire(env: simpy.Environment, request: Callable[[], simpy.Event], is_free:
             on_block()
             yield env.timeout(backoff.delay(attempt))
             attempt += 1
-    elif waited:
+    elif waited and spin is None:
         on_block()
     req = request()
-    yield req
+    if waited and spin is not None and not backoff.spins:
+        req = yield from spin(req, request)
+    else:
+        yield req
     if waited and handoff_s > 0:
         yield env.timeout(handoff_s)
     return req

@@ -244,3 +244,23 @@ def test_missing_empirical_samples_is_a_one_line_error(tmp_path: Path) -> None:
     samples.write_text("0.001\n0.002\n")
     scenario.write_text(scenario.read_text().replace("nope.npy", "g.txt"))
     assert CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "r")]).exit_code == 0
+
+
+@pytest.mark.parametrize("algorithm", ["mutex", "rwlock"])
+def test_spinning_waiters_keep_their_cpu_so_pairs_run_for_a_quantum(algorithm: str) -> None:
+    # 4 threads on 2 CPUs. Sleeping waiters hand their CPU over at every contended lock, so all four
+    # interleave (τ spreads over 1..3); spinning ones (the executor's spin locks) keep it until their
+    # quantum ends, so two threads alternate for a quantum while two wait: most updates see exactly
+    # one other (τ = 1), and a thread back from the run queue sees a quantum's worth (a long tail).
+    # A preempted spinner withdraws its request (test-and-test-and-set), so no lock is ever handed to
+    # a thread that is not running, and every thread makes progress.
+    args = (f"algorithm.name=\"{algorithm}\"", "machine.preset=\"laptop-2core\"", "workers.count=4",
+            "workers.placement=\"os\"", "stop.max_updates=4000",
+            "timing.gradient={dist=\"gamma\", mean_s=2e-4, shape=100}", "timing.read={dist=\"deterministic\", mean_s=2e-5}",
+            "timing.update={dist=\"deterministic\", mean_s=2e-5}")
+    spin = simulate(*args, "sim.lock_waiters=\"spin\"")
+    sleep = simulate(*args, "sim.lock_waiters=\"sleep\"")
+    share = {k: float((u[u.applied].staleness == 1).mean()) for k, u in (("spin", spin), ("sleep", sleep))}
+    assert share["spin"] > 0.6 > share["sleep"]
+    assert spin[spin.applied].staleness.quantile(0.99) > 3 * sleep[sleep.applied].staleness.quantile(0.99)
+    assert spin.worker.nunique() == 4 and spin.version.max() == 4000

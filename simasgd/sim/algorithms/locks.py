@@ -24,7 +24,9 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     backoff = run.backoff(w)
     spins = backoff.spins
     handoff = p.handoff_s[w]
-    block = lambda: p.block(w)  # noqa: E731 - the lock wait gives the CPU away
+    block = lambda: p.block(w)  # noqa: E731 - a sleeping lock wait gives the CPU away
+    # a spinning one keeps it, burning its quantum (the executor's locks spin)
+    spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.sc.sim.lock_waiters == "spin" else None
     yield from run.start(w)
     while True:
         wait = 0.0
@@ -32,7 +34,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         if read_lock:
             t0 = env.now
             if spins or not read_free():
-                req = yield from acquire(env, read_req, read_free, backoff, block, handoff)
+                req = yield from acquire(env, read_req, read_free, backoff, block, handoff, spin)
             else:  # uncontended: take it without a nested generator (the hot path)
                 req = read_req()
                 yield req
@@ -50,7 +52,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         run.computed(w)
         t0 = env.now
         if spins or not write_free():
-            req = yield from acquire(env, write_req, write_free, backoff, block, handoff)
+            req = yield from acquire(env, write_req, write_free, backoff, block, handoff, spin)
         else:
             req = write_req()
             yield req
