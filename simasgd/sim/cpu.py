@@ -23,7 +23,7 @@ from simasgd.machine import Machine
 class Thread:
     """Scheduler state of one worker thread."""
 
-    __slots__ = ("pool", "req", "left", "sliced", "cpu")
+    __slots__ = ("pool", "req", "left", "sliced", "cpu", "holds")
 
     def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None):
         self.pool = pool
@@ -31,6 +31,7 @@ class Thread:
         self.left = 0.0
         self.sliced = sliced
         self.cpu = cpu
+        self.holds = 0  # locks held (a spinner yields its CPU to a descheduled holder)
 
 
 class Cores:
@@ -48,6 +49,7 @@ class Cores:
                 pools[cpu] = simpy.Resource(env, machine.hw_threads if cpu is None else 1)
             pool = pools[cpu]
             self.threads.append(Thread(pool, load[cpu] > pool.capacity, cpu))
+        self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
 
     @property
     def oversubscribed(self) -> bool:
@@ -64,10 +66,12 @@ class Cores:
                   request: Callable[[], simpy.Event]) -> Generator[simpy.Event, object, simpy.Event]:
         """Thread ``w`` spins on its CPU until its lock request is granted; returns the granted request.
 
-        A spinning waiter keeps its CPU and burns its quantum (the executor's locks spin, and a
-        spinner's ``sched_yield`` rarely hands the CPU over). When the quantum runs out with threads
-        queued for the CPU it is preempted, and a descheduled spinner cannot take a lock (test-and-
-        test-and-set: whoever runs when it is released gets it), so its request is withdrawn and made
+        A spinning waiter keeps its CPU and burns its quantum: the executor's locks spin, and the
+        ``sched_yield`` a spinner calls every few spins hands the CPU over only to a thread that
+        must run for the spinner to get anywhere — modelled as: it yields when a lock holder is
+        waiting for a CPU of its pool. Otherwise it is preempted only when its quantum runs out with
+        threads queued for the CPU. A descheduled spinner cannot take a lock (test-and-test-and-set:
+        whoever runs when it is released gets it), so on either its request is withdrawn and made
         again, at the back, once it runs again. Not oversubscribed: a plain wait."""
         th = self.threads[w]
         if not th.sliced:
@@ -86,18 +90,37 @@ class Cores:
                 continue
             if pending is None:
                 pending = request()
+            if not pending.triggered and self._holder_waiting(th.pool):
+                self._step_aside(th, pending)  # sched_yield: the holder runs, this one queues again
+                pending = None
+                continue
             t0 = self.env.now
-            yield self.env.any_of([pending, self.env.timeout(max(th.left, 0.0))])
+            yield self.env.any_of([pending, self.env.timeout(max(th.left, 0.0)), self.holder_out])
             th.left -= self.env.now - t0
             if not pending.triggered and th.left <= 1e-15:
                 if th.pool.queue:  # preempted while spinning: withdraw, to the back of the run queue
-                    pending.cancel()
+                    self._step_aside(th, pending)
                     pending = None
-                    th.pool.release(th.req)
-                    th.req = None
                 else:
                     th.left = self.quantum
         return pending
+
+    def _holder_waiting(self, pool: simpy.Resource) -> bool:
+        return any(t.holds and t.req is None and t.pool is pool for t in self.threads)
+
+    def _step_aside(self, th: Thread, pending: simpy.Event) -> None:
+        pending.cancel()
+        th.pool.release(th.req)
+        th.req = None
+
+    def hold(self, w: int, held: bool) -> None:
+        """Thread ``w`` took (True) or released (False) a lock."""
+        self.threads[w].holds += 1 if held else -1
+
+    def _preempted(self, th: Thread) -> None:
+        if th.holds and not self.holder_out.triggered:
+            out, self.holder_out = self.holder_out, self.env.event()
+            out.succeed()
 
     def block(self, w: int) -> None:
         """Thread ``w`` is about to sleep (lock, barrier): its CPU goes to the next in the run queue."""
@@ -135,6 +158,7 @@ def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
                 if th.pool.queue:  # preempted: to the back of the run queue
                     th.pool.release(th.req)
                     th.req = None
+                    cores._preempted(th)
                 else:
                     th.left = cores.quantum
         if then is not None:

@@ -27,6 +27,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     block = lambda: p.block(w)  # noqa: E731 - a sleeping lock wait gives the CPU away
     # a spinning one keeps it, burning its quantum (the executor's locks spin)
     spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.sc.sim.lock_waiters == "spin" else None
+    hold = lambda held: p.cores.hold(w, held)  # noqa: E731 - spinners yield to a descheduled holder
     yield from run.start(w)
     while True:
         wait = 0.0
@@ -39,7 +40,9 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
                 req = read_req()
                 yield req
             wait = env.now - t0
+            hold(True)
             yield p.read(w)
+            hold(False)
             release(req)
         else:
             yield p.read(w)
@@ -57,10 +60,12 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
             req = write_req()
             yield req
         wait += env.now - t0
+        hold(True)
         yield p.update(w)
         if model is not None:
             model.step(model.grad[w], run.version - rv)
         run.applied(w, rv, t_read, wait)
+        hold(False)
         release(req)
 
 
