@@ -404,7 +404,7 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
                        dict(zip(by_size["sizes_bytes"], by_size["gbs"])))
     log("host noise")
     n_cpus = len(os.sched_getaffinity(0))
-    noise = cm.noise(max(0.05, 2.0 * scale / n_cpus))
+    noise = cm.noise(max(0.05, 4.0 * scale / n_cpus))  # long pauses are rare: seconds to see a few dozen
     return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "noise": noise,
             "scheduler": cm.scheduler_params()}
 
