@@ -3,7 +3,9 @@
 A backend feeds :class:`Monitor` the loss it measured at (t, updates); the
 monitor keeps the curve, notices ε, crashes (NaN/inf or a loss beyond
 ``explode_factor`` × the initial loss) and builds the run's summary, so that
-"reached ε" means the same thing on every backend.
+"reached ε" means the same thing on every backend. ``stop.epsilon = 0`` (the
+default) sets no ε target: the run goes to its budget, is never "reached",
+and is not counted ``diverged``.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Monitor:
         self.loss.append(float(loss))
         if not math.isfinite(loss) or (len(self.loss) > 1 and loss > self.stop.explode_factor * self.initial_loss):
             self.crashed = True
-        elif self.updates_to_eps is None and len(self.loss) > 1 and loss <= self.target:
+        elif self.stop.has_target and self.updates_to_eps is None and len(self.loss) > 1 and loss <= self.target:
             self.updates_to_eps, self.time_to_eps = int(updates), float(t)
         return self.done
 
@@ -68,7 +70,7 @@ class Monitor:
         return RunSummary(
             run=self.run, updates=int(updates), time_s=float(time_s),
             updates_to_eps=self.updates_to_eps, time_to_eps=self.time_to_eps,
-            crashed=self.crashed, diverged=not self.crashed and not self.reached,
+            crashed=self.crashed, diverged=self.stop.has_target and not self.crashed and not self.reached,
             initial_loss=self.initial_loss, final_loss=self.loss[-1] if self.loss else math.nan,
             mean_staleness=float(np.mean(staleness)) if len(staleness) else 0.0,
             attempts=int(updates if attempts is None else attempts),

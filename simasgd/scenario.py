@@ -200,16 +200,22 @@ def stray_params(name: str, given: set[str] | Any) -> list[str]:
 class OptimizerConfig(Section):
     lr: PosFloat = 0.005
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    staleness_aware: bool = False  # step size lr / max(1, staleness) (Zhang et al. 2016)
+    staleness_aware: bool = False  # gradient / max(1, staleness) before the momentum update (simasgd/update_rule.py)
 
 
 class StopConfig(Section):
-    epsilon: Annotated[float, Field(gt=0, le=1)] = 0.05
+    # Stop when the loss <= epsilon × the initial loss; 0 (the default) = no ε target: run to the budget.
+    epsilon: Annotated[float, Field(ge=0, le=1)] = 0.0
     max_time_s: PosFloat = 60.0
     max_updates: PosInt = 100_000
     eval_every_updates: PosInt | None = None
     eval_every_s: PosFloat | None = None
     explode_factor: Annotated[float, Field(gt=1, allow_inf_nan=False)] = 10.0
+
+    @property
+    def has_target(self) -> bool:
+        """An ε stop was asked for (epsilon > 0)."""
+        return self.epsilon > 0
 
     def eval_updates(self) -> int:
         """Updates between loss evaluations: given, or ~200 points over the budget."""
@@ -293,12 +299,9 @@ class Scenario(Section):
     @model_validator(mode="after")
     def _cross_checks(self) -> "Scenario":
         a, n = self.algorithm, self.workers.count
-        if a.name == "sequential" and n != 1:
-            raise ValueError("algorithm.name = 'sequential' runs one worker; set workers.count = 1")
-        if a.name in ("k_sync", "k_async") and (a.k or 1) > n:
-            raise ValueError(f"algorithm.k = {a.k} exceeds workers.count = {n}")
-        if a.name == "backup" and (a.backup or 1) >= n:
-            raise ValueError(f"algorithm.backup = {a.backup or 1} must be < workers.count = {n}")
+        problems = algorithms.check(a.name, a, n)  # the algorithm's definition: worker bounds, k <= n, ...
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.workers.stragglers.count > n:
             raise ValueError(f"workers.stragglers.count = {self.workers.stragglers.count} exceeds workers.count = {n}")
         return self

@@ -1,5 +1,8 @@
 """The serial backend: plain sequential minibatch SGD with momentum — the reference.
 
+Its step is :func:`simasgd.update_rule.step` (staleness always 0), the same
+function every other backend applies.
+
 Every other backend is compared with this one. It ignores the algorithm and
 the worker count (one worker, staleness 0) and times only the training
 steps: loss evaluations for the curve are taken off the clock.
@@ -11,7 +14,7 @@ import time
 
 import numpy as np
 
-from simasgd import algorithms, seeds
+from simasgd import algorithms, seeds, update_rule
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
@@ -20,6 +23,7 @@ from simasgd.scenario import Scenario
 NAME = "serial"
 # Serial runs any scenario as sequential SGD: it is the yardstick, not an implementation of the algorithm.
 ALGORITHMS = frozenset(algorithms.names())
+RUNS_AS = "sequential"  # the definition its runs follow, whatever the scenario names (tests/conformance)
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
@@ -28,10 +32,11 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
     wl.warmup()  # compile (or load from numba's cache) before the clock starts
     opt, stop = scenario.optimizer, scenario.stop
-    theta = wl.init_theta(seeds.rng(scenario.seed, run, seeds.Role.INIT))
+    theta = np.ascontiguousarray(wl.init_theta(seeds.rng(scenario.seed, run, seeds.Role.INIT)))
     batch_rng = seeds.rng(scenario.seed, run, seeds.Role.BATCH, 0)
     grad = np.zeros_like(theta)
     velocity = np.zeros_like(theta)
+    update_rule.step(theta, velocity, grad, opt.lr, opt.momentum, 0, opt.staleness_aware)  # compile; g = 0: a no-op
     monitor = Monitor(stop, run)
     monitor.observe(0.0, 0, wl.eval_loss(theta))
     every = stop.eval_updates()
@@ -42,12 +47,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
         start = time.perf_counter()
         idx = wl.sample_batch(batch_rng, scenario.workload.batch_size)
         wl.kernel(theta, wl.X, wl.y, idx, grad, wl.shape)
-        if opt.momentum:
-            velocity *= opt.momentum
-            velocity += grad
-            theta -= opt.lr * velocity
-        else:
-            theta -= opt.lr * grad
+        update_rule.step(theta, velocity, grad, opt.lr, opt.momentum, 0, opt.staleness_aware)
         t_read[u] = elapsed
         elapsed += time.perf_counter() - start
         t_write[u] = elapsed

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from executors.cpu.runner import NAME, ExecutorError, run_workload
+from executors.cpu.wiring import TABLE
 from simasgd import algorithms
 from simasgd.progress import Advance
 from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
-ALGORITHMS = frozenset({"sequential", "sync", "mutex", "rwlock", "hogwild", "leashed", "lopez"})
+ALGORITHMS = frozenset(TABLE)  # one row per algorithm in executors/cpu/wiring.py
 
 __all__ = ["NAME", "ALGORITHMS", "ExecutorError", "run_once"]
 

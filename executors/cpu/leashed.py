@@ -29,11 +29,12 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_PERSIST, CLAIMED, F_MOM, LINE, OK,
-                                  S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, apply_step, backoff,
-                                  out_of_budget, record, sample_batch, snapshot_due, spin_pause, step_size,
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PERSIST, CLAIMED, F_MOM, LINE, OK,
+                                  S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, apply_update, backoff,
+                                  out_of_budget, record, sample_batch, snapshot_due, spin_pause,
                                   stopped, straggle, take_snapshot, wait_go)
-from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
+from executors.cpu.loops import CODE_VERSION
+from simasgd.workloads.kernels import loss_and_grad
 
 
 def pool_size(workers: int) -> int:
@@ -77,8 +78,8 @@ def claim(ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray)
             return -1
 
 
-def _make(kernels_version: str = SOURCE_HASH) -> Any:
-    """The worker loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+def _make(kernels_version: str = CODE_VERSION) -> Any:
+    """The worker loop, in a closure over ``loops.CODE_VERSION`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
     def run_leashed(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
@@ -112,10 +113,13 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
             while True:
                 base = acquire_latest(ctrl, rc)
                 cur = ver[base * LINE]
+                if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: cut off, not applied
+                    release(rc, base)
+                    return OK
                 pool[mine, :] = pool[base]
                 if mom > 0.0:
                     vpool[mine, :] = vpool[base]
-                apply_step(pool[mine], vpool[mine], g, step_size(cfg_i, cfg_f, cur - rv), mom)
+                apply_update(pool[mine], vpool[mine], g, cfg_i, cfg_f, cur - rv)
                 ver[mine * LINE] = cur + 1
                 A.store(stale, mine * LINE, 0)
                 if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:

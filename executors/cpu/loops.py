@@ -5,8 +5,10 @@ cfg_f, ri, rf, nrec, seed, slowdown, ring, meta)`` — and returns a code from
 :mod:`executors.cpu.shared` (``OK``, ``STOPPED_WAITING``, ``BUFFER_FULL``).
 The gradient is ``kernels.loss_and_grad`` called as a global, so no Python runs
 between the read and the record and the loops load from numba's cache in every
-process; they are built in a closure over ``kernels.SOURCE_HASH`` and a
-workload with its own kernel gets an uncached copy (:mod:`executors.kernel`).
+process; they are built in a closure over :data:`CODE_VERSION` (the kernels'
+and the update rule's source hashes) and a workload with its own kernel gets
+an uncached copy (:mod:`executors.kernel`). Every update goes through
+:mod:`simasgd.update_rule` (``shared.apply_update``; HOGWILD! element-wise).
 
 Version counting is the measuring instrument: every applied update does an
 atomic fetch-add on ``ctrl[S_VERSION]`` — in HOGWILD! too — and records the
@@ -27,12 +29,18 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PROBES, C_WORKERS, F_MOM, LINE, OK, S_DEADLINE,
-                                  S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, apply_step, barrier,
-                                  lock_acquire, lock_release, out_of_budget, read_acquire, read_release, record,
-                                  sample_batch, seq_write_begin, seq_write_end, snapshot_due, step_size, straggle,
-                                  take_snapshot, wait_go, write_acquire, write_release)
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PROBES, C_STALE_AWARE, C_WORKERS, F_LR,
+                                  F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
+                                  STOPPED_WAITING, apply_update, barrier, lock_acquire, lock_release, out_of_budget,
+                                  read_acquire, read_release, record, sample_batch, seq_write_begin, seq_write_end,
+                                  snapshot_due, straggle, take_snapshot, wait_go, write_acquire, write_release)
+from simasgd import update_rule
+from simasgd.update_rule import divisor, heavy_ball_range, plain_range
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
+
+# The loops' numba cache key: the kernels' source and the update rule's (a cached caller is not
+# recompiled when a callee's file changes; closure values are part of the key).
+CODE_VERSION = SOURCE_HASH + update_rule.SOURCE_HASH
 
 HOGWILD_CHUNK = 8     # elements between compiler barriers: one cache line of float64, the unit races happen in
 
@@ -42,45 +50,67 @@ def n_probes(dim: int) -> int:
     return (dim + HOGWILD_CHUNK - 1) // HOGWILD_CHUNK
 
 
-@njit(nogil=True, cache=True)
-def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mom: float,
-                 canary: np.ndarray, probes: bool) -> None:
-    """Unsynchronised θ -= lr·g. The compiler barrier per cache line keeps each element's
-    read-modify-write a separate memory access, so concurrent writers overwrite each other
-    element by element as on real hardware (without it LLVM may batch the loop).
+@njit(nogil=True, cache=True, inline="always")
+def bump_probe(canary: np.ndarray, c: int) -> None:
+    """The chunk's probe gets +1 with a read-modify-write as wide as the chunk's, right after it: it
+    loses an update when the chunk would (a concurrent writer in the same place, or this thread
+    preempted inside the window), so the probes estimate θ's losses without knowing the gradient
+    (wiring._hogwild). An estimate: each probe is a separate sample."""
+    canary[c] = canary[c] + 1.0
+    A.compiler_barrier()
 
-    ``probes`` (``[cpu] hogwild_probes``, off by default) also bumps one shared probe per chunk.
-    Measured cost: the probes pack 8 chunks to a cache line that every writer writes in the same
-    order, so two concurrent updates ping-pong probe lines; once the two threads' updates overlap
-    they stay overlapping (each update 0.8-1.2 ms instead of 28 us, MLP d = 85k on 2 cores) - the
-    HOGWILD! bimodality of benchmarks/README_cpu.md. Without them no run was bimodal."""
-    d = theta.shape[0]
-    n_chunks = (d + HOGWILD_CHUNK - 1) // HOGWILD_CHUNK
-    for c in range(n_chunks):
-        lo = c * HOGWILD_CHUNK
-        hi = min(lo + HOGWILD_CHUNK, d)
+
+def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
+    """:func:`hogwild_step`, in a closure over ``update_rule.SOURCE_HASH`` (its cache follows that file)."""
+
+    @njit(nogil=True, cache=True)
+    def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mom: float, div: float,
+                     canary: np.ndarray, probes: bool) -> None:
+        """Unsynchronised θ update: the update rule (``update_rule``'s element-wise forms, gradient
+        divided by ``div``) one cache line at a time. The compiler barrier per cache line keeps each
+        element's read-modify-write a separate memory access, so concurrent writers overwrite each
+        other element by element as on real hardware (without it LLVM may batch the loop).
+
+        ``probes`` (``[cpu] hogwild_probes``, off by default) also bumps one shared probe per chunk.
+        Measured cost: the probes pack 8 chunks to a cache line that every writer writes in the same
+        order, so two concurrent updates ping-pong probe lines; once the two threads' updates overlap
+        they stay overlapping (each update 0.8-1.2 ms instead of 28 us, MLP d = 85k on 2 cores) - the
+        HOGWILD! bimodality of benchmarks/README_cpu.md. Without them no run was bimodal."""
+        if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        d = theta.shape[0]
+        n_chunks = (d + HOGWILD_CHUNK - 1) // HOGWILD_CHUNK
+        # The form of the rule is chosen once, outside the chunk loop (inside it, LLVM no longer
+        # vectorised the chunks: 15x slower, d = 85k); a full chunk has a constant trip count.
         if mom > 0.0:
-            for i in range(lo, hi):
-                vel[i] = mom * vel[i] + g[i]
-                theta[i] -= lr * vel[i]
-        elif hi - lo == HOGWILD_CHUNK:
-            for k in range(HOGWILD_CHUNK):  # a constant trip count: LLVM turns it into one vector op
-                theta[lo + k] -= lr * g[lo + k]
+            for c in range(n_chunks):
+                lo = c * HOGWILD_CHUNK
+                if lo + HOGWILD_CHUNK <= d:
+                    heavy_ball_range(theta, vel, g, lr, mom, div, lo, lo + HOGWILD_CHUNK)
+                else:
+                    heavy_ball_range(theta, vel, g, lr, mom, div, lo, d)
+                A.compiler_barrier()
+                if probes:
+                    bump_probe(canary, c)
         else:
-            for i in range(lo, hi):
-                theta[i] -= lr * g[i]
-        A.compiler_barrier()
-        if probes:
-            # The chunk's probe gets +1 with a read-modify-write as wide as the chunk's, right after
-            # it: it loses an update when the chunk would (a concurrent writer in the same place, or
-            # this thread preempted inside the window), so the probes estimate θ's losses without
-            # knowing the gradient (wiring._hogwild). An estimate: each probe is a separate sample.
-            canary[c] = canary[c] + 1.0
-            A.compiler_barrier()
+            for c in range(n_chunks):
+                lo = c * HOGWILD_CHUNK
+                if lo + HOGWILD_CHUNK <= d:
+                    plain_range(theta, g, lr, div, lo, lo + HOGWILD_CHUNK)
+                else:
+                    plain_range(theta, g, lr, div, lo, d)
+                A.compiler_barrier()
+                if probes:
+                    bump_probe(canary, c)
+
+    return hogwild_step
 
 
-def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
-    """The loops, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+hogwild_step = _make_hogwild_step()
+
+
+def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
+    """The loops, in a closure over :data:`CODE_VERSION` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
     def run_sequential(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
@@ -101,7 +131,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
             straggle(slowdown, t_s)
             t_ge = A.now_ns()
             seq_write_begin(ctrl)
-            apply_step(theta, vel, g, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
+            apply_update(theta, vel, g, cfg_i, cfg_f, 0)
             seq_write_end(ctrl)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
@@ -142,7 +172,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
             if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
                 lock_release(ctrl, lock)
                 break
-            apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
+            apply_update(theta, vel, g, cfg_i, cfg_f, cur - rv)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
@@ -182,7 +212,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
             if cur >= cfg_i[C_MAXU]:
                 write_release(ctrl)
                 break
-            apply_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM])
+            apply_update(theta, vel, g, cfg_i, cfg_f, cur - rv)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
@@ -201,6 +231,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
         g = np.empty_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         probes = cfg_i[C_PROBES] != 0
+        aware = cfg_i[C_STALE_AWARE] != 0
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
@@ -211,7 +242,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
             straggle(slowdown, t_s)
             t_ge = A.now_ns()
             cur = A.load(ctrl, S_VERSION * LINE)
-            hogwild_step(theta, vel, g, step_size(cfg_i, cfg_f, cur - rv), cfg_f[F_MOM], canary, probes)
+            hogwild_step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], divisor(cur - rv, aware), canary, probes)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads
@@ -224,8 +255,12 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
                  ring, meta, grads):
         """Synchronous SGD: all compute on the same θ, a barrier, worker 0 applies the mean, a barrier.
 
-        One update (one record, by worker 0) per round. Whether to go on is decided
-        once per round by worker 0, so every worker leaves at the same barrier."""
+        One update per round and one row per gradient (the row contract of ``sync``): after the
+        second barrier every worker records its own gradient's row — its read version, the
+        version of the round's update, its own cycle's times, its wait at the first barrier.
+        Whether to go on is decided once per round by worker 0, so every worker leaves at the
+        same barrier; every worker records one row a round, so the buffers (one size for all)
+        fill together and worker 0 stops the round that fills them."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
@@ -246,27 +281,29 @@ def _make(kernels_version: str = SOURCE_HASH) -> tuple[Any, ...]:
             sense = barrier(ctrl, n, sense)
             if sense < 0:
                 return STOPPED_WAITING
+            wait = A.now_ns() - t_ge
             if w == 0:
-                wait = A.now_ns() - t_ge
                 mean[:] = grads[0]
                 for k in range(1, n):
                     mean += grads[k]
                 mean /= n
                 seq_write_begin(ctrl)
-                apply_step(theta, vel, mean, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
+                apply_update(theta, vel, mean, cfg_i, cfg_f, 0)
                 seq_write_end(ctrl)
                 v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
                 if snapshot_due(cfg_i, ctrl, v):
                     take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
-                full = not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, wait)
+                full = nrec[w * LINE] + 1 >= ri.shape[1]  # this round's rows fill every buffer
                 done = full or A.load(ctrl, S_STOP * LINE) != 0 or v >= cfg_i[C_MAXU] \
                     or A.now_ns() >= ctrl[S_DEADLINE * LINE]
                 A.store(ctrl, S_ROUND_STOP * LINE, 1 if done else 0)
             sense = barrier(ctrl, n, sense)
             if sense < 0:
                 return STOPPED_WAITING
+            v = A.load(ctrl, S_VERSION * LINE)  # the round's update (worker 0 made it before the barrier)
+            room = record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, wait)
             if A.load(ctrl, S_ROUND_STOP * LINE) != 0:
-                return OK
+                return OK if room else BUFFER_FULL
         return OK
 
     return run_sequential, run_mutex, run_rwlock, run_hogwild, run_sync

@@ -11,9 +11,11 @@ Staleness of a gradient (DESIGN.md): versions between the read of θ it was
 computed on and the first master step that includes it, i.e. the step after
 the version current when its addition finished. So a row's ``version`` is
 that step, and versions repeat across rows (several gradients per step).
-(Off by one when the master was mid-step and had already read ``acc``.) The
-simulator counts updates and staleness the same way: simasgd/sim/MODEL.md,
-"Lopez: update and staleness".
+(Off by one when the master was mid-step and had already read ``acc``.)
+Contributions that landed after the master's last step are in no version:
+once the master has stopped, each worker turns those rows into dropped
+attempts (:func:`drop_unincluded`). The simulator counts updates and
+staleness the same way: simasgd/sim/MODEL.md, "Lopez: update and staleness".
 """
 
 from __future__ import annotations
@@ -24,15 +26,74 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_WORKERS, F_MOM, LINE, OK, S_CONTRIB,
-                                  S_VERSION, STOPPED_WAITING, apply_step, out_of_budget, record, sample_batch,
-                                  seq_copy, seq_write_begin, seq_write_end, snapshot_due, spin_pause, step_size,
-                                  straggle, take_snapshot, wait_go)
-from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_WORKERS, LINE, OK, R_APPLIED, R_VER, RUN,
+                                  S_CONTRIB, S_MASTER_DONE, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOP,
+                                  STOPPED_WAITING, aborted, apply_update, out_of_budget, record, sample_batch,
+                                  seq_copy, seq_write_begin, seq_write_end, snapshot_due, spin_pause, straggle,
+                                  take_snapshot, wait_go)
+from executors.cpu.loops import CODE_VERSION
+from simasgd.workloads.kernels import loss_and_grad
 
 
-def _make(kernels_version: str = SOURCE_HASH) -> Any:
-    """The worker loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+@njit(nogil=True, cache=True)
+def drop_unincluded(ctrl: np.ndarray, ri: np.ndarray, nrec: np.ndarray, w: int, code: int) -> int:
+    """Once the master has made its last step: this worker's last contributions that no step
+    included (recorded with ``version`` = final + 1) become dropped rows (``applied = false``, the
+    version they would have had), so every applied row's version is one the run made. Returns
+    ``code``, or ``STOPPED_WAITING`` if the run was aborted first."""
+    spins = 0
+    while A.load_acquire(ctrl, S_MASTER_DONE * LINE) == 0:
+        spins += 1
+        spin_pause(spins)
+        if spins % SPINS_BEFORE_YIELD == 0 and aborted(ctrl):
+            return STOPPED_WAITING
+    final = A.load(ctrl, S_VERSION * LINE)
+    k = nrec[w * LINE] - 1
+    while k >= 0 and ri[R_VER, k] > final:  # a worker's rows are in version order
+        ri[R_APPLIED, k] = 0
+        k -= 1
+    return code
+
+
+def _make_master(rule_version: str = CODE_VERSION) -> Any:
+    """The master's loop, in a closure over ``loops.CODE_VERSION`` (its cache follows the update rule)."""
+
+    @njit(nogil=True, cache=True)
+    def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta):  # noqa: ANN001
+        """Step on the accumulated gradient each time a new one has landed."""
+        if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return OK
+        n = max(1, cfg_i[C_WORKERS] - 1)
+        g = np.empty_like(theta)
+        seen = 0
+        if not wait_go(ctrl):
+            return STOPPED_WAITING
+        spins = 0
+        while not out_of_budget(ctrl, cfg_i):
+            c = A.load(ctrl, S_CONTRIB * LINE)
+            if c == seen:
+                spins += 1
+                spin_pause(spins)
+                continue
+            seen = c
+            for i in range(g.shape[0]):
+                g[i] = A.load_relaxed(acc, i) / n
+            seq_write_begin(ctrl)
+            apply_update(theta, vel, g, cfg_i, cfg_f, 0)
+            seq_write_end(ctrl)
+            v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            if snapshot_due(cfg_i, ctrl, v):
+                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
+        return OK
+
+    return run_lopez_master
+
+
+run_lopez_master = _make_master()
+
+
+def _make(kernels_version: str = CODE_VERSION) -> Any:
+    """The worker loop, in a closure over ``loops.CODE_VERSION`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
     def run_lopez(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
@@ -40,7 +101,9 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         if w == 0:
-            return run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta)
+            code = run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta)
+            A.store_release(ctrl, S_MASTER_DONE * LINE, 1)  # the final version is known
+            return code
         np.random.seed(seed)
         local, g, old = np.empty_like(theta), np.empty_like(theta), np.zeros_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
@@ -62,8 +125,9 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
             A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
             v = A.load(ctrl, S_VERSION * LINE) + 1
             if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, 0):
-                return BUFFER_FULL
-        return OK
+                A.cas(ctrl, S_STOP * LINE, RUN, STOP)  # no room: the run stops (the master too)
+                return drop_unincluded(ctrl, ri, nrec, w, BUFFER_FULL)
+        return drop_unincluded(ctrl, ri, nrec, w, OK)
 
     return run_lopez
 
@@ -71,28 +135,3 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 run_lopez = _make()
 
 
-@njit(nogil=True, cache=True)
-def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta):  # noqa: ANN001
-    """Step on the accumulated gradient each time a new one has landed."""
-    n = max(1, cfg_i[C_WORKERS] - 1)
-    g = np.empty_like(theta)
-    seen = 0
-    if not wait_go(ctrl):
-        return STOPPED_WAITING
-    spins = 0
-    while not out_of_budget(ctrl, cfg_i):
-        c = A.load(ctrl, S_CONTRIB * LINE)
-        if c == seen:
-            spins += 1
-            spin_pause(spins)
-            continue
-        seen = c
-        for i in range(g.shape[0]):
-            g[i] = A.load_relaxed(acc, i) / n
-        seq_write_begin(ctrl)
-        apply_step(theta, vel, g, step_size(cfg_i, cfg_f, 0), cfg_f[F_MOM])
-        seq_write_end(ctrl)
-        v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-        if snapshot_due(cfg_i, ctrl, v):
-            take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
-    return OK

@@ -25,7 +25,7 @@ import numpy as np
 from executors import atomics
 from executors.cpu import monitor, placement, shared
 from executors.cpu.shared import LINE, slot
-from executors.cpu.wiring import Wiring, persistence_code, wire
+from executors.cpu.wiring import Wiring, configure, wire
 from simasgd import seeds
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
@@ -64,7 +64,7 @@ def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> t
     cfg_i[shared.C_NROWS] = n_rows(wl)
     cfg_i[shared.C_MAXU] = max_updates
     cfg_i[shared.C_BOKIND] = shared.BACKOFF_KINDS[backoff.kind] if backoff else 0
-    cfg_i[shared.C_PERSIST] = persistence_code(a.param("persistence")) if a.name == "leashed" else -1
+    cfg_i[shared.C_PERSIST] = -1
     cfg_i[shared.C_STALE_AWARE] = int(sc.optimizer.staleness_aware)
     cfg_i[shared.C_CAP] = cap
     cfg_i[shared.C_PROBES] = int(sc.cpu.hogwild_probes)
@@ -72,7 +72,7 @@ def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> t
     cfg_f[shared.F_MOM] = sc.optimizer.momentum
     cfg_f[shared.F_BO_INIT_NS] = backoff.initial_s * 1e9 if backoff else 0.0
     cfg_f[shared.F_BO_MAX_NS] = backoff.max_s * 1e9 if backoff else 0.0
-    cfg_i[shared.C_PRIO] = 1 if a.name == "rwlock" and a.param("priority") == "writer" else 0
+    configure(a, cfg_i, cfg_f)  # the algorithm's own words, from its row of wiring.TABLE
     return cfg_i, cfg_f
 
 
@@ -101,9 +101,7 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
     """Allocate every shared array of one run (also used, tiny, for the warm-up)."""
     ctrl = shared.new_ctrl()
     theta = np.ascontiguousarray(theta0).copy()
-    vel = np.zeros_like(theta) if sc.optimizer.momentum > 0 else np.zeros(0, dtype=theta.dtype)
-    if vel.shape[0] == 0 and sc.algorithm.name != "leashed":
-        vel = np.zeros_like(theta)  # loops index vel only when momentum > 0; keep one array type
+    vel = np.zeros_like(theta)  # loops index vel only when momentum > 0
     cfg_i, cfg_f = config(sc, wl, workers, max_updates, 0)
     wiring = wire(sc.algorithm.name, ctrl, cfg_i, cfg_f, theta, vel, workers, wl.kernel)
     cap = max(wiring.records_per_worker(w, max_updates + 8) for w in range(workers))
@@ -215,12 +213,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
     """Run ``sc`` once on real threads with the given workload (the backend builds it; tests pass their own).
 
     With ``state``, the final θ is left in ``state["theta"]`` (for exactness checks)."""
-    workers = sc.workers.count
-    if sc.algorithm.name == "lopez" and workers < 2:
-        from simasgd.loader import ScenarioError
-
-        raise ScenarioError([f"{sc.name}: workers.count = {workers}: algorithm 'lopez' on the cpu backend "
-                             f"needs >= 2 (worker 0 is the master)"])
+    workers = sc.workers.count  # within the algorithm's bounds: checked when the scenario was validated
     theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
     cpus, warnings = placement.plan(workers, sc.workers.placement) if sc.cpu.pin else ([None] * workers, [])
     if sc.workers.stragglers.probability > 0:

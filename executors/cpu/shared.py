@@ -21,16 +21,20 @@ leaves a thread spinning on a lock nobody will release.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from simasgd import update_rule
+from simasgd.update_rule import step
 
 LINE = 8  # int64 words per cache line
 
 # ctrl slots (multiply by LINE)
 S_VERSION, S_STOP, S_GO, S_T0, S_LOCK, S_RW, S_RW_WAITW, S_BAR_COUNT, S_BAR_SENSE, S_SEQ, \
-    S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL = range(17)
+    S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL, S_MASTER_DONE = range(18)
 N_SLOTS = 18
 
 # values of the stop word: RUN, STOP (budget/ε: finish cleanly), ABORT (a worker failed: bail out anywhere)
@@ -282,24 +286,21 @@ def sample_batch(idx: np.ndarray, n_rows: int) -> None:
         idx[i] = np.random.randint(0, n_rows)
 
 
-@njit(nogil=True, cache=True)
-def step_size(cfg_i: np.ndarray, cfg_f: np.ndarray, staleness: int) -> float:
-    """The learning rate, divided by the staleness when the optimizer is staleness-aware."""
-    if cfg_i[C_STALE_AWARE] != 0 and staleness > 1:
-        return cfg_f[F_LR] / staleness
-    return cfg_f[F_LR]
+def _make_apply(rule_version: str = update_rule.SOURCE_HASH) -> Any:
+    """:func:`apply_update`, in a closure over ``update_rule.SOURCE_HASH`` (its cache follows that file)."""
+
+    @njit(nogil=True, cache=True)
+    def apply_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
+                     staleness: int) -> None:
+        """The update rule (:func:`simasgd.update_rule.step`) with this run's lr, momentum and staleness-awareness."""
+        if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
+
+    return apply_update
 
 
-@njit(nogil=True, cache=True)
-def apply_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mom: float) -> None:
-    """θ -= lr·g, or heavy-ball momentum v = mom·v + g; θ -= lr·v."""
-    if mom > 0.0:
-        for i in range(theta.shape[0]):
-            vel[i] = mom * vel[i] + g[i]
-            theta[i] -= lr * vel[i]
-    else:
-        for i in range(theta.shape[0]):
-            theta[i] -= lr * g[i]
+apply_update = _make_apply()
 
 
 @njit(nogil=True, cache=True)

@@ -1,9 +1,14 @@
-"""Per-algorithm wiring: which loop, which extra shared arrays, where θ is at the end.
+"""The cpu backend, data-driven: one table row per algorithm (its loop, its shared arrays, its config).
 
-:func:`wire` allocates everything one run of one algorithm shares between its
-threads, so that :mod:`.runner` stays algorithm-agnostic. The loops call the
-kernel as a global; :func:`loop_for` gives the cached loop for the workloads'
-``kernels.loss_and_grad`` and an uncached copy of it for any other kernel.
+:data:`TABLE` maps an algorithm of the registry (:mod:`simasgd.algorithms`,
+where its meaning is defined) to its :class:`Entry`: the worker loop, how to
+allocate what the run's threads share besides θ (:func:`wire`), and the
+algorithm-specific configuration words (``cfg_i``/``cfg_f``). The backend's
+algorithm list is this table's keys, and :mod:`.runner` reads nothing but
+the table, so adding an algorithm is its loop's file plus one row here. The
+loops call the kernel as a global; :func:`loop_for` gives the cached loop
+for the workloads' ``kernels.loss_and_grad`` and an uncached copy of it for
+any other kernel.
 """
 
 from __future__ import annotations
@@ -15,19 +20,8 @@ from typing import Any, Callable
 import numpy as np
 
 from executors.cpu import leashed, loops, lopez
+from executors.cpu.shared import C_PERSIST, C_PRIO, C_PROBES, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
 from executors.kernel import with_kernel
-from executors.cpu.shared import C_PROBES, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
-
-LOOPS: dict[str, Any] = {
-    "sequential": loops.run_sequential, "mutex": loops.run_mutex, "rwlock": loops.run_rwlock,
-    "hogwild": loops.run_hogwild, "sync": loops.run_sync, "leashed": leashed.run_leashed,
-    "lopez": lopez.run_lopez,
-}
-
-
-def loop_for(name: str, kernel: Any) -> Any:
-    """The worker loop of algorithm ``name`` computing gradients with ``kernel``."""
-    return with_kernel(LOOPS[name], kernel)
 
 
 @dataclass
@@ -40,27 +34,57 @@ class Wiring:
     immediate_warmup: bool = False              # warm-up only compiles (the loop cannot finish alone)
 
 
+@dataclass(frozen=True)
+class Run:
+    """What :func:`wire` hands an entry: the run's shared arrays and sizes."""
+    loop: Any
+    ctrl: np.ndarray
+    cfg_i: np.ndarray
+    cfg_f: np.ndarray
+    theta: np.ndarray
+    vel: np.ndarray
+    workers: int
+
+
+def _plain(r: Run) -> Wiring:
+    """θ (and v) are the whole shared state; no extra arguments."""
+    return Wiring(r.loop, lambda w: (), lambda: r.theta)
+
+
+def _no_config(algorithm: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Entry:
+    loop: Any                                               # the cached worker loop (kernels.loss_and_grad)
+    wire: Callable[[Run], Wiring] = _plain                  # shared arrays, extra loop arguments, final θ
+    configure: Callable[[Any, np.ndarray, np.ndarray], None] = _no_config  # (AlgorithmConfig, cfg_i, cfg_f)
+
+
+def loop_for(name: str, kernel: Any) -> Any:
+    """The worker loop of algorithm ``name`` computing gradients with ``kernel``."""
+    return with_kernel(TABLE[name].loop, kernel)
+
+
 def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, theta: np.ndarray,
          vel: np.ndarray, workers: int, kernel: Any) -> Wiring:
-    loop = loop_for(name, kernel)
-    if name in ("sequential",):
-        return Wiring(loop, lambda w: (), lambda: theta)
-    if name in ("mutex", "rwlock"):
-        return Wiring(loop, lambda w: (), lambda: theta)
-    if name == "hogwild":
-        return _hogwild(loop, ctrl, theta, cfg_i[C_PROBES] != 0)
-    if name == "sync":
-        grads = np.zeros((workers, theta.shape[0]), dtype=theta.dtype)
-        return Wiring(loop, lambda w: (grads,), lambda: theta, records_per_worker=lambda w, n: n if w == 0 else 1)
-    if name == "leashed":
-        return _leashed(loop, ctrl, theta, vel, workers)
-    if name == "lopez":
-        return _lopez(loop, ctrl, theta, vel, workers)
-    raise KeyError(name)
+    return TABLE[name].wire(Run(loop_for(name, kernel), ctrl, cfg_i, cfg_f, theta, vel, workers))
 
 
-def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray, probes: bool) -> Wiring:
-    canary = np.zeros(loops.n_probes(theta.shape[0]) if probes else 1)
+def configure(algorithm: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
+    """The algorithm's own configuration words (the common ones are :func:`runner.config`'s)."""
+    TABLE[algorithm.name].configure(algorithm, cfg_i, cfg_f)
+
+
+def _sync(r: Run) -> Wiring:
+    grads = np.zeros((r.workers, r.theta.shape[0]), dtype=r.theta.dtype)
+    return Wiring(r.loop, lambda w: (grads,), lambda: r.theta)  # one row per gradient: a round's worth each
+
+
+def _hogwild(r: Run) -> Wiring:
+    probes = r.cfg_i[C_PROBES] != 0
+    canary = np.zeros(loops.n_probes(r.theta.shape[0]) if probes else 1)
 
     def extra(applied: int) -> dict[str, Any]:
         if not probes:
@@ -76,19 +100,21 @@ def _hogwild(loop: Any, ctrl: np.ndarray, theta: np.ndarray, probes: bool) -> Wi
         return {"lost_updates": round(mean, 3), "lost_update_fraction": mean / applied if applied else 0.0,
                 "lost_updates_max": int(lost.max()) if len(lost) else 0}
 
-    return Wiring(loop, lambda w: (canary,), lambda: theta, extra)
+    return Wiring(r.loop, lambda w: (canary,), lambda: r.theta, extra)
 
 
-def _leashed(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
+def _leashed(r: Run) -> Wiring:
+    ctrl, theta, vel, workers = r.ctrl, r.theta, r.vel, r.workers
     n = leashed.pool_size(workers)
+    momentum = r.cfg_f[F_MOM] > 0.0
     pool = np.zeros((n, theta.shape[0]), dtype=theta.dtype)
-    vpool = np.zeros((n, theta.shape[0]), dtype=theta.dtype) if vel.shape[0] else np.zeros((n, 0), theta.dtype)
+    vpool = np.zeros((n, theta.shape[0] if momentum else 0), dtype=theta.dtype)
     rc = np.zeros(n * LINE, dtype=np.int64)
     stale = np.zeros(n * LINE, dtype=np.int64)
     ver = np.zeros(n * LINE, dtype=np.int64)
     stale[::LINE] = 1
     pool[0] = theta
-    if vel.shape[0]:
+    if momentum:
         vpool[0] = vel
     stale[0] = 0
     ctrl[slot(S_LATEST)] = 0
@@ -101,15 +127,37 @@ def _leashed(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, wo
         return {"pool_size": n, "pool_bound": 2 * workers + 1, "pool_peak": int(peak[0]),
                 "pool_exhausted": int(ctrl[slot(S_EXHAUSTED)])}
 
-    return Wiring(loop, lambda w: (pool, vpool, rc, stale, ver, peak), final, extra,
+    return Wiring(r.loop, lambda w: (pool, vpool, rc, stale, ver, peak), final, extra,
                   records_per_worker=lambda w, n_: 2 * n_ + 1024)
 
 
-def _lopez(loop: Any, ctrl: np.ndarray, theta: np.ndarray, vel: np.ndarray, workers: int) -> Wiring:
-    acc = np.zeros(theta.shape[0], dtype=theta.dtype)
-    return Wiring(loop, lambda w: (acc,), lambda: theta, extra=lambda applied: {"gradients": int(ctrl[slot(S_CONTRIB)])},
+def _lopez(r: Run) -> Wiring:
+    acc = np.zeros(r.theta.shape[0], dtype=r.theta.dtype)
+    return Wiring(r.loop, lambda w: (acc,), lambda: r.theta,
+                  extra=lambda applied: {"gradients": int(r.ctrl[slot(S_CONTRIB)])},
                   records_per_worker=lambda w, n: 2 * n + 1024 if w else 1, immediate_warmup=True)
 
 
 def persistence_code(p: float) -> int:
     return -1 if math.isinf(p) else int(p)
+
+
+def _leashed_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
+    cfg_i[C_PERSIST] = persistence_code(a.param("persistence"))
+
+
+def _rwlock_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
+    cfg_i[C_PRIO] = 1 if a.param("priority") == "writer" else 0
+
+
+# Algorithm (a registry name) -> its loop, wiring and configuration: the cpu backend's one list.
+TABLE: dict[str, Entry] = {
+    "sequential": Entry(loops.run_sequential),
+    "sync": Entry(loops.run_sync, _sync),
+    "mutex": Entry(loops.run_mutex),
+    "rwlock": Entry(loops.run_rwlock, configure=_rwlock_config),
+    "hogwild": Entry(loops.run_hogwild, _hogwild),
+    "leashed": Entry(leashed.run_leashed, _leashed, _leashed_config),
+    "lopez": Entry(lopez.run_lopez, _lopez),
+}
+LOOPS: dict[str, Any] = {name: e.loop for name, e in TABLE.items()}

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from simasgd import seeds
+from simasgd import seeds, update_rule
 from simasgd.scenario import Scenario
 
 
@@ -29,7 +29,7 @@ class Model:
         opt = sc.optimizer
         self.lr, self.momentum, self.staleness_aware = opt.lr, opt.momentum, opt.staleness_aware
         self.theta = np.ascontiguousarray(wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT)))
-        self.velocity = np.zeros_like(self.theta) if self.momentum else None
+        self.velocity = np.zeros_like(self.theta) if self.momentum else np.zeros(0, self.theta.dtype)
         # A whole read is followed by its gradient in the same simulated instant, so one scratch copy
         # serves every worker (less memory traffic); a torn read spans time and needs its own buffer.
         self.scratch = np.empty_like(self.theta)
@@ -64,23 +64,19 @@ class Model:
         return float(wl.kernel(self.read_into[w], wl.X, wl.y, idx, self.grad[w], wl.shape))
 
     def step(self, g: np.ndarray, staleness: int, part: slice | None = None) -> None:
-        """θ ← θ − lr·v with v ← momentum·v + g / max(1, τ) (staleness-aware) or + g."""
-        if self.staleness_aware and staleness > 1:
-            g = g / staleness
-        sl = slice(None) if part is None else part
-        if self.velocity is not None:
-            v = self.velocity[sl]
-            v *= self.momentum
-            v += g[sl]
-            self.theta[sl] -= self.lr * v
-        else:
-            self.theta[sl] -= self.lr * g[sl]
+        """One :mod:`simasgd.update_rule` step with a gradient ``staleness`` versions old (``part``: those
+        elements only, a chunk of a HOGWILD! write)."""
+        lo, hi = (0, self.theta.size) if part is None else (part.start, part.stop)
+        update_rule.step_range(self.theta, self.velocity, g, self.lr, self.momentum,
+                               update_rule.divisor(staleness, self.staleness_aware), lo, hi)
 
     def step_mean(self, workers: list[int], staleness: list[int]) -> None:
-        """One update with the average of several workers' gradients (sync, k-sync, k-async)."""
+        """One update with the average of several workers' gradients (sync, k-sync, k-async), each
+        divided by ``update_rule.divisor`` of its own staleness."""
         total = np.zeros_like(self.theta)
         for w, tau in zip(workers, staleness):
-            total += self.grad[w] / tau if self.staleness_aware and tau > 1 else self.grad[w]
+            div = update_rule.divisor(tau, self.staleness_aware)
+            total += self.grad[w] / div if div != 1.0 else self.grad[w]
         total /= len(workers)
         self.step(total, 0)
 

@@ -1,0 +1,105 @@
+"""The SGD update, defined once: every backend applies a gradient with these functions.
+
+One step with learning rate η, momentum m and a gradient g computed on
+parameters τ versions old (τ = the row's staleness, ``version − 1 −
+read_version``)::
+
+    ĝ = g / max(1, τ)   if the optimizer is staleness-aware, else g
+    v ← m·v + ĝ;  θ ← θ − η·v      (m > 0, heavy ball)
+    θ ← θ − η·ĝ                    (m = 0; v untouched)
+
+Staleness-aware (Zhang et al. 2016, "staleness-dependent learning rate"):
+without momentum dividing g by τ and dividing η by τ are the same step. With
+momentum they differ, and this rule divides the *gradient* before it enters
+the velocity: the penalty falls on the stale gradient only, which then stays
+damped in v for every later step. Dividing η instead (θ ← θ − (η/τ)·v)
+would damp the whole velocity — the fresh gradients other workers folded into
+it — for this one step, and leave the stale gradient at full weight in v for
+the steps after it, so a stale gradient would still move θ by nearly its
+undamped amount in total. (Before this module the simulator divided g and the
+cpu executor divided η; ``tests/conformance`` holds every backend to this one.)
+
+Callers:
+
+- :func:`step` — the whole vector (serial, the simulator's numerics, the cpu
+  loops with a lock, Leashed-SGD's private vector, the Lopez master);
+- :func:`step_range` — elements ``lo:hi`` only, for writes that land chunk by
+  chunk (the simulator's chunked HOGWILD! write); its two forms
+  :func:`plain_range` and :func:`heavy_ball_range` are inlined into a caller
+  that chooses the form once and then writes cache line by cache line (the
+  cpu executor's element-wise racy HOGWILD! write, ``executors/cpu/loops.py``);
+- :func:`divisor` — max(1, τ) or 1: the same scaling where several gradients
+  are averaged into one update (``sync``, ``k_sync``, ``k_async``).
+
+A cached numba function in another file that calls these keeps its compiled
+copy when this file changes (numba's cache watches only the caller's file):
+such callers are built in a closure over :data:`SOURCE_HASH`, as over
+``kernels.SOURCE_HASH`` (``executors/kernel.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+@njit(nogil=True, cache=True)
+def divisor(staleness: int, staleness_aware: bool) -> float:
+    """What the gradient is divided by: max(1, τ) when staleness-aware, else 1."""
+    if staleness_aware and staleness > 1:
+        return float(staleness)
+    return 1.0
+
+
+# The two element-wise forms of one step on elements lo:hi, inlined into their callers (numba IR
+# inlining), so that a caller looping over cache-line chunks with a constant trip count keeps each
+# chunk one vector operation. Each element is one load-modify-store of θ (and of v), in index order,
+# with no temporary vector: a racy caller's concurrent writes interleave element by element.
+
+@njit(nogil=True, cache=True, inline="always")
+def plain_range(theta: np.ndarray, g: np.ndarray, lr: float, div: float, lo: int, hi: int) -> None:
+    """θ ← θ − lr·g/div on elements ``lo:hi`` (no momentum)."""
+    if div == 1.0:
+        for i in range(lo, hi):
+            theta[i] -= lr * g[i]
+    else:
+        for i in range(lo, hi):
+            theta[i] -= lr * (g[i] / div)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def heavy_ball_range(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, momentum: float, div: float,
+                     lo: int, hi: int) -> None:
+    """v ← m·v + g/div; θ ← θ − lr·v on elements ``lo:hi``."""
+    if div == 1.0:
+        for i in range(lo, hi):
+            vel[i] = momentum * vel[i] + g[i]
+            theta[i] -= lr * vel[i]
+    else:
+        for i in range(lo, hi):
+            vel[i] = momentum * vel[i] + g[i] / div
+            theta[i] -= lr * vel[i]
+
+
+@njit(nogil=True, cache=True)
+def step_range(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, momentum: float, div: float,
+               lo: int, hi: int) -> None:
+    """Elements ``lo:hi`` of one step with ĝ = g / ``div`` (see the module docstring); ``vel`` is read
+    and written only when ``momentum > 0`` (it may be empty otherwise)."""
+    if momentum > 0.0:
+        heavy_ball_range(theta, vel, g, lr, momentum, div, lo, hi)
+    else:
+        plain_range(theta, g, lr, div, lo, hi)
+
+
+@njit(nogil=True, cache=True)
+def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, momentum: float, staleness: int,
+         staleness_aware: bool) -> None:
+    """One SGD step on the whole vector with a gradient ``staleness`` versions old (module docstring)."""
+    step_range(theta, vel, g, lr, momentum, divisor(staleness, staleness_aware), 0, theta.shape[0])
+
