@@ -18,19 +18,21 @@ import pytest
 
 from executors.cpu import leashed, loops, lopez, wiring
 from simasgd.workloads import kernels
-from tests.executors.conftest import ConstWorkload, const_grad
+from simasgd.workloads.constant import ConstWorkload, const_grad
 
 ROOT = Path(__file__).resolve().parents[2]
 # Cache files of these modules are the executor's (numba names them module.qualname-line...).
-EXECUTOR_MODULES = ("loops.", "leashed.", "lopez.", "snapshot.", "shared.", "calibrate.", "atomics.")
+EXECUTOR_MODULES = ("loops.", "leashed.", "lopez.", "snapshot.", "shared.", "calibrate.", "atomics.", "update_rule.")
 
-# Every algorithm once on a tiny least-squares workload (lopez needs 2 workers: a master and a worker),
+# Every algorithm once on a tiny least-squares workload,
 # then the calibration's gradient timer; prints the seconds spent in the warm-ups (compile or cache load).
 SCRIPT = textwrap.dedent("""
     import json, sys, time
     import numpy as np
     from executors import calibrate
     from executors.cpu import runner
+    from executors.cpu.wiring import TABLE
+    from simasgd.algorithms import ALGORITHMS
     from simasgd import loader
     from simasgd.workloads import build_workload
 
@@ -42,8 +44,9 @@ SCRIPT = textwrap.dedent("""
         _warm_up(*a, **k)
         warm += time.perf_counter() - t
     runner.warm_up = timed
-    for alg in ["sequential", "mutex", "rwlock", "hogwild", "sync", "leashed", "lopez"]:
-        sc = loader.from_dict({"name": "tiny", "seed": 1, "workers": {"count": 1 if alg == "sequential" else 2},
+    for alg in TABLE:  # every algorithm of the cpu backend, at 2 workers where its definition allows
+        d = ALGORITHMS[alg]
+        sc = loader.from_dict({"name": "tiny", "seed": 1, "workers": {"count": max(d.min_workers, d.max_workers or 2)},
                                "workload": {"model": "least_squares", "batch_size": 4},
                                "algorithm": {"name": alg}, "optimizer": {"lr": 0.01},
                                "stop": {"max_updates": 20, "max_time_s": 10}, "cpu": {"pin": False}})

@@ -8,6 +8,7 @@ import math
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from executors.cpu import placement
 from executors.cpu.runner import ExecutorError, run_workload
 from simasgd import algorithms, machine
 from simasgd.results import RunResult
-from tests.executors.conftest import G, ConstWorkload, scenario
+from simasgd.workloads.constant import G, ConstWorkload
 
 # Warm-up does 2 updates on a copy: the failing kernels fail only once θ0 has moved 5 steps.
 TRIGGER = 1.0 - 5 * 2.0 ** -16
@@ -53,7 +54,7 @@ def nan_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
 
 @pytest.mark.hardware
 @pytest.mark.parametrize("alg", ["mutex", "hogwild", "leashed"])
-def test_worker_exception_ends_the_run_naming_the_worker(alg: str) -> None:
+def test_worker_exception_ends_the_run_naming_the_worker(alg: str, scenario: Any) -> None:
     sc = scenario({"name": alg}, workers=2, max_updates=100_000, max_time_s=20)
     t0 = time.monotonic()
     with pytest.raises(ExecutorError, match=r"worker \d failed: ValueError: gradient blew up"):
@@ -62,7 +63,7 @@ def test_worker_exception_ends_the_run_naming_the_worker(alg: str) -> None:
 
 
 @pytest.mark.hardware
-def test_hung_worker_is_named_after_the_join_timeout_never_a_hang() -> None:
+def test_hung_worker_is_named_after_the_join_timeout_never_a_hang(scenario: Any) -> None:
     wl = ConstWorkload(kernel=hanging_grad, y=np.zeros(4, dtype=np.int64))
     sc = scenario({"name": "hogwild"}, workers=2, max_updates=100_000, max_time_s=1.0,
                   cpu={"join_timeout_s": 1.0})
@@ -80,7 +81,7 @@ def test_hung_worker_is_named_after_the_join_timeout_never_a_hang() -> None:
 
 @pytest.mark.hardware
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a live monitor needs a CPU the worker does not use")
-def test_stops_at_epsilon_before_the_budget_when_a_cpu_is_free() -> None:
+def test_stops_at_epsilon_before_the_budget_when_a_cpu_is_free(scenario: Any) -> None:
     # loss = mean θ = 1 − N·2⁻¹⁶ reaches 0.99 at N ≈ 656 updates; one worker leaves a CPU to the monitor.
     sc = scenario({"name": "mutex"}, workers=1, max_updates=10_000_000, max_time_s=20,
                   stop={"epsilon": 0.99, "eval_every_updates": 8})
@@ -93,7 +94,7 @@ def test_stops_at_epsilon_before_the_budget_when_a_cpu_is_free() -> None:
 
 
 @pytest.mark.hardware
-def test_workers_on_every_cpu_find_epsilon_in_the_ring_after_the_run() -> None:
+def test_workers_on_every_cpu_find_epsilon_in_the_ring_after_the_run(scenario: Any) -> None:
     # No live monitor competes with the workers: the run goes to its budget, ε is found afterwards,
     # exact to k, from the snapshots the workers took.
     workers = len(os.sched_getaffinity(0))
@@ -110,7 +111,7 @@ def test_workers_on_every_cpu_find_epsilon_in_the_ring_after_the_run() -> None:
 
 
 @pytest.mark.hardware
-def test_nan_gradient_is_a_crash_not_an_error() -> None:
+def test_nan_gradient_is_a_crash_not_an_error(scenario: Any) -> None:
     sc = scenario({"name": "hogwild"}, workers=2, max_updates=10_000_000, max_time_s=20,
                   cpu={"monitor_every_s": 0.01})
     r = run_workload(sc, 0, ConstWorkload(kernel=nan_grad)).runs[0]
@@ -119,14 +120,14 @@ def test_nan_gradient_is_a_crash_not_an_error() -> None:
 
 
 @pytest.mark.hardware
-def test_time_budget_stops_the_run() -> None:
+def test_time_budget_stops_the_run(scenario: Any) -> None:
     sc = scenario({"name": "leashed"}, workers=2, max_updates=10**9, max_time_s=0.3)
     r = run_workload(sc, 0, ConstWorkload(theta0=1e6)).runs[0]
     assert 0.2 < r.time_s < 1.5
     assert r.diverged and r.updates > 0
 
 
-def test_unsupported_algorithm_is_refused_by_name() -> None:
+def test_unsupported_algorithm_is_refused_by_name(scenario: Any) -> None:
     from executors.cpu import backend
 
     with pytest.raises(algorithms.UnsupportedAlgorithm, match="'cpu' does not implement algorithm 'k_sync'"):
@@ -177,7 +178,7 @@ def test_parse_cpulist() -> None:
 
 
 @pytest.mark.hardware
-def test_numa_run_records_the_warning_in_the_result(capsys: pytest.CaptureFixture[str]) -> None:
+def test_numa_run_records_the_warning_in_the_result(capsys: pytest.CaptureFixture[str], scenario: Any) -> None:
     if placement.read_topology().numa_nodes > 1:
         pytest.skip("this machine has several NUMA nodes: numa placement is honoured")
     sc = scenario({"name": "mutex"}, workers=2, max_updates=200, placement="numa")
@@ -187,17 +188,10 @@ def test_numa_run_records_the_warning_in_the_result(capsys: pytest.CaptureFixtur
 
 
 @pytest.mark.hardware
-def test_results_folder_round_trips(tmp_path: Path) -> None:
+def test_results_folder_round_trips(tmp_path: Path, scenario: Any) -> None:
     r = run_workload(scenario({"name": "rwlock"}, workers=2, max_updates=500), 0, ConstWorkload())
     r.save(tmp_path / "out")
     back = RunResult.load(tmp_path / "out")
     assert back.backend == "cpu" and len(back.updates) == len(r.updates) == back.runs[0].attempts
     assert (back.updates["staleness"] == back.updates["version"] - 1 - back.updates["read_version"]).all()
     assert back.runs[0].updates == 500
-
-
-def test_lopez_with_one_worker_is_bad_input() -> None:
-    from simasgd.loader import ScenarioError
-
-    with pytest.raises(ScenarioError, match=r"workers.count = 1: algorithm 'lopez' .* needs >= 2"):
-        run_workload(scenario({"name": "lopez"}, workers=1), 0, ConstWorkload())

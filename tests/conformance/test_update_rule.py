@@ -1,0 +1,111 @@
+"""The staleness-aware step with momentum, on a hand-computed sequence, through every backend's path.
+
+lr = 0.5, momentum = 0.5, θ0 = 1, v0 = 0, three gradients of 1 with staleness 0, 2, 4, staleness-aware
+(ĝ = g / max(1, τ) enters the velocity; simasgd/update_rule.py):
+
+    τ = 0: ĝ = 1     v = 0.5·0 + 1     = 1     θ = 1   − 0.5·1    = 0.5
+    τ = 2: ĝ = 0.5   v = 0.5·1 + 0.5   = 1     θ = 0.5 − 0.5·1    = 0
+    τ = 4: ĝ = 0.25  v = 0.5·1 + 0.25  = 0.75  θ = 0   − 0.5·0.75 = −0.375
+
+Every number is exact in binary floating point, so every path must give them exactly. Dividing the
+learning rate instead (the cpu executor's former rule, θ ← θ − (lr/τ)·v with v ← m·v + g) gives
+θ = 0.125 after the second step: the test tells the two apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from executors.cpu import loops, runner, shared
+from simasgd import loader, update_rule
+from simasgd.sim.numerics import Model
+from simasgd.workloads.constant import ConstWorkload
+
+LR, M = 0.5, 0.5
+STALENESS = (0, 2, 4)
+THETA = (0.5, 0.0, -0.375)      # θ after each step
+VEL = (1.0, 1.0, 0.75)          # v after each step
+PLAIN_THETA = (0.5, -0.25, -1.125)  # not staleness-aware: ĝ = g (v = 1, 1.5, 1.75)
+D = 20                          # two full HOGWILD! cache lines of 8 and a partial one
+
+
+def _scenario(aware: bool, algorithm: str = "mutex", workers: int = 2) -> Any:
+    return loader.from_dict({"workers": {"count": workers}, "algorithm": {"name": algorithm},
+                             "optimizer": {"lr": LR, "momentum": M, "staleness_aware": aware},
+                             "stop": {"max_updates": 10}})
+
+
+def _shared_rule(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware: bool) -> None:
+    update_rule.step(theta, vel, g, LR, M, tau, aware)
+
+
+def _sim(aware: bool) -> Callable[..., None]:
+    model = Model(_scenario(aware), 0, ConstWorkload(dim=D))
+
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        model.theta, model.velocity = theta, vel
+        model.step(g, tau)
+    return step
+
+
+def _sim_chunked(aware: bool) -> Callable[..., None]:
+    model = Model(_scenario(aware, "hogwild"), 0, ConstWorkload(dim=D))
+
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        model.theta, model.velocity = theta, vel
+        for part in model.chunks:  # the chunked HOGWILD! write, chunk by chunk
+            model.step(g, tau, part)
+    return step
+
+
+def _cpu(aware: bool) -> Callable[..., None]:
+    sc = _scenario(aware)
+    cfg_i, cfg_f = runner.config(sc, ConstWorkload(dim=D), 2, 10, 0)  # the run's lr, momentum, awareness
+
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        shared.apply_update(theta, vel, g, cfg_i, cfg_f, tau)
+    return step
+
+
+def _cpu_hogwild(aware: bool) -> Callable[..., None]:
+    canary = np.zeros(loops.n_probes(D))
+
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        loops.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), canary, True)
+    return step
+
+
+PATHS: dict[str, Callable[[bool], Callable[..., None]]] = {
+    "update_rule": lambda aware: _shared_rule, "sim": _sim, "sim_chunked": _sim_chunked, "cpu": _cpu,
+    "cpu_hogwild": _cpu_hogwild,
+}
+
+
+@pytest.mark.parametrize("aware,expected", [(True, THETA), (False, PLAIN_THETA)], ids=["aware", "plain"])
+@pytest.mark.parametrize("path", list(PATHS))
+def test_every_path_gives_the_hand_computed_sequence(path: str, aware: bool, expected: tuple[float, ...]) -> None:
+    step = PATHS[path](aware)
+    theta, vel, g = np.ones(D), np.zeros(D), np.ones(D)
+    for tau, want in zip(STALENESS, expected):
+        step(theta, vel, g, tau, aware)
+        assert np.all(theta == want), (path, tau, theta[:3], want)
+    if aware:
+        assert np.all(vel == VEL[-1])
+
+
+def test_sim_mean_of_gradients_divides_each_by_its_own_staleness() -> None:
+    # sync / k_sync / k_async: one step with the mean of ĝ over the gradients: (1/1 + 1/2) / 2 = 0.75.
+    model = Model(_scenario(True, "k_async", 2), 0, ConstWorkload(dim=D))
+    model.theta, model.velocity = np.ones(D), np.zeros(D)
+    model.grad = [np.ones(D), np.ones(D)]
+    model.step_mean([0, 1], [0, 2])
+    assert np.all(model.velocity == 0.75) and np.all(model.theta == 1 - LR * 0.75)
+
+
+def test_momentum_zero_never_touches_the_velocity() -> None:
+    theta, g = np.ones(D), np.ones(D)
+    update_rule.step(theta, np.zeros(0), g, LR, 0.0, 3, True)  # an empty v is allowed without momentum
+    assert np.all(theta == 1 - LR / 3)
