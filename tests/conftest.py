@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Union
 
 import numpy as np
+import pandas as pd
 import pytest
 from numba import njit
 
 from executors import atomics as A
+from simasgd.results import RunResult, RunSummary, curve_frame, merge, updates_frame
+from simasgd.scenario import Scenario
 from simasgd.workloads.constant import G
 
 
@@ -27,3 +30,102 @@ def jitter_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
 def jitter_kernel() -> Any:
     """A kernel with the constant gradient ``G`` of :mod:`simasgd.workloads.constant`, after a random delay."""
     return jitter_grad
+
+
+# --- updates frames with known phase durations (tests/test_phases.py, tests/test_fidelity.py) ---------
+
+US = 1e-6
+Duration = Union[float, Callable[[np.random.Generator, int], np.ndarray]]
+
+
+def cycles(read: Duration = 10 * US, gradient: Duration = 200 * US, update: Duration = 5 * US,
+           between: Duration = 3 * US, *, n: int = 200, workers: int = 2, runs: int = 2, run0: int = 0,
+           rng: np.random.Generator | None = None) -> pd.DataFrame:
+    """An updates frame whose attempts have exactly the given phase durations (constants or samplers)."""
+    rng = rng or np.random.default_rng(0)
+
+    def draw(d: Duration) -> np.ndarray:
+        return d(rng, n) if callable(d) else np.full(n, float(d))
+
+    parts = []
+    for run in range(run0, run0 + runs):
+        for w in range(workers):
+            r, g, u, b = draw(read), draw(gradient), draw(update), draw(between)
+            t0 = 1e-3 * w + np.concatenate([[0.0], np.cumsum(r + g + u + b)[:-1]])
+            v = np.arange(1, n + 1)
+            parts.append(updates_frame(run, w, v, v - 1, t0 + r, t0 + r + g + u, t_start=t0, t_grad_start=t0 + r,
+                                       t_grad_end=t0 + r + g))
+    return pd.concat(parts, ignore_index=True)
+
+
+def as_result(updates: pd.DataFrame, backend: str, workers: int = 2) -> RunResult:
+    """A saveable RunResult around an updates frame (one summary per run; same scenario for every backend)."""
+    sc = Scenario(workers={"count": workers}, algorithm={"name": "hogwild"})
+    parts = []
+    for run, u in updates.groupby("run"):
+        time_s = float(u["t_write"].max())
+        s = RunSummary(run=int(run), updates=len(u), time_s=time_s, updates_to_eps=None, time_to_eps=None,
+                       crashed=False, diverged=True, initial_loss=1.0, final_loss=0.5, mean_staleness=0.0,
+                       attempts=len(u), updates_per_s=len(u) / time_s)
+        parts.append(RunResult(sc.to_dict(), backend, [s], u.reset_index(drop=True),
+                               curve_frame(int(run), [0.0, time_s], [0, len(u)], [1.0, 0.5]),
+                               {"scenario_hash": sc.hash, "backend": backend}))
+    return merge(parts)
+
+
+@pytest.fixture(scope="session", name="cycles")
+def cycles_fixture() -> Callable[..., pd.DataFrame]:
+    """``cycles(read, gradient, update, between, *, n, workers, runs, run0, rng)``: an updates frame."""
+    return cycles
+
+
+@pytest.fixture(scope="session", name="as_result")
+def as_result_fixture() -> Callable[..., RunResult]:
+    """``as_result(updates, backend, workers=2)``: a saveable RunResult around an updates frame."""
+    return as_result
+
+
+# --- RunResults from staleness samples (tests/test_analysis.py, test_fidelity.py, test_plots.py) ----
+
+def make_result(samples: list[np.ndarray], workers: int = 4, rates: list[float] | None = None,
+                backend: str = "sim", updates_to_eps: list[int | None] | None = None,
+                scenario: Scenario | None = None, worker_of: list[np.ndarray] | None = None) -> RunResult:
+    """One run per staleness sample; updates round-robin over workers (or ``worker_of``); time from the rate."""
+    sc = scenario or Scenario(workers={"count": workers}, algorithm={"name": "hogwild"})
+    parts = []
+    for i, tau in enumerate(samples):
+        tau = np.asarray(tau, dtype=np.int64)
+        n = len(tau)
+        rate = rates[i] if rates else 1000.0
+        time_s = n / rate
+        v = np.arange(1, n + 1) + int(tau.max(initial=0))
+        w = worker_of[i] if worker_of else np.arange(n) % workers
+        t = np.linspace(0, time_s, n)
+        upd = updates_frame(i, w, v, v - 1 - tau, t, t)
+        eps = updates_to_eps[i] if updates_to_eps else None
+        summary = RunSummary(run=i, updates=n, time_s=time_s, updates_to_eps=eps,
+                             time_to_eps=None if eps is None else eps / rate, crashed=False,
+                             diverged=eps is None, initial_loss=1.0, final_loss=0.1,
+                             mean_staleness=float(np.mean(tau)), attempts=n, updates_per_s=rate)
+        parts.append(RunResult(sc.to_dict(), backend, [summary], upd,
+                               curve_frame(i, [0.0, time_s], [0, n], [1.0, 0.1]),
+                               {"scenario_hash": sc.hash, "backend": backend}))
+    return merge(parts)
+
+
+def geometric(rng: np.random.Generator, m: int, n: int) -> np.ndarray:
+    """THEORY.md: τ ~ Geometric on {0, 1, …} with P(τ=k) = (1/M)(1 − 1/M)^k."""
+    return rng.geometric(1.0 / m, size=n) - 1
+
+
+@pytest.fixture(scope="session", name="make_result")
+def make_result_fixture() -> Callable[..., RunResult]:
+    """``make_result(samples, workers=4, rates=None, backend="sim", updates_to_eps=None, scenario=None,
+    worker_of=None)``: one run per staleness sample."""
+    return make_result
+
+
+@pytest.fixture(scope="session", name="geometric")
+def geometric_fixture() -> Callable[[np.random.Generator, int, int], np.ndarray]:
+    """``geometric(rng, m, n)``: n draws of THEORY.md's staleness of M workers."""
+    return geometric

@@ -1,4 +1,4 @@
-"""Analysis of RunResults built here from known distributions (no backend needed)."""
+"""Analysis of RunResults built from known distributions (no backend needed)."""
 
 from __future__ import annotations
 
@@ -9,42 +9,11 @@ import pytest
 from scipy import stats
 
 from simasgd import analysis
-from simasgd.results import RunResult, RunSummary, curve_frame, merge, updates_frame
-from simasgd.scenario import Scenario
+
+# RunResults from staleness samples: the fixtures `make_result` and `geometric` (tests/conftest.py)
 
 
-def make_result(samples: list[np.ndarray], workers: int = 4, rates: list[float] | None = None,
-                backend: str = "sim", updates_to_eps: list[int | None] | None = None,
-                scenario: Scenario | None = None, worker_of: list[np.ndarray] | None = None) -> RunResult:
-    """One run per staleness sample; updates round-robin over workers (or ``worker_of``); time from the rate."""
-    sc = scenario or Scenario(workers={"count": workers}, algorithm={"name": "hogwild"})
-    parts = []
-    for i, tau in enumerate(samples):
-        tau = np.asarray(tau, dtype=np.int64)
-        n = len(tau)
-        rate = rates[i] if rates else 1000.0
-        time_s = n / rate
-        v = np.arange(1, n + 1) + int(tau.max(initial=0))
-        w = worker_of[i] if worker_of else np.arange(n) % workers
-        t = np.linspace(0, time_s, n)
-        upd = updates_frame(i, w, v, v - 1 - tau, t, t)
-        eps = updates_to_eps[i] if updates_to_eps else None
-        summary = RunSummary(run=i, updates=n, time_s=time_s, updates_to_eps=eps,
-                             time_to_eps=None if eps is None else eps / rate, crashed=False,
-                             diverged=eps is None, initial_loss=1.0, final_loss=0.1,
-                             mean_staleness=float(np.mean(tau)), attempts=n, updates_per_s=rate)
-        parts.append(RunResult(sc.to_dict(), backend, [summary], upd,
-                               curve_frame(i, [0.0, time_s], [0, n], [1.0, 0.1]),
-                               {"scenario_hash": sc.hash, "backend": backend}))
-    return merge(parts)
-
-
-def geometric(rng: np.random.Generator, m: int, n: int) -> np.ndarray:
-    """THEORY.md: τ ~ Geometric on {0, 1, …} with P(τ=k) = (1/M)(1 − 1/M)^k."""
-    return rng.geometric(1.0 / m, size=n) - 1
-
-
-def test_histogram_counts_every_applied_update_once_pooled_and_per_worker():
+def test_histogram_counts_every_applied_update_once_pooled_and_per_worker(make_result, geometric):
     rng = np.random.default_rng(1)
     r = make_result([geometric(rng, 4, 2000), geometric(rng, 4, 1000)])
     h = analysis.histogram(r, by_worker=True)
@@ -58,14 +27,14 @@ def test_histogram_counts_every_applied_update_once_pooled_and_per_worker():
     assert pooled.set_index("staleness")["count"].get(0) == np.sum(analysis.staleness(r) == 0)
 
 
-def test_dropped_attempts_are_not_in_the_staleness_distribution():
+def test_dropped_attempts_are_not_in_the_staleness_distribution(make_result):
     r = make_result([np.array([0, 1, 2, 3])])
     r.updates.loc[r.updates["staleness"] == 3, "applied"] = False
     assert sorted(analysis.staleness(r).tolist()) == [0, 1, 2]
     assert analysis.run_table(r)["dropped_fraction"].iloc[0] == pytest.approx(0.25)
 
 
-def test_quantiles_match_numpy_inverted_cdf_and_the_geometric_mean():
+def test_quantiles_match_numpy_inverted_cdf_and_the_geometric_mean(make_result, geometric):
     rng = np.random.default_rng(2)
     m, n = 8, 40_000
     tau = geometric(rng, m, n)
@@ -78,7 +47,7 @@ def test_quantiles_match_numpy_inverted_cdf_and_the_geometric_mean():
 
 
 @pytest.mark.parametrize("shift", [0, 1, 3])
-def test_ks_and_wasserstein_from_counts_equal_scipy(shift):
+def test_ks_and_wasserstein_from_counts_equal_scipy(shift, geometric):
     rng = np.random.default_rng(3 + shift)
     a = geometric(rng, 4, 3000)
     b = geometric(rng, 5, 2000) + shift
@@ -87,13 +56,13 @@ def test_ks_and_wasserstein_from_counts_equal_scipy(shift):
     assert analysis.wasserstein_from_counts(ca, cb) == pytest.approx(stats.wasserstein_distance(a, b), rel=1e-9)
 
 
-def test_identical_samples_have_zero_distance():
+def test_identical_samples_have_zero_distance(geometric):
     a = geometric(np.random.default_rng(4), 4, 1000)
     assert analysis.ks_from_counts(analysis.counts(a), analysis.counts(a)) == 0.0
     assert analysis.wasserstein_from_counts(analysis.counts(a), analysis.counts(a)) == 0.0
 
 
-def test_run_table_and_efficiency_interval_covers_the_known_rate():
+def test_run_table_and_efficiency_interval_covers_the_known_rate(make_result, geometric):
     rng = np.random.default_rng(5)
     rates = list(rng.normal(1000.0, 50.0, size=12))
     r = make_result([geometric(rng, 4, 500) for _ in rates], rates=rates,
@@ -122,7 +91,7 @@ def test_negative_staleness_is_rejected():
         analysis.counts(np.array([0, -1]))
 
 
-def test_unknown_retries_are_left_out_of_the_mean():
+def test_unknown_retries_are_left_out_of_the_mean(make_result):
     r = make_result([np.array([0, 0, 1, 1])])
     r.updates["retries"] = [0, 2, -1, -1]
     assert analysis.run_table(r)["mean_retries"].iloc[0] == pytest.approx(1.0)

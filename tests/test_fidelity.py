@@ -9,20 +9,23 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simasgd import fidelity, plots
+from simasgd import analysis, fidelity, plots
 from simasgd.scenario import Scenario
-from test_analysis import geometric, make_result
 
 
-def _pair(rng, m_a=4, m_b=4, runs=4, n=3000, rates_a=None, rates_b=None):
-    a = make_result([geometric(rng, m_a, n) for _ in range(runs)], rates=rates_a, backend="sim")
-    b = make_result([geometric(rng, m_b, n) for _ in range(runs)], rates=rates_b, backend="cpu")
-    return a, b
+@pytest.fixture(scope="module")
+def staleness_pair(make_result, geometric):
+    """``staleness_pair(rng, m_a, m_b, runs, n, rates_a, rates_b)``: sim and cpu results, geometric staleness."""
+    def pair(rng, m_a=4, m_b=4, runs=4, n=3000, rates_a=None, rates_b=None):
+        a = make_result([geometric(rng, m_a, n) for _ in range(runs)], rates=rates_a, backend="sim")
+        b = make_result([geometric(rng, m_b, n) for _ in range(runs)], rates=rates_b, backend="cpu")
+        return a, b
+    return pair
 
 
-def test_identical_results_agree_exactly():
+def test_identical_results_agree_exactly(staleness_pair):
     rng = np.random.default_rng(10)
-    a, _ = _pair(rng)
+    a, _ = staleness_pair(rng)
     f = fidelity.compare(a, a)
     for name in ("ks", "wasserstein", "mean_staleness_rel_err", "p50_err", "p90_err", "p99_err",
                  "updates_per_s_rel_err"):
@@ -33,9 +36,9 @@ def test_identical_results_agree_exactly():
     assert f.verdicts["updates_to_eps_rel_err"] is None  # no run reached ε: undefined, not "agrees"
 
 
-def test_pooled_ks_and_wasserstein_equal_scipy_on_the_pooled_samples():
+def test_pooled_ks_and_wasserstein_equal_scipy_on_the_pooled_samples(staleness_pair):
     rng = np.random.default_rng(11)
-    a, b = _pair(rng, m_a=4, m_b=6)
+    a, b = staleness_pair(rng, m_a=4, m_b=6)
     f = fidelity.compare(a, b)
     ta, tb = a.updates["staleness"].to_numpy(), b.updates["staleness"].to_numpy()
     assert f.overall["ks"].value == pytest.approx(stats.ks_2samp(ta, tb).statistic, abs=1e-12)
@@ -50,13 +53,13 @@ def test_pooled_ks_and_wasserstein_equal_scipy_on_the_pooled_samples():
     assert any("mean_staleness_rel_err" in s for s in plots.disagreements(f))
 
 
-def test_interval_covers_the_truth_and_shrinks_with_repeats():
+def test_interval_covers_the_truth_and_shrinks_with_repeats(staleness_pair):
     rng = np.random.default_rng(12)
 
     def width_and_cover(runs: int) -> tuple[float, bool]:
         ra = list(rng.normal(1100.0, 100.0, runs))   # true rate error: 1100/1000 − 1 = +10%
         rb = list(rng.normal(1000.0, 100.0, runs))
-        a, b = _pair(rng, runs=runs, n=200, rates_a=ra, rates_b=rb)
+        a, b = staleness_pair(rng, runs=runs, n=200, rates_a=ra, rates_b=rb)
         m = fidelity.compare(a, b, resamples=2000).overall["updates_per_s_rel_err"]
         return m.ci_high - m.ci_low, m.ci_low <= 0.10 <= m.ci_high
 
@@ -67,14 +70,14 @@ def test_interval_covers_the_truth_and_shrinks_with_repeats():
     assert cover
 
 
-def test_single_run_sides_have_no_interval():
+def test_single_run_sides_have_no_interval(staleness_pair):
     rng = np.random.default_rng(13)
-    a, b = _pair(rng, runs=1)
+    a, b = staleness_pair(rng, runs=1)
     m = fidelity.compare(a, b).overall["ks"]
     assert math.isfinite(m.value) and math.isnan(m.ci_low) and math.isnan(m.ci_high)
 
 
-def test_updates_to_eps_uses_only_runs_that_reached():
+def test_updates_to_eps_uses_only_runs_that_reached(make_result, geometric):
     rng = np.random.default_rng(14)
     a = make_result([geometric(rng, 4, 100) for _ in range(3)], updates_to_eps=[120, None, 120])
     b = make_result([geometric(rng, 4, 100) for _ in range(3)], updates_to_eps=[100, 100, 100], backend="cpu")
@@ -84,7 +87,7 @@ def test_updates_to_eps_uses_only_runs_that_reached():
     assert f.predicted.outcomes["diverged"] == 1
 
 
-def test_different_scenarios_are_refused_naming_the_difference():
+def test_different_scenarios_are_refused_naming_the_difference(make_result, geometric):
     rng = np.random.default_rng(15)
     a = make_result([geometric(rng, 4, 100)], scenario=Scenario(workers={"count": 4}, algorithm={"name": "mutex"}))
     b = make_result([geometric(rng, 4, 100)], scenario=Scenario(workers={"count": 8}, algorithm={"name": "mutex"}))
@@ -92,7 +95,7 @@ def test_different_scenarios_are_refused_naming_the_difference():
         fidelity.compare(a, b)
 
 
-def test_machine_preset_may_differ():
+def test_machine_preset_may_differ(make_result, geometric):
     rng = np.random.default_rng(16)
     a = make_result([geometric(rng, 4, 100)], scenario=Scenario(machine={"preset": "xeon-e5-2687w-v2"},
                                                                 workers={"count": 4}, algorithm={"name": "mutex"}))
@@ -101,9 +104,9 @@ def test_machine_preset_may_differ():
     assert f.scenario_diff == ["machine.preset = 'xeon-e5-2687w-v2' vs None"]
 
 
-def test_fidelity_json_round_trip_and_markdown(tmp_path):
+def test_fidelity_json_round_trip_and_markdown(tmp_path, staleness_pair):
     rng = np.random.default_rng(17)
-    a, b = _pair(rng, runs=3, n=500)
+    a, b = staleness_pair(rng, runs=3, n=500)
     f = fidelity.compare(a, b)
     path = f.save(tmp_path / "fidelity.json")
     doc = fidelity.load_json(path)
@@ -188,8 +191,7 @@ def test_compare_sim_cpu_end_to_end(tmp_path, monkeypatch):
     """sim (on the calibrated profile) against real threads: the contract of `simasgd compare` by default."""
     available = backends.available()
     assert available["sim"] and available["cpu"], f"compare sim,cpu needs both backends: {available}"
-    repo_profile = QUICKSTART.parents[1] / "profiles" / "this.toml"
-    profile = repo_profile if repo_profile.exists() else tmp_path / "this.toml"  # absent: compare calibrates
+    profile = tmp_path / "this.toml"  # absent: compare calibrates (never the checkout's profiles/this.toml)
     monkeypatch.setenv("SIMASGD_PROFILE", str(profile))
     out = tmp_path / "cmp"
     res = CliRunner().invoke(app, ["compare", str(QUICKSTART), "--backends", "sim,cpu", "--out", str(out),
@@ -200,17 +202,18 @@ def test_compare_sim_cpu_end_to_end(tmp_path, monkeypatch):
     assert sim.scenario["machine"]["preset"] == "this" and cpu.backend == "cpu"
     doc = fidelity.load_json(out / "fidelity.json")
     assert doc["scenario_diff"] and doc["scenario_diff"][0].startswith("machine.preset")
-    ks = doc["overall"]["ks"]["value"]
-    assert 0.0 <= ks <= 1.0 and ("✓" in res.output or "✗" in res.output)
+    ks = doc["overall"]["ks"]["value"]  # the pooled two-sample KS statistic of the applied staleness
+    assert ks == pytest.approx(stats.ks_2samp(analysis.staleness(sim), analysis.staleness(cpu)).statistic, abs=1e-12)
+    assert "✓" in res.output or "✗" in res.output
     assert (out / "report.md").exists() and (out / "figures" / "staleness.png").exists()
 
 
 # --- where a cycle's time goes, in compare ----------------------------------------------------
 
-from test_phases import US, as_result, cycles  # noqa: E402
+US = 1e-6  # the updates frames: fixtures `cycles` and `as_result` (tests/conftest.py)
 
 
-def test_fidelity_carries_the_phase_breakdown_and_old_files_without_it_load(tmp_path):
+def test_fidelity_carries_the_phase_breakdown_and_old_files_without_it_load(tmp_path, cycles, as_result):
     f = fidelity.compare(as_result(cycles(gradient=220 * US), "sim"), as_result(cycles(), "cpu"))
     assert f.phases is not None and f.phases.explanation.phase == "gradient"
     doc = fidelity.load_json(f.save(tmp_path / "fidelity.json"))
@@ -222,7 +225,7 @@ def test_fidelity_carries_the_phase_breakdown_and_old_files_without_it_load(tmp_
     assert "Where a cycle's time goes" in plots.to_markdown(f)
 
 
-def test_compare_folders_prints_the_phase_table_and_sentence(tmp_path):
+def test_compare_folders_prints_the_phase_table_and_sentence(tmp_path, cycles, as_result):
     as_result(cycles(gradient=220 * US), "sim").save(tmp_path / "sim")
     as_result(cycles(), "cpu").save(tmp_path / "cpu")
     res = CliRunner().invoke(app, ["compare", "--results", str(tmp_path / "sim"), str(tmp_path / "cpu"),
@@ -241,7 +244,7 @@ def test_compare_folders_prints_the_phase_table_and_sentence(tmp_path):
     assert "figures/phases.png" in report and (tmp_path / "cmp" / "figures" / "phases.png").exists()
 
 
-def test_compare_says_so_when_a_side_has_no_phase_columns(tmp_path):
+def test_compare_says_so_when_a_side_has_no_phase_columns(tmp_path, cycles, as_result):
     as_result(cycles(), "sim").save(tmp_path / "sim")
     old = cycles()
     old[["t_start", "t_grad_start", "t_grad_end"]] = np.nan

@@ -93,13 +93,12 @@ def test_staleness_vs_threads_notebook(kernel_env, tmp_path):
 def test_sim_vs_measured_notebook(kernel_env, tmp_path):
     assert backends.available()["sim"] and backends.available()["cpu"], \
         "notebook 03 needs the sim and cpu backends; at least one is missing"
-    # Reuse this checkout's calibrated profile when there is one; otherwise the notebook calibrates.
-    profile = ROOT / "profiles" / "this.toml"
+    # A profile of its own (the notebook calibrates quickly), never the checkout's profiles/this.toml.
+    profile = tmp_path / "this.toml"
     nb = execute("03_sim_vs_measured.ipynb", {
         "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": 2, "MAX_UPDATES": 300, "REPEATS": 2,
-        "QUICK_CALIBRATION": True,
-        "PROFILE": str(profile if profile.exists() else tmp_path / "this.toml")})
+        "QUICK_CALIBRATION": True, "PROFILE": str(profile)})
     fid = json.loads((tmp_path / "r" / "fidelity.json").read_text())
     assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "cpu"
     assert "ks" in outputs_text(nb) and (tmp_path / "r" / "report.md").exists()
-    assert machine.load_profile(profile if profile.exists() else tmp_path / "this.toml").name == "this"
+    assert machine.load_profile(profile).name == "this"

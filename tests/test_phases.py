@@ -3,56 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Union
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from simasgd import phases
-from simasgd.results import RunResult, RunSummary, curve_frame, merge, updates_frame
-from simasgd.scenario import Scenario
+from simasgd.results import updates_frame
 
-US = 1e-6
-Duration = Union[float, Callable[[np.random.Generator, int], np.ndarray]]
+US = 1e-6  # the fixtures `cycles` (an updates frame with given phase durations) and `as_result`: tests/conftest.py
 
 
-def cycles(read: Duration = 10 * US, gradient: Duration = 200 * US, update: Duration = 5 * US,
-           between: Duration = 3 * US, *, n: int = 200, workers: int = 2, runs: int = 2, run0: int = 0,
-           rng: np.random.Generator | None = None) -> pd.DataFrame:
-    """An updates frame whose attempts have exactly the given phase durations (constants or samplers)."""
-    rng = rng or np.random.default_rng(0)
-
-    def draw(d: Duration) -> np.ndarray:
-        return d(rng, n) if callable(d) else np.full(n, float(d))
-
-    parts = []
-    for run in range(run0, run0 + runs):
-        for w in range(workers):
-            r, g, u, b = draw(read), draw(gradient), draw(update), draw(between)
-            t0 = 1e-3 * w + np.concatenate([[0.0], np.cumsum(r + g + u + b)[:-1]])
-            v = np.arange(1, n + 1)
-            parts.append(updates_frame(run, w, v, v - 1, t0 + r, t0 + r + g + u, t_start=t0, t_grad_start=t0 + r,
-                                       t_grad_end=t0 + r + g))
-    return pd.concat(parts, ignore_index=True)
-
-
-def as_result(updates: pd.DataFrame, backend: str, workers: int = 2) -> RunResult:
-    """A saveable RunResult around an updates frame (one summary per run; same scenario for every backend)."""
-    sc = Scenario(workers={"count": workers}, algorithm={"name": "hogwild"})
-    parts = []
-    for run, u in updates.groupby("run"):
-        time_s = float(u["t_write"].max())
-        s = RunSummary(run=int(run), updates=len(u), time_s=time_s, updates_to_eps=None, time_to_eps=None,
-                       crashed=False, diverged=True, initial_loss=1.0, final_loss=0.5, mean_staleness=0.0,
-                       attempts=len(u), updates_per_s=len(u) / time_s)
-        parts.append(RunResult(sc.to_dict(), backend, [s], u.reset_index(drop=True),
-                               curve_frame(int(run), [0.0, time_s], [0, len(u)], [1.0, 0.5]),
-                               {"scenario_hash": sc.hash, "backend": backend}))
-    return merge(parts)
-
-
-def test_phase_means_are_the_constructed_durations():
+def test_phase_means_are_the_constructed_durations(cycles):
     stats = phases.phase_stats(phases.phase_frame(cycles())).set_index("phase")
     want = {"read": 10, "gradient": 200, "update": 5, "between": 3, "cycle": 218}
     assert list(stats.index) == list(phases.ALL_PHASES)
@@ -63,7 +25,7 @@ def test_phase_means_are_the_constructed_durations():
     assert stats.loc["read", "n"] == 4 * 190 and stats.loc["between", "n"] == stats.loc["cycle", "n"] == 4 * 189
 
 
-def test_random_phases_match_their_closed_form_within_the_standard_error():
+def test_random_phases_match_their_closed_form_within_the_standard_error(cycles):
     rng = np.random.default_rng(1)
     exp = lambda mean: (lambda g, n: g.exponential(mean, n))  # noqa: E731
     uni = lambda lo, hi: (lambda g, n: g.uniform(lo, hi, n))  # noqa: E731
@@ -80,7 +42,7 @@ def test_random_phases_match_their_closed_form_within_the_standard_error():
     assert abs(stats.loc["gradient", "median"] - 200 * US * math.log(2)) < 4 * 200 * US / math.sqrt(n)
 
 
-def test_cycle_delta_is_exactly_the_sum_of_the_phase_deltas():
+def test_cycle_delta_is_exactly_the_sum_of_the_phase_deltas(cycles):
     rng = np.random.default_rng(2)
     exp = lambda mean: (lambda g, n: g.exponential(mean, n))  # noqa: E731
     a = cycles(exp(10 * US), exp(220 * US), exp(5 * US), exp(3 * US), n=3000, rng=rng)
@@ -91,7 +53,7 @@ def test_cycle_delta_is_exactly_the_sum_of_the_phase_deltas():
     assert e.phase == max(phases.PHASES, key=lambda p: abs(e.deltas_s[p]))
 
 
-def test_explain_names_the_gradient_when_only_the_gradient_differs():
+def test_explain_names_the_gradient_when_only_the_gradient_differs(cycles):
     a, b = cycles(gradient=220 * US), cycles(gradient=200 * US, workers=3)
     e = phases.explain(a, b)
     assert e.phase == "gradient"
@@ -104,7 +66,7 @@ def test_explain_names_the_gradient_when_only_the_gradient_differs():
     assert e.phase == "update" and e.delta_s == pytest.approx(-45 * US, rel=1e-6) and e.share == pytest.approx(1.0)
 
 
-def test_compare_phases_puts_the_stats_side_by_side_with_relative_errors():
+def test_compare_phases_puts_the_stats_side_by_side_with_relative_errors(cycles):
     t = phases.compare_phases(cycles(gradient=220 * US), cycles(), labels=("sim", "cpu"))
     assert list(t.index) == list(phases.ALL_PHASES)
     assert t.loc["gradient", "sim mean"] == pytest.approx(220 * US) and t.loc["gradient", "cpu mean"] == pytest.approx(200 * US)
@@ -113,7 +75,7 @@ def test_compare_phases_puts_the_stats_side_by_side_with_relative_errors():
     assert t.loc["cycle", "mean_rel_err"] == pytest.approx(20 / 218)
 
 
-def test_warm_up_attempts_are_discarded():
+def test_warm_up_attempts_are_discarded(cycles):
     slow_start = lambda g, n: np.where(np.arange(n) < 10, 5000 * US, 200 * US)  # noqa: E731
     u = cycles(gradient=slow_start, n=200)
     g = phases.phase_frame(u).query("phase == 'gradient'")["seconds"]
@@ -122,7 +84,7 @@ def test_warm_up_attempts_are_discarded():
     assert phases.phase_frame(u, warmup=0.0).query("phase == 'read'")["attempt"].min() == 0
 
 
-def test_attempts_are_ordered_by_start_within_run_and_worker():
+def test_attempts_are_ordered_by_start_within_run_and_worker(cycles):
     u = cycles(n=50)
     shuffled = u.sample(frac=1.0, random_state=3).reset_index(drop=True)
     a = phases.phase_stats(phases.phase_frame(u), by_worker=True)
@@ -132,7 +94,7 @@ def test_attempts_are_ordered_by_start_within_run_and_worker():
     assert (phases.cycle_table(u).groupby(["run", "worker"])["between"].apply(lambda s: s.isna().sum()) == 1).all()
 
 
-def test_per_worker_stats_are_per_worker():
+def test_per_worker_stats_are_per_worker(cycles):
     # worker w computes for (200 + 100 w) µs
     parts = [cycles(gradient=(200 + 100 * w) * US, workers=1, runs=1).assign(worker=w) for w in range(3)]
     u = pd.concat(parts, ignore_index=True)
@@ -145,7 +107,7 @@ def test_per_worker_stats_are_per_worker():
     assert grad["mean_rel_err"].to_dict() == pytest.approx({0: 0.0, 1: 0.5, 2: 1.0}, abs=1e-9)
 
 
-def test_frames_without_phase_columns_take_the_no_phases_path():
+def test_frames_without_phase_columns_take_the_no_phases_path(cycles):
     old = cycles().drop(columns=["t_start", "t_grad_start", "t_grad_end"])  # as an old file before load fills NaN
     nan = updates_frame(0, [0, 1, 0], [1, 2, 3], [0, 1, 2], [0.1, 0.2, 0.3], [0.15, 0.25, 0.35])
     for u in (old, nan):
@@ -161,7 +123,7 @@ def test_frames_without_phase_columns_take_the_no_phases_path():
     assert doc["sides"]["predicted"]["stats"]["gradient"]["mean"] == pytest.approx(200 * US)
 
 
-def test_breakdown_rows_markdown_and_json_are_in_microseconds():
+def test_breakdown_rows_markdown_and_json_are_in_microseconds(cycles, as_result):
     pc = phases.breakdown(as_result(cycles(gradient=220 * US), "sim"), as_result(cycles(), "cpu"), ("sim", "cpu"))
     rows = {r["phase"]: r for r in pc.rows()}
     assert rows["gradient"]["sim mean"] == "220.0" and rows["gradient"]["cpu p99"] == "200.0"

@@ -11,11 +11,12 @@ from simasgd import plots
 from simasgd.cli import app
 from simasgd.results import curve_frame
 from simasgd.scenario import Scenario
-from test_analysis import geometric, make_result
+
+US = 1e-6
 
 
 @pytest.fixture(scope="module")
-def pair():
+def pair(make_result, geometric):
     rng = np.random.default_rng(20)
     a = make_result([geometric(rng, 4, 2000) for _ in range(3)], updates_to_eps=[300, None, 400])
     b = make_result([geometric(rng, 6, 2000) for _ in range(3)], updates_to_eps=[350, 380, 420], backend="cpu")
@@ -57,7 +58,7 @@ def test_time_to_eps_boxes_count_outcomes(pair):
     assert "reached 2/3\ncrashed 0 · diverged 1" in texts and "reached 3/3\ncrashed 0 · diverged 0" in texts
 
 
-def test_throughput_vs_threads_x_is_the_thread_count():
+def test_throughput_vs_threads_x_is_the_thread_count(make_result, geometric):
     rng = np.random.default_rng(21)
     rs = [make_result([geometric(rng, m, 200)] * 2, workers=m, rates=[100.0 * m, 110.0 * m],
                       scenario=Scenario(workers={"count": m}, algorithm={"name": "hogwild"})) for m in (1, 2, 4)]
@@ -84,9 +85,7 @@ def test_plot_command_on_a_non_results_folder_exits_2(tmp_path):
     assert res.exit_code == 2 and "neither a results folder" in res.output
 
 
-def test_phase_distributions_draw_each_phase_for_each_result_on_a_log_axis():
-    from test_phases import US, cycles
-
+def test_phase_distributions_draw_each_phase_for_each_result_on_a_log_axis(make_result, cycles):
     from simasgd.results import ResultsError
 
     labelled = {"sim": make_result([np.zeros(10, int)]), "cpu": make_result([np.zeros(10, int)], backend="cpu")}
