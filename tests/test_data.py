@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import inspect
 import struct
 import subprocess
 import sys
@@ -56,11 +57,12 @@ def test_bit_identical_in_another_process() -> None:
                density=0.3, eval_rows=50)
     wl = build_workload(WorkloadConfig(**cfg), 11)
     here = _digest(load_dataset(WorkloadConfig(**cfg), 11), wl.eval_idx)
-    code = (f"from simasgd.scenario import WorkloadConfig\n"
+    code = (f"import hashlib\nimport numpy as np\nfrom simasgd.workloads.data import Dataset\n"
+            f"from simasgd.scenario import WorkloadConfig\n"
             f"from simasgd.workloads import build_workload, load_dataset\n"
-            f"import tests.test_data as t\n"
+            f"{inspect.getsource(_digest)}\n"  # the same digest, without importing this test module
             f"cfg = WorkloadConfig(**{cfg!r})\n"
-            f"print(t._digest(load_dataset(cfg, 11), build_workload(cfg, 11).eval_idx))\n")
+            f"print(_digest(load_dataset(cfg, 11), build_workload(cfg, 11).eval_idx))\n")
     there = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert there.stdout.strip() == here
 

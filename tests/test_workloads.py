@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ import numba
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from simasgd.scenario import WorkloadConfig
 from simasgd.workloads import (WORKLOADS, Workload, WorkloadError, build_workload, densify, kernels,
@@ -377,29 +379,44 @@ def test_bound_methods_agree_with_kernels(digits_mlp: Workload) -> None:
     assert np.isfinite(wl.test_loss(th))
 
 
+def _log_slope_upper(losses: list[float]) -> float:
+    """Upper end of the 95% CI of the OLS slope of log-loss against the evaluation index."""
+    fit = stats.linregress(np.arange(len(losses)), np.log(losses))
+    return float(fit.slope + stats.t.ppf(0.975, len(losses) - 2) * fit.stderr)
+
+
 @pytest.mark.parametrize("model", ["logreg", "mlp"])
 def test_sgd_on_digits_lowers_the_loss(model: str, digits_logreg: Workload, digits_mlp: Workload) -> None:
     wl = digits_logreg if model == "logreg" else digits_mlp
     rng = np.random.default_rng(0)
     th = wl.init_theta(rng)
     g = wl.new_grad()
-    before, acc_before = wl.eval_loss(th), wl.accuracy(th)
-    for _ in range(300):
+    n_test = len(wl.y_test)
+    acc_before = wl.accuracy(th)
+    losses = [wl.eval_loss(th)]
+    for step in range(1, 301):
         wl.loss_and_grad(th, wl.X, wl.y, wl.sample_batch(rng), g)
         th -= 0.05 * g
-    assert wl.eval_loss(th) < 0.5 * before
-    assert wl.accuracy(th) > max(acc_before, 0.8)
+        if step % 25 == 0:
+            losses.append(wl.eval_loss(th))
+    assert _log_slope_upper(losses) < 0  # the loss falls: the slope's whole 95% CI is below 0
+    # Test accuracy after training above before it: 95% (normal) intervals on the test rows do not overlap.
+    acc = wl.accuracy(th)
+    half = lambda p: 1.96 * math.sqrt(max(p * (1 - p), 1 / n_test) / n_test)  # noqa: E731
+    assert acc - half(acc) > acc_before + half(acc_before)
 
 
 def test_least_squares_sgd_and_no_accuracy() -> None:
     wl = build_workload(WorkloadConfig(model="least_squares", dataset="synthetic", features=20, samples=500), 1)
     rng = np.random.default_rng(0)
     th, g = wl.init_theta(rng), wl.new_grad()
-    before = wl.eval_loss(th)
-    for _ in range(300):
+    losses = [wl.eval_loss(th)]
+    for step in range(1, 301):
         wl.loss_and_grad(th, wl.X, wl.y, wl.sample_batch(rng, 16), g)
         th -= 0.05 * g
-    assert wl.eval_loss(th) < 0.05 * before
+        if step % 25 == 0:
+            losses.append(wl.eval_loss(th))
+    assert _log_slope_upper(losses) < 0
     assert not wl.classification and wl.predict_kernel is None
     with pytest.raises(WorkloadError, match="regression"):
         wl.accuracy(th)
