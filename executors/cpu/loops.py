@@ -8,7 +8,7 @@ between the read and the record and the loops load from numba's cache in every
 process; they are built in a closure over :data:`CODE_VERSION` (the kernels'
 and the update rule's source hashes) and a workload with its own kernel gets
 an uncached copy (:mod:`executors.kernel`). Every update goes through
-:mod:`simasgd.update_rule` (``shared.apply_update``; HOGWILD! element-wise).
+:mod:`simasgd.update_rule` (``shared.apply_update`` / ``seq_update``; HOGWILD! element-wise).
 
 Version counting is the measuring instrument: every applied update does an
 atomic fetch-add on ``ctrl[S_VERSION]`` — in HOGWILD! too — and records the
@@ -32,8 +32,8 @@ from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PROBES, C_STALE_AWARE, C_WORKERS, F_LR,
                                   F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
                                   STOPPED_WAITING, apply_update, barrier, lock_acquire, lock_release, out_of_budget,
-                                  read_acquire, read_release, record, sample_batch, seq_write_begin, seq_write_end,
-                                  snapshot_due, straggle, take_snapshot, wait_go, write_acquire, write_release)
+                                  read_acquire, read_release, record, sample_batch, seq_update, snapshot_due,
+                                  straggle, take_snapshot, wait_go, write_acquire, write_release)
 from simasgd import update_rule
 from simasgd.update_rule import divisor, heavy_ball_range, plain_range
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
@@ -130,12 +130,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             loss_and_grad(theta, X, y, idx, g, shape)
             straggle(slowdown, t_s)
             t_ge = A.now_ns()
-            seq_write_begin(ctrl)
-            apply_update(theta, vel, g, cfg_i, cfg_f, 0)
-            seq_write_end(ctrl)
-            v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-            if snapshot_due(cfg_i, ctrl, v):
-                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
+            v = seq_update(theta, vel, g, cfg_i, cfg_f, ctrl, ring, meta)
             if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, 0):
                 return BUFFER_FULL
         return OK
@@ -287,12 +282,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
                 for k in range(1, n):
                     mean += grads[k]
                 mean /= n
-                seq_write_begin(ctrl)
-                apply_update(theta, vel, mean, cfg_i, cfg_f, 0)
-                seq_write_end(ctrl)
-                v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-                if snapshot_due(cfg_i, ctrl, v):
-                    take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
+                v = seq_update(theta, vel, mean, cfg_i, cfg_f, ctrl, ring, meta)
                 full = nrec[w * LINE] + 1 >= ri.shape[1]  # this round's rows fill every buffer
                 done = full or A.load(ctrl, S_STOP * LINE) != 0 or v >= cfg_i[C_MAXU] \
                     or A.now_ns() >= ctrl[S_DEADLINE * LINE]

@@ -28,9 +28,8 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_WORKERS, LINE, OK, R_APPLIED, R_VER, RUN,
                                   S_CONTRIB, S_MASTER_DONE, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOP,
-                                  STOPPED_WAITING, aborted, apply_update, out_of_budget, record, sample_batch,
-                                  seq_copy, seq_write_begin, seq_write_end, snapshot_due, spin_pause, straggle,
-                                  take_snapshot, wait_go)
+                                  STOPPED_WAITING, aborted, out_of_budget, record, sample_batch, seq_copy,
+                                  seq_update, spin_pause, straggle, wait_go)
 from executors.cpu.loops import CODE_VERSION
 from simasgd.workloads.kernels import loss_and_grad
 
@@ -78,12 +77,7 @@ def _make_master(rule_version: str = CODE_VERSION) -> Any:
             seen = c
             for i in range(g.shape[0]):
                 g[i] = A.load_relaxed(acc, i) / n
-            seq_write_begin(ctrl)
-            apply_update(theta, vel, g, cfg_i, cfg_f, 0)
-            seq_write_end(ctrl)
-            v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-            if snapshot_due(cfg_i, ctrl, v):
-                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
+            seq_update(theta, vel, g, cfg_i, cfg_f, ctrl, ring, meta)
         return OK
 
     return run_lopez_master

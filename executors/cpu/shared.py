@@ -286,23 +286,6 @@ def sample_batch(idx: np.ndarray, n_rows: int) -> None:
         idx[i] = np.random.randint(0, n_rows)
 
 
-def _make_apply(rule_version: str = update_rule.SOURCE_HASH) -> Any:
-    """:func:`apply_update`, in a closure over ``update_rule.SOURCE_HASH`` (its cache follows that file)."""
-
-    @njit(nogil=True, cache=True)
-    def apply_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
-                     staleness: int) -> None:
-        """The update rule (:func:`simasgd.update_rule.step`) with this run's lr, momentum and staleness-awareness."""
-        if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
-            return
-        step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
-
-    return apply_update
-
-
-apply_update = _make_apply()
-
-
 @njit(nogil=True, cache=True)
 def straggle(slowdown: float, t_start: int) -> None:
     """A straggler takes ``slowdown`` × its gradient time: busy-wait the difference."""
@@ -360,3 +343,37 @@ def take_snapshot(ctrl: np.ndarray, cfg_i: np.ndarray, ring: np.ndarray, meta: n
     ring[i % r, :] = src
     meta[p + M_TNS] = A.now_ns()
     A.store_release(meta, p + M_VER, v)
+
+
+# --- the update (simasgd.update_rule), with this run's configuration ------------------------------
+
+def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
+    """:func:`apply_update` and :func:`seq_update`, in a closure over ``update_rule.SOURCE_HASH`` (a cached
+    caller is not recompiled when a callee's file changes; closure values are part of numba's cache key)."""
+
+    @njit(nogil=True, cache=True)
+    def apply_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
+                     staleness: int) -> None:
+        """The update rule (:func:`simasgd.update_rule.step`) with this run's lr, momentum and staleness-awareness."""
+        if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
+
+    @njit(nogil=True, cache=True)
+    def seq_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
+                   ctrl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
+        """A lone writer's update (sequential, sync's worker 0, the Lopez master), staleness 0: the step
+        inside the seqlock, the version bumped, θ copied into the loss ring when that version is one it
+        keeps. Returns the new version."""
+        seq_write_begin(ctrl)
+        apply_update(theta, vel, g, cfg_i, cfg_f, 0)
+        seq_write_end(ctrl)
+        v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+        if snapshot_due(cfg_i, ctrl, v):
+            take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
+        return v
+
+    return apply_update, seq_update
+
+
+apply_update, seq_update = _make_update()
