@@ -28,8 +28,9 @@ VARIANTS: dict[str, dict[str, object]] = {
     "no in-cycle gradient": {"gradient_in_cycle": False},
     "no host noise": {"host_noise": False},
     "sleeping lock waiters": {"lock_waiters": "sleep"},
-    "none of the four": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
-                         "lock_waiters": "sleep"},
+    "no coherence": {"coherence": False},
+    "none of the five": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+                         "lock_waiters": "sleep", "coherence": False},
 }
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simasgd import fidelity, loader, metadata
+from simasgd import algorithms, fidelity, loader, metadata
 from simasgd.plots import fmt_value, verdict_mark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.algorithms is not None and label not in args.algorithms:
             continue
         for threads in args.threads:
+            if threads < algorithms.ALGORITHMS[name].min_workers:
+                continue  # not a valid cell (e.g. lopez: a master and at least one worker)
             for batch in args.batches:
                 sc = scenario(name, params, threads, batch, args)
                 try:

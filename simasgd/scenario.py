@@ -243,6 +243,9 @@ class SimConfig(Section):
     # Lock waiters (mutex, rwlock without backoff) that find the lock taken: "spin" keeps the CPU,
     # burning the quantum, as the executor's spin locks do; "sleep" gives it away (a futex).
     lock_waiters: Literal["spin", "sleep"] = "spin"
+    # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
+    # (profile [coherence], simasgd/sim/caches.py); false = the private-buffer rates.
+    coherence: bool = True
 
 
 class CpuConfig(Section):

@@ -26,6 +26,17 @@ divided among the threads using it) do transfers go to DRAM, where
 :mod:`memory` shares the socket's bandwidth (at most ``gbs(S)`` each).
 ``[sim] cache_model = false`` switches this off (the older single-bandwidth
 model); the theory scenarios give ``[timing]`` and never reach it.
+
+Coherence. With two or more workers the shared model's lines were last
+written by another core: a read copies lines out of that core's cache, an
+update takes lines another core holds. The profile's ``[coherence]`` table
+times exactly that (a copy and an update of a buffer another pinned thread has
+just written, per size), and with it the read and update of a multi-worker run
+use ``read_gbs``/``write_gbs`` in place of the private-buffer rates. Their
+ratio to the private rates depends on where the hypervisor put the vCPUs (on
+the 2-vCPU EPYC one calibration measured 180 GB/s for an update of lines the
+other core wrote, one 30 minutes later 110): calibrate right before measuring.
+``[sim] coherence = false`` switches it off.
 """
 
 from __future__ import annotations
@@ -43,6 +54,9 @@ class CacheModel:
     copy_gbs: np.ndarray       # one core's copy bandwidth at each size (read + written bytes)
     update_gbs: np.ndarray     # one core's θ -= lr·g bandwidth at each size (3 × bytes)
     llc_bytes: float           # last-level cache capacity (inf when unknown: never DRAM by this rule)
+    shared_sizes: np.ndarray | None = None   # [coherence] sizes, and the rates after another core wrote:
+    shared_copy_gbs: np.ndarray | None = None    # a copy out of the other core's cache
+    shared_update_gbs: np.ndarray | None = None  # an update of lines the other core holds
 
     @classmethod
     def from_profile(cls, profile: dict[str, Any] | None) -> "CacheModel | None":
@@ -57,19 +71,37 @@ class CacheModel:
         cache = (profile or {}).get("cache") or {}
         levels = cache.get("sizes_bytes") or []
         llc = float(levels[-1]) if levels else math.inf
+        coh = (profile or {}).get("coherence") or {}
+        cs, cr, cw = coh.get("sizes_bytes"), coh.get("read_gbs"), coh.get("write_gbs")
+        shared: tuple[np.ndarray | None, ...] = (None, None, None)
+        if isinstance(cs, list) and isinstance(cr, list) and isinstance(cw, list) and cs \
+                and len(cs) == len(cr) == len(cw) and min(cr + cw) > 0:
+            o = np.argsort(cs)
+            shared = (np.asarray(cs, float)[o], np.asarray(cr, float)[o] * 1e9, np.asarray(cw, float)[o] * 1e9)
         return cls(np.asarray(sizes, float)[order], np.asarray(gbs, float)[order] * 1e9,
-                   np.asarray(upd, float)[order] * 1e9, llc)
+                   np.asarray(upd, float)[order] * 1e9, llc, *shared)
 
-    def _rate(self, table: np.ndarray, size: float) -> float:
+    def _rate(self, table: np.ndarray, size: float, sizes: np.ndarray | None = None) -> float:
         x = math.log(max(size, 1.0))
-        return float(math.exp(np.interp(x, np.log(self.sizes), np.log(table))))
+        at = self.sizes if sizes is None else sizes
+        return float(math.exp(np.interp(x, np.log(at), np.log(table))))
 
-    def read_s(self, model_bytes: float) -> float:
-        """One core copying the model into a private buffer (cache-resident)."""
+    @property
+    def has_coherence(self) -> bool:
+        return self.shared_sizes is not None
+
+    def read_s(self, model_bytes: float, shared: bool = False) -> float:
+        """One core copying the model into a private buffer (cache-resident); ``shared``: lines
+        another core wrote last (``[coherence] read_gbs``, when calibrated)."""
+        if shared and self.shared_copy_gbs is not None:
+            return 2 * model_bytes / self._rate(self.shared_copy_gbs, model_bytes, self.shared_sizes)
         return 2 * model_bytes / self._rate(self.copy_gbs, model_bytes)
 
-    def update_s(self, model_bytes: float) -> float:
-        """One core applying θ -= lr·g to the model (cache-resident)."""
+    def update_s(self, model_bytes: float, shared: bool = False) -> float:
+        """One core applying θ -= lr·g to the model (cache-resident); ``shared``: lines another core
+        holds (``[coherence] write_gbs``, when calibrated)."""
+        if shared and self.shared_update_gbs is not None:
+            return 3 * model_bytes / self._rate(self.shared_update_gbs, model_bytes, self.shared_sizes)
         return 3 * model_bytes / self._rate(self.update_gbs, model_bytes)
 
     def copy_cap_bytes_s(self, model_bytes: float) -> float:

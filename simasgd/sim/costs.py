@@ -144,8 +144,10 @@ class Platform:
         self.dim = dim or 0
         caches = CacheModel.from_profile(machine.profile) if sc.sim.cache_model else None
         # cache-resident model buffers: fixed per-core step times (None = through the memory model)
+        shared = n > 1 and sc.sim.coherence  # the model's lines were last written by another core
         self._cached_s = None if caches is None or not caches.in_cache(self.model_bytes, n) else {
-            READ_COPIES: caches.read_s(self.model_bytes), UPDATE_COPIES: caches.update_s(self.model_bytes)}
+            READ_COPIES: caches.read_s(self.model_bytes, shared),
+            UPDATE_COPIES: caches.update_s(self.model_bytes, shared)}
         # A CAS moves the line from where the model lives (or takes what calibration measured).
         cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n

@@ -21,7 +21,12 @@ GBS = [100.0, 80.0, 60.0, 20.0]
 UPD = [300.0, 200.0, 150.0, 50.0]
 
 
-def _profile(tmp_path: Path, llc: int = 32 << 20, table: bool = True) -> Path:
+COH_SIZES = [65536, 1048576, 4194304]
+COH_READ = [50.0, 40.0, 15.0]
+COH_WRITE = [120.0, 90.0, 40.0]
+
+
+def _profile(tmp_path: Path, llc: int = 32 << 20, table: bool = True, coherence: bool = False) -> Path:
     lines = ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1",
              "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
              "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
@@ -29,6 +34,8 @@ def _profile(tmp_path: Path, llc: int = 32 << 20, table: bool = True) -> Path:
              f"sizes_bytes = [49152, 1048576, {llc}]", "shared_by = [1, 1, 2]", ""]
     if table:
         lines += ["[copy_by_size]", f"sizes_bytes = {SIZES}", f"gbs = {GBS}", f"update_gbs = {UPD}", ""]
+    if coherence:
+        lines += ["[coherence]", f"sizes_bytes = {COH_SIZES}", f"read_gbs = {COH_READ}", f"write_gbs = {COH_WRITE}", ""]
     path = tmp_path / "this.toml"
     path.write_text("\n".join(lines))
     return path
@@ -93,3 +100,35 @@ def test_simulated_phases_follow_the_cache_model(tmp_path: Path, monkeypatch: py
     # and the switch turns it off: the older single-bandwidth model gives other times
     off = backend.run_once(_scenario(workers, cache_model=False), 0).updates
     assert not np.allclose((off["t_grad_start"] - off["t_start"]).min(), model.read_s(s), rtol=1e-6)
+
+
+def test_coherence_rates_for_lines_another_core_wrote(tmp_path: Path) -> None:
+    m = CacheModel.from_profile(machine.load_profile(_profile(tmp_path, coherence=True)).profile)
+    assert m.has_coherence
+    for s, r, w in zip(COH_SIZES, COH_READ, COH_WRITE):
+        assert m.read_s(s, shared=True) == pytest.approx(2 * s / (r * 1e9), rel=1e-12)
+        assert m.update_s(s, shared=True) == pytest.approx(3 * s / (w * 1e9), rel=1e-12)
+    # without the table, shared reads fall back to the private rates
+    (tmp_path / "x").mkdir()
+    plain = CacheModel.from_profile(machine.load_profile(_profile(tmp_path / "x")).profile)
+    assert not plain.has_coherence and plain.read_s(SIZES[1], shared=True) == plain.read_s(SIZES[1])
+
+
+@pytest.mark.parametrize("workers,switch", [(1, True), (2, True), (2, False)])
+def test_simulated_reads_use_coherence_rates_only_with_other_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     workers: int, switch: bool) -> None:
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path, coherence=True)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    sc = _scenario(workers)
+    sc = sc.model_copy(update={"sim": sc.sim.model_copy(update={"coherence": switch})})
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    u = backend.run_once(sc, 0).updates
+    read = (u["t_grad_start"] - u["t_start"]).to_numpy()
+    shared = workers > 1 and switch
+    assert read.min() == pytest.approx(model.read_s(s, shared), rel=1e-9)
+    assert (u["t_write"] - u["t_grad_end"]).min() == pytest.approx(model.update_s(s, shared), rel=1e-9)
