@@ -37,7 +37,8 @@ from numba import njit
 
 from executors import atomics as A
 from executors.kernel import with_kernel
-from simasgd.atomicio import atomic_write_text
+from simasgd import profile as _profile
+from simasgd.profile import workload_key  # re-exported: the key is simasgd's
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 DEFAULT_WORKLOADS: list[dict[str, Any]] = [
@@ -200,12 +201,6 @@ def _stats(samples_s: np.ndarray, keep: int) -> dict[str, Any]:
     return {"mean_s": float(s.mean()), "median_s": float(np.median(s)), "p10_s": float(np.quantile(s, 0.1)),
             "p90_s": float(np.quantile(s, 0.9)), "std_s": float(s.std()), "n": int(len(s)),
             "samples_s": [float(x) for x in samples_s[::step][:keep]]}
-
-
-def workload_key(cfg: Any) -> str:
-    layers = "-".join(str(x) for x in (cfg.layers or [])) or cfg.model
-    name = cfg.model if cfg.model != "mlp" else f"mlp-{layers}"
-    return f"{name}-{cfg.dataset.split(':')[0]}-b{cfg.batch_size}-{cfg.dtype}"
 
 
 # --- measurements -----------------------------------------------------------------------------------
@@ -409,42 +404,12 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
             "scheduler": cm.scheduler_params()}
 
 
-# --- TOML out ---------------------------------------------------------------------------------------
-
-def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return "nan" if math.isnan(f) else ("inf" if f == math.inf else repr(f))
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
+# --- TOML out: the format is simasgd's (simasgd/profile.py) -------------------------------------------
 
 def to_toml(profile: dict[str, Any]) -> str:
-    lines = ["# simasgd machine profile, written by `simasgd calibrate` (format: executors/PROFILE.md)", ""]
-
-    def table(name: str, d: dict[str, Any]) -> None:
-        # None = could not be measured here: the key is left out (TOML has no null)
-        scalars = {k: v for k, v in d.items() if not isinstance(v, dict) and v is not None}
-        if scalars:
-            lines.append(f"[{name}]")
-            lines.extend(f"{k} = {_value(v)}" for k, v in scalars.items())
-            lines.append("")
-        for k, v in d.items():
-            if isinstance(v, dict):
-                table(f'{name}."{k}"' if "." in k or "-" in k else f"{name}.{k}", v)
-
-    for name, d in profile.items():
-        table(name, d)
-    return "\n".join(lines)
+    return _profile.to_toml(profile)
 
 
 def write_profile(profile: dict[str, Any], path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, to_toml(profile))
+    """``simasgd.profile.write``: atomic, with the ``[profile]`` format table."""
+    return _profile.write(profile, path)

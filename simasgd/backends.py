@@ -19,6 +19,8 @@ from simasgd.scenario import Scenario
 class Backend(Protocol):
     NAME: str
     ALGORITHMS: frozenset[str]
+    MEASURES_HOST: bool  # its timings are this host's (real threads): never two at once on one host
+    # NEEDS_PROFILE: bool, or needs_profile(scenario) -> bool where the scenario decides (sim: preset "this")
 
     def run_once(self, scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult: ...
 
@@ -58,6 +60,30 @@ def available() -> dict[str, bool]:
     return out
 
 
+def measures_host(name: str) -> bool:
+    """The backend's ``MEASURES_HOST`` trait (BackendError if it is unknown or absent)."""
+    return bool(getattr(load(name), "MEASURES_HOST"))
+
+
+def needs_profile(name: str, scenario: Scenario) -> bool:
+    """Whether running ``scenario`` on the backend reads the calibrated profile (``needs_profile`` or ``NEEDS_PROFILE``)."""
+    impl = load(name)
+    decide = getattr(impl, "needs_profile", None)
+    return bool(decide(scenario)) if callable(decide) else bool(getattr(impl, "NEEDS_PROFILE"))
+
+
+def run_metadata(backend: str, scenario: Scenario) -> dict[str, object]:
+    """What ``backends.run`` records with a result: :func:`metadata.collect`, and the profile it read, if any."""
+    out = metadata.collect(backend, scenario.hash)
+    if needs_profile(backend, scenario):
+        from simasgd import machine, profile
+
+        path = machine.profile_path()
+        if path.exists():
+            out["profile"] = profile.describe(path)
+    return out
+
+
 def run(scenario: Scenario, backend: str = DEFAULT, *, repeats: int | None = None,
         out: str | Path | None = None, advance: Advance | None = None,
         on_run: Callable[[RunResult], None] | None = None) -> RunResult:
@@ -65,8 +91,9 @@ def run(scenario: Scenario, backend: str = DEFAULT, *, repeats: int | None = Non
     impl = load(backend)
     done: list[RunResult] = []
     for r in range(repeats or scenario.repeats):
+        meta = run_metadata(backend, scenario)  # before the run: the profile it reads
         result = impl.run_once(scenario, r, advance)
-        result.metadata = {**metadata.collect(backend, scenario.hash), **result.metadata}
+        result.metadata = {**meta, **result.metadata}
         done.append(result)
         merged = merge(done)
         if out is not None:

@@ -32,6 +32,7 @@ from simasgd.atomicio import atomic_write_text
 from simasgd.results import ResultsError, RunResult, read_versioned_json
 
 if TYPE_CHECKING:
+    from simasgd.profile import Calibrate
     from simasgd.scenario import Scenario
 
 FORMAT = "simasgd-fidelity"
@@ -279,45 +280,58 @@ def roles(backends: list[str]) -> tuple[str, str]:
     return (b, a) if b == "sim" else (a, b)
 
 
-def sim_scenario(scenario: "Scenario", backends: list[str], quick_calibration: bool = False) -> "Scenario":
-    """The scenario the simulator runs: against this machine (cpu), the calibrated preset ``this``."""
-    if "cpu" not in backends:
+def _measures_host(name: str) -> bool:
+    from simasgd import backends as registry
+
+    try:
+        return registry.measures_host(name)
+    except registry.BackendError:  # not a backend of this build (e.g. a label): measures nothing here
+        return False
+
+
+def sim_scenario(scenario: "Scenario", backends: list[str], quick_calibration: bool = False,
+                 calibrate: "Calibrate | None" = None) -> "Scenario":
+    """The scenario the simulator runs: against a backend that measures this host, the calibrated preset ``this``."""
+    if not any(_measures_host(b) for b in backends):
         return scenario
-    ensure_profile(scenario, quick=quick_calibration)
+    ensure_profile(scenario, quick=quick_calibration, calibrate=calibrate)
     return scenario.model_copy(update={"machine": scenario.machine.model_copy(update={"preset": "this"})})
 
 
 def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False,
-                   also: "list[Any] | None" = None) -> Path:
+                   also: "list[Any] | None" = None, calibrate: "Calibrate | None" = None) -> Path:
     """The calibrated profile of this machine; calibrate first (including the scenario's workload and the
-    workloads in ``also``, e.g. the same model at every batch size a sweep runs) if there is none."""
-    from simasgd import machine
+    workloads in ``also``, e.g. the same model at every batch size a sweep runs) if there is none.
+
+    ``calibrate(workloads, quick=, seed=, base_dir=) -> profile dict`` measures; by default the calibrator
+    named by ``simasgd.profile.CALIBRATOR`` (loaded by name, like a backend). ``simasgd compare`` passes its own.
+    """
+    from simasgd import machine, profile
 
     path = machine.profile_path()
     if path.exists():
         return path
     try:
-        from executors import calibrate as cal
-    except ImportError:
-        raise FidelityError(f"no calibrated profile at {path}, and calibration (executors.calibrate) is not in "
-                            f"this build; run `simasgd calibrate --out {path}` or set SIMASGD_PROFILE") from None
-    if not hasattr(cal, "calibrate") or not hasattr(cal, "write_profile"):
-        raise FidelityError(f"no calibrated profile at {path}; executors.calibrate lacks calibrate()/write_profile()")
+        cal = profile.calibrator()
+    except profile.ProfileError as e:
+        raise FidelityError(f"no calibrated profile at {path}, and {e}; "
+                            f"run `simasgd calibrate --out {path}` or set SIMASGD_PROFILE") from None
     from simasgd.scenario import WorkloadConfig
 
     defaults = cal.DEFAULT_WORKLOADS[:1] if quick else cal.DEFAULT_WORKLOADS
     workloads = [WorkloadConfig(**w) for w in defaults]
     for wl in ([scenario.workload] if scenario is not None else []) + list(also or []):
-        if cal.workload_key(wl) not in map(cal.workload_key, workloads):
+        if profile.workload_key(wl) not in map(profile.workload_key, workloads):
             workloads.append(wl)  # the gradient times the simulator will need most
-    profile = cal.calibrate(workloads, quick=quick, seed=scenario.seed if scenario else 0,
-                            base_dir=scenario.base_dir if scenario else None)
-    return cal.write_profile(profile, path)
+    measure = calibrate or cal.calibrate
+    doc = measure(workloads, quick=quick, seed=scenario.seed if scenario else 0,
+                  base_dir=scenario.base_dir if scenario else None)
+    return profile.write(doc, path)
 
 
 def run_and_compare(scenario: "Scenario", backends: list[str], out: str | Path, *, repeats: int | None = None,
-                    advance: Any = None, resamples: int = 1000,
-                    quick_calibration: bool = False) -> tuple[Fidelity, dict[str, RunResult]]:
+                    advance: Any = None, resamples: int = 1000, quick_calibration: bool = False,
+                    calibrate: "Calibrate | None" = None) -> tuple[Fidelity, dict[str, RunResult]]:
     """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first)."""
     from simasgd import backends as registry
 
@@ -327,7 +341,7 @@ def run_and_compare(scenario: "Scenario", backends: list[str], out: str | Path, 
     out = Path(out)
     results = {}
     for b in (pred, ref):
-        sc = sim_scenario(scenario, backends, quick_calibration) if b == "sim" else scenario
+        sc = sim_scenario(scenario, backends, quick_calibration, calibrate) if b == "sim" else scenario
         results[b] = registry.run(sc, b, repeats=repeats, out=out / b, advance=advance)
     fid = compare(results[pred], results[ref], resamples=resamples)
     fid.info["folders"] = {pred: str(out / pred), ref: str(out / ref)}

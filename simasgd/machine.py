@@ -8,11 +8,11 @@ pins threads with the same :func:`place` so both mean the same thing by
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from simasgd import profile as profile_format
 from simasgd.scenario import MachineConfig
 
 
@@ -73,8 +73,10 @@ def load_profile(path: Path | None = None) -> Machine:
     if not path.exists():
         raise MachineError(f"machine.preset = \"this\": no calibrated profile at {path}; "
                            f"run `simasgd calibrate --out {path}` first (or set {PROFILE_ENV})")
-    with open(path, "rb") as f:
-        doc = tomllib.load(f)
+    try:
+        doc = profile_format.read(path)
+    except profile_format.ProfileError as e:
+        raise MachineError(str(e)) from None
     keys = {f.name for f in fields(Machine)} - {"name", "profile"}
     m = doc.get("machine", {})
     missing = {k for k in keys if next(f for f in fields(Machine) if f.name == k).default is MISSING} - set(m)

@@ -60,3 +60,42 @@ def collect(backend: str, scenario_hash: str) -> dict[str, object]:
         "versions": versions(),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def host_state() -> dict[str, list[float] | list[int]]:
+    """The 1/5/15-minute load averages and this process's CPU affinity, now (a real run takes it at its start and end)."""
+    try:
+        load = [float(x) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = list(range(os.cpu_count() or 1))
+    return {"loadavg": load, "affinity": cpus}
+
+
+def host_records(meta: dict[str, object]) -> list[dict[str, object]]:
+    """Every run's ``host`` record: ``host_runs`` of a merged result, else its one ``host``."""
+    runs = meta.get("host_runs")
+    if isinstance(runs, list):
+        return [h for h in runs if isinstance(h, dict)]
+    host = meta.get("host")
+    return [host] if isinstance(host, dict) else []
+
+
+def busy_host_warnings(meta: dict[str, object], workers: int) -> list[str]:
+    """One line per run whose 1-minute load average, at its start or end, exceeded the CPUs of its affinity
+    minus its own workers plus 0.5: the machine was busy with other work, and the run's timings show it."""
+    out = []
+    for h in host_records(meta):
+        for when in ("start", "end"):
+            load, cpus = h.get(f"loadavg_{when}"), h.get(f"affinity_{when}")
+            if not isinstance(load, list) or not load or not isinstance(cpus, list):
+                continue
+            limit = len(cpus) - workers + 0.5
+            if float(load[0]) > limit:
+                out.append(f"run {h.get('run', '?')}: the host was busy — 1-minute load average {float(load[0]):.2f} "
+                           f"at its {when} > {len(cpus)} CPUs − {workers} workers + 0.5; its timings include other work")
+                break
+    return out

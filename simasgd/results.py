@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from simasgd.atomicio import atomic_write, atomic_write_text
+from simasgd.metadata import host_records
 
 FORMAT = "simasgd-results"
 FORMAT_VERSION = 1
@@ -163,9 +164,13 @@ def merge(results: list[RunResult]) -> RunResult:
     runs = [run for r in results for run in r.runs]
     if len({r.run for r in runs}) != len(runs):
         raise ResultsError("cannot merge: run indices repeat")
+    meta = dict(first.metadata)
+    hosts = [h for r in results for h in host_records(r.metadata)]
+    if hosts:  # each repeat's host state (cpu), not only the first's
+        meta["host_runs"] = hosts
     return RunResult(first.scenario, first.backend, sorted(runs, key=lambda r: r.run),
                      pd.concat([r.updates for r in results], ignore_index=True),
-                     pd.concat([r.curve for r in results], ignore_index=True), dict(first.metadata))
+                     pd.concat([r.curve for r in results], ignore_index=True), meta)
 
 
 def updates_frame(run: int, worker: Any, version: Any, read_version: Any, t_read: Any, t_write: Any,

@@ -21,6 +21,8 @@ from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
 
 NAME = "serial"
+MEASURES_HOST = False  # its times are not the point: it is the numerical reference
+NEEDS_PROFILE = False
 # Serial runs any scenario as sequential SGD: it is the yardstick, not an implementation of the algorithm.
 ALGORITHMS = frozenset(algorithms.names())
 RUNS_AS = "sequential"  # the definition its runs follow, whatever the scenario names (tests/conformance)

@@ -31,7 +31,7 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
               file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT)
     from executors.calibrate import calibrate as measure
-    from executors.calibrate import write_profile
+    from simasgd.profile import write as write_profile
 
     err = console(stderr=True)
     base = str(scenario[0].parent) if scenario else None

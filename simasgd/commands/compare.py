@@ -52,6 +52,10 @@ def _stability(results: dict) -> None:
     for label, r in results.items():
         for w in stability_warnings(r):
             con.print(f"[yellow]warning ({label}):[/] {w}")
+    from simasgd.commands.inspect import print_busy_host
+
+    for label, r in results.items():
+        print_busy_host(r, label)
 
 
 def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], extra: Optional[list[Path]]) -> list[Path]:
@@ -68,6 +72,13 @@ def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], ext
     return folders
 
 
+def _calibrate(workloads: list, quick: bool, seed: int, base_dir: str | None) -> dict:
+    """The CLI's calibrator for a machine without a profile (simasgd itself imports nothing from executors)."""
+    from executors.calibrate import calibrate as measure
+
+    return measure(workloads, quick=quick, seed=seed, base_dir=base_dir)
+
+
 def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str], repeats: Optional[int],
          quick_calibration: bool):
     from simasgd import fidelity, loader, progress
@@ -79,7 +90,7 @@ def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str
     n = repeats or sc.repeats
     with progress.bar(f"{sc.name} on {' and '.join(names)}", 2 * n * sc.stop.max_updates) as advance:
         fid, res = fidelity.run_and_compare(sc, names, out, repeats=repeats, advance=advance,
-                                            quick_calibration=quick_calibration)
+                                            quick_calibration=quick_calibration, calibrate=_calibrate)
     return fid, res, out
 
 

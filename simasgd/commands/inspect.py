@@ -57,8 +57,18 @@ def print_summary(result, folder: Path | None = None) -> None:
     con.print(table)
     for w in stability_warnings(result):
         con.print(f"[yellow]warning:[/] {w}")
+    print_busy_host(result)
     if folder is not None:
         con.print(f"results: {folder}", markup=False)
+
+
+def print_busy_host(result, label: str | None = None) -> None:
+    """A warning line per run of a real backend that ran while the machine was busy with other work."""
+    from simasgd.metadata import busy_host_warnings
+
+    workers = int((result.scenario.get("workers") or {}).get("count", 1))
+    for w in busy_host_warnings(result.metadata, workers):
+        console().print(f"warning{f' ({label})' if label else ''}: {w}", markup=False, soft_wrap=True)
 
 
 SUMMARY_METRICS = ("updates", "attempts", "time_s", "updates_per_s", "mean_staleness", "updates_to_eps",

@@ -102,9 +102,9 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def _note_real_backend(backend: str, jobs: Optional[int], dask: Optional[str]) -> None:
-    from simasgd.sweep.plan import REAL_BACKENDS
+    from simasgd.sweep.plan import measures_host
 
-    if backend in REAL_BACKENDS and not dask and jobs not in (None, 0, 1):
+    if measures_host(backend) and not dask and jobs not in (None, 0, 1):
         print(f"note: backend {backend!r} measures this machine; running one task at a time (not --jobs {jobs})",
               file=sys.stderr)
 

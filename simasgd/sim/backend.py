@@ -27,6 +27,12 @@ from simasgd.sim.numerics import Model
 
 NAME = "sim"
 ALGORITHMS = frozenset(STARTERS)
+MEASURES_HOST = False  # simulated time: nothing of this host is measured
+
+
+def needs_profile(scenario: Scenario) -> bool:
+    """The scenario's machine is the calibrated profile (``machine.preset = "this"``)."""
+    return scenario.machine.preset == "this"
 
 
 def _needs_workload(sc: Scenario, machine: Any) -> bool:

@@ -88,7 +88,7 @@ def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
     tables = (profile or {}).get("gradient")
     if not isinstance(tables, dict) or not tables:
         return None
-    from executors.calibrate import workload_key
+    from simasgd.profile import workload_key
 
     def key(batch: int) -> str:
         return workload_key(workload.model_copy(update={"batch_size": batch}))

@@ -48,11 +48,13 @@ class Outcome:
 
 def run_backend(task: Task) -> RunResult:
     """Run one repeat of the cell's scenario on the task's backend."""
-    from simasgd import backends, metadata
+    from simasgd import backends
 
+    # only a kept results folder carries metadata (it costs a git call and package look-ups)
+    meta = backends.run_metadata(task.backend, task.scenario) if task.keep_run else {}
     result = backends.load(task.backend).run_once(task.scenario, task.repeat)
-    if task.keep_run:  # only a kept results folder carries it (it costs a git call and package look-ups)
-        result.metadata = {**metadata.collect(task.backend, task.scenario.hash), **result.metadata}
+    if task.keep_run:
+        result.metadata = {**meta, **result.metadata}
     return result
 
 

@@ -28,7 +28,13 @@ from simasgd.scenario import Scenario
 from simasgd.sweep import grid as gridmod
 from simasgd.sweep.grid import Cell, Grid
 
-REAL_BACKENDS = frozenset({"cpu", "cuda"})  # measure the machine: never two tasks at once on one host
+
+
+def measures_host(backend: str) -> bool:
+    """The backend's ``MEASURES_HOST`` trait: it measures the machine, so never two tasks at once on one host."""
+    from simasgd import backends
+
+    return backends.measures_host(backend)
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,7 @@ class Task:
 
     @property
     def real(self) -> bool:
-        return self.backend in REAL_BACKENDS
+        return measures_host(self.backend)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from simasgd import progress
 from simasgd.sweep.execution import Body, Outcome, failed_row, make_pool, run_task
-from simasgd.sweep.plan import REAL_BACKENDS, Plan, Task
+from simasgd.sweep.plan import Plan, Task, measures_host
 from simasgd.sweep.store import SweepStore
 
 
@@ -50,7 +50,7 @@ def run(plan: Plan, out: str | Path, *, jobs: int | None = None, dask: str | Non
     report = SweepReport(store.root, len(tasks), len(tasks) - len(todo), 0, 0, 0.0)
     fn: Callable[[Task], Outcome] = partial(run_task, body=body) if body is not None else run_task
     if todo:
-        pool = make_pool(jobs, dask, real=plan.backend in REAL_BACKENDS)
+        pool = make_pool(jobs, dask, real=measures_host(plan.backend))
         cancel = True
         try:
             with _bar(f"sweep {plan.base.name} on {plan.backend}", len(todo), show_progress) as tick:

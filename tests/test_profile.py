@@ -1,0 +1,224 @@
+"""The machine profile's format (simasgd/profile.py), backend traits, and what results record about the host."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from typer.testing import CliRunner
+
+from simasgd import backends, loader, machine, profile
+from simasgd.cli import app
+from simasgd.machine import MachineError
+from simasgd.results import RunResult
+from simasgd.scenario import WorkloadConfig
+
+REPO = Path(__file__).resolve().parents[1]
+MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
+           "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,
+           "gflops_per_core": 1.0, "quantum_s": 0.004, "context_switch_s": 2e-6}
+KEY = "mlp-64-32-10-digits-b16-float64"
+
+
+def _doc() -> dict[str, Any]:
+    return {
+        "machine": dict(MACHINE),
+        "calibration": {"created": "2026-01-02T03:04:05Z", "quick": True, "loadavg": [0.5, 0.25, 0.125],
+                        "remote_latency": "= local (one NUMA node)"},
+        "gradient": {KEY: {"samples_s": [1e-3, 2e-3], "batch_size": 16, "dtype": "float64", "mean_s": 1.5e-3,
+                           "concurrent": {"k2": [3e-3, 4e-3], "k2_n": 2, "cycle_k2": [5e-3]}}},
+        "noise": {"min_gap_s": 2e-6, "k1": {"threads": 1, "rate_per_s": 10.0, "pauses_s": [1e-5, 2e-5]},
+                  "k2": {"threads": 2, "rate_per_s": 12.5, "pauses_s": []}},
+        "cache": {"levels": [1, 2], "sizes_bytes": [32768, 1048576], "source": "sysfs"},
+        "scheduler": {"quantum_s": float("inf"), "kernel": "eevdf", "missing": None},
+    }
+
+
+def test_round_trip_keeps_every_table(tmp_path: Path) -> None:
+    doc = _doc()
+    path = profile.write(doc, tmp_path / "p" / "this.toml")
+    back = profile.read(path)
+    assert back.pop("profile") == {"format": profile.FORMAT, "format_version": profile.FORMAT_VERSION}
+    doc["scheduler"].pop("missing")  # None: left out (TOML has no null)
+    assert back == doc
+    assert back["gradient"][KEY]["concurrent"]["k2"] == [3e-3, 4e-3]
+    assert back["noise"]["k1"]["pauses_s"] == [1e-5, 2e-5]
+    assert not list(path.parent.glob(".*.tmp")), "the atomic write leaves no temporary file"
+
+
+def test_calibrate_write_profile_is_profile_write(tmp_path: Path) -> None:
+    from executors import calibrate
+
+    a = calibrate.write_profile(_doc(), tmp_path / "a.toml")
+    b = profile.write(_doc(), tmp_path / "b.toml")
+    assert a.read_bytes() == b.read_bytes()
+    assert calibrate.workload_key is profile.workload_key
+
+
+def test_old_profile_without_profile_table_loads(tmp_path: Path) -> None:
+    text = profile.to_toml(_doc())
+    old = re.sub(r"\[profile\]\n[^\[]*", "", text)
+    assert "[profile]" not in old and "format_version" not in old
+    path = tmp_path / "old.toml"
+    path.write_text(old)
+    assert profile.read(path)["machine"] == MACHINE
+    m = machine.load_profile(path)
+    assert m.name == "this" and m.cores_per_socket == 2
+
+
+def test_newer_format_version_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = profile.write(_doc(), tmp_path / "new.toml")
+    path.write_text(path.read_text().replace(f"format_version = {profile.FORMAT_VERSION}", "format_version = 99"))
+    assert tomllib.loads(path.read_text())["profile"]["format_version"] == 99
+    with pytest.raises(profile.ProfileError, match=re.escape(str(path)) + r".*version 99"):
+        profile.read(path)
+    with pytest.raises(MachineError, match=re.escape(str(path))):
+        machine.load_profile(path)
+
+
+@pytest.mark.parametrize("text", ["[machine\nsockets = 1", 'format = "x"\n[profile]\nformat = "other"'])
+def test_junk_is_an_error_naming_the_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "junk.toml"
+    path.write_text(text)
+    with pytest.raises(profile.ProfileError, match=re.escape(str(path))):
+        profile.read(path)
+
+
+def test_digest_changes_with_the_file(tmp_path: Path) -> None:
+    path = profile.write(_doc(), tmp_path / "p.toml")
+    d1 = profile.digest(path)
+    assert d1 == profile.digest(path) and len(d1) == 64
+    doc = _doc()
+    doc["machine"]["quantum_s"] = 0.003
+    profile.write(doc, path)
+    assert profile.digest(path) != d1
+
+
+def test_workload_key() -> None:
+    wl = WorkloadConfig(model="mlp", layers=[64, 32, 10], dataset="digits", batch_size=16)
+    assert profile.workload_key(wl) == KEY
+    assert profile.workload_key(WorkloadConfig(model="logreg", dataset="mnist:/x", batch_size=8)) \
+        == "logreg-mnist-b8-float64"
+
+
+def test_simasgd_imports_nothing_from_executors_outside_commands() -> None:
+    pattern = re.compile(r"^\s*(from\s+executors[\s.]|import\s+executors\b)", re.MULTILINE)
+    root = REPO / "simasgd"
+    offenders = [str(p.relative_to(REPO)) for p in sorted(root.rglob("*.py"))
+                 if root / "commands" not in p.parents and pattern.search(p.read_text())]
+    assert offenders == []
+    # the scan itself finds such an import
+    assert pattern.search("def f():\n    from executors.calibrate import workload_key\n")
+
+
+# --- backend traits -------------------------------------------------------------------------------
+
+def test_backend_traits() -> None:
+    sim_this = loader.from_dict({"machine": {"preset": "this"}})
+    sim_preset = loader.from_dict({})
+    assert backends.measures_host("cpu") is True
+    assert backends.measures_host("sim") is False
+    assert backends.measures_host("serial") is False
+    for sc in (sim_this, sim_preset):
+        assert backends.needs_profile("cpu", sc) is False
+        assert backends.needs_profile("serial", sc) is False
+    assert backends.needs_profile("sim", sim_this) is True
+    assert backends.needs_profile("sim", sim_preset) is False
+    for name, present in backends.available().items():
+        if present:
+            impl = backends.load(name)
+            assert isinstance(impl.MEASURES_HOST, bool), name
+            assert callable(getattr(impl, "needs_profile", None)) or isinstance(impl.NEEDS_PROFILE, bool), name
+    with pytest.raises(backends.BackendError):
+        backends.measures_host("nope")
+
+
+def test_sweep_tasks_take_real_from_the_trait() -> None:
+    from simasgd.sweep import plan
+
+    assert plan.measures_host("cpu") and not plan.measures_host("sim") and not plan.measures_host("serial")
+
+
+# --- results metadata -----------------------------------------------------------------------------
+
+def test_sim_result_records_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _doc()
+    path = profile.write({"machine": doc["machine"], "calibration": doc["calibration"]}, tmp_path / "this.toml")
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    data = {"workers": {"count": 2}, "algorithm": {"name": "hogwild"},
+            "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-3},
+                       "read": {"dist": "deterministic", "mean_s": 1e-5},
+                       "update": {"dist": "deterministic", "mean_s": 1e-5}},
+            "sim": {"numerics": False}, "stop": {"max_updates": 50}}
+    sc = loader.from_dict({**data, "machine": {"preset": "this"}})
+    result = backends.run(sc, "sim", repeats=1, out=tmp_path / "out")
+    rec = RunResult.load(tmp_path / "out").metadata["profile"]
+    assert rec == result.metadata["profile"]
+    assert rec == {"path": str(path.resolve()), "sha256": profile.digest(path), "created": "2026-01-02T03:04:05Z"}
+    plain = backends.run(loader.from_dict(data), "sim", repeats=1)
+    assert "profile" not in plain.metadata
+
+
+def test_cpu_result_records_host_load_and_affinity(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from simasgd.workloads.constant import ConstWorkload
+
+    wl = ConstWorkload(dim=8)
+    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    sc = loader.from_dict({"workers": {"count": 1, "placement": "os"}, "algorithm": {"name": "sequential"},
+                           "workload": {"model": "least_squares", "batch_size": 1},
+                           "stop": {"max_updates": 20, "max_time_s": 30.0},
+                           "cpu": {"pin": False, "join_timeout_s": 10.0}})
+    result = backends.run(sc, "cpu", repeats=2)
+    cpus = sorted(os.sched_getaffinity(0))
+    runs = result.metadata["host_runs"]
+    assert [h["run"] for h in runs] == [0, 1]
+    for h in runs:
+        assert set(h) == {"run", "loadavg_start", "loadavg_end", "affinity_start", "affinity_end"}
+        assert len(h["loadavg_start"]) == 3 and len(h["loadavg_end"]) == 3
+        assert all(x >= 0 for x in h["loadavg_start"] + h["loadavg_end"])
+        assert h["affinity_start"] == cpus and h["affinity_end"] == cpus
+    assert result.metadata["host"] == runs[0]
+
+
+@pytest.fixture
+def busy_folder(tmp_path: Path, as_result: Callable[..., RunResult],
+                cycles: Callable[..., Any]) -> Callable[[float], Path]:
+    def make(load: float) -> Path:
+        r = as_result(cycles(n=20, workers=2, runs=1), "cpu", workers=2)
+        r.metadata["host"] = {"run": 0, "loadavg_start": [load, 1.0, 1.0], "loadavg_end": [0.1, 0.1, 0.1],
+                              "affinity_start": [0, 1], "affinity_end": [0, 1]}
+        out = tmp_path / f"load-{load}"
+        r.save(out)
+        return out
+
+    return make
+
+
+def test_show_warns_when_the_host_was_busy(busy_folder: Callable[[float], Path]) -> None:
+    busy = CliRunner().invoke(app, ["show", str(busy_folder(9.0))])
+    assert busy.exit_code == 0, busy.output
+    line = next(l for l in busy.output.splitlines() if "busy" in l)
+    assert "warning" in line and "run 0" in line and "9.00" in line
+    # 2 CPUs - 2 workers + 0.5 = 0.5: a load of 0.4 is the run itself
+    quiet = CliRunner().invoke(app, ["show", str(busy_folder(0.4))])
+    assert quiet.exit_code == 0 and "busy" not in quiet.output
+
+
+def test_compare_warns_when_the_reference_ran_on_a_busy_host(tmp_path: Path, as_result: Callable[..., RunResult],
+                                                              cycles: Callable[..., Any]) -> None:
+    as_result(cycles(), "sim").save(tmp_path / "sim")
+    cpu = as_result(cycles(), "cpu")
+    cpu.metadata["host_runs"] = [
+        {"run": 0, "loadavg_start": [0.1] * 3, "loadavg_end": [0.2] * 3, "affinity_start": [0, 1], "affinity_end": [0, 1]},
+        {"run": 1, "loadavg_start": [0.1] * 3, "loadavg_end": [9.0] * 3, "affinity_start": [0, 1], "affinity_end": [0, 1]}]
+    cpu.save(tmp_path / "cpu")
+    res = CliRunner().invoke(app, ["compare", "--results", str(tmp_path / "sim"), str(tmp_path / "cpu"),
+                                   "--out", str(tmp_path / "cmp")])
+    assert res.exit_code == 0, res.output
+    busy = [l for l in res.output.splitlines() if "busy" in l]
+    assert len(busy) == 1 and "(cpu)" in busy[0] and "run 1" in busy[0] and "at its end" in busy[0]
