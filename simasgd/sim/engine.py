@@ -111,6 +111,17 @@ class SimRun:
         """The gradient is done; the update side starts."""
         self.marks[w][2] = self.env.now
 
+    def compute(self, w: int) -> Generator[simpy.Event, object, None]:
+        """A worker's gradient on the copy it just read: the phase marks around it, the numerics at
+        that copy (numerics mode), and the gradient's time on the worker's CPU. Every worker that
+        copies its model before computing shares this step (HOGWILD!'s torn read has its own)."""
+        self.computing(w)
+        if self.model is not None:
+            self.model.snapshot(w)
+            self.model.gradient(w)
+        yield self.platform.gradient(w)
+        self.computed(w)
+
     def backoff(self, w: int) -> Backoff:
         cfg = self.sc.algorithm.param("backoff") if "backoff" in _params(self.sc) else None
         return Backoff(cfg, seeds.rng(self.sc.seed, self.run, seeds.Role.SCHEDULE, w))

@@ -69,12 +69,7 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
         run.begin(w)
         yield p.read(w)  # copy the latest published vector
         t_read, rv = env.now, cell.value
-        run.computing(w)
-        if model is not None:
-            model.snapshot(w)
-            model.gradient(w)
-        yield p.gradient(w)
-        run.computed(w)
+        yield from run.compute(w)
         failures = 0
         while True:
             expected = cell.value  # load the pointer, build θ_latest − η·g in a fresh vector

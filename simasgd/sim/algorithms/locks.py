@@ -47,12 +47,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         else:
             yield p.read(w)
         t_read, rv = env.now, run.version
-        run.computing(w)
-        if model is not None:
-            model.snapshot(w)
-            model.gradient(w)
-        yield p.gradient(w)
-        run.computed(w)
+        yield from run.compute(w)
         t0 = env.now
         if spins or not write_free():
             req = yield from acquire(env, write_req, write_free, backoff, block, handoff, spin)

@@ -63,12 +63,7 @@ def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator) 
         run.begin(w)
         yield p.read(w)
         t_read, rv = env.now, run.version
-        run.computing(w)
-        if model is not None:
-            model.snapshot(w)
-            model.gradient(w)
-        yield p.gradient(w)
-        run.computed(w)
+        yield from run.compute(w)
         yield p.atomic_adds(w)  # d atomic adds: g ← g − g_old + g_new
         yield from atomic(env, acc.line, latency)
         if run.stopped:

@@ -54,23 +54,20 @@ def apply_round(run: SimRun, batch: list[tuple[int, int, float, float]]) -> None
         run.rec.add(w, v, rv, t_read, run.env.now)
 
 
-def _read(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, tuple[int, float]]:
+def _read_and_compute(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, tuple[int, float]]:
+    """Copy the model, compute the gradient on it; (read version, read time)."""
     run.begin(w)
     yield run.platform.read(w)
-    run.computing(w)
-    if run.model is not None:
-        run.model.snapshot(w)
-        run.model.gradient(w)
-    return run.version, env.now
+    read = run.version, env.now
+    yield from run.compute(w)
+    return read
 
 
 def sync_worker(env: simpy.Environment, w: int, run: SimRun, barrier: Barrier, rnd: Round) -> Proc:
     p = run.platform
     yield from run.start(w)
     while True:
-        rv, t_read = yield from _read(env, w, run)
-        yield p.gradient(w)
-        run.computed(w)
+        rv, t_read = yield from _read_and_compute(env, w, run)
         rnd.arrived.append((w, rv, t_read, env.now))
         done = rnd.done
         p.block(w)
@@ -133,9 +130,7 @@ def k_async_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: i
     backoff = run.backoff(w)
     yield from run.start(w)
     while True:
-        rv, t_read = yield from _read(env, w, run)
-        yield p.gradient(w)
-        run.computed(w)
+        rv, t_read = yield from _read_and_compute(env, w, run)
         rnd.arrived.append((w, rv, t_read, env.now))
         done = rnd.done
         if len(rnd.arrived) < k:
