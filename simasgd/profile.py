@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from simasgd import versioning
 from simasgd.atomicio import atomic_write_text
 
 FORMAT = "simasgd-profile"
@@ -59,12 +60,8 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
     fmt = head.get("format", FORMAT)
     if fmt != FORMAT:
         raise ProfileError(f"{path}: [profile] format = {fmt!r}; expected {FORMAT!r}")
-    version = head.get("format_version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ProfileError(f"{path}: [profile] format_version = {version!r}; expected an integer >= 1")
-    if version > FORMAT_VERSION:
-        raise ProfileError(f"{path}: profile format version {version} is newer than this simasgd reads "
-                           f"({FORMAT_VERSION}); upgrade simasgd or recalibrate (`simasgd calibrate --out {path}`)")
+    versioning.check(path, head.get("format_version", 1), FORMAT_VERSION, "profile", ProfileError,
+                     f"upgrade simasgd or recalibrate (`simasgd calibrate --out {path}`)")
     return doc
 
 

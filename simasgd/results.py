@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simasgd import versioning
 from simasgd.atomicio import atomic_write, atomic_write_text
 from simasgd.metadata import host_records
 
@@ -141,12 +142,7 @@ def read_versioned_json(path: str | os.PathLike[str], fmt: str, version: int, ki
     if not isinstance(doc, dict) or doc.get("format") != fmt:
         got = doc.get("format") if isinstance(doc, dict) else None
         raise error(f"{path}: not a simasgd {kind} file (format = {got!r})")
-    v = doc.get("format_version")
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise error(f"{path}: unknown {kind} format version {v!r}")
-    if v > version:
-        raise error(f"{path}: {kind} format version {v} is newer than this simasgd reads ({version}); "
-                    f"upgrade simasgd to load it")
+    versioning.check(path, doc.get("format_version"), version, kind, error)
     return doc
 
 
