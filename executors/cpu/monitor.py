@@ -137,14 +137,12 @@ class Watcher(threading.Thread):
         self.reason = ""
         self.idle = False
         self.error: BaseException | None = None
-        self.lock = threading.Lock()  # the main thread drains the ring only after this thread is done
 
     def run(self) -> None:
         self.idle = idle_priority()
         buf = np.empty(self.ring.data.shape[1], dtype=self.ring.data.dtype)
         try:
-            with self.lock:
-                self._watch(buf)
+            self._watch(buf)
         except BaseException as e:  # noqa: BLE001 - reported by the runner, which stops the workers
             self.error = e
             self.reason = "monitor error"
