@@ -29,8 +29,8 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PROBES, C_STALE_AWARE, C_WORKERS, F_LR,
-                                  F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
+                                  C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
                                   STOPPED_WAITING, apply_update, barrier, lock_acquire, lock_release, out_of_budget,
                                   read_acquire, read_release, record, sample_batch, seq_update, snapshot_due,
                                   straggle, take_snapshot, wait_go, write_acquire, write_release)
@@ -109,6 +109,23 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
 hogwild_step = _make_hogwild_step()
 
 
+@njit(nogil=True, cache=True)
+def lock_in(ctrl, cfg_i, cfg_f, rw, reader):  # noqa: ANN001
+    """Take the run's lock (the reader or writer side of a reader/writer lock): ns waited, -1 if stopped."""
+    if not rw:
+        return lock_acquire(ctrl, cfg_i, cfg_f, S_LOCK * LINE)
+    return read_acquire(ctrl, cfg_i, cfg_f) if reader else write_acquire(ctrl, cfg_i, cfg_f)
+
+@njit(nogil=True, cache=True)
+def lock_out(ctrl, rw, reader):  # noqa: ANN001
+    if not rw:
+        lock_release(ctrl, S_LOCK * LINE)
+    elif reader:
+        read_release(ctrl)
+    else:
+        write_release(ctrl)
+
+
 def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
     """The loops, in a closure over :data:`CODE_VERSION` (see :mod:`executors.kernel`)."""
 
@@ -136,82 +153,45 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         return OK
 
     @njit(nogil=True, cache=True)
-    def run_mutex(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                  ring, meta):
-        """Lock-based AsyncSGD (Ek 2021, Alg. 2): lock to copy θ, compute, lock to update."""
+    def run_locked(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
+                   ring, meta):
+        """Lock-based AsyncSGD (Ek 2021, Alg. 2): lock to copy θ, compute, lock to update.
+
+        ``mutex``: one lock for both. ``rwlock`` (``cfg_i[C_RWLOCK]``): readers copy θ together under
+        the shared side, a writer updates alone under the exclusive side."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
         local, g = np.empty_like(theta), np.empty_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-        lock = S_LOCK * LINE
+        rw = cfg_i[C_RWLOCK] != 0
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
             t_s = A.now_ns()
-            wait = lock_acquire(ctrl, cfg_i, cfg_f, lock)
+            wait = lock_in(ctrl, cfg_i, cfg_f, rw, True)
             if wait < 0:
                 return STOPPED_WAITING
             local[:] = theta
             rv = A.load(ctrl, S_VERSION * LINE)
-            lock_release(ctrl, lock)
+            lock_out(ctrl, rw, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(local, X, y, idx, g, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()
-            wait2 = lock_acquire(ctrl, cfg_i, cfg_f, lock)
+            wait2 = lock_in(ctrl, cfg_i, cfg_f, rw, False)
             if wait2 < 0:
                 return STOPPED_WAITING
             cur = A.load(ctrl, S_VERSION * LINE)
             if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
-                lock_release(ctrl, lock)
+                lock_out(ctrl, rw, False)
                 break
             apply_update(theta, vel, g, cfg_i, cfg_f, cur - rv)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
-            lock_release(ctrl, lock)
-            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, wait + wait2):
-                return BUFFER_FULL
-        return OK
-
-    @njit(nogil=True, cache=True)
-    def run_rwlock(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                   ring, meta):
-        """Lock-based AsyncSGD with a reader/writer lock: readers copy θ together, writers update alone."""
-        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
-            return OK
-        np.random.seed(seed)
-        local, g = np.empty_like(theta), np.empty_like(theta)
-        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-        if not wait_go(ctrl):
-            return STOPPED_WAITING
-        while not out_of_budget(ctrl, cfg_i):
-            t_s = A.now_ns()
-            wait = read_acquire(ctrl, cfg_i, cfg_f)
-            if wait < 0:
-                return STOPPED_WAITING
-            local[:] = theta
-            rv = A.load(ctrl, S_VERSION * LINE)
-            read_release(ctrl)
-            t_r = A.now_ns()
-            sample_batch(idx, cfg_i[C_NROWS])
-            loss_and_grad(local, X, y, idx, g, shape)
-            straggle(slowdown, t_r)
-            t_ge = A.now_ns()
-            wait2 = write_acquire(ctrl, cfg_i, cfg_f)
-            if wait2 < 0:
-                return STOPPED_WAITING
-            cur = A.load(ctrl, S_VERSION * LINE)
-            if cur >= cfg_i[C_MAXU]:
-                write_release(ctrl)
-                break
-            apply_update(theta, vel, g, cfg_i, cfg_f, cur - rv)
-            v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
-            if snapshot_due(cfg_i, ctrl, v):
-                take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
-            write_release(ctrl)
+            lock_out(ctrl, rw, False)
             if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, wait + wait2):
                 return BUFFER_FULL
         return OK
@@ -296,7 +276,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
                 return OK if room else BUFFER_FULL
         return OK
 
-    return run_sequential, run_mutex, run_rwlock, run_hogwild, run_sync
+    return run_sequential, run_locked, run_hogwild, run_sync
 
 
-run_sequential, run_mutex, run_rwlock, run_hogwild, run_sync = _make()
+run_sequential, run_locked, run_hogwild, run_sync = _make()

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from executors.cpu import leashed, loops, lopez
-from executors.cpu.shared import C_PERSIST, C_PRIO, C_PROBES, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu.shared import C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
 from executors.kernel import with_kernel
 
 
@@ -147,6 +147,7 @@ def _leashed_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
 
 
 def _rwlock_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
+    cfg_i[C_RWLOCK] = 1  # run_locked takes the reader side to copy, the writer side to update
     cfg_i[C_PRIO] = 1 if a.param("priority") == "writer" else 0
 
 
@@ -154,8 +155,8 @@ def _rwlock_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
 TABLE: dict[str, Entry] = {
     "sequential": Entry(loops.run_sequential),
     "sync": Entry(loops.run_sync, _sync),
-    "mutex": Entry(loops.run_mutex),
-    "rwlock": Entry(loops.run_rwlock, configure=_rwlock_config),
+    "mutex": Entry(loops.run_locked),
+    "rwlock": Entry(loops.run_locked, configure=_rwlock_config),
     "hogwild": Entry(loops.run_hogwild, _hogwild),
     "leashed": Entry(leashed.run_leashed, _leashed, _leashed_config),
     "lopez": Entry(lopez.run_lopez, _lopez),

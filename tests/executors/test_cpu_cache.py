@@ -89,5 +89,5 @@ def test_production_loops_are_cached_and_custom_kernels_get_the_same_code() -> N
         assert custom is not loop and custom.py_func.__code__ is loop.py_func.__code__, name
         assert custom.py_func.__globals__["loss_and_grad"] is const_grad, name
         assert wiring.loop_for(name, const_grad) is custom, name  # built once per kernel
-    assert {loops.run_mutex, leashed.run_leashed, lopez.run_lopez} <= set(wiring.LOOPS.values())
+    assert {loops.run_locked, leashed.run_leashed, lopez.run_lopez} <= set(wiring.LOOPS.values())
     assert ConstWorkload().kernel is const_grad
