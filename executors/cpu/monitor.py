@@ -130,10 +130,12 @@ class Watcher(threading.Thread):
     """The live monitor thread: evaluates the ring until ε, a crash, or the workers stop."""
 
     def __init__(self, ring: Ring, ctrl: np.ndarray, loss: Callable[[np.ndarray], float], mon: Monitor,
-                 alive: Callable[[], bool], advance: Advance | None, live: bool = True):
+                 alive: Callable[[], bool], advance: Advance | None, live: bool = True,
+                 threads: list[threading.Thread] | None = None):
         super().__init__(name="simasgd-monitor", daemon=True)
         self.ring, self.ctrl, self.loss, self.mon, self.alive, self.advance = ring, ctrl, loss, mon, alive, advance
         self.live = live
+        self.threads = threads or []  # the workers: a monitor that is not live just waits for them
         self.reason = ""
         self.idle = False
         self.error: BaseException | None = None
@@ -148,6 +150,9 @@ class Watcher(threading.Thread):
             self.reason = "monitor error"
 
     def _watch(self, buf: np.ndarray) -> None:
+        if not self.live and self.threads:
+            self._sleep_through()
+            return
         last = 0
         while True:
             v = evaluate(self.ring, self.ctrl, self.loss, self.mon, buf) if self.live else None
@@ -160,7 +165,7 @@ class Watcher(threading.Thread):
                     # gradient) is named by the runner's join timeout, so the monitor stops here
                     self.reason = "budget"
                     return
-                time.sleep(POLL_S if self.live else 20 * POLL_S)
+                time.sleep(POLL_S)
                 continue
             if self.advance is not None:
                 self.advance(v - last)
@@ -170,6 +175,16 @@ class Watcher(threading.Thread):
                 if self.ctrl[slot(S_STOP)] == RUN:
                     self.ctrl[slot(S_STOP)] = STOP
                 return
+
+
+    def _sleep_through(self) -> None:
+        """Not live: block on the workers until they stop or the deadline passes, with no periodic
+        wake-up (a polling monitor woke 50 times a second on CPUs the workers were using)."""
+        for t in self.threads:
+            left = (int(self.ctrl[slot(S_DEADLINE)]) - A.clock_ns()) * 1e-9
+            t.join(max(0.0, left) + 0.05)
+        # hung past the deadline: the runner's join timeout names the thread
+        self.reason = "budget" if any(t.is_alive() for t in self.threads) else "workers finished"
 
 
 def drain(ring: Ring, ctrl: np.ndarray, loss: Callable[[np.ndarray], float], mon: Monitor) -> None:

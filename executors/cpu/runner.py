@@ -230,7 +230,8 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
         busy = len(set(cpus)) if None not in cpus else workers  # CPUs the workers keep busy
         watcher = monitor.Watcher(s.ring, s.ctrl, wl.eval_loss, mon,
                                   lambda: not ws.errors and any(t.is_alive() for t in ws.threads), advance,
-                                  live=sc.cpu.monitor == "auto" and busy < len(os.sched_getaffinity(0)))
+                                  live=sc.cpu.monitor == "auto" and busy < len(os.sched_getaffinity(0)),
+                                  threads=ws.threads)
         t0 = atomics.clock_ns()
         s.ctrl[slot(shared.S_T0)] = t0
         s.ctrl[slot(shared.S_DEADLINE)] = t0 + int(sc.stop.max_time_s * 1e9)
