@@ -79,39 +79,37 @@ class Cores:
             return req
         pending: simpy.Event | None = req
         while pending is None or not pending.triggered:
-            if th.req is None:  # spinning takes a CPU
-                cpu = th.pool.request()
-                yield cpu
-                th.req, th.left = cpu, self.quantum
-                if self.switch > 0:
-                    yield self.env.timeout(self.switch)
+            if th.req is None:  # spinning takes a CPU; back on one, it asks for the lock again
+                yield from take_cpu(self.env, self, th)
                 if pending is None:
                     pending = request()
                 continue
-            if pending is None:
-                pending = request()
-            if not pending.triggered and self._holder_waiting(th.pool):
-                self._step_aside(th, pending)  # sched_yield: the holder runs, this one queues again
-                pending = None
+            if self._holder_waiting(th.pool):  # sched_yield: the holder runs, this one queues again
+                pending.cancel()
+                th.pool.release(th.req)
+                th.req, pending = None, None
                 continue
             t0 = self.env.now
             yield self.env.any_of([pending, self.env.timeout(max(th.left, 0.0)), self.holder_out])
             th.left -= self.env.now - t0
-            if not pending.triggered and th.left <= 1e-15:
-                if th.pool.queue:  # preempted while spinning: withdraw, to the back of the run queue
-                    self._step_aside(th, pending)
-                    pending = None
-                else:
-                    th.left = self.quantum
+            if not pending.triggered and th.left <= 1e-15 and self.quantum_over(th):
+                pending.cancel()  # preempted while spinning: withdrawn, to the back of the run queue
+                pending = None
         return pending
 
     def _holder_waiting(self, pool: simpy.Resource) -> bool:
         return any(t.holds and t.req is None and t.pool is pool for t in self.threads)
 
-    def _step_aside(self, th: Thread, pending: simpy.Event) -> None:
-        pending.cancel()
+    def quantum_over(self, th: Thread) -> bool:
+        """``th`` spent its quantum: preempted (True; to the back of the run queue) when someone
+        waits for a CPU of its pool, else it keeps the CPU with a fresh quantum."""
+        if not th.pool.queue:
+            th.left = self.quantum
+            return False
         th.pool.release(th.req)
         th.req = None
+        self._preempted(th)
+        return True
 
     def hold(self, w: int, held: bool) -> None:
         """Thread ``w`` took (True) or released (False) a lock."""
@@ -130,6 +128,21 @@ class Cores:
             th.req = None
 
 
+def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
+    """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
+    req = th.pool.request()
+    try:
+        yield req
+    except simpy.Interrupt:  # cancelled while queued (k-sync)
+        req.cancel()
+        if req.triggered:
+            th.pool.release(req)
+        raise
+    th.req, th.left = req, cores.quantum
+    if cores.switch > 0:
+        yield env.timeout(cores.switch)
+
+
 def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
               then: Callable[[], simpy.Event] | None) -> Generator[simpy.Event, object, None]:
     """Run ``seconds`` of work on an oversubscribed pool, quantum by quantum."""
@@ -137,17 +150,7 @@ def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
     try:
         while True:
             if th.req is None:
-                req = th.pool.request()
-                try:
-                    yield req
-                except simpy.Interrupt:
-                    req.cancel()
-                    if req.triggered:
-                        th.pool.release(req)
-                    raise
-                th.req, th.left = req, cores.quantum
-                if cores.switch > 0:
-                    yield env.timeout(cores.switch)
+                yield from take_cpu(env, cores, th)
             if left <= 0:
                 break
             run = left if left < th.left else th.left
@@ -155,12 +158,7 @@ def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
             left -= run
             th.left -= run
             if th.left <= 1e-15:
-                if th.pool.queue:  # preempted: to the back of the run queue
-                    th.pool.release(th.req)
-                    th.req = None
-                    cores._preempted(th)
-                else:
-                    th.left = cores.quantum
+                cores.quantum_over(th)
         if then is not None:
             yield then()  # a memory transfer: the thread stalls on its CPU
     except simpy.Interrupt:
