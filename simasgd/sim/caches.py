@@ -104,10 +104,6 @@ class CacheModel:
             return 3 * model_bytes / self._rate(self.shared_update_gbs, model_bytes, self.shared_sizes)
         return 3 * model_bytes / self._rate(self.update_gbs, model_bytes)
 
-    def copy_cap_bytes_s(self, model_bytes: float) -> float:
-        """What one core streams at this buffer size: the cap of a DRAM transfer's share."""
-        return self._rate(self.copy_gbs, model_bytes)
-
     def in_cache(self, model_bytes: float, workers: int) -> bool:
         """The shared model and one private model-sized buffer per worker fit the last-level cache."""
         return model_bytes * (1 + workers) <= self.llc_bytes

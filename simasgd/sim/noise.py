@@ -51,12 +51,6 @@ class HostNoise:
         # pauses_s is an even subsample of every recorded pause: the long share of the rate is theirs
         return cls(rate * len(long) / len(pauses), long)
 
-    @property
-    def busy_fraction_lost(self) -> float:
-        """Expected share of a thread's time the pauses take (rate × mean length / (1 + that))."""
-        x = self.rate_per_s * float(self.pauses_s.mean())
-        return x / (1 + x)
-
     def add(self, rng: np.random.Generator, busy_s: np.ndarray) -> np.ndarray:
         """``busy_s`` with the pauses that fall into each interval added."""
         counts = rng.poisson(self.rate_per_s * np.asarray(busy_s, dtype=float))
