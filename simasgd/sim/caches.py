@@ -23,7 +23,7 @@ buffers do not split one bandwidth: the step is a fixed time on the worker's
 CPU. Only when the run's footprint — the shared model plus one private
 model-sized buffer per worker — exceeds the last-level cache (its capacity
 divided among the threads using it) do transfers go to DRAM, where
-:mod:`memory` shares the socket's bandwidth (at most ``gbs(S)`` each).
+:mod:`memory` shares the socket's bandwidth (each at most what one core streams, the `[copy]` rate).
 ``[sim] cache_model = false`` switches this off (the older single-bandwidth
 model); the theory scenarios give ``[timing]`` and never reach it.
 
