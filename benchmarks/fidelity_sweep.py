@@ -26,7 +26,7 @@ from simasgd.plots import fmt_value, verdict_mark
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS: list[tuple[str, dict[str, Any]]] = [
-    ("mutex", {}), ("rwlock", {}), ("hogwild", {}),
+    ("mutex", {}), ("rwlock", {"priority": "writer"}), ("hogwild", {}),
     ("leashed", {"persistence": 0}), ("leashed", {"persistence": 1}), ("leashed", {"persistence": "inf"}),
     ("lopez", {}),
 ]

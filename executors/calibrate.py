@@ -206,6 +206,9 @@ def _stats(samples_s: np.ndarray, keep: int) -> dict[str, Any]:
 # --- measurements -----------------------------------------------------------------------------------
 
 def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
+    if cfg.model == "torch":  # the user's module: timed from Python, concurrently in processes (executors/torchmp)
+        from executors.torchmp.calibrate import gradient_times as torch_gradient_times
+        return torch_gradient_times(cfg, seed, base_dir, seconds)
     from executors.cpu.runner import single_threaded_blas
     from simasgd.workloads import build_workload
 

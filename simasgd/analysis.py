@@ -146,6 +146,8 @@ def run_table(result: RunResult) -> pd.DataFrame:
             "mean_lock_wait_s": float(g["lock_wait_s"].mean()) if len(g) else math.nan,
             "mean_retries": float(retries.mean()) if len(retries) else math.nan,
             "dropped_fraction": float(1 - len(ok) / len(g)) if len(g) else math.nan,
+            # test accuracy at the run's last evaluation (convergence.accuracy_of); NaN where not measured
+            "final_accuracy": float(r.extra.get("final_accuracy", math.nan)),
         })
     return pd.DataFrame(rows)
 
@@ -187,7 +189,8 @@ def efficiency(result: RunResult, level: float = 0.95) -> pd.DataFrame:
     t = run_table(result)
     rows = []
     for col in ("updates_per_s", "mean_staleness", "p50_staleness", "p90_staleness", "p99_staleness",
-                "updates_to_eps", "time_to_eps", "mean_lock_wait_s", "mean_retries", "dropped_fraction"):
+                "updates_to_eps", "time_to_eps", "mean_lock_wait_s", "mean_retries", "dropped_fraction",
+                "final_accuracy"):
         m, lo, hi = mean_ci(t[col].tolist(), level)
         rows.append({"metric": col, "mean": m, "ci_low": lo, "ci_high": hi,
                      "runs": int(t[col].notna().sum())})

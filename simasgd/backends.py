@@ -29,6 +29,7 @@ BACKENDS: dict[str, str] = {
     "serial": "simasgd.serial",
     "sim": "simasgd.sim.backend",
     "cpu": "executors.cpu.backend",
+    "torch": "executors.torchmp.backend",  # one process per worker (torch.multiprocessing); needs simasgd[torch]
     "cuda": "executors.cuda.backend",
 }
 DEFAULT = "sim"

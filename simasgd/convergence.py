@@ -6,12 +6,18 @@ monitor keeps the curve, notices ε, crashes (NaN/inf or a loss beyond
 "reached ε" means the same thing on every backend. ``stop.epsilon = 0`` (the
 default) sets no ε target: the run goes to its budget, is never "reached",
 and is not counted ``diverged``.
+
+Where a paper reports accuracy (Lopez et al. 2020: accuracy against time), a
+backend also hands :meth:`Monitor.observe` the parameters it measured the loss
+at, and the monitor records the test accuracy there (:func:`accuracy_of`, the
+curve's ``accuracy`` column; the last one is the summary's ``final_accuracy``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -30,6 +36,8 @@ class Monitor:
     updates_to_eps: int | None = None
     time_to_eps: float | None = None
     crashed: bool = False
+    accuracy_of: Callable[[np.ndarray], float] | None = None  # θ -> test accuracy (None: not measured)
+    accuracy: list[float] = field(default_factory=list)
 
     @property
     def initial_loss(self) -> float:
@@ -47,11 +55,14 @@ class Monitor:
     def done(self) -> bool:
         return self.reached or self.crashed
 
-    def observe(self, t: float, updates: int, loss: float) -> bool:
-        """Record one evaluation; True when the run should stop (ε reached or crashed)."""
+    def observe(self, t: float, updates: int, loss: float, theta: np.ndarray | None = None) -> bool:
+        """Record one evaluation (and the test accuracy at ``theta``, when this monitor measures it);
+        True when the run should stop (ε reached or crashed)."""
         self.t.append(float(t))
         self.updates.append(int(updates))
         self.loss.append(float(loss))
+        measured = self.accuracy_of is not None and theta is not None and math.isfinite(loss)
+        self.accuracy.append(self.accuracy_of(theta) if measured else math.nan)  # type: ignore[misc]
         if not math.isfinite(loss) or (len(self.loss) > 1 and loss > self.stop.explode_factor * self.initial_loss):
             self.crashed = True
         elif self.stop.has_target and self.updates_to_eps is None and len(self.loss) > 1 and loss <= self.target:
@@ -62,7 +73,7 @@ class Monitor:
         return updates >= self.stop.max_updates or t >= self.stop.max_time_s
 
     def curve(self) -> pd.DataFrame:
-        return curve_frame(self.run, self.t, self.updates, self.loss)
+        return curve_frame(self.run, self.t, self.updates, self.loss, accuracy=self.accuracy)
 
     def summary(self, updates: int, time_s: float, staleness: np.ndarray, attempts: int | None = None,
                 **extra: object) -> RunSummary:
@@ -74,4 +85,15 @@ class Monitor:
             initial_loss=self.initial_loss, final_loss=self.loss[-1] if self.loss else math.nan,
             mean_staleness=float(np.mean(staleness)) if len(staleness) else 0.0,
             attempts=int(updates if attempts is None else attempts),
-            updates_per_s=updates / time_s if time_s > 0 else 0.0, extra=dict(extra))
+            updates_per_s=updates / time_s if time_s > 0 else 0.0,
+            extra=dict(extra) | ({"final_accuracy": self.accuracy[-1]}
+                                 if self.accuracy and math.isfinite(self.accuracy[-1]) else {}))
+
+
+def accuracy_of(wl: Any) -> Callable[[np.ndarray], float] | None:
+    """The test accuracy of workload ``wl`` as a function of θ: the fraction of its held-out rows
+    (``workload.test_fraction``, or the dataset's test files) classified right. None where there is
+    nothing to measure: a regression workload, no test rows, or a workload without ``accuracy``."""
+    if not getattr(wl, "classification", False) or getattr(wl, "n_test", 0) <= 0 or not hasattr(wl, "accuracy"):
+        return None
+    return lambda theta: float(wl.accuracy(np.ascontiguousarray(theta), test=True))

@@ -294,6 +294,9 @@ def sim_scenario(scenario: "Scenario", backends: list[str], quick_calibration: b
     """The scenario the simulator runs: against a backend that measures this host, the calibrated preset ``this``."""
     if not any(_measures_host(b) for b in backends):
         return scenario
+    from simasgd.machine import is_gpu
+    if is_gpu(scenario.machine):  # a GPU scenario (cuda): the calibrated GPU, `simasgd calibrate --gpu`
+        return scenario.model_copy(update={"machine": scenario.machine.model_copy(update={"preset": "this-gpu"})})
     ensure_profile(scenario, quick=quick_calibration, calibrate=calibrate)
     return scenario.model_copy(update={"machine": scenario.machine.model_copy(update={"preset": "this"})})
 
@@ -310,6 +313,8 @@ def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False,
 
     path = machine.profile_path()
     if path.exists():
+        if scenario is not None and scenario.workload.model == "torch":
+            _add_torch_gradients(path, scenario, quick)
         return path
     try:
         cal = profile.calibrator()
@@ -327,6 +332,21 @@ def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False,
     doc = measure(workloads, quick=quick, seed=scenario.seed if scenario else 0,
                   base_dir=scenario.base_dir if scenario else None)
     return profile.write(doc, path)
+
+
+def _add_torch_gradients(path: Path, scenario: "Scenario", quick: bool) -> None:
+    """A profile without the user's torch module: measure its gradient times and add them. Timed from
+    Python in worker processes, they are far from what the profile's FLOP rate would derive."""
+    from simasgd import profile
+
+    doc = profile.read(path)
+    key = profile.workload_key(scenario.workload)
+    measure = getattr(profile.calibrator(), "gradient_times", None)
+    if key in (doc.get("gradient") or {}) or measure is None:
+        return
+    doc.setdefault("gradient", {})[key] = measure(scenario.workload, scenario.seed, scenario.base_dir,
+                                                  0.4 if quick else 4.0)
+    profile.write(doc, path)
 
 
 def run_and_compare(scenario: "Scenario", backends: list[str], out: str | Path, *, repeats: int | None = None,

@@ -31,6 +31,13 @@ class Machine:
     context_switch_s: float
     profile: dict[str, Any] | None = None  # calibrated measurements ("this"), read by the simulator
     core_bandwidth_gbs: float = 10.0  # what one core can stream (copy loops), whatever the socket offers
+    # The socket's clock and last-level cache (simasgd/sim/sockets.py); 0 / () = unknown, not modelled.
+    base_ghz: float = 0.0             # the clock gflops_per_core is quoted at
+    turbo_ghz: tuple[float, ...] = ()  # the clock with k busy cores on the socket, k = 1, 2, ...
+    llc_mb: float = 0.0               # last-level cache per socket (MiB)
+    l2_kb: float = 0.0                # a core's L2 (KiB): the GEMM packs its blocks to fit it
+    llc_gbs: float = 0.0              # what one core copies to/from that cache (read + written bytes)
+    llc_replacement: str = "random"   # "random" | "lru": the hit ratio of a footprint over capacity
 
     @property
     def cores(self) -> int:
@@ -46,10 +53,39 @@ class Machine:
 
 
 PRESETS: dict[str, Machine] = {m.name: m for m in (
-    # The machine of the Ek 2021 study: 2 × Xeon E5-2687W v2 (8 cores, 2-way SMT, 3.4 GHz).
+    # The machine of the Ek 2021 study (thesis §4.1): 2 × Intel Xeon E5-2687W v2, from its public
+    # specifications (Intel ARK) — 8 cores / 16 threads a socket, 3.4 GHz base, 4.0 GHz max turbo,
+    # 25 MB L3 a socket, 256 KB L2 a core, 4 channels of DDR3-1866 (59.7 GB/s peak a socket), two QPI links at
+    # 8 GT/s (16 GB/s each way each, 32 GB/s between the sockets). Derived, with the reason:
+    # turbo bins 6/6/5/4/3/3/2/2 (the E5-2600 v2 specification update's table for this SKU, as
+    # recalled: not verifiable offline); 44 GB/s sustained a socket (STREAM reaches ~75% of
+    # DDR3 peak on Ivy Bridge-EP); 20 GFLOP/s a core at base clock (74% of the 8 double-precision
+    # flops/cycle AVX peak, Eigen's GEMM at the MLP's shapes — an estimate); one core streams
+    # ~10 GB/s from DRAM (10 line-fill buffers over ~90 ns) and ~54 GB/s from L3 (16 B/cycle at
+    # 3.4 GHz, half the 32 B/cycle ring port: an estimate). Latencies 90/150 ns: typical Intel MLC
+    # figures for 2-socket Ivy Bridge-EP. The replacement policy of its L3 is adaptive and
+    # undocumented; "lru" (a cliff once the socket's footprint overflows it) is what the thesis'
+    # own Table 4.3 shows: 8 threads on one socket converge slower than 4 on it for every
+    # algorithm, and 4 + 4 over two sockets faster — scenarios/ek2021/README.md gives both policies.
     Machine("xeon-e5-2687w-v2", 2, 8, 2, local_latency_ns=90, remote_latency_ns=150,
-            mem_bandwidth_gbs=40, link_bandwidth_gbs=16, gflops_per_core=20,
-            quantum_s=4e-3, context_switch_s=3e-6),
+            mem_bandwidth_gbs=44, link_bandwidth_gbs=32, gflops_per_core=20,
+            quantum_s=4e-3, context_switch_s=3e-6, core_bandwidth_gbs=10.0,
+            base_ghz=3.4, turbo_ghz=(4.0, 4.0, 3.9, 3.8, 3.7, 3.7, 3.6, 3.6),
+            llc_mb=25.0, l2_kb=256, llc_gbs=54.4, llc_replacement="lru"),
+    # The CPU of the Lopez et al. 2020 study (§IV: an NVIDIA DGX-1, "2 × 20 cores Intel Xeon CPU E5-2698
+    # v4 clocked at 2.2 GHz"), from Intel ARK's public specifications: 20 cores / 40 threads a socket,
+    # 2.2 GHz base, 3.6 GHz max turbo, 50 MB L3 a socket, 256 KB L2 a core, 4 channels of DDR4-2400
+    # (76.8 GB/s peak a socket), two QPI links at 9.6 GT/s (19.2 GB/s each way each: 38.4 between the
+    # sockets). Derived, with the reason: 62 GB/s sustained a socket (STREAM reaches ~80% of DDR4 peak
+    # on Broadwell-EP); 26 GFLOP/s a core (74% of the 16 double-precision flops/cycle AVX2-FMA peak at
+    # base clock, the same ratio as the Ek preset: an estimate); ~10 GB/s streamed by one core from DRAM
+    # (10 line-fill buffers over ~90 ns) and ~35 GB/s from L3 (16 B/cycle at 2.2 GHz: an estimate);
+    # latencies 90/140 ns, typical Intel MLC figures for 2-socket Broadwell-EP. The turbo bins with k
+    # busy cores are not public for this SKU beyond the 3.6 GHz maximum: not modelled (turbo_ghz = ()).
+    Machine("xeon-e5-2698-v4", 2, 20, 2, local_latency_ns=90, remote_latency_ns=140,
+            mem_bandwidth_gbs=62, link_bandwidth_gbs=38.4, gflops_per_core=26,
+            quantum_s=4e-3, context_switch_s=3e-6, core_bandwidth_gbs=10.0,
+            base_ghz=2.2, llc_mb=50.0, l2_kb=256, llc_gbs=35.2),
     Machine("laptop-2core", 1, 2, 1, local_latency_ns=80, remote_latency_ns=80,
             mem_bandwidth_gbs=20, link_bandwidth_gbs=20, gflops_per_core=15,
             quantum_s=4e-3, context_switch_s=3e-6),
@@ -92,11 +128,23 @@ def resolve(cfg: MachineConfig) -> Machine:
         base = load_profile()
     elif name in PRESETS:
         base = PRESETS[name]
+    elif is_gpu(cfg):
+        raise MachineError(f"machine.preset = \"{name}\" is a GPU (machine kind \"gpu\", simasgd/sim/gpu.py): "
+                           f"the sim backend models it; CPU presets: {', '.join([*PRESETS, 'this'])}")
     else:
-        raise MachineError(f"machine.preset = \"{name}\": unknown preset; allowed: {', '.join([*PRESETS, 'this'])}")
+        from simasgd.sim import gpu
+        raise MachineError(f"machine.preset = \"{name}\": unknown preset; allowed: "
+                           f"{', '.join([*PRESETS, 'this', *gpu.names()])}")
     given = {f.name: getattr(cfg, f.name) for f in fields(Machine)
              if hasattr(cfg, f.name) and f.name != "name" and getattr(cfg, f.name) is not None}
     return replace(base, **given) if given else base
+
+
+def is_gpu(cfg: MachineConfig) -> bool:
+    """The machine kind: a GPU preset (``v100``, ``h100``, ``this-gpu``: simasgd/sim/gpu.py) or a CPU machine."""
+    from simasgd.sim import gpu
+
+    return cfg.preset in gpu.names()
 
 
 def place(machine: Machine, workers: int, placement: str | Sequence[int]) -> list[int | None]:

@@ -122,6 +122,30 @@ def loss_curves(results: Mapping[str, RunResult]) -> "Figure":
     return fig
 
 
+def has_accuracy(results: Mapping[str, RunResult]) -> bool:
+    """Some curve measured the test accuracy (a classification workload with held-out rows)."""
+    return any("accuracy" in r.curve.columns and r.curve["accuracy"].notna().any() for r in results.values())
+
+
+def accuracy_curves(results: Mapping[str, RunResult]) -> "Figure":
+    """Test accuracy against time and against updates (Lopez et al. 2020, figs. 1–2, plot accuracy
+    against training time)."""
+    plt, sns = _libs()
+    df = pd.concat([r.curve.assign(label=label) for label, r in results.items()], ignore_index=True)
+    df = df[np.isfinite(df["accuracy"])]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, x, xlabel in ((axes[0], "t", TIME_LABEL), (axes[1], "updates", "applied updates")):
+        sns.lineplot(df[np.isfinite(df[x])], x=x, y="accuracy", hue="label", units="run", estimator=None,
+                     lw=1.2, alpha=0.8, ax=ax, legend=ax is axes[0])
+        ax.set(xlabel=xlabel, ylabel="test accuracy", ylim=(0, 1))
+    axes[0].set_title("accuracy vs time")
+    axes[1].set_title("accuracy vs updates")
+    if axes[0].get_legend() is not None:
+        _legend_title(axes[0], "result (one line per run)")
+    fig.tight_layout()
+    return fig
+
+
 def time_to_eps_boxes(results: Mapping[str, RunResult]) -> "Figure":
     """Time to ε per result, one point per run that reached it; crashed/diverged counted above."""
     plt, sns = _libs()
@@ -261,6 +285,8 @@ def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = F
                         out / "staleness_per_worker", svg)
     if any(len(r.curve) for r in results.values()):
         written += save(loss_curves(results), out / "loss", svg)
+    if has_accuracy(results):
+        written += save(accuracy_curves(results), out / "accuracy", svg)
     written += save(time_to_eps_boxes(results), out / "time_to_eps", svg)
     if all(phases.has_phases(r) for r in results.values()):
         written += save(phase_distributions(results), out / "phases", svg)
@@ -373,6 +399,8 @@ def write_report(folder: str | Path, fid: Any, results: Mapping[str, RunResult],
         written += save(staleness_by_worker(results), figs / "staleness_per_worker", svg)
     if any(len(r.curve) for r in results.values()):
         written += save(loss_curves(results), figs / "loss", svg)
+    if has_accuracy(results):
+        written += save(accuracy_curves(results), figs / "accuracy", svg)
     written += save(time_to_eps_boxes(results), figs / "time_to_eps", svg)
     if getattr(fid, "phases", None) is not None and fid.phases.available:
         written += save(phase_distributions(results, fid.phases.warmup), figs / "phases", svg)

@@ -40,10 +40,14 @@ class WorkloadLike(Protocol):
 
 
 def workload_key(cfg: WorkloadLike) -> str:
-    """``mlp-<layers joined by ->-<dataset>-b<batch>-<dtype>``, other models ``<model>-<dataset>-b<batch>-<dtype>``."""
+    """``mlp-<layers joined by ->-<dataset>-b<batch>-<dtype>``, other models ``<model>-<dataset>-b<batch>-<dtype>``;
+    ``torch-<module>-<data factory or dataset>-b<batch>-<dtype>`` for the user's own module."""
     layers = "-".join(str(x) for x in (cfg.layers or [])) or cfg.model
     name = cfg.model if cfg.model != "mlp" else f"mlp-{layers}"
-    return f"{name}-{cfg.dataset.split(':')[0]}-b{cfg.batch_size}-{cfg.dtype}"
+    source = cfg.dataset.split(':')[0]
+    if cfg.model == "torch":  # the module and its data factory name the workload (simasgd/workloads/torch_model.py)
+        name, source = f"torch-{getattr(cfg, 'module', '')}", getattr(cfg, "data", None) or source
+    return f"{name}-{source}-b{cfg.batch_size}-{cfg.dtype}"
 
 
 def read(path: str | os.PathLike[str]) -> dict[str, Any]:

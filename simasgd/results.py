@@ -35,10 +35,22 @@ UPDATE_COLUMNS: dict[str, str] = {
     # read ends and the gradient starts at t_grad_start, the gradient ends at t_grad_end; the update
     # side (its lock wait, CAS retries or barrier included) ends at t_write. simasgd.phases reads them.
     "t_start": "float64", "t_grad_start": "float64", "t_grad_end": "float64",
+    # Elastic algorithms (easgd, eawild): ‖x_j − x̃‖ between the worker's state and the centre it read, at
+    # the exchange the row records (before the elastic move); NaN for every other algorithm. A
+    # decentralised algorithm may record its node's distance to the state it merges (keuper).
+    "distance": "float64",
 }
 # Columns added after format version 1 files were written: a file without them loads with NaN.
-OPTIONAL_UPDATE_COLUMNS = ("t_start", "t_grad_start", "t_grad_end")
-CURVE_COLUMNS: dict[str, str] = {"run": "int32", "t": "float64", "updates": "int64", "loss": "float64"}
+OPTIONAL_UPDATE_COLUMNS = ("t_start", "t_grad_start", "t_grad_end", "distance")
+# spread: at each curve point, sqrt(mean over workers of their latest row's distance²) among the rows
+# applied so far (spread_curve): how far the workers are from the centre (or the nodes from each other)
+# over time; NaN where no row has a distance. Added after format version 1: old files load with NaN.
+# accuracy: the fraction of the workload's held-out (test) rows the model classifies right at that point
+# (convergence.accuracy_of); NaN for regression workloads, without test rows, or where a backend does
+# not evaluate it. Added after format version 1: old files load with NaN.
+CURVE_COLUMNS: dict[str, str] = {"run": "int32", "t": "float64", "updates": "int64", "loss": "float64",
+                                 "spread": "float64", "accuracy": "float64"}
+OPTIONAL_CURVE_COLUMNS = ("spread", "accuracy")
 
 
 class ResultsError(ValueError):
@@ -86,6 +98,17 @@ class RunResult:
     curve: pd.DataFrame
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Tables built before the optional columns existed (imports, older code) get them here, once;
+        # the curve's spread follows from the rows' distances (spread_curve), on every backend alike.
+        for c in OPTIONAL_UPDATE_COLUMNS:
+            if c not in self.updates.columns:
+                self.updates = self.updates.assign(**{c: math.nan})
+        if "accuracy" not in self.curve.columns:
+            self.curve = self.curve.assign(accuracy=math.nan)
+        if "spread" not in self.curve.columns or self.curve["spread"].isna().all():
+            self.curve = self.curve.assign(spread=spread_curve(self.updates, self.curve))
+
     @property
     def scenario_hash(self) -> str:
         return str(self.metadata.get("scenario_hash", ""))
@@ -121,6 +144,9 @@ class RunResult:
             if c not in updates.columns:
                 updates[c] = math.nan
         curve = pd.read_parquet(src / "curve.parquet")
+        for c in OPTIONAL_CURVE_COLUMNS:
+            if c not in curve.columns:
+                curve[c] = math.nan
         rows = doc.get("rows", {})
         if rows.get("updates") != len(updates) or rows.get("curve") != len(curve):
             raise ResultsError(f"{src}: tables do not match summary.json (a run was interrupted mid-write?)")
@@ -171,7 +197,7 @@ def merge(results: list[RunResult]) -> RunResult:
 
 def updates_frame(run: int, worker: Any, version: Any, read_version: Any, t_read: Any, t_write: Any,
                   lock_wait_s: Any = 0.0, retries: Any = 0, applied: Any = True, t_start: Any = math.nan,
-                  t_grad_start: Any = math.nan, t_grad_end: Any = math.nan) -> pd.DataFrame:
+                  t_grad_start: Any = math.nan, t_grad_end: Any = math.nan, distance: Any = math.nan) -> pd.DataFrame:
     """The updates table from per-attempt arrays; staleness is derived here, once, for all backends."""
     version = np.asarray(version, dtype=np.int64)
     n = len(version)
@@ -183,6 +209,7 @@ def updates_frame(run: int, worker: Any, version: Any, read_version: Any, t_read
         "lock_wait_s": np.broadcast_to(lock_wait_s, n), "retries": np.broadcast_to(retries, n),
         "applied": np.broadcast_to(applied, n), "t_start": np.broadcast_to(t_start, n),
         "t_grad_start": np.broadcast_to(t_grad_start, n), "t_grad_end": np.broadcast_to(t_grad_end, n),
+        "distance": np.broadcast_to(distance, n),
     }
     return _typed(pd.DataFrame(cols), UPDATE_COLUMNS)
 
@@ -191,10 +218,40 @@ def empty_updates() -> pd.DataFrame:
     return _typed(pd.DataFrame({c: [] for c in UPDATE_COLUMNS}), UPDATE_COLUMNS)
 
 
-def curve_frame(run: int, t: Any, updates: Any, loss: Any) -> pd.DataFrame:
+def curve_frame(run: int, t: Any, updates: Any, loss: Any, spread: Any = math.nan,
+                accuracy: Any = math.nan) -> pd.DataFrame:
     t = np.asarray(t, dtype=np.float64)
-    return _typed(pd.DataFrame({"run": np.full(len(t), run), "t": t, "updates": updates, "loss": loss}),
-                  CURVE_COLUMNS)
+    return _typed(pd.DataFrame({"run": np.full(len(t), run), "t": t, "updates": updates, "loss": loss,
+                                "spread": np.broadcast_to(spread, len(t)),
+                                "accuracy": np.broadcast_to(accuracy, len(t))}), CURVE_COLUMNS)
+
+
+def spread_curve(updates: pd.DataFrame, curve: pd.DataFrame) -> np.ndarray:
+    """The curve's ``spread`` from the rows' ``distance`` (CURVE_COLUMNS): at each point (run, updates = u),
+    sqrt(mean over workers of d_w²), d_w the distance of worker w's applied row with the largest
+    version ≤ u; NaN before any such row, and wherever no row has a distance."""
+    out = np.full(len(curve), np.nan)
+    if "distance" not in updates.columns or not len(curve):
+        return out
+    rows = updates[updates["applied"] & updates["distance"].notna()] if len(updates) else updates
+    if not len(rows):
+        return out
+    for run, points in curve.groupby("run").groups.items():
+        mine = rows[rows["run"] == run].sort_values("version", kind="stable")
+        if not len(mine):
+            continue
+        u = curve.loc[points, "updates"].to_numpy()
+        total, count = np.zeros(len(u)), np.zeros(len(u))
+        for _w, r in mine.groupby("worker"):
+            v, d = r["version"].to_numpy(), r["distance"].to_numpy()
+            i = np.searchsorted(v, u, side="right") - 1  # the latest row at or before each point
+            have = i >= 0
+            total[have] += d[i[have]] ** 2
+            count[have] += 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[np.asarray([curve.index.get_loc(p) for p in points])] = np.where(count > 0, np.sqrt(total / count),
+                                                                                  np.nan)
+    return out
 
 
 def _typed(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:

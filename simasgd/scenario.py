@@ -67,6 +67,13 @@ class MachineConfig(Section):
     gflops_per_core: PosFloat | None = None
     quantum_s: PosFloat | None = None
     context_switch_s: NonNegFloat | None = None
+    core_bandwidth_gbs: PosFloat | None = None
+    base_ghz: PosFloat | None = None
+    turbo_ghz: tuple[PosFloat, ...] | None = None
+    llc_mb: NonNegFloat | None = None
+    l2_kb: NonNegFloat | None = None
+    llc_gbs: NonNegFloat | None = None
+    llc_replacement: Literal["random", "lru"] | None = None
 
 
 class StragglerConfig(Section):
@@ -89,7 +96,7 @@ class WorkersConfig(Section):
 
 
 class WorkloadConfig(Section):
-    model: Literal["mlp", "logreg", "least_squares", "cnn"] = "mlp"
+    model: Literal["mlp", "logreg", "least_squares", "cnn", "torch"] = "mlp"
     layers: list[PosInt] | None = None
     dataset: str = "digits"
     batch_size: PosInt = 64
@@ -101,13 +108,27 @@ class WorkloadConfig(Section):
     samples: Annotated[int, Field(ge=4)] = 10000
     test_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.2
     eval_rows: PosInt = 10000
+    # model = "torch" (simasgd/workloads/torch_model.py): "package.module:factory" returning an nn.Module,
+    # optionally a data factory (else `dataset`), and the loss: "cross_entropy" | "mse" | "package.module:fn".
+    module: str | None = None
+    data: str | None = None
+    loss: str | None = None
+
+    @field_validator("module", "data")
+    @classmethod
+    def _dotted(cls, v: str | None) -> str | None:
+        if v is not None and (v.count(":") != 1 or not all(v.split(":"))):
+            raise ValueError(f"{v!r}: give \"package.module:function\" (an importable module and a name in it)")
+        return v
 
     @field_validator("dataset")
     @classmethod
     def _dataset(cls, v: str) -> str:
-        if v in ("digits", "synthetic") or (v.startswith("mnist:") and len(v) > 6):
+        if v in ("digits", "synthetic") or (v.startswith("mnist:") and len(v) > 6) or \
+                (v.startswith("cifar10:") and len(v) > 8):
             return v
-        raise ValueError("must be 'digits', 'synthetic' or 'mnist:PATH' (a folder of IDX files)")
+        raise ValueError("must be 'digits', 'synthetic', 'mnist:PATH' (a folder of IDX files) or "
+                         "'cifar10:PATH' (a folder of CIFAR-10 binary batches)")
 
     @model_validator(mode="after")
     def _model_keys(self) -> "WorkloadConfig":
@@ -115,6 +136,13 @@ class WorkloadConfig(Section):
             raise ValueError("layers needs at least [inputs, outputs]")
         if self.sparse and self.model not in ("logreg", "least_squares"):
             raise ValueError(f"sparse = true is for logreg and least_squares, not {self.model}")
+        torch_keys = sorted(k for k in ("module", "data", "loss") if getattr(self, k) is not None)
+        if self.model == "torch" and self.module is None:
+            raise ValueError("model = 'torch' needs `module = \"package.module:factory\"` (returning a torch.nn.Module)")
+        if self.model != "torch" and torch_keys:
+            raise ValueError(f"{', '.join(torch_keys)}: only for model = 'torch', not {self.model!r}")
+        if self.data is not None and "dataset" in self.model_fields_set:
+            raise ValueError("give `data` (a factory) or `dataset` (built in), not both")
         return self
 
 
@@ -128,6 +156,11 @@ class BackoffConfig(Section):
     kind: Literal["none", "linear", "exponential", "random"] = "none"
     initial_s: NonNegFloat = 1e-6
     max_s: NonNegFloat = 1e-4
+    # "random" (Ek 2021 §2.2.3, the default): linear and exponential start from a random delay, drawn
+    # uniformly in (0, initial_s], and grow from it; "random" backoff draws each delay uniformly in
+    # (0, max_s], per thread. "initial": every wait starts at initial_s; "random" draws uniformly in the
+    # exponential window (randomised exponential backoff).
+    start: Literal["random", "initial"] = "random"
 
 
 class AlgorithmConfig(Section):
@@ -141,10 +174,13 @@ class AlgorithmConfig(Section):
     alpha: Annotated[float, Field(gt=0, le=1)] | None = None
     tau: PosInt | None = None
     shards: PosInt | None = None
-    fetch_every: PosInt | None = None
-    push_every: PosInt | None = None
+    onebit: bool | None = None
+    group_size: PosInt | None = None
     exchange_every: PosInt | None = None
-    parzen_window: PosFloat | None = None
+    partition: bool | None = None
+    subtract: Literal[algorithms.LOPEZ_SUBTRACT] | None = None  # type: ignore[valid-type]  # lopez
+    model_read: Literal[algorithms.LOPEZ_READ] | None = None  # type: ignore[valid-type]  # lopez
+    local_copy: bool | None = None  # hogwild
 
     @field_validator("name")
     @classmethod
@@ -246,6 +282,9 @@ class SimConfig(Section):
     # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
     # (profile [coherence], simasgd/sim/caches.py); false = the private-buffer rates.
     coherence: bool = True
+    # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
+    # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
+    socket_model: bool = True
 
 
 class CpuConfig(Section):
@@ -259,6 +298,34 @@ class CpuConfig(Section):
     # HOGWILD! lost-update probes (an estimate of the updates θ lost): off by default, because the
     # shared probe lines phase-lock concurrent writers (executors/cpu/loops.py, hogwild_step).
     hogwild_probes: bool = False
+
+
+class NetworkConfig(Section):
+    """``[network]``: the interconnect of the distributed algorithms (``simasgd/sim/network.py``).
+
+    ``preset``: "none" (shared memory, no message timed) or a named network; any key given overrides
+    the preset's value. Gb/s are line rates (bits), latency is one-way."""
+
+    preset: str = "none"
+    bandwidth_gbps: PosFloat | None = None         # each worker's NIC
+    latency_us: NonNegFloat | None = None          # one-way, per message
+    server_bandwidth_gbps: PosFloat | None = None  # the server's NIC (default: bandwidth_gbps)
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        from simasgd.sim.network import PRESETS
+
+        if v not in PRESETS:
+            raise ValueError(f"unknown network preset {v!r}; allowed: {', '.join(PRESETS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> "NetworkConfig":
+        if self.preset == "none" and self.bandwidth_gbps is None and (
+                self.latency_us is not None or self.server_bandwidth_gbps is not None):
+            raise ValueError("preset = \"none\" is shared memory: give bandwidth_gbps (or a preset) for a network")
+        return self
 
 
 class SweepConfig(Section):
@@ -295,6 +362,7 @@ class Scenario(Section):
     stop: StopConfig = StopConfig()
     sim: SimConfig = SimConfig()
     cpu: CpuConfig = CpuConfig()
+    network: NetworkConfig | None = None  # optional: left out = shared memory (and the scenario's hash unchanged)
     sweep: SweepConfig = SweepConfig()
     # Where the file was; relative paths (empirical samples, mnist:) resolve against it.
     base_dir: str | None = Field(default=None, exclude=True)

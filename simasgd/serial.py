@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from simasgd import algorithms, seeds, update_rule
-from simasgd.convergence import Monitor
+from simasgd.convergence import Monitor, accuracy_of
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
@@ -39,8 +39,8 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     grad = np.zeros_like(theta)
     velocity = np.zeros_like(theta)
     update_rule.step(theta, velocity, grad, opt.lr, opt.momentum, 0, opt.staleness_aware)  # compile; g = 0: a no-op
-    monitor = Monitor(stop, run)
-    monitor.observe(0.0, 0, wl.eval_loss(theta))
+    monitor = Monitor(stop, run, accuracy_of=accuracy_of(wl))
+    monitor.observe(0.0, 0, wl.eval_loss(theta), theta)
     every = stop.eval_updates()
     t_read = np.empty(stop.max_updates)
     t_write = np.empty(stop.max_updates)
@@ -55,11 +55,11 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
         t_write[u] = elapsed
         u += 1
         if u % every == 0 or u == stop.max_updates:
-            monitor.observe(elapsed, u, wl.eval_loss(theta))
+            monitor.observe(elapsed, u, wl.eval_loss(theta), theta)
             if advance is not None:
                 advance(every)
     if monitor.updates[-1] != u:
-        monitor.observe(elapsed, u, wl.eval_loss(theta))
+        monitor.observe(elapsed, u, wl.eval_loss(theta), theta)
     versions = np.arange(1, u + 1)
     updates = updates_frame(run, 0, versions, versions - 1, t_read[:u], t_write[:u])
     note = (f"serial runs sequential SGD: algorithm {scenario.algorithm.name!r} and "

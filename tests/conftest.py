@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
+# The cuda backend's tests (tests/cuda, and its pairs in tests/conformance) run under numba's CUDA
+# simulator: set before numba is first imported (numba reads it then), unless SIMASGD_TEST_GPU=1 asks
+# for the real GPU. Only numba.cuda reads it; the CPU kernels are unaffected.
+if os.environ.get("SIMASGD_TEST_GPU", "0") in ("", "0"):
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 from typing import Any, Callable, Union
 
 import numpy as np

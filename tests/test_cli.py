@@ -68,6 +68,20 @@ def test_list_names_every_algorithm() -> None:
     assert res.exit_code == 0 and all(n in res.output for n in names())
 
 
+def test_list_shows_each_algorithm_with_the_backends_that_implement_it() -> None:
+    from simasgd import algorithms, backends
+
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "400"})
+    rows = {cells[0]: cells[-1] for line in res.output.splitlines()
+            if line.startswith("│") and (cells := [c.strip() for c in line.strip("│").split("│")])[0]}
+    for name in ("ssp", "backup", "keuper", "simuparallel", "mutex"):
+        want = {b for b, ok in backends.available().items() if ok and b != "serial"
+                and name in backends.load(b).ALGORITHMS}
+        assert set(rows[name].split(", ")) == want, (name, rows[name])
+        assert {"sim", "cpu"} <= want
+    assert set(rows) >= set(algorithms.names())
+
+
 def test_cli_starts_without_heavy_imports() -> None:
     code = ("import sys; import simasgd.cli; "
             "print(sorted(m for m in ('numba', 'simpy', 'seaborn', 'torch', 'dask', 'pandas') if m in sys.modules))")

@@ -102,3 +102,31 @@ def test_sim_vs_measured_notebook(kernel_env, tmp_path):
     assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "cpu"
     assert "ks" in outputs_text(nb) and (tmp_path / "r" / "report.md").exists()
     assert machine.load_profile(profile).name == "this"
+
+
+@pytest.mark.slow
+@pytest.mark.hardware
+def test_your_model_notebook(kernel_env, tmp_path):
+    assert backends.available()["sim"] and backends.available()["torch"], \
+        "notebook 05 needs the sim and torch backends; at least one is missing"
+    profile = tmp_path / "this.toml"  # its own profile, never the checkout's
+    nb = execute("05_your_model.ipynb", {
+        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "WORKERS": 2, "MAX_UPDATES": 150, "REPEATS": 1,
+        "QUICK_CALIBRATION": True, "PROFILE": str(profile)})
+    fid = json.loads((tmp_path / "r" / "fidelity.json").read_text())
+    assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "torch"
+    assert "torch-torch_example.models:make" in profile.read_text()  # the model's own gradient times
+    assert "mean_staleness_rel_err" in outputs_text(nb) and images(nb) >= 2
+
+
+@pytest.mark.slow
+def test_sync_vs_async_notebook(kernel_env):
+    assert backends.available()["sim"], "the sim backend is missing: notebook 04 cannot run"
+    nb = execute("04_sync_vs_async.ipynb", {"ROOT": str(ROOT), "RATIOS": [0.3, 100], "REPEATS": 1,
+                                            "YOUR_RATIO": 50.0})
+    text = outputs_text(nb)
+    winners = json.loads(text.split("WINNERS ", 1)[1].split("\n", 1)[0].replace("'", '"'))
+    # What the notebook teaches: communication-bound favours a synchronous round, compute-bound async.
+    assert winners["0.3"] in ("sync", "backup") and winners["100"] == "mutex", winners
+    assert "your ratio 50 (nearest simulated 100): mutex" in text
+    assert images(nb) >= 1

@@ -18,8 +18,9 @@ __all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "ExecutorErro
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
-    from simasgd.workloads import build_workload
+    from simasgd.workloads import build_workload, check_backend
 
+    check_backend(scenario.workload, NAME)  # model = "torch": its Python kernels cannot run in nopython loops
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
     start = metadata.host_state()  # around the run, not in the worker loops: other load skews the timings
     result = run_workload(scenario, run, wl, advance)

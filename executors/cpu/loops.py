@@ -29,20 +29,32 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
                                   C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
                                   STOPPED_WAITING, apply_update, barrier, lock_acquire, lock_release, out_of_budget,
                                   read_acquire, read_release, record, sample_batch, seq_update, snapshot_due,
                                   straggle, take_snapshot, wait_go, write_acquire, write_release)
-from simasgd import update_rule
+from simasgd import compression, update_rule
+from simasgd.compression import quantize
 from simasgd.update_rule import divisor, heavy_ball_range, plain_range
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 # The loops' numba cache key: the kernels' source and the update rule's (a cached caller is not
 # recompiled when a callee's file changes; closure values are part of the key).
-CODE_VERSION = SOURCE_HASH + update_rule.SOURCE_HASH
+CODE_VERSION = SOURCE_HASH + update_rule.SOURCE_HASH + compression.SOURCE_HASH  # sync's 1-bit quantiser too
 
 HOGWILD_CHUNK = 8     # elements between compiler barriers: one cache line of float64, the unit races happen in
+
+
+@njit(nogil=True, cache=True)
+def torn_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst ← src one cache line at a time while others write src: each element is read whole
+    (an aligned 8-byte load), the copy as a whole may mix versions (HOGWILD!'s component-wise read)."""
+    d = src.shape[0]
+    for lo in range(0, d, HOGWILD_CHUNK):
+        hi = min(lo + HOGWILD_CHUNK, d)
+        dst[lo:hi] = src[lo:hi]
+        A.compiler_barrier()
 
 
 def n_probes(dim: int) -> int:
@@ -199,11 +211,14 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
     @njit(nogil=True, cache=True)
     def run_hogwild(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
                     ring, meta, canary):
-        """HOGWILD!: gradient on the live shared θ, element-wise writes with no synchronisation."""
+        """HOGWILD!: element-wise writes with no synchronisation; the gradient at a local copy of θ
+        taken element by element while others write (Ek 2021 §3.1, ``local_copy``) or at the live θ."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
         g = np.empty_like(theta)
+        local = cfg_i[C_LOCAL_COPY] != 0
+        own = np.empty_like(theta) if local else theta[:0]
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         probes = cfg_i[C_PROBES] != 0
         aware = cfg_i[C_STALE_AWARE] != 0
@@ -213,7 +228,13 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             t_s = A.now_ns()
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
-            loss_and_grad(theta, X, y, idx, g, shape)
+            if local:
+                torn_copy(own, theta)
+                t_r = A.now_ns()
+                loss_and_grad(own, X, y, idx, g, shape)
+            else:
+                t_r = t_s
+                loss_and_grad(theta, X, y, idx, g, shape)
             straggle(slowdown, t_s)
             t_ge = A.now_ns()
             cur = A.load(ctrl, S_VERSION * LINE)
@@ -221,13 +242,13 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads
-            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, 0):
+            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, 0):
                 return BUFFER_FULL
         return OK
 
     @njit(nogil=True, cache=True)
     def run_sync(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                 ring, meta, grads):
+                 ring, meta, grads, resid):
         """Synchronous SGD: all compute on the same θ, a barrier, worker 0 applies the mean, a barrier.
 
         One update per round and one row per gradient (the row contract of ``sync``): after the
@@ -235,7 +256,9 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         version of the round's update, its own cycle's times, its wait at the first barrier.
         Whether to go on is decided once per round by worker 0, so every worker leaves at the
         same barrier; every worker records one row a round, so the buffers (one size for all)
-        fill together and worker 0 stops the round that fills them."""
+        fill together and worker 0 stops the round that fills them. ``onebit`` (``resid`` has a row per
+        worker): each worker replaces its gradient by Q(g + e) before the barrier, keeping e
+        (:func:`simasgd.compression.quantize`)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
@@ -253,6 +276,8 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             loss_and_grad(theta, X, y, idx, mine, shape)
             straggle(slowdown, t_s)
             t_ge = A.now_ns()
+            if resid.shape[1] > 0:
+                quantize(mine, resid[w], mine)
             sense = barrier(ctrl, n, sense)
             if sense < 0:
                 return STOPPED_WAITING

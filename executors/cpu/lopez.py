@@ -1,21 +1,25 @@
-"""Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020).
+"""Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020, §III-B, Alg. 2/3).
 
-Workers keep the sum ``acc`` of every worker's latest gradient: each new
-gradient is added and the worker's previous one subtracted, element by
-element with atomic float adds. Worker 0 is the master: it steps
-θ -= lr · acc / (workers − 1) whenever a new gradient has arrived; each master
-step is one applied update (one version). Workers 1.. compute gradients, so
-the algorithm needs ``workers.count >= 2``.
+The definition is ``simasgd.algorithms`` ``lopez``; this is its mechanics on OS threads.
 
-Staleness of a gradient (DESIGN.md): versions between the read of θ it was
-computed on and the first master step that includes it, i.e. the step after
-the version current when its addition finished. So a row's ``version`` is
-that step, and versions repeat across rows (several gradients per step).
-(Off by one when the master was mid-step and had already read ``acc``.)
-Contributions that landed after the master's last step are in no version:
-once the master has stopped, each worker turns those rows into dropped
-attempts (:func:`drop_unincluded`). The simulator counts updates and
-staleness the same way: simasgd/sim/MODEL.md, "Lopez: update and staleness".
+- **Master** (worker 0, Alg. 2), one step = one version, never waiting for gradients: it announces
+  step s = version + 1 (``lctl[ANNOUNCED]``, a seq_cst store, so it precedes every load of g), reads
+  g element by element (``acc``: plain atomic loads, not a snapshot), and applies the update rule to
+  g/(N−1) with staleness 0 (:func:`shared.seq_update`: the version is bumped after the write). The
+  write takes the seqlock, which only ``model_read = "consistent"`` readers honour: with the default
+  ``"torn"`` a worker copies w while the master writes it (the paper: "the updates are not done
+  atomically allowing for slave workers to read the model during the update").
+- **Worker** (Alg. 3), per gradient: copy w (line 3; ``read_version`` = the version loaded before
+  a torn copy, or the seqlock's version), ``g ← g − g_old`` (line 4, d atomic float adds), the
+  gradient on the copy (6), ``g ← g + g_new`` (7, d atomic adds); then it loads the announced step a
+  and records its row with ``version = a + 1``. ``subtract = "with_add"``: lines 4 and 7 as one
+  pass of ``g_new − g_old`` after the gradient.
+- **Row** (one per gradient): version = the first step that began reading g after the gradient was
+  wholly in it (step a may have read all, part or none of it: its loads race with the adds). Before
+  the pass that removes it the worker loads the announced step again: below the row's version, no
+  step began reading g with it, so the row becomes ``applied = false`` (version kept). Once the master
+  has stopped, rows whose version the run did not make become ``applied = false``
+  (:func:`drop_unincluded`). The simulator counts the same way (simasgd/sim/MODEL.md, "Lopez").
 """
 
 from __future__ import annotations
@@ -26,20 +30,28 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_NROWS, C_WORKERS, LINE, OK, R_APPLIED, R_VER, RUN,
-                                  S_CONTRIB, S_MASTER_DONE, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOP,
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOPEZ, C_NROWS, C_WORKERS, LINE, OK, R_APPLIED, R_VER,
+                                  RUN, S_CONTRIB, S_MASTER_DONE, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOP,
                                   STOPPED_WAITING, aborted, out_of_budget, record, sample_batch, seq_copy,
                                   seq_update, spin_pause, straggle, wait_go)
 from executors.cpu.loops import CODE_VERSION
 from simasgd.workloads.kernels import loss_and_grad
 
+WITH_ADD, CONSISTENT = 1, 2  # bits of cfg_i[C_LOPEZ]: subtract = "with_add", model_read = "consistent"
+ANNOUNCED = 0                # lctl word: the step whose read of g began last (its own cache line)
+
+
+def flags(algorithm: Any) -> int:
+    """cfg_i[C_LOPEZ] for an ``AlgorithmConfig`` of ``lopez``."""
+    return ((WITH_ADD if algorithm.param("subtract") == "with_add" else 0)
+            | (CONSISTENT if algorithm.param("model_read") == "consistent" else 0))
+
 
 @njit(nogil=True, cache=True)
 def drop_unincluded(ctrl: np.ndarray, ri: np.ndarray, nrec: np.ndarray, w: int, code: int) -> int:
-    """Once the master has made its last step: this worker's last contributions that no step
-    included (recorded with ``version`` = final + 1) become dropped rows (``applied = false``, the
-    version they would have had), so every applied row's version is one the run made. Returns
-    ``code``, or ``STOPPED_WAITING`` if the run was aborted first."""
+    """Once the master has made its last step: this worker's last rows whose version the run did not
+    make become dropped (``applied = false``, the version they would have had), so every applied row's
+    version is one the run made. Returns ``code``, or ``STOPPED_WAITING`` if the run was aborted first."""
     spins = 0
     while A.load_acquire(ctrl, S_MASTER_DONE * LINE) == 0:
         spins += 1
@@ -58,23 +70,16 @@ def _make_master(rule_version: str = CODE_VERSION) -> Any:
     """The master's loop, in a closure over ``loops.CODE_VERSION`` (its cache follows the update rule)."""
 
     @njit(nogil=True, cache=True)
-    def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta):  # noqa: ANN001
-        """Step on the accumulated gradient each time a new one has landed."""
+    def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, lctl, ring, meta):  # noqa: ANN001
+        """Alg. 2: step on whatever g holds, as fast as it can, until the budget."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         n = max(1, cfg_i[C_WORKERS] - 1)
         g = np.empty_like(theta)
-        seen = 0
         if not wait_go(ctrl):
             return STOPPED_WAITING
-        spins = 0
         while not out_of_budget(ctrl, cfg_i):
-            c = A.load(ctrl, S_CONTRIB * LINE)
-            if c == seen:
-                spins += 1
-                spin_pause(spins)
-                continue
-            seen = c
+            A.store(lctl, ANNOUNCED, A.load(ctrl, S_VERSION * LINE) + 1)
             for i in range(g.shape[0]):
                 g[i] = A.load_relaxed(acc, i) / n
             seq_update(theta, vel, g, cfg_i, cfg_f, ctrl, ring, meta)
@@ -86,46 +91,71 @@ def _make_master(rule_version: str = CODE_VERSION) -> Any:
 run_lopez_master = _make_master()
 
 
+@njit(nogil=True, cache=True)
+def _remove(ri: np.ndarray, lctl: np.ndarray, k: int) -> None:
+    """Before the pass that takes row ``k``'s gradient out of g: no step announced since it went in
+    means none read it."""
+    if k >= 0 and A.load(lctl, ANNOUNCED) < ri[R_VER, k]:
+        ri[R_APPLIED, k] = 0
+
+
 def _make(kernels_version: str = CODE_VERSION) -> Any:
     """The worker loop, in a closure over ``loops.CODE_VERSION`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
     def run_lopez(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                  ring, meta, acc):
+                  ring, meta, acc, lctl):
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         if w == 0:
-            code = run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, ring, meta)
+            code = run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, lctl, ring, meta)
             A.store_release(ctrl, S_MASTER_DONE * LINE, 1)  # the final version is known
             return code
+        with_add = (cfg_i[C_LOPEZ] & WITH_ADD) != 0
+        consistent = (cfg_i[C_LOPEZ] & CONSISTENT) != 0
         np.random.seed(seed)
         local, g, old = np.empty_like(theta), np.empty_like(theta), np.zeros_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        k = -1  # this worker's row whose gradient is in g
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
             t_s = A.now_ns()
-            rv = seq_copy(ctrl, theta, local)
-            if rv < 0:
-                return STOPPED_WAITING
+            if consistent:
+                rv = seq_copy(ctrl, theta, local)
+                if rv < 0:
+                    return STOPPED_WAITING
+            else:  # Alg. 3 line 3: a plain copy, racing with the master's write
+                rv = A.load(ctrl, S_VERSION * LINE)
+                for i in range(theta.shape[0]):
+                    local[i] = theta[i]
             t_r = A.now_ns()
+            if not with_add:  # line 4: g ← g − g_old before the gradient
+                _remove(ri, lctl, k)
+                k = -1
+                for i in range(g.shape[0]):
+                    A.fetch_add(acc, i, -old[i])
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(local, X, y, idx, g, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()
-            for i in range(g.shape[0]):
-                A.fetch_add(acc, i, g[i] - old[i])
+            if with_add:  # one pass g ← g − g_old + g_new
+                _remove(ri, lctl, k)
+                for i in range(g.shape[0]):
+                    A.fetch_add(acc, i, g[i] - old[i])
+            else:  # line 7: g ← g + g_new
+                for i in range(g.shape[0]):
+                    A.fetch_add(acc, i, g[i])
+            v = A.load(lctl, ANNOUNCED) + 1  # the first step to begin reading g after the adds
             old[:] = g
             A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
-            v = A.load(ctrl, S_VERSION * LINE) + 1
             if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, 0):
                 A.cas(ctrl, S_STOP * LINE, RUN, STOP)  # no room: the run stops (the master too)
                 return drop_unincluded(ctrl, ri, nrec, w, BUFFER_FULL)
+            k = nrec[w * LINE] - 1
         return drop_unincluded(ctrl, ri, nrec, w, OK)
 
     return run_lopez
 
 
 run_lopez = _make()
-
-

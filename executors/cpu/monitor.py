@@ -113,7 +113,7 @@ def evaluate(ring: Ring, ctrl: np.ndarray, loss: Callable[[np.ndarray], float], 
     if got is None:
         return None
     v, t = got
-    mon.observe(t, v, loss(buf))
+    mon.observe(t, v, loss(buf), buf)
     return v
 
 

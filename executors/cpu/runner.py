@@ -27,10 +27,11 @@ from executors.cpu import monitor, placement, shared
 from executors.cpu.shared import LINE, slot
 from executors.cpu.wiring import Wiring, configure, wire
 from simasgd import seeds
-from simasgd.convergence import Monitor
+from simasgd.convergence import Monitor, accuracy_of
 from simasgd.progress import Advance
 from simasgd.results import RunResult, RunSummary, updates_frame
 from simasgd.scenario import Scenario
+from simasgd.sim import network  # message sizes: what the threads' messages would carry over [network]
 
 NAME = "cpu"
 WARMUP_UPDATES = 2
@@ -63,7 +64,8 @@ def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> t
     cfg_i[shared.C_BATCH] = sc.workload.batch_size
     cfg_i[shared.C_NROWS] = n_rows(wl)
     cfg_i[shared.C_MAXU] = max_updates
-    cfg_i[shared.C_BOKIND] = shared.BACKOFF_KINDS[backoff.kind] if backoff else 0
+    cfg_i[shared.C_BOKIND] = (shared.BACKOFF_KINDS[backoff.kind]
+                              | (shared.BACKOFF_RANDOM_START if backoff.start == "random" else 0)) if backoff else 0
     cfg_i[shared.C_PERSIST] = -1
     cfg_i[shared.C_STALE_AWARE] = int(sc.optimizer.staleness_aware)
     cfg_i[shared.C_CAP] = cap
@@ -103,7 +105,7 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
     theta = np.ascontiguousarray(theta0).copy()
     vel = np.zeros_like(theta)  # loops index vel only when momentum > 0
     cfg_i, cfg_f = config(sc, wl, workers, max_updates, 0)
-    wiring = wire(sc.algorithm.name, ctrl, cfg_i, cfg_f, theta, vel, workers, wl.kernel)
+    wiring = wire(sc.algorithm.name, ctrl, cfg_i, cfg_f, theta, vel, workers, wl.kernel, sc, n_rows(wl))
     cap = max(wiring.records_per_worker(w, max_updates + 8) for w in range(workers))
     cap = min(cap, max(1024, MAX_RECORDS // workers))
     cfg_i[shared.C_CAP] = cap
@@ -187,7 +189,7 @@ def records(s: Setup, run: int) -> tuple[Any, np.ndarray]:
         parts.append(updates_frame(run, np.full(n, w), ri[shared.R_VER], ri[shared.R_RV], rf[shared.R_TREAD],
                                    rf[shared.R_TWRITE], rf[shared.R_WAIT], ri[shared.R_RETRIES],
                                    ri[shared.R_APPLIED].astype(bool), rf[shared.R_TSTART], rf[shared.R_TGS],
-                                   rf[shared.R_TGE]))
+                                   rf[shared.R_TGE], **s.wiring.row_columns(w, n)))
     import pandas as pd
 
     df = pd.concat(parts, ignore_index=True).sort_values(["version", "t_write"], kind="stable").reset_index(drop=True)
@@ -221,8 +223,8 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
                         "(slowdown is); the run has none")
     for msg in warnings:
         print(f"warning: {msg}", file=sys.stderr)
-    mon = Monitor(sc.stop, run)
-    mon.observe(0.0, 0, wl.eval_loss(theta0))
+    mon = Monitor(sc.stop, run, accuracy_of=accuracy_of(wl))
+    mon.observe(0.0, 0, wl.eval_loss(theta0), theta0)
     with single_threaded_blas():
         warm_up(sc, wl, theta0)
         s = prepare(sc, wl, theta0, workers, sc.stop.max_updates)
@@ -265,10 +267,11 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
     time_s = float(df["t_write"].max()) if len(df) else t_stop
     theta = s.wiring.final_theta()
     if not mon.updates or mon.updates[-1] != updates:
-        mon.observe(time_s, updates, wl.eval_loss(theta))
+        mon.observe(time_s, updates, wl.eval_loss(theta), theta)
     extra: dict[str, Any] = {"stop_reason": reason, **loss_notes,
                              "dropped": int((~applied).sum()), "cpus": [c if c is not None else -1 for c in cpus],
-                             **s.wiring.extra(updates)}
+                             **s.wiring.extra(updates),
+                             **network.traffic(sc, int(s.theta.shape[0]), int(s.theta.itemsize), len(df))}
     if any(code == shared.BUFFER_FULL for code in ws.codes.values()):
         extra["note"] = "a worker's record buffer filled up; it stopped early"
     staleness = df["staleness"].to_numpy()[applied]

@@ -42,8 +42,8 @@ RUN, STOP, ABORT = 0, 1, 2
 
 # cfg_i
 C_WORKERS, C_BATCH, C_NROWS, C_MAXU, C_BOKIND, C_PERSIST, C_STALE_AWARE, C_CAP, C_PRIO, C_DIM, \
-    C_SNAP_EVERY, C_PROBES, C_RWLOCK = range(13)
-N_CFG_I = 13
+    C_SNAP_EVERY, C_PROBES, C_RWLOCK, C_LOPEZ, C_LOCAL_COPY = range(15)
+N_CFG_I = 15  # C_LOPEZ: lopez's choices as bits (lopez.WITH_ADD, lopez.CONSISTENT); C_LOCAL_COPY: hogwild
 # cfg_f
 F_LR, F_MOM, F_BO_INIT_NS, F_BO_MAX_NS = range(4)
 N_CFG_F = 4
@@ -57,6 +57,7 @@ M_VER, M_TNS = 0, 1
 
 # backoff kinds (BackoffConfig.kind)
 BACKOFF_KINDS = {"none": 0, "linear": 1, "exponential": 2, "random": 3}
+BACKOFF_RANDOM_START = 8  # a bit of cfg_i[C_BOKIND]: BackoffConfig.start = "random"
 
 # worker return codes
 OK, STOPPED_WAITING, BUFFER_FULL = 0, 1, 2
@@ -127,18 +128,19 @@ def spin_pause(spins: int) -> None:
 @njit(nogil=True, cache=True)
 def backoff(cfg_i: np.ndarray, cfg_f: np.ndarray, attempt: int) -> None:
     """Wait after the ``attempt``-th failure (1, 2, ...), per the scenario's backoff policy."""
-    kind = cfg_i[C_BOKIND]
+    kind = cfg_i[C_BOKIND] & 7
+    random_start = (cfg_i[C_BOKIND] & BACKOFF_RANDOM_START) != 0  # Ek 2021 §2.2.3 (simasgd/sim/primitives.py)
     if kind == 0:
         A.cpu_relax()
         return
     init, cap = cfg_f[F_BO_INIT_NS], cfg_f[F_BO_MAX_NS]
-    if kind == 1:
-        delay = init * attempt
+    if kind == 3:  # random: uniform in (0, max] (random start) or in the exponential window
+        delay = np.random.random() * (cap if random_start else min(cap, init * 2.0 ** min(attempt - 1, 40)))
     else:
-        delay = init * 2.0 ** min(attempt - 1, 40)
-    delay = min(delay, cap)
-    if kind == 3:
-        delay = np.random.random() * delay
+        delay = init * attempt if kind == 1 else init * 2.0 ** min(attempt - 1, 40)
+        if random_start:
+            delay = np.random.random() * delay
+        delay = min(delay, cap)
     until = A.now_ns() + int(delay)
     spins = 0
     while A.now_ns() < until:

@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from executors.cpu import leashed, loops, lopez
-from executors.cpu.shared import C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu import bounded, decentral, elastic, leashed, loops, lopez, param_server
+from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
 from executors.kernel import with_kernel
 
 
@@ -32,6 +32,8 @@ class Wiring:
     extra: Callable[[int], dict[str, Any]] = field(default=lambda applied: {})  # summary figures
     records_per_worker: Callable[[int, int], int] = field(default=lambda w, n: n)  # cap per worker
     immediate_warmup: bool = False              # warm-up only compiles (the loop cannot finish alone)
+    # (worker, its record count) -> optional updates.parquet columns of its rows (e.g. elastic "distance")
+    row_columns: Callable[[int, int], dict[str, np.ndarray]] = field(default=lambda w, k: {})
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Run:
     theta: np.ndarray
     vel: np.ndarray
     workers: int
+    scenario: Any = None  # the Scenario, for entries whose arrays follow from it (bounds, data shards)
+    n_rows: int = 0       # training rows of the workload
 
 
 def _plain(r: Run) -> Wiring:
@@ -68,8 +72,8 @@ def loop_for(name: str, kernel: Any) -> Any:
 
 
 def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, theta: np.ndarray,
-         vel: np.ndarray, workers: int, kernel: Any) -> Wiring:
-    return TABLE[name].wire(Run(loop_for(name, kernel), ctrl, cfg_i, cfg_f, theta, vel, workers))
+         vel: np.ndarray, workers: int, kernel: Any, scenario: Any = None, n_rows: int = 0) -> Wiring:
+    return TABLE[name].wire(Run(loop_for(name, kernel), ctrl, cfg_i, cfg_f, theta, vel, workers, scenario, n_rows))
 
 
 def configure(algorithm: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
@@ -79,7 +83,9 @@ def configure(algorithm: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
 
 def _sync(r: Run) -> Wiring:
     grads = np.zeros((r.workers, r.theta.shape[0]), dtype=r.theta.dtype)
-    return Wiring(r.loop, lambda w: (grads,), lambda: r.theta)  # one row per gradient: a round's worth each
+    onebit = r.scenario is not None and bool(r.scenario.algorithm.param("onebit"))
+    resid = np.zeros((r.workers, r.theta.shape[0] if onebit else 0), dtype=r.theta.dtype)  # 1-bit error feedback
+    return Wiring(r.loop, lambda w: (grads, resid), lambda: r.theta)  # one row per gradient: a round's worth each
 
 
 def _hogwild(r: Run) -> Wiring:
@@ -133,9 +139,16 @@ def _leashed(r: Run) -> Wiring:
 
 def _lopez(r: Run) -> Wiring:
     acc = np.zeros(r.theta.shape[0], dtype=r.theta.dtype)
-    return Wiring(r.loop, lambda w: (acc,), lambda: r.theta,
+    lctl = np.zeros(LINE, dtype=np.int64)  # the master's announced step, on its own cache line
+    # A worker's gradients take longer than master steps (a copy of w and a gradient against a read of
+    # g and a write of w), so a worker records fewer rows than the run has versions.
+    return Wiring(r.loop, lambda w: (acc, lctl), lambda: r.theta,
                   extra=lambda applied: {"gradients": int(r.ctrl[slot(S_CONTRIB)])},
-                  records_per_worker=lambda w, n: 2 * n + 1024 if w else 1, immediate_warmup=True)
+                  records_per_worker=lambda w, n: n + 1024 if w else 1, immediate_warmup=True)
+
+
+def _lopez_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
+    cfg_i[C_LOPEZ] = lopez.flags(a)
 
 
 def persistence_code(p: float) -> int:
@@ -144,6 +157,10 @@ def persistence_code(p: float) -> int:
 
 def _leashed_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
     cfg_i[C_PERSIST] = persistence_code(a.param("persistence"))
+
+
+def _hogwild_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
+    cfg_i[C_LOCAL_COPY] = int(bool(a.param("local_copy")))
 
 
 def _rwlock_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
@@ -157,8 +174,15 @@ TABLE: dict[str, Entry] = {
     "sync": Entry(loops.run_sync, _sync),
     "mutex": Entry(loops.run_locked),
     "rwlock": Entry(loops.run_locked, configure=_rwlock_config),
-    "hogwild": Entry(loops.run_hogwild, _hogwild),
+    "hogwild": Entry(loops.run_hogwild, _hogwild, _hogwild_config),
     "leashed": Entry(leashed.run_leashed, _leashed, _leashed_config),
-    "lopez": Entry(lopez.run_lopez, _lopez),
+    "lopez": Entry(lopez.run_lopez, _lopez, _lopez_config),
+    "ssp": Entry(bounded.run_ssp, bounded.wire_ssp),
+    "backup": Entry(bounded.run_backup, bounded.wire_backup),
+    "keuper": Entry(decentral.run_own, decentral.wire_own),
+    "simuparallel": Entry(decentral.run_own, decentral.wire_own),
+    "easgd": Entry(elastic.run_elastic, elastic.wire),
+    "eawild": Entry(elastic.run_elastic, elastic.wire),
+    "param_server": Entry(param_server.run_param_server, param_server.wire),
 }
 LOOPS: dict[str, Any] = {name: e.loop for name, e in TABLE.items()}

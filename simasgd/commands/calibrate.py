@@ -20,9 +20,15 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
                                                             "workload and batch size (repeatable); default: a fixed set."),
               quick: bool = typer.Option(False, "--quick", help="Short measurements (seconds, for tests)."),
               seed: int = typer.Option(0, "--seed", help="Seed for batches and data."),
+              gpu: bool = typer.Option(False, "--gpu", help="Measure the GPU instead (numba.cuda): the [gpu] "
+                                       "table of machine.preset = \"this-gpu\", added to --out if it exists."),
               ) -> None:
     """Micro-benchmark this machine (gradient times, copy bandwidth, lock hand-off, CAS, scheduler)."""
     from simasgd import loader
+
+    if gpu:
+        _calibrate_gpu(out, quick)
+        return
 
     with user_errors():
         scenarios = [loader.load(p) for p in scenario or []]
@@ -48,3 +54,22 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
                     f"{m['sockets']}×{m['cores_per_socket']} cores, {m['gflops_per_core']:.1f} GFLOP/s per core, "
                     f"copy {m['link_bandwidth_gbs']:.1f} GB/s, lock hand-off {profile['locks']['handoff_s'] * 1e9:.0f} ns",
                     markup=False)
+
+
+def _calibrate_gpu(out: Path, quick: bool) -> None:
+    """``--gpu``: the [gpu] table (executors/cuda/calibrate.py), merged into the profile at ``out``."""
+    import importlib
+
+    from simasgd import profile as fmt
+    from simasgd.backends import BackendError
+
+    try:
+        gpu = importlib.import_module("executors.cuda.calibrate").calibrate(quick=quick)
+    except BackendError as e:  # executors.cuda.device.NoDevice: no GPU and no simulator
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    doc = fmt.read(out) if out.is_file() else {}
+    doc["gpu"] = gpu
+    fmt.write(doc, out)
+    console().print(f"wrote [gpu] to {out}: {gpu['device']}, {gpu['sms']} SMs, launch "
+                    f"{gpu['launch_latency_s'] * 1e6:.1f} µs, {gpu['mem_bandwidth_gbs']:.0f} GB/s", markup=False)

@@ -111,4 +111,6 @@ def list_things() -> None:
     con.print("serial runs any scenario as plain sequential SGD: the reference the others are compared with")
     con.print("backends: " + ", ".join(f"{b}{'' if ok else ' (unavailable)'}" for b, ok in backends.available().items()))
     con.print("workloads: mlp, logreg, least_squares (sparse = true for sparse rows); datasets: digits, synthetic, mnist:PATH")
+    con.print("  torch: your own nn.Module (module = \"pkg.mod:factory\"; backends sim, serial, torch; "
+              "pip install 'simasgd[torch]')", markup=False)
     con.print("machine presets: " + ", ".join([*PRESETS, "this (calibrated: simasgd calibrate)"]))

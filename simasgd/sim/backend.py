@@ -15,15 +15,17 @@ import numpy as np
 import simpy
 
 from simasgd import algorithms
-from simasgd.convergence import Monitor
-from simasgd.machine import resolve
+from simasgd.convergence import Monitor, accuracy_of
+from simasgd.machine import is_gpu, resolve
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
 from simasgd.sim.algorithms import STARTERS
 from simasgd.sim.costs import Platform, profile_gradient
+from simasgd.sim import gpu
 from simasgd.sim.engine import SimRun
 from simasgd.sim.numerics import Model
+from simasgd.sim import network
 
 NAME = "sim"
 ALGORITHMS = frozenset(STARTERS)
@@ -31,32 +33,34 @@ MEASURES_HOST = False  # simulated time: nothing of this host is measured
 
 
 def needs_profile(scenario: Scenario) -> bool:
-    """The scenario's machine is the calibrated profile (``machine.preset = "this"``)."""
-    return scenario.machine.preset == "this"
+    """The scenario's machine is the calibrated profile (``machine.preset = "this"``, or ``"this-gpu"``)."""
+    return scenario.machine.preset in ("this", gpu.PROFILE_PRESET)
 
 
 def _needs_workload(sc: Scenario, machine: Any) -> bool:
     t = sc.timing
     derived_gradient = t.gradient is None and profile_gradient(machine.profile, sc.workload) is None
-    return sc.sim.numerics or derived_gradient or t.read is None or t.update is None
+    # a network's messages are sized by the model (simasgd/sim/network.py)
+    return sc.sim.numerics or derived_gradient or t.read is None or t.update is None or sc.network is not None
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
-    machine = resolve(scenario.machine)
+    device = gpu.resolve(scenario.machine.preset) if is_gpu(scenario.machine) else None
+    machine = device or resolve(scenario.machine)
     wl = None
-    if _needs_workload(scenario, machine):
+    if device is not None or _needs_workload(scenario, machine):
         from simasgd.workloads import build_workload
         wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
     env = simpy.Environment()
-    platform = Platform(env, scenario, machine, run,
-                        dim=None if wl is None else int(wl.dim),
-                        itemsize=8 if wl is None else int(np.dtype(wl.dtype).itemsize),
-                        flops_per_sample=None if wl is None else float(wl.flops_per_sample))
+    platform = gpu.platform(env, scenario, device, run, wl) if device is not None else Platform(
+        env, scenario, machine, run, dim=None if wl is None else int(wl.dim),
+        itemsize=8 if wl is None else int(np.dtype(wl.dtype).itemsize),
+        flops_per_sample=None if wl is None else float(wl.flops_per_sample))
     model = Model(scenario, run, wl) if scenario.sim.numerics else None
-    monitor = Monitor(scenario.stop, run)
+    monitor = Monitor(scenario.stop, run, accuracy_of=None if model is None else accuracy_of(wl))
     if model is not None:
-        monitor.observe(0.0, 0, model.loss())
+        monitor.observe(0.0, 0, model.loss(), model.result())
     sim = SimRun(env, scenario, run, platform, model, monitor, advance)
     STARTERS[scenario.algorithm.name](sim)
     sim.go()
@@ -66,7 +70,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
 def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
     elapsed, updates = float(sim.env.now), sim.version
     if sim.model is not None and monitor.updates[-1] != updates and not monitor.done:
-        monitor.observe(elapsed, updates, sim.model.loss())
+        monitor.observe(elapsed, updates, sim.model.loss(), sim.model.result())
     cols = sim.rec.arrays()
     # Lopez contributions unread at the stop, or read by a master step the stop cut short, are in no version.
     keep = (cols["version"] > 0) & ((cols["version"] <= updates) | ~cols["applied"])
@@ -74,13 +78,15 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
         cols = sim.rec.arrays(keep)
     frame = updates_frame(run, cols["worker"], cols["version"], cols["read_version"], cols["t_read"],
                           cols["t_write"], cols["lock_wait_s"], cols["retries"], cols["applied"], cols["t_start"],
-                          cols["t_grad_start"], cols["t_grad_end"])
+                          cols["t_grad_start"], cols["t_grad_end"], cols["distance"])
     applied = frame["applied"].to_numpy()
     staleness = frame["staleness"].to_numpy()[applied]
     summary = monitor.summary(updates, elapsed, staleness, attempts=len(frame),
                               numerics=sim.model is not None,
                               dropped=int((~applied).sum()),
-                              mean_lock_wait_s=float(frame["lock_wait_s"].mean()) if len(frame) else 0.0)
+                              mean_lock_wait_s=float(frame["lock_wait_s"].mean()) if len(frame) else 0.0,
+                              **network.traffic(sc, sim.platform.dim, sim.platform.model_bytes // max(1, sim.platform.dim),
+                                                len(frame)))
     if sim.model is None:
         summary.diverged = False
         summary.initial_loss = summary.final_loss = math.nan

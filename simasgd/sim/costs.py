@@ -37,6 +37,7 @@ from simasgd.sim.caches import CacheModel
 from simasgd.sim.cpu import Cores
 from simasgd.sim.noise import HostNoise
 from simasgd.sim.memory import Memory
+from simasgd.sim import sockets
 
 BLOCK = 1024
 READ_COPIES, UPDATE_COPIES = 2, 3  # model-sized streams per read / per update
@@ -145,9 +146,13 @@ class Platform:
         caches = CacheModel.from_profile(machine.profile) if sc.sim.cache_model else None
         # cache-resident model buffers: fixed per-core step times (None = through the memory model)
         shared = n > 1 and sc.sim.coherence  # the model's lines were last written by another core
-        self._cached_s = None if caches is None or not caches.in_cache(self.model_bytes, n) else {
+        cached = None if caches is None or not caches.in_cache(self.model_bytes, n) else {
             READ_COPIES: caches.read_s(self.model_bytes, shared),
             UPDATE_COPIES: caches.update_s(self.model_bytes, shared)}
+        self._cached_s: list[dict[int, float] | None] = [cached] * n
+        self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
+        self._own_miss: list[dict[int, float]] = [{}] * n  # private bytes of a read/update missing the L3
+        self.socket_shares = self._socket_shares(sc, machine, cpus, dim, itemsize, derived=cached is None)
         # A CAS moves the line from where the model lives (or takes what calibration measured).
         cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
@@ -156,6 +161,10 @@ class Platform:
         # gradients computing at once: one per worker, at most one per (distinct) CPU
         at_once = min(n, len(set(cpus)) if None not in cpus else machine.hw_threads)
         grad = self._gradient_dist(sc, machine, flops_per_sample, at_once)
+        derived = sc.timing.gradient is None and not isinstance(grad, distributions.Empirical)
+        ss = self.socket_shares
+        self._grad_slow = [1.0] * n if ss is None or not derived else ss.slowdown
+        self._grad_miss = [0.0] * n if ss is None or not derived else ss.miss_bytes
         noise = _host_noise(sc, machine, grad, at_once)
         read = _dist(sc.timing.read, sc.base_dir, "timing.read")
         update = _dist(sc.timing.update, sc.base_dir, "timing.update")
@@ -169,11 +178,28 @@ class Platform:
         for w in range(n):
             rg, rr, ru, rp, rn = (np.random.default_rng(s) for s in
                                   seeds.sequence(sc.seed, run, seeds.Role.TIMING, w).spawn(5))
-            slow = st.slowdown if w < st.count else 1.0
+            slow = (st.slowdown if w < st.count else 1.0) * self._grad_slow[w]
             self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
-        self._fast = [not t.sliced for t in self.cores.threads]
+        self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
+
+    def _socket_shares(self, sc: Scenario, m: Machine, cpus: list[int | None], dim: int | None,
+                       itemsize: int, derived: bool) -> sockets.SocketShares | None:
+        """Turbo and last-level cache per socket (:mod:`sockets`) on a machine whose preset knows them."""
+        if not sc.sim.socket_model or (m.base_ghz <= 0 and m.llc_mb <= 0):
+            return None
+        fp = sockets.footprint(sc.workload, dim or 0, itemsize, m.l2_kb * 1024) if dim else None
+        ss = sockets.shares(m, cpus, self.sockets, fp, self.model_bytes)
+        if derived and sc.timing.read is None and sc.timing.update is None:
+            self._own_miss = ss.own_miss
+        if derived and m.llc_gbs > 0 and self.model_bytes:
+            for w, h in enumerate(ss.model_hit):
+                if h > 0:  # θ's home L3 serves the hit part at the cache's per-core rate
+                    self._cached_s[w] = {c: h * c * self.model_bytes / (m.llc_gbs * 1e9)
+                                         for c in (READ_COPIES, UPDATE_COPIES)}
+                    self._model_miss[w] = 1.0 - h
+        return ss
 
     @staticmethod
     def _gradient_dist(sc: Scenario, m: Machine, flops: float | None,
@@ -193,6 +219,9 @@ class Platform:
     def gradient(self, w: int) -> simpy.Event:
         if self._fast[w]:
             return self.env.timeout(self._grad[w]())
+        miss = self._grad_miss[w]
+        if miss:  # the part of its traffic the socket's L3 cannot hold streams from the socket's DRAM
+            return self.cores.work(w, self._grad[w](), lambda: self.memory.stream(w, miss))
         return self.cores.work(w, self._grad[w]())
 
     def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
@@ -236,12 +265,25 @@ class Platform:
               first: bool = True) -> simpy.Event:
         if seconds is None and sampler is not None:
             seconds = sampler() * part
-        if seconds is None and self._cached_s is not None:
-            seconds = self._cached_s[copies] * part
+        cached = self._cached_s[w]
+        own = self._own_miss[w].get(copies, 0.0) * part if seconds is None else 0.0
+        if seconds is None and cached is not None:
+            miss = self._model_miss[w] * copies * self.model_bytes * part
+            if miss or own:
+                return self.cores.work(w, cached[copies] * part, lambda: self._misses(w, miss, own, first))
+            seconds = cached[copies] * part
         if seconds is not None:
             return self.cores.work(w, seconds)
         nbytes = copies * self.model_bytes * part
-        return self.cores.work(w, 0.0, lambda: self.memory.move(w, nbytes, first))
+        return self.cores.work(w, 0.0, lambda: self._misses(w, nbytes, own, first))
+
+    def _misses(self, w: int, shared: float, own: float, first: bool) -> simpy.Event:
+        """θ's bytes from where it lives and, at once, the worker's own missing bytes from its DRAM."""
+        if not own:
+            return self.memory.move(w, shared, first)
+        if not shared:
+            return self.memory.stream(w, own)
+        return self.env.all_of([self.memory.move(w, shared, first), self.memory.stream(w, own)])
 
     def block(self, w: int) -> None:
         self.cores.block(w)

@@ -59,7 +59,9 @@ class Cores:
         """``seconds`` of CPU work by thread ``w``, then (optionally) an event it waits for on its CPU."""
         th = self.threads[w]
         if not th.sliced:
-            return self.env.timeout(seconds) if then is None else then()
+            if then is None:
+                return self.env.timeout(seconds)
+            return then() if seconds <= 0 else self.env.process(_after(self.env, seconds, then))
         return self.env.process(cpu_burst(self.env, self, th, seconds, then))
 
     def spin_wait(self, w: int, req: simpy.Event,
@@ -126,6 +128,13 @@ class Cores:
         if th.req is not None:
             th.pool.release(th.req)
             th.req = None
+
+
+def _after(env: simpy.Environment, seconds: float,
+           then: Callable[[], simpy.Event]) -> Generator[simpy.Event, object, None]:
+    """On an unshared CPU: ``seconds`` of work, then the event (a memory transfer) it waits for."""
+    yield env.timeout(seconds)
+    yield then()
 
 
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:

@@ -28,13 +28,16 @@ class Recorder:
 
     COLUMNS = (("worker", np.int32), ("version", np.int64), ("read_version", np.int64), ("t_read", np.float64),
                ("t_write", np.float64), ("lock_wait_s", np.float64), ("retries", np.int32), ("applied", np.bool_),
-               ("t_start", np.float64), ("t_grad_start", np.float64), ("t_grad_end", np.float64))
+               ("t_start", np.float64), ("t_grad_start", np.float64), ("t_grad_end", np.float64),
+               ("distance", np.float64))
+    NAN_COLUMNS = ("distance",)  # NaN unless the algorithm sets it (elastic: ‖x_j − x̃‖ at the exchange)
 
     def __init__(self, capacity: int, marks: list[list[float]]):
         # marks[w] = [cycle start, gradient start, gradient end] of worker w's current cycle (SimRun.begin...)
         self.marks = marks
         self.n = 0
-        self.cols = {name: np.zeros(capacity, dtype) for name, dtype in self.COLUMNS}
+        self.cols = {name: np.full(capacity, np.nan, dtype) if name in self.NAN_COLUMNS else np.zeros(capacity, dtype)
+                     for name, dtype in self.COLUMNS}
         self._bind()
 
     def _bind(self) -> None:
@@ -43,13 +46,15 @@ class Recorder:
         self.t_read, self.t_write, self.lock_wait = c["t_read"], c["t_write"], c["lock_wait_s"]
         self.retries, self.applied = c["retries"], c["applied"]
         self.t_start, self.t_grad_start, self.t_grad_end = c["t_start"], c["t_grad_start"], c["t_grad_end"]
+        self.distance = c["distance"]
         self.capacity = len(self.worker)
 
     def add(self, w: int, version: int, read_version: int, t_read: float, t_write: float,
             wait: float = 0.0, retries: int = 0, applied: bool = True) -> int:
         i = self.n
         if i == self.capacity:
-            self.cols = {k: np.concatenate([v, np.zeros_like(v)]) for k, v in self.cols.items()}
+            self.cols = {k: np.concatenate([v, np.full_like(v, np.nan) if k in self.NAN_COLUMNS else np.zeros_like(v)])
+                         for k, v in self.cols.items()}
             self._bind()
         self.worker[i] = w
         self.version[i] = version
@@ -149,7 +154,7 @@ class SimRun:
 
     def _checkpoint(self, v: int) -> None:
         if self.model is not None and not self.monitor.done:
-            if self.monitor.observe(self.env.now, v, self.model.loss()):
+            if self.monitor.observe(self.env.now, v, self.model.loss(), self.model.result()):
                 self.finish()
         if self.advance is not None:
             self.advance(self.every)

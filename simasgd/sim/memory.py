@@ -87,8 +87,10 @@ class Memory:
         self.local = [Bandwidth(env, machine.mem_bandwidth_gbs * 1e9, cap) for _ in range(machine.sockets)]
         self.link = Bandwidth(env, machine.link_bandwidth_gbs * 1e9, cap)
         self.home = home
+        self.socket = list(sockets)
         self.remote = [s != home for s in sockets]
         self.latency = [(machine.remote_latency_ns if r else machine.local_latency_ns) * 1e-9 for r in self.remote]
+        self.latency_local = machine.local_latency_ns * 1e-9
 
     def move(self, w: int, nbytes: float, first: bool = True) -> simpy.Event:
         """Thread ``w`` moves ``nbytes`` of the model: latency, then a share of its path's bandwidth.
@@ -102,4 +104,11 @@ class Memory:
             return path.transfer(nbytes)
         done = self.env.event()
         self.env.timeout(lat).callbacks.append(lambda _ev: path.transfer(nbytes, done))
+        return done
+
+    def stream(self, w: int, nbytes: float) -> simpy.Event:
+        """Thread ``w`` streams ``nbytes`` of its own (first-touched, so local) data from its socket's DRAM."""
+        done = self.env.event()
+        path = self.local[self.socket[w]]
+        self.env.timeout(self.latency_local).callbacks.append(lambda _ev: path.transfer(nbytes, done))
         return done

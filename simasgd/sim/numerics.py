@@ -40,7 +40,6 @@ class Model:
         chunks = max(1, min(sc.sim.read_chunks, self.theta.size))
         bounds = np.linspace(0, self.theta.size, chunks + 1).astype(int)
         self.chunks = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.acc: np.ndarray | None = None  # Lopez et al.: the shared gradient sum
 
     def snapshot(self, w: int, part: slice | None = None) -> None:
         """Worker ``w`` copies the shared parameters (or one chunk of them) into its buffer."""
@@ -80,17 +79,10 @@ class Model:
         total /= len(workers)
         self.step(total, 0)
 
-    # Lopez et al. 2020: workers replace their contribution in a shared sum; the master applies the sum.
-    def publish(self, w: int, previous: np.ndarray) -> None:
-        if self.acc is None:
-            self.acc = np.zeros_like(self.theta)
-        self.acc += self.grad[w]
-        self.acc -= previous
-        np.copyto(previous, self.grad[w])
-
-    def master_step(self, contributors: int) -> None:
-        if self.acc is not None:
-            self.step(self.acc / max(1, contributors), 0)
-
     def loss(self) -> float:
         return float(self.wl.eval_loss(self.theta))
+
+    def result(self) -> np.ndarray:
+        """The parameters the loss is taken on (the curve's accuracy too): the shared θ. An algorithm
+        whose result is something else replaces it, as it replaces :meth:`loss`."""
+        return self.theta

@@ -194,11 +194,12 @@ class AtomicCounter:
 class Backoff:
     """Delay before the next attempt after ``attempt`` failures (attempt counts from 0)."""
 
-    __slots__ = ("kind", "initial", "max", "rng")
+    __slots__ = ("kind", "initial", "max", "rng", "random_start")
 
     def __init__(self, cfg: BackoffConfig | None, rng: np.random.Generator):
         cfg = cfg or BackoffConfig()
         self.kind, self.initial, self.max, self.rng = cfg.kind, cfg.initial_s, cfg.max_s, rng
+        self.random_start = cfg.start == "random"
 
     @property
     def spins(self) -> bool:
@@ -206,13 +207,18 @@ class Backoff:
         return self.kind != "none"
 
     def delay(self, attempt: int) -> float:
+        """With a random start (Ek 2021 §2.2.3) the growth is scaled by a uniform draw, one per wait
+        (the thesis draws it once per lock attempt; per wait keeps the policy stateless, as the cpu
+        executor's): the same distribution of each delay, without their correlation."""
         if self.kind == "none":
             return 0.0
-        if self.kind == "linear":
-            return min(self.max, self.initial * (attempt + 1))
-        cap = min(self.max, self.initial * 2.0 ** min(attempt, 60))
-        # "random": uniform in the exponential window (randomised exponential backoff).
-        return cap if self.kind == "exponential" else float(self.rng.uniform(0.0, cap))
+        if self.kind == "random":
+            # per thread: each worker draws from its own stream
+            cap = self.max if self.random_start else min(self.max, self.initial * 2.0 ** min(attempt, 60))
+            return float(self.rng.uniform(0.0, cap))
+        grow = (attempt + 1) if self.kind == "linear" else 2.0 ** min(attempt, 60)
+        scale = float(self.rng.uniform(0.0, 1.0)) if self.random_start else 1.0
+        return min(self.max, self.initial * scale * grow)
 
 
 def acquire(env: simpy.Environment, request: Callable[[], simpy.Event], is_free: Callable[[], bool],

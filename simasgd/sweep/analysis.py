@@ -17,7 +17,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-GROUP_KEYS = ("algorithm.name", "workers.count")
+# Table 4.3's rows: the algorithm variant (Leashed's persistence too) x threads x memory model.
+GROUP_KEYS = ("algorithm.name", "algorithm.persistence", "workers.count", "workers.placement")
 AXES = ("workload.batch_size", "optimizer.lr")  # heatmap x, y (Ek figures 4.5-4.12)
 
 
@@ -25,6 +26,25 @@ def grid_keys(df: pd.DataFrame) -> list[str]:
     """The dotted grid columns: :func:`simasgd.sweep.load` puts them before ``repeat``."""
     cols = list(df.columns)
     return cols[: cols.index("repeat")] if "repeat" in cols else []
+
+
+def flatten(df: pd.DataFrame) -> pd.DataFrame:
+    """Table-valued grid axes (``"workers" = [{count = 8, placement = "uma"}, ...]``) as dotted columns.
+
+    Each sub-key becomes ``<axis>.<key>`` in the axis' place (absent in a value: None), so a table
+    axis groups and labels like the scalar keys it sets."""
+    out = df
+    for key in grid_keys(df):
+        if not out[key].map(lambda v: isinstance(v, dict)).any():
+            continue
+        subs = list(dict.fromkeys(k for v in out[key] if isinstance(v, dict) for k in v))
+        at = list(out.columns).index(key)
+        expanded = {f"{key}.{k}": out[key].map(lambda v, k=k: v.get(k) if isinstance(v, dict) else None)
+                    for k in subs}
+        out = out.drop(columns=[key])
+        for i, (name, col) in enumerate(expanded.items()):
+            out.insert(at + i, name, col)
+    return out
 
 
 def with_constants(df: pd.DataFrame, manifest: dict[str, Any] | None, keys: Sequence[str]) -> pd.DataFrame:
@@ -43,7 +63,7 @@ def with_constants(df: pd.DataFrame, manifest: dict[str, Any] | None, keys: Sequ
 
 def settings(df: pd.DataFrame, manifest: dict[str, Any] | None = None, max_crash: float = 0.1) -> pd.DataFrame:
     """One row per grid cell: repeats, crashes, divergences, failures, time to ε (mean/min/max), stability."""
-    df = with_constants(df, manifest, GROUP_KEYS)
+    df = with_constants(flatten(df), manifest, GROUP_KEYS)
     keys = [k for k in GROUP_KEYS if k in df.columns] + [k for k in grid_keys(df) if k not in GROUP_KEYS]
     d = df.assign(ok=df["status"] == "ok", failed=df["status"] != "ok",
                   t=df["time_to_eps"].astype("Float64").where(df["status"] == "ok").astype(float),
@@ -75,7 +95,7 @@ def table(df: pd.DataFrame, manifest: dict[str, Any] | None = None, max_crash: f
     groups = [k for k in GROUP_KEYS if k in s.columns]
     knobs = [k for k in s.columns[: list(s.columns).index("repeats")] if k not in groups]
     rows = []
-    for _, part in (s.groupby(_hashable(s, groups), sort=False) if groups else [(0, s)]):
+    for _, part in (s.groupby(_hashable(s, groups), sort=False, dropna=False) if groups else [(0, s)]):
         rows.append(_best(part, groups, knobs, within))
     out = pd.DataFrame(rows)
     out.attrs.update(max_crash=max_crash, within=within)
@@ -151,9 +171,9 @@ def heatmaps(df: pd.DataFrame, out: str | Path, manifest: dict[str, Any] | None 
     folder.mkdir(parents=True, exist_ok=True)
     unit = "simulated s" if (manifest or {}).get("backend") == "sim" else "s"
     written = []
-    for key, part in (s.groupby(_hashable(s, facets), sort=False) if facets else [((), s)]):
+    for key, part in (s.groupby(_hashable(s, facets), sort=False, dropna=False) if facets else [((), s)]):
         key = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{k}={v}" for k, v in zip(facets, key))
+        label = ", ".join(f"{k}={v}" for k, v in zip(facets, key) if not pd.isna(v))  # unset: no label
         path = folder / f"heatmap_{_slug(label) or 'all'}.png"
         _heatmap(part, x, y, label, unit, path)
         written.append(path)

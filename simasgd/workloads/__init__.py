@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from simasgd.scenario import WorkloadConfig
-from simasgd.workloads import kernels, linear, mlp
+from simasgd.workloads import cnn, kernels, linear, mlp
 from simasgd.workloads.base import CSR, DataMatrix, ModelSpec, Workload, WorkloadError
 from simasgd.workloads.data import Dataset, densify, eval_rows, load_dataset, read_idx, to_csr
 
@@ -29,15 +29,25 @@ WORKLOADS: dict[str, Builder] = {
     "mlp": mlp.build,
     "logreg": linear.build_logreg,
     "least_squares": linear.build_least_squares,
+    "cnn": cnn.build,
 }
 
 __all__ = ["CSR", "DataMatrix", "Dataset", "ModelSpec", "Workload", "WorkloadError", "WORKLOADS",
-           "build_workload", "densify", "eval_rows", "kernels", "load_dataset", "read_idx", "to_csr",
+           "build_workload", "check_backend", "densify", "eval_rows", "kernels", "load_dataset", "read_idx", "to_csr",
            "workload_names"]
 
 
 def workload_names() -> list[str]:
     return list(WORKLOADS)
+
+
+def check_backend(cfg: WorkloadConfig, backend: str) -> None:
+    """Refuse a workload whose kernels the backend cannot call (``model = "torch"``: Python, not numba)."""
+    if cfg.model == "torch":
+        from simasgd.workloads.torch_model import RUNS_ON
+        if backend not in RUNS_ON:
+            raise WorkloadError(f"workload.model = 'torch' runs on backends {', '.join(RUNS_ON)}; backend "
+                                f"{backend!r} compiles its workers with numba, which cannot call torch")
 
 
 def build_workload(cfg: WorkloadConfig, seed: int, base_dir: str | None = None) -> Workload:
@@ -46,6 +56,9 @@ def build_workload(cfg: WorkloadConfig, seed: int, base_dir: str | None = None) 
     ``base_dir`` resolves a relative ``mnist:PATH`` (the scenario file's folder).
     Raises :class:`WorkloadError` naming the offending key.
     """
+    if cfg.model == "torch":  # the user's own nn.Module: Python kernels, torch imported only here
+        from simasgd.workloads import torch_model
+        return torch_model.build(cfg, seed, base_dir)
     builder = WORKLOADS.get(cfg.model)
     if builder is None:
         raise WorkloadError(f"workload.model = {cfg.model!r} is not implemented yet; "

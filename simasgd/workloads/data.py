@@ -66,6 +66,8 @@ def load_dataset(cfg: WorkloadConfig, seed: int, base_dir: str | None = None) ->
     source = cfg.dataset
     if source.startswith("mnist:"):
         source = "mnist:" + str(_resolve(source[len("mnist:"):], base_dir))
+    if source.startswith("cifar10:"):
+        source = "cifar10:" + str(_resolve(source[len("cifar10:"):], base_dir))
     synthetic = source == "synthetic"
     # Only the fields that change the arrays go into the key, so e.g. an mlp and
     # a logreg on the same data share one copy.
@@ -133,6 +135,10 @@ def _cached(source: str, regression: bool, sparse: bool, dtype: str, test_fracti
         X, y, test_given = _mnist(Path(source[len("mnist:"):]))
         classes, name = int(max(y.max(), test_given[1].max() if test_given else 0)) + 1, "mnist"
         classes = max(classes, 2)
+    elif source.startswith("cifar10:"):
+        from simasgd.workloads.cnn import read_cifar10
+        X, y, test_given = read_cifar10(Path(source[len("cifar10:"):]))
+        classes, name = 10, "cifar10"
     else:
         X, y, csr = _synthetic(features, classes, samples, sparse, density, regression, seed)
         name = "synthetic"

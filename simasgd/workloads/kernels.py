@@ -48,8 +48,12 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-# Changes whenever any kernel's source changes (see the module docstring).
-SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+from simasgd.workloads import cnn_kernels
+from simasgd.workloads.cnn_kernels import CNN, cnn_rows
+
+# Changes whenever any kernel's source changes (see the module docstring); cnn_kernels.py included.
+SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()
+                             + Path(cnn_kernels.__file__).read_bytes()).hexdigest()[:16]
 
 SOFTMAX = 1        # softmax cross-entropy network: mlp, logreg
 LEAST_SQUARES = 2  # mean ½(xᵀw + b − y)²
@@ -355,6 +359,8 @@ def _ov_grad(theta, X, y, idx, grad_out, shape):
             return mlp_loss_and_grad(theta, X, y, idx, grad_out, shape)
         if shape[0] == LEAST_SQUARES:
             return lsq_rows(theta, X, y, idx, grad_out, shape, True)
+        if shape[0] == CNN:
+            return cnn_rows(theta, X, y, idx, grad_out, shape, 0)
         raise ValueError("loss_and_grad: unknown model tag in shape[0] (dense X)")
     return dense
 
@@ -376,6 +382,8 @@ def _ov_loss(theta, X, y, idx, shape):
             return t / idx.shape[0] if idx.shape[0] else np.nan
         if shape[0] == LEAST_SQUARES:
             return lsq_rows(theta, X, y, idx, np.empty(0, theta.dtype), shape, False)
+        if shape[0] == CNN:
+            return cnn_rows(theta, X, y, idx, np.empty(0, theta.dtype), shape, 1)
         raise ValueError("loss: unknown model tag in shape[0] (dense X)")
     return dense
 
@@ -390,6 +398,9 @@ def _ov_predict(theta, X, idx, shape, out):
         return sparse
 
     def dense(theta, X, idx, shape, out):
+        if shape[0] == CNN:
+            cnn_rows(theta, X, out, idx, out, shape, 2)  # y unused when predicting
+            return
         if shape[0] != SOFTMAX:
             raise ValueError("predict: only classification models predict labels")
         _mlp_blocks(theta, X, out, idx, shape, out, False)

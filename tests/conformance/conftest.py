@@ -25,6 +25,10 @@ from simasgd.scenario import Scenario
 from simasgd.workloads.constant import LR, ConstWorkload, first_loss
 
 UPDATES = 200                 # the update budget of every run (epsilon left out: no ε stop)
+# A Lopez master steps without waiting for gradients (tens of steps per gradient here): a budget of
+# 200 steps would end most runs before the worker's first gradient lands.
+UPDATES_BY_APPLIES = {"latest_sum": 50 * UPDATES}
+UPDATES_ON = {"cuda": 60}     # where a run is slow: the cuda backend runs under numba's CUDA simulator
 MOMENTUM = 0.5
 REAL_THREADS = {"cpu"}        # backends whose workers are OS threads
 
@@ -61,19 +65,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def workers_for(d: algorithms.Definition) -> int:
     """Two workers where the definition allows (one for racy writes: θ then has a closed form)."""
-    n = 1 if d.applies == "racy" else 2
+    n = 1 if d.applies in ("racy", "elastic_racy") else 2
     return min(max(n, d.min_workers), d.max_workers or n)
 
 
-def scenario_for(algorithm: str, backend: str, variant: str) -> Scenario:
+def scenario_for(algorithm: str, backend: str, variant: str, params: tuple[tuple[str, Any], ...] = ()) -> Scenario:
     d = algorithms.ALGORITHMS[algorithm]
+    updates = UPDATES_ON.get(backend) or UPDATES_BY_APPLIES.get(d.applies, UPDATES)
     return loader.from_dict({
         "name": f"conformance-{algorithm}-{backend}-{variant}", "seed": 11,
         "workers": {"count": workers_for(d), "placement": "os"},
         "workload": {"model": "least_squares", "batch_size": 1},  # replaced by the constant workload
-        "algorithm": {"name": algorithm},
+        "algorithm": {"name": algorithm, **dict(params)},
         "optimizer": {"lr": LR, **VARIANTS[variant]},
-        "stop": {"max_updates": UPDATES, "max_time_s": 30.0, "eval_every_updates": UPDATES // 4},
+        "stop": {"max_updates": updates, "max_time_s": 30.0, "eval_every_updates": updates // 4},
         "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-3},
                    "read": {"dist": "deterministic", "mean_s": 1e-5},
                    "update": {"dist": "deterministic", "mean_s": 1e-5}},
@@ -100,17 +105,18 @@ class Outcome:
         return float(curve["loss"].iloc[-1])
 
 
-_done: dict[tuple[str, str, str], Outcome] = {}
+_done: dict[tuple[str, str, str, tuple[tuple[str, Any], ...]], Outcome] = {}
 
 
 @pytest.fixture(scope="session")
 def outcome(jitter_kernel: Any) -> Any:
-    """``outcome(algorithm, backend, variant)``: one run of the pair on the constant workload, cached."""
+    """``outcome(algorithm, backend, variant, params)``: one run of the pair on the constant workload
+    (``params``: algorithm parameters other than the defaults, as (key, value) pairs), cached."""
 
-    def get(algorithm: str, backend: str, variant: str = "plain") -> Outcome:
-        key = (algorithm, backend, variant)
+    def get(algorithm: str, backend: str, variant: str = "plain", params: tuple[tuple[str, Any], ...] = ()) -> Outcome:
+        key = (algorithm, backend, variant, params)
         if key not in _done:
-            sc = scenario_for(algorithm, backend, variant)
+            sc = scenario_for(algorithm, backend, variant, params)
             wl = ConstWorkload(dim=16, kernel=jitter_kernel, loss_kernel=first_loss)
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)

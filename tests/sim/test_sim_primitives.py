@@ -83,11 +83,11 @@ def test_barrier_releases_all_at_the_last_arrival_and_cycles() -> None:
     assert [t for t, _ in seen[3:]] == [6, 6, 6]  # second generation: the slowest arrives at 3 + 3
 
 
-def test_backoff_policies() -> None:
+def test_backoff_policies_starting_at_the_initial_delay() -> None:
     rng = np.random.default_rng(0)
-    lin = Backoff(BackoffConfig(kind="linear", initial_s=1.0, max_s=3.0), rng)
-    exp = Backoff(BackoffConfig(kind="exponential", initial_s=1.0, max_s=10.0), rng)
-    rnd = Backoff(BackoffConfig(kind="random", initial_s=1.0, max_s=10.0), rng)
+    lin = Backoff(BackoffConfig(kind="linear", initial_s=1.0, max_s=3.0, start="initial"), rng)
+    exp = Backoff(BackoffConfig(kind="exponential", initial_s=1.0, max_s=10.0, start="initial"), rng)
+    rnd = Backoff(BackoffConfig(kind="random", initial_s=1.0, max_s=10.0, start="initial"), rng)
     assert [lin.delay(a) for a in range(5)] == [1, 2, 3, 3, 3]
     assert [exp.delay(a) for a in range(6)] == [1, 2, 4, 8, 10, 10]
     draws = np.array([rnd.delay(3) for _ in range(2000)])
@@ -95,10 +95,22 @@ def test_backoff_policies() -> None:
     assert Backoff(None, rng).delay(7) == 0 and not Backoff(None, rng).spins
 
 
+def test_backoff_starts_from_a_random_delay_by_default() -> None:
+    # Ek 2021 §2.2.3: linear and exponential start from a random delay; random draws per thread.
+    rng, n = np.random.default_rng(1), 4000
+    exp = Backoff(BackoffConfig(kind="exponential", initial_s=1.0, max_s=100.0), rng)
+    rnd = Backoff(BackoffConfig(kind="random", initial_s=1.0, max_s=10.0), rng)
+    e2 = np.array([exp.delay(2) for _ in range(n)])  # uniform on (0, 4]: mean 2, sd 4/sqrt(12)
+    assert e2.min() >= 0 and e2.max() <= 4 and abs(e2.mean() - 2) < 4 * 4 / np.sqrt(12 * n)
+    r0 = np.array([rnd.delay(0) for _ in range(n)])  # uniform on (0, max_s] from the first wait
+    assert r0.max() <= 10 and abs(r0.mean() - 5) < 4 * 10 / np.sqrt(12 * n)
+
+
 def test_spinning_acquire_retries_on_the_backoff_schedule() -> None:
     env, got = simpy.Environment(), []
     lock = Mutex(env)
-    backoff = Backoff(BackoffConfig(kind="exponential", initial_s=1.0, max_s=100.0), np.random.default_rng(0))
+    backoff = Backoff(BackoffConfig(kind="exponential", initial_s=1.0, max_s=100.0, start="initial"),
+                      np.random.default_rng(0))
 
     def holder() -> object:
         req = lock.request()

@@ -94,11 +94,16 @@ def test_ek2021_s2_grid_is_the_thesis_grid() -> None:
     p = plan.build(HERE.parents[1] / "scenarios" / "ek2021" / "s2_grid.toml", backend="sim")
     assert p.grid["optimizer.lr"] == [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009]
     assert p.grid["workload.batch_size"] == [16, 32, 64, 128, 256, 512]
-    assert p.grid["workers.count"] == [2, 4, 8, 16, 32]
-    assert len(p.grid["algorithm.name"]) == 4
-    assert len(p.cells) == 1080 and p.repeats == 10 and len(p.tasks()) == 10800
+    # UMA and NUMA at 2-8 threads, the OS scheduler at 16 and 32 (Table 4.2)
+    workers = {(sc.workers.count, sc.workers.placement) for sc in p.scenarios.values()}
+    assert workers == {(m, pl) for m in (2, 4, 8) for pl in ("uma", "numa")} | {(16, "os"), (32, "os")}
+    # six variants: mutex, rw-lock, Leashed-SGD with persistence inf, 1, 0, HOGWILD!
+    variants = {(sc.algorithm.name, sc.algorithm.persistence) for sc in p.scenarios.values()}
+    assert variants == {("mutex", None), ("rwlock", None), ("hogwild", None),
+                        ("leashed", float("inf")), ("leashed", 1), ("leashed", 0)}
+    assert len(p.cells) == 9 * 6 * 8 * 6 and p.repeats == 10 and len(p.tasks()) == 25920
     b = p.base
-    assert b.machine.preset == "xeon-e5-2687w-v2" and b.sim.numerics
+    assert b.machine.preset == "xeon-e5-2687w-v2" and b.sim.numerics and b.stop.epsilon == 0.05
     assert b.workload.layers == [784, 128, 128, 128, 10] and b.workload.features == 784
 
 

@@ -84,3 +84,26 @@ def test_heatmaps_one_png_per_algorithm(tmp_path: Path) -> None:
 def test_no_heatmap_without_two_setting_keys(tmp_path: Path) -> None:
     df = frame(cell("mutex", 0.001, 16, [3.0])).drop(columns="workload.batch_size")
     assert analysis.heatmaps(df, tmp_path) == []
+
+
+def test_table_valued_axes_group_like_their_keys() -> None:
+    # Ek's S2 grid: "algorithm" and "workers" axes whose values are tables (variant; threads x placement).
+    rows = []
+    for alg, t in (({"name": "mutex"}, 2.0), ({"name": "leashed", "persistence": 0}, 3.0),
+                   ({"name": "leashed", "persistence": 1}, 1.0)):
+        for workers, slow in (({"count": 8, "placement": "uma"}, 2.0), ({"count": 8, "placement": "numa"}, 1.0)):
+            for lr, extra in ((0.001, 1.0), (0.002, 0.0)):
+                for r in range(3):
+                    rows.append({"algorithm": alg, "workers": workers, "optimizer.lr": lr, "repeat": r,
+                                 "status": "ok", "time_to_eps": t * slow + extra, "crashed": False,
+                                 "diverged": False, "error": None})
+    df = pd.DataFrame(rows)
+    flat = analysis.flatten(df)
+    assert list(flat.columns[:5]) == ["algorithm.name", "algorithm.persistence", "workers.count",
+                                      "workers.placement", "optimizer.lr"]
+    t = analysis.table(df)
+    assert len(t) == 6  # 3 variants x 2 placements, the mutex (no persistence) included
+    best = {(r["algorithm.name"], None if pd.isna(r["algorithm.persistence"]) else r["algorithm.persistence"],
+             r["workers.placement"]): r["time_to_eps"] for _, r in t.iterrows()}
+    assert best[("leashed", 1, "numa")] == 1.0 and best[("leashed", 0, "uma")] == 6.0
+    assert best[("mutex", None, "uma")] == 4.0 and set(t["optimizer.lr"]) == {0.002}

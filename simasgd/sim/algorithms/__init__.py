@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from simasgd.sim.algorithms.bounded import start_backup, start_ssp
+from simasgd.sim.algorithms.decentral import start_keuper, start_simuparallel
+from simasgd.sim.algorithms.elastic import start_eawild, start_easgd
 from simasgd.sim.algorithms.locks import start_mutex, start_rwlock
 from simasgd.sim.algorithms.lockfree import start_hogwild, start_leashed
 from simasgd.sim.algorithms.lopez import start_lopez
+from simasgd.sim.algorithms.param_server import start_param_server
 from simasgd.sim.algorithms.sequential import start_sequential
 from simasgd.sim.algorithms.synchronous import start_k_async, start_k_sync, start_sync
 from simasgd.sim.engine import SimRun
@@ -21,4 +25,11 @@ STARTERS: dict[str, Callable[[SimRun], None]] = {
     "hogwild": start_hogwild,
     "leashed": start_leashed,
     "lopez": start_lopez,
+    "ssp": start_ssp,
+    "backup": start_backup,
+    "keuper": start_keuper,
+    "simuparallel": start_simuparallel,
+    "easgd": start_easgd,
+    "eawild": start_eawild,
+    "param_server": start_param_server,
 }

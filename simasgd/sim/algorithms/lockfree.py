@@ -1,7 +1,8 @@
 """Lock-free AsyncSGD: HOGWILD! (Recht et al. 2011) and Leashed-SGD (Bäckström et al. 2021).
 
-HOGWILD!: read without synchronisation, compute, write element-wise without
-synchronisation. In numerics mode with ``[sim] read_chunks`` > 1 the read is
+HOGWILD!: read without synchronisation into a local copy (``local_copy``, Ek
+2021 §3.1; false: the gradient reads the live θ and the read costs nothing
+here), compute, write element-wise without synchronisation. In numerics mode with ``[sim] read_chunks`` > 1 the read is
 torn — copied chunk by chunk while other workers' writes land chunk by chunk —
 so the gradient is taken at a vector that never existed as a whole. The read
 version is the one current when the read starts; a write bumps the version
@@ -29,11 +30,15 @@ from simasgd.sim.primitives import CacheLine, CasCell, atomic
 def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
     p, model = run.platform, run.model
     chunks = model.chunks if model is not None and len(model.chunks) > 1 else None
+    local = bool(run.sc.algorithm.param("local_copy"))  # false: the gradient reads the live θ, no copy
     yield from run.start(w)
     while True:
         t_read, rv = env.now, run.version
         run.begin(w)
-        if chunks is None:
+        if not local:
+            if model is not None:
+                model.snapshot(w)  # θ as the gradient starts reading it (its own reads are not timed)
+        elif chunks is None:
             yield p.read(w)
             if model is not None:
                 model.snapshot(w)

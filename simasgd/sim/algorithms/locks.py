@@ -18,7 +18,10 @@ from simasgd.sim.primitives import Mutex, RWLock, acquire
 
 def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[[], simpy.Event],
                 write_req: Callable[[], simpy.Event], read_free: Callable[[], bool],
-                write_free: Callable[[], bool], release: Callable[[simpy.Event], object]) -> Generator[simpy.Event, object, None]:
+                write_free: Callable[[], bool], release: Callable[[simpy.Event], object],
+                gate: Callable[[int], Generator[simpy.Event, object, None]] | None = None,
+                done: Callable[[int], None] | None = None) -> Generator[simpy.Event, object, None]:
+    """``gate`` (``yield from``) runs at the start of every cycle, ``done`` after every update (SSP's clock)."""
     p, model = run.platform, run.model
     read_lock = run.sc.sim.read_lock
     backoff = run.backoff(w)
@@ -32,6 +35,8 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     while True:
         wait = 0.0
         run.begin(w)
+        if gate is not None:
+            yield from gate(w)
         if read_lock:
             t0 = env.now
             if spins or not read_free():
@@ -62,6 +67,8 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         run.applied(w, rv, t_read, wait)
         hold(False)
         release(req)
+        if done is not None:
+            done(w)
 
 
 def start_mutex(run: SimRun) -> None:

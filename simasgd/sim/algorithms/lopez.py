@@ -1,16 +1,26 @@
-"""Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020).
+"""Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020, §III-B, Alg. 2/3).
 
-Worker 0 is the master: it steps ``w ← w − α/(N−1)·g``, reading the shared
-gradient sum ``g`` and writing ``w``, whenever at least one new contribution
-has landed since its previous step (as the cpu executor's master does); a
-step is one update, one version. Between steps it waits (off its CPU).
-Workers 1..N−1 read ``w``, compute ``g_new`` and atomically replace their
-previous contribution, ``g ← g − g_old + g_new``.
+The definition (``simasgd.algorithms``, ``lopez``), as simulated:
 
-Staleness (DESIGN.md, master/worker schemes): a gradient's ``version`` is the
-first master step whose read of ``g`` includes it. A contribution replaced
-before any step read it never reaches the model: ``applied = false``.
-Contributions still unread when the run stops are left out.
+- **Master** (worker 0, Alg. 2), one step = one version, never waiting for gradients: it announces
+  step s = version + 1 and reads the shared sum ``g`` (its value at the announcement), then writes
+  ``w`` with the update rule on ``g/(N−1)`` (staleness 0; momentum as the paper's z = βz + (1−β)g is
+  heavy ball with η = α(1−β)). ``model_read = "torn"`` (default, the paper): the write lands chunk by
+  chunk (``[sim] read_chunks``), so a worker's copy can mix versions; ``"consistent"``: it lands whole.
+- **Worker** (Alg. 3), per gradient: copy ``w`` (line 3: chunk by chunk while the master writes, or
+  whole), ``g ← g − g_old`` (line 4), its gradient on the copy (line 6), ``g ← g + g_new`` (line 7).
+  ``subtract = "with_add"`` does lines 4 and 7 as one pass ``g ← g − g_old + g_new`` after the gradient.
+  A pass is d atomic adds (``Platform.atomic_adds``) and lands at its end; there the worker looks at
+  the master's announced step.
+- **Row** (one per gradient): ``version`` = 1 + the step announced when the worker, its add done,
+  looked — the first step that read ``g`` with it. ``read_version`` = the version when its copy of
+  ``w`` began (torn) or ended (consistent). At the pass that removes it: if the master has not
+  announced ``version`` by then, no step read it: ``applied = false``. Rows the run's last step did not
+  reach become ``applied = false`` when the run stops (as the cpu executor's ``drop_unincluded``).
+
+In the simulator a step reads ``g`` at one instant, so the row's version is exact; on real threads a
+step's read of ``g`` spans time and the step before ``version`` may hold part of the gradient
+(MODEL.md, "Lopez").
 """
 
 from __future__ import annotations
@@ -27,61 +37,126 @@ Proc = Generator[simpy.Event, object, None]
 
 
 class Accumulator:
-    """Shared state: the gradient sum and the contributions not yet read by the master."""
+    """Shared state: the gradient sum g, the master's announced step, each worker's last row."""
 
-    def __init__(self, env: simpy.Environment, workers: int):
-        self.env = env
-        self.pending: dict[int, int] = {}  # worker -> its record row, not yet in any version
-        self.fresh = env.event()
+    def __init__(self, env: simpy.Environment, workers: int, dim: int | None):
         self.line = CacheLine(env, 0.0)
-        self.previous: list[np.ndarray | None] = [None] * workers
+        self.announced = 0                          # the step whose read of g began last
+        self.last_row: list[int] = [-1] * workers   # each worker's row whose gradient is in g
+        self.g = None if dim is None else np.zeros(dim)
+        self.old: list[np.ndarray | None] = [None] * workers  # numerics: each worker's gradient in g
 
 
-def master(env: simpy.Environment, run: SimRun, acc: Accumulator) -> Proc:
-    p, model, rec = run.platform, run.model, run.rec
+def master(env: simpy.Environment, run: SimRun, acc: Accumulator, torn: bool) -> Proc:
+    p, model = run.platform, run.model
+    contributors = run.n - 1
+    chunks = model.chunks if model is not None and torn and len(model.chunks) > 1 else None
+    g = None if model is None else np.empty_like(model.theta)
     while True:
-        while not acc.pending:  # a step only when a new contribution has landed since the last one
-            p.block(0)  # asleep: its CPU may be the one a worker needs
-            yield acc.fresh
-        version = run.version + 1
-        for row in acc.pending.values():  # this step's read of g includes them
-            rec.version[row] = version
-            rec.applied[row] = True
-        acc.pending.clear()
-        yield p.read(0)
-        yield p.update(0)
+        began = env.now
+        acc.announced = run.version + 1  # Alg. 2 line 3 begins: the read of g
         if model is not None:
-            model.master_step(run.n - 1)
+            np.divide(acc.g, contributors, out=g)
+        yield p.read(0)
+        if chunks is None:
+            yield p.update(0)
+            if model is not None:
+                model.step(g, 0)
+        else:  # the write lands chunk by chunk, no lock: workers copying now see a mix
+            total = p.update_time(0)
+            for i, part in enumerate(chunks):
+                yield p.update(0, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
+                model.step(g, 0, part)
+        if env.now == began:  # free reads and updates ([timing] … mean_s = 0): a step still loads g,
+            yield env.timeout(p.cas_latency[0])  # at least one line of it (no endless steps at one instant)
         run.bump()
 
 
-def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator) -> Proc:
-    p, model, rec = run.platform, run.model, run.rec
+def _pass(env: simpy.Environment, run: SimRun, acc: Accumulator, w: int, latency: float) -> Proc:
+    """d atomic adds into g (their time; the caller lands the values when it ends)."""
+    yield run.platform.atomic_adds(w)
+    yield from atomic(env, acc.line, latency)
+
+
+def _remove(run: SimRun, acc: Accumulator, w: int) -> None:
+    """The worker's previous gradient leaves g: its row was applied iff a step read g with it."""
+    row = acc.last_row[w]
+    if row >= 0 and acc.announced < run.rec.version[row]:
+        run.rec.applied[row] = False
+    acc.last_row[w] = -1
+    if acc.g is not None and acc.old[w] is not None:
+        acc.g -= acc.old[w]
+
+
+def _add(run: SimRun, acc: Accumulator, w: int, rv: int, t_read: float) -> None:
+    """The new gradient lands in g; its row's version is the first step that reads g after now."""
+    model = run.model
+    if model is not None:
+        if acc.old[w] is None:
+            acc.old[w] = np.empty_like(model.theta)
+        np.copyto(acc.old[w], model.grad[w])
+        acc.g += acc.old[w]
+    acc.last_row[w] = run.rec.add(w, acc.announced + 1, rv, t_read, run.env.now)
+
+
+def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator, torn: bool,
+                 before: bool) -> Proc:
+    p, model = run.platform, run.model
     latency = p.cas_latency[w]
+    chunks = model.chunks if model is not None and torn and len(model.chunks) > 1 else None
+    # The copy is the worker's own buffer (a partial snapshot's): the subtraction pass comes between it
+    # and the gradient, so the one scratch copy that workers share could be overwritten meanwhile.
+    whole = slice(0, 0 if model is None else model.theta.size)
     yield from run.start(w)
     while True:
         run.begin(w)
-        yield p.read(w)
-        t_read, rv = env.now, run.version
-        yield from run.compute(w)
-        yield p.atomic_adds(w)  # d atomic adds: g ← g − g_old + g_new
-        yield from atomic(env, acc.line, latency)
-        if run.stopped:
-            continue
+        if torn:  # Alg. 3 line 3: a plain copy; the version is the one current when it starts
+            t_read, rv = env.now, run.version
+            if chunks is None:
+                yield p.read(w)
+                if model is not None:
+                    model.snapshot(w, whole)
+            else:
+                total = p.read_time(w)
+                for i, part in enumerate(chunks):
+                    yield p.read(w, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
+                    model.snapshot(w, part)
+        else:  # seqlock copy: one version (its retries are not charged)
+            yield p.read(w)
+            t_read, rv = env.now, run.version
+            if model is not None:
+                model.snapshot(w, whole)
+        if before:  # Alg. 3 line 4: g ← g − g_old, before the gradient
+            yield from _pass(env, run, acc, w, latency)
+            if run.stopped:
+                return
+            _remove(run, acc, w)
+        run.computing(w)
         if model is not None:
-            if acc.previous[w] is None:
-                acc.previous[w] = np.zeros_like(model.theta)
-            model.publish(w, acc.previous[w])
-        old = acc.pending.pop(w, None)
-        if old is not None:  # replaced before the master read it: never applied
-            rec.version[old] = run.version + 1
-        acc.pending[w] = rec.add(w, -1, rv, t_read, env.now, 0.0, 0, False)
-        fresh, acc.fresh = acc.fresh, env.event()
-        fresh.succeed()
+            model.gradient(w)
+        yield p.gradient(w)
+        run.computed(w)
+        yield from _pass(env, run, acc, w, latency)  # line 7 (with_add: g ← g − g_old + g_new)
+        if run.stopped:
+            return
+        if not before:
+            _remove(run, acc, w)
+        _add(run, acc, w, rv, t_read)
 
 
 def start_lopez(run: SimRun) -> None:
-    acc = Accumulator(run.env, run.n)
-    run.env.process(master(run.env, run, acc))
+    model = run.model
+    acc = Accumulator(run.env, run.n, None if model is None else model.theta.size)
+    torn = run.sc.algorithm.param("model_read") == "torn"
+    before = run.sc.algorithm.param("subtract") == "before_gradient"
+
+    def unreached(_ev: simpy.Event) -> None:
+        # Rows whose version the run did not make: no step read them (the executor's drop_unincluded).
+        for row in acc.last_row:
+            if row >= 0 and run.rec.version[row] > run.version:
+                run.rec.applied[row] = False
+
+    run.stop.callbacks.append(unreached)
+    run.env.process(master(run.env, run, acc, torn))
     for w in range(1, run.n):
-        run.env.process(lopez_worker(run.env, w, run, acc))
+        run.env.process(lopez_worker(run.env, w, run, acc, torn, before))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Generator
 
+import numpy as np
 import simpy
 
 from simasgd.sim.engine import SimRun
@@ -35,6 +36,7 @@ class Round:
         self.busy: dict[int, simpy.Event] = {}
         self.procs: list[simpy.Process] = []
         self.closed = False
+        self.comm_s = 0.0  # a closed round's exchange over [network] before its update (backup: the all-reduce)
 
     def close(self) -> tuple[list[tuple[int, int, float, float]], simpy.Event]:
         """Take the collected gradients and the event their senders wait on; open the next round."""
@@ -63,16 +65,43 @@ def _read_and_compute(env: simpy.Environment, w: int, run: SimRun) -> Generator[
     return read
 
 
-def sync_worker(env: simpy.Environment, w: int, run: SimRun, barrier: Barrier, rnd: Round) -> Proc:
+class Wire:
+    """``sync`` over ``[network]`` and with ``onebit``: the all-reduce time and each worker's 1-bit residual."""
+
+    def __init__(self, run: SimRun):
+        from simasgd import compression
+        from simasgd.sim import network
+
+        self.quantize = compression.quantize
+        self.onebit = bool(run.sc.algorithm.param("onebit"))
+        self.net = network.for_run(run)
+        p, m = run.platform, run.model
+        itemsize = p.model_bytes // max(1, p.dim)
+        self.allreduce_s = self.net.allreduce_s(network.gradient_bytes(p.dim, itemsize, self.onebit), run.n)
+        self.residual = [np.zeros_like(m.theta) for _ in range(run.n)] if m is not None and self.onebit else []
+
+    def send(self, run: SimRun, w: int) -> None:
+        """Worker ``w``'s gradient as it is sent: Q(g + e) with ``onebit`` (e kept), else g."""
+        if self.residual:
+            g = run.model.grad[w]
+            self.quantize(g, self.residual[w], g)
+
+
+def sync_worker(env: simpy.Environment, w: int, run: SimRun, barrier: Barrier, rnd: Round,
+                wire: Wire | None = None) -> Proc:
     p = run.platform
     yield from run.start(w)
     while True:
         rv, t_read = yield from _read_and_compute(env, w, run)
+        if wire is not None:
+            wire.send(run, w)
         rnd.arrived.append((w, rv, t_read, env.now))
         done = rnd.done
         p.block(w)
         index = yield barrier.wait()
         if index == barrier.parties - 1:  # the last to arrive applies the round's update
+            if wire is not None and wire.allreduce_s > 0:  # the ring all-reduce of the gradients
+                yield env.timeout(wire.allreduce_s)
             yield p.update(w)
             batch, done = rnd.close()
             apply_round(run, batch)
@@ -118,6 +147,8 @@ def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: in
         for other in list(rnd.busy):
             rnd.procs[other].interrupt()
         rnd.busy.clear()
+        if rnd.comm_s > 0:
+            yield env.timeout(rnd.comm_s)
         yield p.update(w)
         batch, done = rnd.close()
         apply_round(run, batch)
@@ -148,8 +179,9 @@ def k_async_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: i
 
 def start_sync(run: SimRun) -> None:
     barrier, rnd = Barrier(run.env, run.n), Round(run.env)
+    wire = Wire(run) if run.sc.algorithm.param("onebit") or run.sc.network is not None else None
     for w in range(run.n):
-        run.env.process(sync_worker(run.env, w, run, barrier, rnd))
+        run.env.process(sync_worker(run.env, w, run, barrier, rnd, wire))
 
 
 def start_k_sync(run: SimRun) -> None:

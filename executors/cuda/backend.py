@@ -1,0 +1,36 @@
+"""Backend ``cuda``: the scenario run for real on one GPU, one CUDA stream per worker (:mod:`.runner`).
+
+numba.cuda is imported only when a run starts (:func:`executors.cuda.device.require`); without a
+GPU and without numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) a run stops with one line
+saying so.
+"""
+
+from __future__ import annotations
+
+from simasgd import algorithms
+from simasgd.progress import Advance
+from simasgd.results import RunResult
+from simasgd.scenario import Scenario
+
+NAME = "cuda"
+# The keys of executors/cuda/loops.py's LOOPS, written out so that listing them imports no numba.cuda
+# (tests/cuda checks the two agree).
+ALGORITHMS = frozenset({"sync", "lopez", "hogwild", "leashed"})
+MEASURES_HOST = True   # real streams on this host's GPU: never two runs at once on one host
+NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
+
+__all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "run_once"]
+
+
+def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
+    algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
+    backoff = scenario.algorithm.backoff
+    if backoff is not None and backoff.kind != "none":
+        raise algorithms.UnsupportedAlgorithm(
+            f"backend 'cuda': algorithm.backoff.kind = {backoff.kind!r} is not implemented on streams; allowed: none")
+    from executors.cuda import device, runner
+    from simasgd.workloads import build_workload
+
+    device.require()  # before building data: a missing GPU is one line, at once
+    wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    return runner.run_workload(scenario, run, wl, advance)

@@ -1,0 +1,70 @@
+"""Finding the GPU (or numba's CUDA simulator), lazily: nothing here imports numba.cuda at module load.
+
+``require()`` returns the ``numba.cuda`` module or raises :class:`NoDevice`
+with one line saying what is missing. Under the simulator
+(``NUMBA_ENABLE_CUDASIM=1``, read when numba.cuda is first imported) kernels
+run synchronously in the launching thread, and the simulator swaps a
+module-level fake ``cuda`` into a kernel's globals while it runs: two host
+threads launching kernels of one module at once would corrupt each other's
+grid. :func:`launch_lock` is therefore a real lock under the simulator and a
+no-op on a GPU, where launches are asynchronous and thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from types import ModuleType
+from typing import Any, Iterator
+
+from simasgd.backends import BackendError
+
+SIM_ENV = "NUMBA_ENABLE_CUDASIM"
+_SIM_LOCK = threading.RLock()
+
+
+class NoDevice(BackendError):
+    """No CUDA GPU and no simulator: the cuda backend cannot run here (the CLI prints it as one line)."""
+
+
+def simulator() -> bool:
+    """numba's CUDA simulator is (or will be) what numba.cuda is in this process."""
+    from numba.core import config
+
+    if "numba.cuda" not in sys.modules and os.environ.get(SIM_ENV, "0") not in ("", "0"):
+        config.reload_config()  # the variable was set after numba was imported (a test's conftest)
+    return bool(config.ENABLE_CUDASIM)
+
+
+def require() -> ModuleType:
+    """numba.cuda, with a GPU or the simulator behind it; else :class:`NoDevice` (one line)."""
+    sim = simulator()
+    from numba import cuda
+
+    if sim or cuda.is_available():
+        return cuda
+    raise NoDevice("backend 'cuda': no CUDA GPU found (numba.cuda.is_available() is false); "
+                   f"run on a machine with an NVIDIA GPU and driver, or set {SIM_ENV}=1 for numba's CUDA simulator")
+
+
+def describe() -> dict[str, Any]:
+    """The device, for results metadata."""
+    cuda = require()
+    if simulator():
+        return {"device": "numba CUDA simulator", "simulator": True}
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    return {"device": name, "simulator": False, "sms": int(dev.MULTIPROCESSOR_COUNT),
+            "compute_capability": list(dev.compute_capability)}
+
+
+@contextlib.contextmanager
+def launch_lock() -> Iterator[None]:
+    """Serialises kernel launches under the simulator (module docstring); nothing on a GPU."""
+    if simulator():
+        with _SIM_LOCK:
+            yield
+    else:
+        yield

@@ -1,0 +1,112 @@
+"""Synchronisation with a bound: stale-synchronous parallel (Ho et al. 2013) and backup workers (Chen et al. 2016).
+
+- ``ssp``: the lock-based worker of :mod:`.locks` (lock, read, unlock,
+  gradient, lock, update, unlock) behind a clock gate: a worker that has
+  finished c iterations starts another only while c − min_j c_j ≤ s (the
+  slowest worker's clock), else it sleeps until some clock moves. So every
+  read of θ already holds each worker's first c − s updates (the SSP
+  guarantee), and the clock gap at any start is at most s.
+- ``backup``: ``k_sync``'s round (:mod:`.synchronous`) with k = N = count − b:
+  the first N gradients of a round are averaged and applied, the b workers
+  still reading or computing are cancelled and restart on the new model. A
+  cancelled gradient is a dropped row (``applied = false``) with the round's
+  version, so every round has exactly N applied and b dropped rows.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Generator
+
+import numpy as np
+import simpy
+
+from simasgd.sim.algorithms.locks import lock_worker
+from simasgd.sim.algorithms.synchronous import Round, Wire, k_sync_worker
+from simasgd.sim.engine import SimRun
+from simasgd.sim.primitives import Mutex
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Clocks:
+    """Each worker's finished iterations; an event that fires whenever one of them moves."""
+
+    def __init__(self, env: simpy.Environment, n: int, bound: int):
+        self.env, self.bound = env, bound
+        self.c = [0] * n
+        self.moved = env.event()
+
+    def gate(self, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
+        """Sleep (off the CPU) while worker ``w`` is more than ``bound`` clocks ahead of the slowest."""
+        while self.c[w] - min(self.c) > self.bound:
+            run.platform.block(w)
+            yield self.moved
+
+    def tick(self, w: int) -> None:
+        self.c[w] += 1
+        moved, self.moved = self.moved, self.env.event()
+        moved.succeed()
+
+
+def start_ssp(run: SimRun) -> None:
+    lock = Mutex(run.env)
+    clocks = Clocks(run.env, run.n, run.sc.algorithm.param("bound"))
+    free = lambda: lock.free  # noqa: E731
+    for w in range(run.n):
+        run.env.process(lock_worker(run.env, w, run, lock.request, lock.request, free, free, lock.release,
+                                    gate=lambda w_: clocks.gate(w_, run), done=clocks.tick))
+
+
+class BackupRound(Round):
+    """A ``k_sync`` round that records the gradients it discards (the workers not in the closed batch)
+    and, with ``onebit``, sends the batch's gradients 1-bit quantised (``synchronous.Wire``, as ``sync``)."""
+
+    def __init__(self, run: SimRun, wire: Wire | None):
+        super().__init__(run.env)
+        self.run, self.wire = run, wire
+        self.comm_s = wire.allreduce_s if wire is not None else 0.0
+
+    def close(self) -> tuple[list[tuple[int, int, float, float]], simpy.Event]:
+        batch, done = super().close()
+        run = self.run
+        if run.stopped:
+            return batch, done
+        now, used = run.env.now, {b[0] for b in batch}
+        for w in range(run.n):
+            if w in used:
+                continue
+            marks = run.marks[w]
+            if not marks[1] >= marks[0]:  # cancelled while reading: no gradient started this round
+                marks[1] = now
+            if not marks[2] >= marks[1]:  # cancelled while computing: its gradient ends here
+                marks[2] = now
+            # the version it would have had: this round's (global at the drop + 1)
+            run.rec.add(w, run.version + 1, run.version, marks[1], now, applied=False)
+        if self.wire is not None:
+            for w in used:  # only a used gradient was sent: only its sender's residual moves
+                self.wire.send(run, w)
+        return batch, done
+
+
+def start_backup(run: SimRun) -> None:
+    a = run.sc.algorithm
+    wire = Wire(run) if a.param("onebit") or run.sc.network is not None else None
+    rnd = BackupRound(run, wire)
+    k = run.n - a.param("backup")
+    rnd.procs = [run.env.process(k_sync_worker(run.env, w, run, rnd, k)) for w in range(run.n)]
+
+
+def clock_gaps(updates: "pd.DataFrame") -> np.ndarray:
+    """The clock gap at every read, from any backend's rows (one run): for the row of worker w's
+    (i+1)-th iteration, i − min_j (j's updates with version ≤ its read_version) — how many iterations
+    w had finished beyond the slowest worker's, counting only updates already in the θ it read. SSP
+    with bound s keeps every gap ≤ s (its gate saw no larger clock than these)."""
+    a = updates[updates["applied"]].sort_values("version", kind="stable")
+    versions = [g["version"].to_numpy() for _, g in a.groupby("worker")]
+    out = []
+    for _, g in a.groupby("worker"):
+        rv = g["read_version"].to_numpy()
+        seen = np.min([np.searchsorted(v, rv, side="right") for v in versions], axis=0)
+        out.append(np.arange(len(rv)) - seen)
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

@@ -1,0 +1,188 @@
+"""Elastic averaging: EASGD (Zhang, Choromanska, LeCun 2015) and EA-wild (Wongpanich, You, Demmel 2020).
+
+Every worker (a group's leader, for EA-wild with ``group_size`` > 1) keeps
+its own state x_j and velocity; the centre x̃ is the run's θ (``Model.theta``:
+its loss is the curve). A worker's cycle, as Zhang et al.'s Algorithm 1 and
+Wongpanich et al.'s Algorithm 1 order it: every ``tau`` local steps it
+exchanges with the centre — it gets x̃, the centre gets x_j —
+
+    d = α(x_j − x̃);  x_j ← x_j − d;  x̃ ← x̃ + α(x_j_sent − x̃)
+
+then takes a local step x_j ← x_j − η·g(x_j) (``update_rule``, the worker's
+own velocity when ``optimizer.momentum`` > 0: EA-MSGD; staleness 0, the
+gradient is taken at the state it updates).
+
+- ``easgd``: the exchanges are round-robin — worker j's exchange starts only
+  after worker j−1's has finished (a token passed 0, 1, …, n−1, 0, …; Zhang et
+  al. via Wongpanich §2.3.2) — and hold the centre for the whole exchange, so
+  the worker's x̃ and the centre's are the same: the force is symmetric.
+- ``eawild``: no lock (§3.1). The worker moves by the x̃ it pulled; the
+  centre applies α(x_j − x̃) with its *current* x̃, chunk by chunk as the write
+  lands ([sim] read_chunks), so concurrent exchanges interleave. With
+  ``group_size`` = g, g consecutive workers form a group with one state: each
+  member computes a gradient at it on its own minibatch (in parallel; the
+  step waits for the slowest), the group steps with their mean, and its first
+  worker (the leader) exchanges with the centre.
+
+Rows (``algorithms._EXCHANGES``): one per exchange, by the worker (leader)
+that made it; ``version`` = the centre version it made, ``read_version`` =
+the centre version the worker's state reflects — what it read at its previous
+exchange plus that exchange's own move (under the lock: the version that
+exchange made; at its first exchange, which carries no gradient, version − 1)
+— so staleness counts the other workers' exchanges since its local steps
+began (DESIGN's definition; deterministic round-robin: n − 1), ``distance`` =
+‖x_j − x̃‖ at the exchange (curve.parquet's ``spread``). With a network
+(``[network]``), an exchange is a pull of x̃ from the server and a push of
+x_j to it (:mod:`simasgd.sim.network`); without, a read and an update of the
+shared centre on the worker's CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Generator
+
+import numpy as np
+import simpy
+
+from simasgd import update_rule
+from simasgd.sim import network as net
+from simasgd.sim.costs import Platform
+from simasgd.sim.engine import SimRun
+
+Proc = Generator[simpy.Event, object, None]
+
+
+class Elastic:
+    """Shared state of one run: the workers' states, the round-robin token, the network."""
+
+    def __init__(self, run: SimRun, locked: bool, group: int):
+        self.run, self.locked, self.group = run, locked, group
+        sc = run.sc
+        self.alpha, self.tau = float(sc.algorithm.param("alpha")), int(sc.algorithm.param("tau"))
+        self.leaders = list(range(0, run.n, group))
+        self.turn = 0                      # easgd: the leader whose exchange is next
+        self.turn_changed = run.env.event()
+        self.net = net.for_run(run)
+        m = run.model
+        self.x = {w: m.theta.copy() for w in self.leaders} if m is not None else {}
+        self.v = {w: np.zeros_like(m.theta) for w in self.leaders} if m is not None and m.momentum else {}
+
+    def pass_token(self) -> None:
+        self.turn = (self.turn + 1) % len(self.leaders)
+        ev, self.turn_changed = self.turn_changed, self.run.env.event()
+        ev.succeed()
+
+
+def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic, prev: tuple[int, float] | None) -> Proc:
+    """One exchange of leader ``w`` with the centre; returns (the version it read, when).
+
+    ``prev``: (read version, time) of the worker's previous exchange; None at its first."""
+    p, m, nw = run.platform, run.model, el.net
+    nbytes = p.model_bytes
+    if el.locked:
+        me = el.leaders.index(w)
+        t0 = env.now
+        while el.turn != me:                       # round-robin: wait for the previous worker's exchange
+            p.block(w)
+            yield el.turn_changed
+        wait = env.now - t0
+    else:
+        wait = 0.0
+    # get x̃ (Alg. 1: "Master sends x̃ to Worker")
+    if nw.enabled:
+        yield from nw.send(nw.server, w, nbytes)
+    else:
+        yield p.read(w)
+    rv, t_read = run.version, env.now
+    sent = None
+    dist = float("nan")
+    if m is not None:
+        x, centre = el.x[w], m.theta
+        dist = float(np.linalg.norm(x - centre))
+        sent = x.copy()                            # the centre gets x_j as it was before the move
+        x -= el.alpha * (sent - centre)            # the worker moves by the x̃ it got
+    # the centre gets x_j and moves towards it
+    if nw.enabled:
+        yield from nw.send(w, nw.server, nbytes)
+    if el.locked or m is None or len(m.chunks) <= 1:
+        if not nw.enabled:                         # over a network the server's CPU applies it
+            yield p.update(w)
+        if m is not None:
+            m.theta += el.alpha * (sent - m.theta)
+    else:
+        total = p.update_time(w)
+        for i, part in enumerate(m.chunks):        # lock-free: each chunk against the centre as it is then
+            if not nw.enabled:
+                yield p.update(w, 1 / len(m.chunks), None if total is None else total / len(m.chunks), i == 0)
+            m.theta[part] += el.alpha * (sent[part] - m.theta[part])
+    # The centre version the worker's state reflects: what it read at its previous exchange plus
+    # that exchange's own move (under the lock: the version that exchange made). The first exchange
+    # carries no gradient: staleness 0.
+    prev_rv, prev_t = (run.version, t_read) if prev is None else (prev[0] + 1, prev[1])
+    i = run.rec.n
+    run.applied(w, prev_rv, prev_t, wait=wait)
+    if run.rec.n > i:
+        run.rec.distance[i] = dist
+    if el.locked:
+        el.pass_token()
+    return rv, t_read
+
+
+def _local_step(env: simpy.Environment, w: int, run: SimRun, el: Elastic) -> Proc:
+    """The group's gradients at its state (in parallel), their mean applied to the state."""
+    p, m = run.platform, run.model
+    members = range(w, w + el.group)
+    run.computing(w)
+    if m is not None:
+        x = el.x[w]
+        for k in members:
+            m.read_into[k] = x
+            m.gradient(k)
+    if el.group == 1:
+        yield p.gradient(w)
+    else:  # the members compute on their own CPUs; each gives its CPU back when done (a sleeping wait)
+        others = [env.process(_member(p, k)) for k in members if k != w]
+        yield p.gradient(w)
+        p.block(w)
+        yield simpy.AllOf(env, others)
+        if el.net.enabled:                          # the group's all-reduce of its gradients
+            yield env.timeout(el.net.allreduce_s(p.model_bytes, el.group))
+    run.computed(w)
+    yield p.update(w)
+    if m is not None:
+        g = m.grad[w] if el.group == 1 else np.mean([m.grad[k] for k in members], axis=0)
+        v = el.v.get(w, m.velocity)
+        update_rule.step(el.x[w], v, g, m.lr, m.momentum, 0, False)
+
+
+def _member(p: Platform, k: int) -> Proc:
+    """A group member's gradient on its own CPU; then it sleeps until the group's next step."""
+    yield p.gradient(k)
+    p.block(k)
+
+
+def elastic_worker(env: simpy.Environment, w: int, run: SimRun, el: Elastic) -> Proc:
+    yield from run.start(w)
+    prev: tuple[int, float] | None = None
+    t = 0
+    while True:
+        if t % el.tau == 0:
+            run.begin(w)
+            prev = yield from _exchange(env, w, run, el, prev)
+        yield from _local_step(env, w, run, el)
+        t += 1
+
+
+def _start(run: SimRun, locked: bool) -> None:
+    group = 1 if locked else int(run.sc.algorithm.param("group_size"))
+    el = Elastic(run, locked, group)
+    for w in el.leaders:
+        run.env.process(elastic_worker(run.env, w, run, el))
+
+
+def start_easgd(run: SimRun) -> None:
+    _start(run, locked=True)
+
+
+def start_eawild(run: SimRun) -> None:
+    _start(run, locked=False)

@@ -1,0 +1,107 @@
+"""Asynchronous SGD through a parameter server (Dean et al. 2012 "Downpour"; Wongpanich et al. §4.2).
+
+A worker's cycle: pull θ from the server, compute the gradient at what it
+pulled, push the gradient; the server applies it (``update_rule``; with
+``optimizer.momentum`` the velocity lives on the server: Async MSGD) under
+its lock. With ``shards = S`` θ is cut into S contiguous shards, each a
+server of its own (its own lock, its own NIC on a network): a pull gathers
+the shards one by one, each copied under its lock (so the θ a gradient is
+taken at may mix versions of different shards, as Downpour's does) and a push updates shard after shard,
+each shard independently of the others (pushes of two workers may
+interleave across shards). With ``onebit`` the worker pushes Q(g + e) and
+keeps the error e (:mod:`simasgd.compression`).
+
+Rows: one per push (``Rows("update")``), ``read_version`` = the global version
+when the pull started, ``version`` = the version the push made when its last
+shard landed; each shard's step divides the gradient by
+``update_rule.divisor`` of (versions at that shard's step − read_version)
+— with one shard exactly the row's staleness. With ``[network]``, pulls and
+pushes are messages through the servers' NICs (:mod:`simasgd.sim.network`);
+without, copies of the shared θ on the worker's CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Generator
+
+import numpy as np
+import simpy
+
+from simasgd import compression
+from simasgd.sim import network as net
+from simasgd.sim.engine import SimRun
+from simasgd.sim.primitives import Mutex
+
+Proc = Generator[simpy.Event, object, None]
+
+
+def shard_bounds(dim: int, shards: int) -> list[slice]:
+    """S contiguous shards of ``dim`` elements (the first ones one element longer where it does not divide)."""
+    S = min(shards, max(1, dim))
+    return [slice(s * dim // S, (s + 1) * dim // S) for s in range(S)]
+
+
+class Server:
+    def __init__(self, run: SimRun):
+        sc = run.sc
+        self.shards = int(sc.algorithm.param("shards"))
+        self.onebit = bool(sc.algorithm.param("onebit"))
+        self.locks = [Mutex(run.env) for _ in range(self.shards)]
+        self.net = net.for_run(run, servers=self.shards)
+        dim = run.platform.dim or (run.model.theta.size if run.model is not None else 0)
+        self.parts = shard_bounds(dim, self.shards) if dim else [slice(0, 0)] * self.shards
+        itemsize = run.platform.model_bytes // max(1, run.platform.dim)
+        self.pull_bytes = [(s.stop - s.start) * itemsize for s in self.parts]
+        self.push_bytes = [compression.message_bytes(s.stop - s.start) if self.onebit else b
+                           for s, b in zip(self.parts, self.pull_bytes)]
+        m = run.model
+        self.residual = [np.zeros_like(m.theta) for _ in range(run.n)] if m is not None and self.onebit else []
+
+
+def ps_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
+    p, m, nw = run.platform, run.model, srv.net
+    S = srv.shards
+    yield from run.start(w)
+    while True:
+        run.begin(w)
+        rv, t_read = run.version, env.now
+        wait = 0.0
+        for s, part in enumerate(srv.parts):       # pull, shard by shard: the shard copied under its lock
+            t0 = env.now
+            req = srv.locks[s].request()
+            p.block(w)
+            yield req
+            wait += env.now - t0
+            if not nw.enabled:
+                yield p.read(w, 1 / S, None, s == 0)
+            if m is not None:
+                m.snapshot(w, part)                # the worker's own buffer: time passes before the gradient
+            srv.locks[s].release(req)
+            if nw.enabled:                         # then it travels to the worker
+                yield from nw.send(nw.servers[s], w, srv.pull_bytes[s])
+        run.computing(w)
+        if m is not None:
+            m.gradient(w)
+            if srv.onebit:
+                compression.quantize(m.grad[w], srv.residual[w], m.grad[w])
+        yield p.gradient(w)
+        run.computed(w)
+        for s, part in enumerate(srv.parts):       # push, shard by shard, each under its own lock
+            if nw.enabled:
+                yield from nw.send(w, nw.servers[s], srv.push_bytes[s])
+            t0 = env.now
+            req = srv.locks[s].request()
+            p.block(w)
+            yield req
+            wait += env.now - t0
+            yield p.update(w, 1 / S, None, True) if not nw.enabled else env.timeout(0)
+            if m is not None:
+                m.step(m.grad[w], run.version - rv, part if S > 1 else None)
+            srv.locks[s].release(req)
+        run.applied(w, rv, t_read, wait=wait)
+
+
+def start_param_server(run: SimRun) -> None:
+    srv = Server(run)
+    for w in range(run.n):
+        run.env.process(ps_worker(run.env, w, run, srv))

@@ -1,0 +1,280 @@
+"""A GPU in the simulator: CUDA streams sharing the multiprocessors, as in Lopez et al. 2020 §IV-B.
+
+Each worker is a stream driven by a host thread. Its steps are kernels:
+read = a copy of θ, update = an element-wise step, Lopez accumulation = d
+atomic adds, gradient = ``kernels_per_gradient`` kernels sharing the
+workload's flops and bytes. A kernel costs a launch latency on its stream,
+then its work on three processor-sharing servers (:class:`memory.Bandwidth`):
+
+- the SMs: ``sms × clock × fp32_lanes × 2 × efficiency`` flop/s shared by the kernels running at
+  once; one kernel alone uses at most the fraction of the SMs its threads fill,
+  ``min(1, threads / (sms × threads_per_sm))`` — so two small kernels run side by side at full
+  speed, while kernels that each fill the GPU slow each other down in proportion to their number
+  (the streams' share of the GPU is decided by the hardware, "dynamically and without control from
+  the user", §IV-B);
+- device memory: ``mem_bandwidth_gbs`` shared by the kernels' bytes;
+- the atomic units: ``atomics_per_s`` shared by the kernels' atomic operations.
+
+A kernel ends when its flops, bytes and atomics are all done. A barrier or a
+host-side hand-off costs ``host_sync_s`` (stream synchronise + the host
+threads' barrier). The presets come from public specifications (cited at
+each); ``simasgd calibrate --gpu`` (``executors/cuda/calibrate.py``) measures
+a real GPU's, including kernel time against concurrent streams, into the
+profile's ``[gpu]`` table (preset ``this-gpu``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import simpy
+
+from simasgd import seeds
+from simasgd.scenario import Scenario
+from simasgd.sim.memory import Bandwidth
+
+# Algorithms whose workers need a CPU's scheduler (spin locks): not modelled on streams.
+CPU_ONLY = frozenset({"mutex", "rwlock"})
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    sms: int                      # streaming multiprocessors
+    clock_ghz: float              # boost clock
+    fp32_lanes_per_sm: int        # FP32 FMA units per SM (2 flops each per cycle)
+    mem_bandwidth_gbs: float      # device memory
+    launch_latency_s: float       # a kernel launch, host to running (per kernel, on its stream)
+    atomics_per_s: float          # device-wide throughput of global atomic adds
+    threads_per_sm: int = 2048    # resident threads an SM holds
+    efficiency: float = 0.3       # sustained fraction of peak flops of these small numba kernels
+    host_sync_s: float = 10e-6    # stream synchronise + host barrier hand-off
+    kernels_per_gradient: int = 12  # launches in one minibatch gradient (forward, loss, backward)
+    profile: dict[str, Any] | None = None
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.sms * self.clock_ghz * 1e9 * self.fp32_lanes_per_sm * 2 * self.efficiency
+
+    @property
+    def resident_threads(self) -> int:
+        return self.sms * self.threads_per_sm
+
+
+PRESETS: dict[str, Gpu] = {g.name: g for g in (
+    # NVIDIA Tesla V100 SXM2 (Lopez et al. 2020's DGX-1, §IV): 80 SMs, 1530 MHz boost, 64 FP32 cores
+    # per SM (15.7 TFLOPS FP32), 900 GB/s HBM2 — NVIDIA Tesla V100 GPU Architecture whitepaper
+    # (2017), Table 1. Launch latency ~5 µs: typical measured CUDA launch overhead (not a spec).
+    # Atomic throughput: no public figure; one global atomic add per SM per clock is assumed
+    # (80 × 1.53e9 / s); `calibrate --gpu` measures it.
+    Gpu("v100", sms=80, clock_ghz=1.53, fp32_lanes_per_sm=64, mem_bandwidth_gbs=900.0,
+        launch_latency_s=5e-6, atomics_per_s=80 * 1.53e9),
+    # NVIDIA H100 SXM5: 132 SMs, 1980 MHz boost, 128 FP32 cores per SM (67 TFLOPS FP32), 3.35 TB/s
+    # HBM3 — NVIDIA H100 Tensor Core GPU datasheet and the Hopper architecture whitepaper (2022).
+    # Launch latency and atomics as for the V100 (assumed, measured by `calibrate --gpu`).
+    Gpu("h100", sms=132, clock_ghz=1.98, fp32_lanes_per_sm=128, mem_bandwidth_gbs=3350.0,
+        launch_latency_s=4e-6, atomics_per_s=132 * 1.98e9),
+)}
+PROFILE_PRESET = "this-gpu"  # the calibrated profile's [gpu] table
+
+
+def names() -> list[str]:
+    return [*PRESETS, PROFILE_PRESET]
+
+
+def from_profile(doc: dict[str, Any], path: Path) -> Gpu:
+    """The ``[gpu]`` table of a calibrated profile (``executors/cuda/calibrate.py`` writes it)."""
+    t = doc.get("gpu")
+    if not isinstance(t, dict):
+        raise ValueError(f"{path}: no [gpu] table; run `simasgd calibrate --gpu` on a machine with a GPU")
+    keys = {f.name for f in fields(Gpu)} - {"name", "profile"}
+    given = {k: t[k] for k in keys if k in t}
+    missing = {"sms", "clock_ghz", "fp32_lanes_per_sm", "mem_bandwidth_gbs", "launch_latency_s",
+               "atomics_per_s"} - set(given)
+    if missing:
+        raise ValueError(f"{path}: [gpu] lacks {sorted(missing)}")
+    return Gpu(name=PROFILE_PRESET, profile=doc, **given)
+
+
+def resolve(name: str) -> Gpu | None:
+    """The GPU preset ``name`` (``this-gpu``: the calibrated profile), or None if it names no GPU."""
+    if name in PRESETS:
+        return PRESETS[name]
+    if name == PROFILE_PRESET:
+        from simasgd import machine, profile
+
+        path = machine.profile_path()
+        if not path.exists():
+            raise machine.MachineError(f"machine.preset = \"{name}\": no calibrated profile at {path}; "
+                                       f"run `simasgd calibrate --gpu --out {path}` on the GPU machine")
+        try:
+            return from_profile(profile.read(path), path)
+        except (ValueError, profile.ProfileError) as e:
+            raise machine.MachineError(str(e)) from None
+    return None
+
+
+def parallel_threads(shape: np.ndarray | None, dim: int, batch: int) -> int:
+    """Threads the widest kernel of a gradient runs: batch × the widest layer (cnn: its conv output)."""
+    from simasgd.workloads.cnn_kernels import CNN
+    from simasgd.workloads.kernels import SOFTMAX
+
+    if shape is not None and len(shape) and int(shape[0]) == CNN:
+        from simasgd.workloads.cnn import sizes
+
+        s = sizes(shape)
+        return batch * s["K"] * s["Ho"] * s["Wo"]
+    if shape is not None and len(shape) > 1 and int(shape[0]) == SOFTMAX:
+        return batch * int(max(shape[1:]))
+    return max(batch, dim)
+
+
+class SMs:
+    """The multiprocessors as a server shared in proportion to demand: a kernel that can fill a
+    fraction f of the GPU runs at f·rate while the kernels running at once fill it no more than
+    once (Σf ≤ 1), and at f·rate/Σf when they oversubscribe it."""
+
+    def __init__(self, env: simpy.Environment, flops_per_s: float):
+        self.env, self.rate = env, flops_per_s
+        self.active: dict[simpy.Event, list[float]] = {}  # event -> [flops left, occupancy]
+        self.last, self.generation = 0.0, 0
+
+    def _speed(self, f: float) -> float:
+        demand = sum(x[1] for x in self.active.values())
+        return self.rate * f * min(1.0, 1.0 / demand) if demand > 0 else self.rate * f
+
+    def run(self, flops: float, occupancy: float) -> simpy.Event:
+        done = self.env.event()
+        self._advance()
+        self.active[done] = [float(flops), float(occupancy)]
+        self._reschedule()
+        return done
+
+    def _advance(self) -> None:
+        dt = self.env.now - self.last
+        if self.active and dt > 0:
+            for job in self.active.values():
+                job[0] -= dt * self._speed(job[1])
+        self.last = self.env.now
+
+    def _reschedule(self) -> None:
+        self.generation += 1
+        if not self.active:
+            return
+        gen = self.generation
+        wait = max(0.0, min(j[0] / self._speed(j[1]) for j in self.active.values()))
+        self.env.timeout(wait).callbacks.append(lambda _ev: self._complete(gen))
+
+    def _complete(self, gen: int) -> None:
+        if gen != self.generation:
+            return
+        self._advance()
+        tol = self.rate * 1e-12 * max(1.0, self.env.now)  # flops left below a picosecond of the GPU: done
+        for ev in [e for e, j in self.active.items() if j[0] <= tol]:
+            del self.active[ev]
+            ev.succeed()
+        self._reschedule()
+
+
+class GpuPlatform:
+    """The GPU as the workers see it: the interface of :class:`simasgd.sim.costs.Platform`."""
+
+    def __init__(self, env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, dim: int | None,
+                 itemsize: int, flops_per_sample: float | None, shape: np.ndarray | None = None):
+        if sc.algorithm.name in CPU_ONLY:
+            raise ValueError(f"machine.preset = \"{gpu.name}\" is a GPU: algorithm {sc.algorithm.name!r} (spin "
+                             f"locks on CPU cores) is not modelled on streams")
+        if dim is None or flops_per_sample is None:
+            raise ValueError("a GPU machine derives every step from the workload (dim and flops)")
+        self.env, self.gpu, self.n = env, gpu, sc.workers.count
+        self.dim, self.model_bytes = int(dim), int(dim) * itemsize
+        self.sm = SMs(env, gpu.flops_per_s)
+        self.mem = Bandwidth(env, gpu.mem_bandwidth_gbs * 1e9, gpu.mem_bandwidth_gbs * 1e9)
+        self.atom = Bandwidth(env, gpu.atomics_per_s, gpu.atomics_per_s)
+        batch = sc.workload.batch_size
+        self.grad_flops = flops_per_sample * batch
+        self.grad_bytes = 3.0 * self.model_bytes + batch * itemsize * 4096  # θ in, g out, activations
+        self.grad_threads = parallel_threads(shape, self.dim, batch)
+        self.cas_latency = [gpu.host_sync_s] * self.n  # a device atomic seen from the host: a sync
+        self.handoff_s = [gpu.host_sync_s] * self.n
+        st = sc.workers.stragglers
+        self.slow = [st.slowdown if w < st.count else 1.0 for w in range(self.n)]
+        self.rng = [np.random.default_rng(seeds.sequence(sc.seed, run, seeds.Role.TIMING, w)) for w in range(self.n)]
+        self.cv = sc.sim.gradient_cv
+
+    def occupancy(self, threads: float) -> float:
+        """The fraction of the GPU one kernel of ``threads`` threads can use alone."""
+        return min(1.0, max(threads, 1.0) / self.gpu.resident_threads)
+
+    def kernel(self, flops: float = 0.0, nbytes: float = 0.0, atomics: float = 0.0,
+               threads: float = 1.0) -> simpy.Event:
+        """Launch latency, then flops / bytes / atomics on the shared servers; done when all are."""
+        return self.env.process(self._kernel(flops, nbytes, atomics, threads))
+
+    def _kernel(self, flops: float, nbytes: float, atomics: float, threads: float) -> Any:
+        yield self.env.timeout(self.gpu.launch_latency_s)
+        parts = []
+        if flops > 0:
+            parts.append(self.sm.run(flops, self.occupancy(threads)))
+        if nbytes > 0:
+            parts.append(self.mem.transfer(nbytes))
+        if atomics > 0:
+            parts.append(self.atom.transfer(atomics))
+        if parts:
+            yield simpy.AllOf(self.env, parts)
+
+    def gradient(self, w: int) -> simpy.Event:
+        return self.env.process(self._gradient(w))
+
+    def _gradient(self, w: int) -> Any:
+        k = self.gpu.kernels_per_gradient
+        x = self.slow[w] * (self.rng[w].gamma(1 / self.cv ** 2, self.cv ** 2) if self.cv > 0 else 1.0)
+        for _ in range(k):
+            yield self.kernel(x * self.grad_flops / k, x * self.grad_bytes / k, 0.0, self.grad_threads)
+
+    def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+        if seconds is not None:
+            return self.env.timeout(seconds)
+        return self.kernel(0.0, 2 * self.model_bytes * part, 0.0, self.dim * part)
+
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+        if seconds is not None:
+            return self.env.timeout(seconds)
+        return self.kernel(2 * self.dim * part, 3 * self.model_bytes * part, 0.0, self.dim * part)
+
+    def atomic_adds(self, w: int) -> simpy.Event:
+        """``g[i] += δ[i]`` for every i with ``cuda.atomic.add`` (Lopez accumulation, sync's sum)."""
+        return self.kernel(0.0, 2 * self.model_bytes, self.dim, self.dim)
+
+    def read_time(self, w: int) -> float | None:
+        return None
+
+    def update_time(self, w: int) -> float | None:
+        return None
+
+    def block(self, w: int) -> None:
+        """A host thread waiting frees nothing on the GPU."""
+
+    def sync(self, w: int) -> simpy.Event:
+        return self.env.timeout(self.gpu.host_sync_s)
+
+
+def platform(env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, wl: Any) -> GpuPlatform:
+    if wl is None:
+        raise ValueError("a GPU machine needs the workload (its dimension and flops)")
+    return GpuPlatform(env, sc, gpu, run, int(wl.dim), int(np.dtype(wl.dtype).itemsize), float(wl.flops_per_sample),
+                       np.asarray(wl.shape))
+
+
+def with_overrides(gpu: Gpu, **given: Any) -> Gpu:
+    return replace(gpu, **{k: v for k, v in given.items() if v is not None})
+
+
+def predicted_kernel_s(gpu: Gpu, flops: float, threads: float, streams: int) -> float:
+    """One kernel's time when ``streams`` identical ones start together (closed form of :class:`SMs`):
+    latency + flops / (rate·f·min(1, 1/(streams·f))), f its occupancy."""
+    f = min(1.0, max(threads, 1.0) / gpu.resident_threads)
+    return gpu.launch_latency_s + flops / (gpu.flops_per_s * f * min(1.0, 1.0 / (streams * f)))

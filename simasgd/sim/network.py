@@ -1,0 +1,170 @@
+"""The interconnect of the distributed algorithms: NICs, latency, the server's link, message sizes.
+
+Nodes are the workers ``0..n−1`` and, for algorithms with a centre or a
+parameter server, the server :data:`SERVER` (= n). Every node has a NIC with
+an outgoing and an incoming side, each a SimPy resource of capacity 1: a
+message from ``a`` to ``b`` holds ``a``'s outgoing side and ``b``'s incoming
+side for ``bytes / min(bandwidth_a, bandwidth_b)`` seconds, after a one-way
+``latency`` that holds nothing. So the server's incoming side is the shared
+bottleneck of every push and its outgoing side of every pull: n workers
+pushing at once queue there (FIFO), as they do on a real server's link.
+Peer-to-peer messages (Keuper's decentralised ASGD: :meth:`Network.send`
+between two workers) hold only the two workers' NICs.
+
+A ring all-reduce of ``m`` bytes over ``p`` nodes (``sync``) costs
+``2(p−1)·(latency + m/(p·bandwidth))`` (Patarasuk & Yuan 2009: bandwidth
+optimal; Wongpanich et al. §3.2 use it, hierarchically beyond 1K nodes):
+every node sends and receives ``2(p−1)/p·m`` bytes, so it is charged to
+every NIC at once, as one timeout.
+
+Message sizes (:func:`model_bytes`, :func:`gradient_bytes`): the model or a
+gradient is ``d × itemsize`` bytes; a 1-bit gradient is
+:func:`simasgd.compression.message_bytes`. What one row of ``updates.parquet``
+moves is :func:`row_bytes` — the bytes the row's worker sent and received for
+it — the same for every backend (the cpu executor's threads send nothing; it
+records what they would have sent), and the summary reports the totals
+(:func:`traffic`).
+
+``[network] preset = "none"`` (the default) is shared memory: no message is
+timed, and the algorithms' reads and updates cost what the machine model says
+(:mod:`simasgd.sim.costs`); the bytes are still reported. Presets
+(:data:`PRESETS`): line rates from the standards (IEEE 802.3 for Ethernet,
+IBTA for InfiniBand EDR: 4 lanes × 25.78125 Gb/s, 64b/66b, = 100 Gb/s —
+ConnectX-4 user manual, docs.nvidia.com/networking); latencies are orders of
+magnitude, not measurements: a TCP message through the kernel tens of µs
+(Mellanox 2019, "Paving the road to exascale": 30–40 µs CPU-onloaded), an
+RDMA message on InfiniBand about 1 µs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generator
+
+import simpy
+
+from simasgd import compression
+
+# name -> (NIC bandwidth Gb/s, one-way latency µs)
+PRESETS: dict[str, tuple[float, float] | None] = {
+    "none": None,              # shared memory: no network
+    "1gbe": (1.0, 50.0),       # IEEE 802.3ab; kernel TCP
+    "10gbe": (10.0, 30.0),     # IEEE 802.3ae; kernel TCP
+    "25gbe": (25.0, 20.0),     # IEEE 802.3by; kernel TCP
+    "100g_ib": (100.0, 1.0),   # InfiniBand EDR 4x (IBTA); RDMA
+}
+
+Proc = Generator[simpy.Event, Any, None]
+
+
+@dataclass(frozen=True)
+class Links:
+    """Resolved ``[network]``: bytes/s of a worker's NIC and the server's, one-way latency in s."""
+
+    bandwidth_Bps: float
+    server_bandwidth_Bps: float
+    latency_s: float
+
+
+def resolve(cfg: Any) -> Links | None:
+    """The scenario's ``[network]`` (``scenario.NetworkConfig``) as numbers; None for shared memory."""
+    base = PRESETS[cfg.preset]
+    gbps = cfg.bandwidth_gbps if cfg.bandwidth_gbps is not None else (base[0] if base else None)
+    lat_us = cfg.latency_us if cfg.latency_us is not None else (base[1] if base else 0.0)
+    if gbps is None:
+        return None
+    server = cfg.server_bandwidth_gbps if cfg.server_bandwidth_gbps is not None else gbps
+    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6)
+
+
+def model_bytes(dim: int, itemsize: int) -> int:
+    return dim * itemsize
+
+
+def gradient_bytes(dim: int, itemsize: int, onebit: bool) -> int:
+    return compression.message_bytes(dim) if onebit else dim * itemsize
+
+
+def _onebit(sc: Any) -> bool:
+    from simasgd import algorithms
+
+    return "onebit" in algorithms.ALGORITHMS[sc.algorithm.name].param_names and bool(sc.algorithm.param("onebit"))
+
+
+def row_bytes(sc: Any, dim: int, itemsize: int) -> int:
+    """Bytes one row's worker sends and receives for it (0: a shared-memory algorithm).
+
+    ``param_server``: pull θ + push g (1-bit: compressed). ``easgd``/``eawild``: an exchange sends
+    x_j and receives x̃ (a group's leader; the group's own all-reduce is not counted here).
+    ``sync`` (and ``backup``): the ring all-reduce, 2(p−1)/p of a (1-bit) gradient each way, per
+    gradient. ``keuper``: one state sent every ``exchange_every`` steps — the average per row, m /
+    exchange_every. ``simuparallel`` (one average at the end) and shared-memory algorithms: 0."""
+    name, n = sc.algorithm.name, sc.workers.count
+    m = model_bytes(dim, itemsize)
+    if name == "param_server":
+        return m + gradient_bytes(dim, itemsize, _onebit(sc))
+    if name in ("easgd", "eawild"):
+        return 2 * m
+    if name in ("sync", "backup"):
+        g = gradient_bytes(dim, itemsize, _onebit(sc))
+        return int(round(2 * 2 * (n - 1) / n * g)) if n > 1 else 0
+    if name == "keuper":
+        return int(round(m / int(sc.algorithm.param("exchange_every"))))
+    return 0
+
+
+def traffic(sc: Any, dim: int, itemsize: int, rows: int) -> dict[str, int]:
+    """The summary's network figures: bytes per row and in all (``rows`` = the run's rows)."""
+    b = row_bytes(sc, dim, itemsize)
+    return {"bytes_per_row": b, "bytes_total": b * rows} if b else {}
+
+
+def for_run(run: Any, servers: int = 1) -> "Network":
+    """The network of a simulated run (``SimRun``): its scenario's ``[network]``, n workers, ``servers`` servers."""
+    cfg = run.sc.network
+    return Network(run.env, None if cfg is None else resolve(cfg), run.n, servers)
+
+
+class Network:
+    """The NICs of one simulated run (module docstring); ``links=None`` makes every message free."""
+
+    def __init__(self, env: simpy.Environment, links: Links | None, workers: int, servers: int = 1):
+        self.env, self.links, self.n = env, links, workers
+        self.server = workers                 # the (first) server's node id
+        self.servers = list(range(workers, workers + servers))  # Downpour: one server node per shard
+        nodes = workers + servers
+        self.out = [simpy.Resource(env, 1) for _ in range(nodes)]
+        self.inn = [simpy.Resource(env, 1) for _ in range(nodes)]
+        self.bytes_sent = [0] * nodes
+
+    @property
+    def enabled(self) -> bool:
+        return self.links is not None
+
+    def bandwidth(self, node: int) -> float:
+        assert self.links is not None
+        return self.links.server_bandwidth_Bps if node >= self.n else self.links.bandwidth_Bps
+
+    def transfer_s(self, src: int, dst: int, nbytes: float) -> float:
+        """Latency plus serialisation at the slower NIC, without queueing."""
+        if self.links is None:
+            return 0.0
+        return self.links.latency_s + nbytes / min(self.bandwidth(src), self.bandwidth(dst))
+
+    def send(self, src: int, dst: int, nbytes: float) -> Proc:
+        """Move ``nbytes`` from ``src`` to ``dst`` (``yield from``): queue for both NICs, then transfer."""
+        self.bytes_sent[src] += int(nbytes)
+        if self.links is None or nbytes <= 0:
+            return
+        yield self.env.timeout(self.links.latency_s)
+        with self.out[src].request() as a:  # outgoing side first, then incoming: no circular wait
+            yield a
+            with self.inn[dst].request() as b:
+                yield b
+                yield self.env.timeout(nbytes / min(self.bandwidth(src), self.bandwidth(dst)))
+
+    def allreduce_s(self, nbytes: float, parties: int) -> float:
+        """Seconds of a ring all-reduce of ``nbytes`` over ``parties`` nodes (module docstring)."""
+        if self.links is None or parties < 2:
+            return 0.0
+        return 2 * (parties - 1) * (self.links.latency_s + nbytes / (parties * self.links.bandwidth_Bps))
