@@ -3,7 +3,7 @@
 
 The server is the shared θ (and, with ``optimizer.momentum``, its velocity:
 Async MSGD), cut into ``shards`` contiguous shards ``[s·d/S, (s+1)·d/S)``,
-each with its own spin lock (``locks``, one cache line each). A worker's
+each with its own spin lock (``locks``, one cache line each; ``shared.word_lock``). A worker's
 cycle: pull — copy each shard under its lock; compute the gradient at the
 copy; with ``onebit`` replace it by Q(g + e), keeping e
 (:func:`simasgd.compression.quantize`); push — each shard under its lock,
@@ -25,35 +25,12 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.loops import CODE_VERSION
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_STALE_AWARE, F_LR, F_MOM, LINE, OK,
-                                  S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING, out_of_budget, record, sample_batch,
-                                  snapshot_due, spin_pause, stopped, straggle, take_snapshot, wait_go)
+                                  S_VERSION, STOPPED_WAITING, lock_release, out_of_budget, record, sample_batch,
+                                  snapshot_due, straggle, take_snapshot, wait_go, word_lock)
 from simasgd import compression
 from simasgd.compression import quantize
 from simasgd.update_rule import divisor, step_range
 from simasgd.workloads.kernels import loss_and_grad
-
-
-@njit(nogil=True, cache=True)
-def shard_lock(locks: np.ndarray, s: int, ctrl: np.ndarray) -> int:
-    """Take shard ``s``'s lock (test-and-test-and-set); ns waited, -1 if the run stopped meanwhile."""
-    at = s * LINE
-    if A.cas(locks, at, 0, 1) == 0:
-        return 0
-    t0 = A.now_ns()
-    spins = 0
-    while True:
-        while A.load_relaxed(locks, at) != 0:
-            spins += 1
-            spin_pause(spins)
-            if spins % SPINS_BEFORE_YIELD == 0 and stopped(ctrl):
-                return -1
-        if A.cas(locks, at, 0, 1) == 0:
-            return A.now_ns() - t0
-
-
-@njit(nogil=True, cache=True)
-def shard_unlock(locks: np.ndarray, s: int) -> None:
-    A.store_release(locks, s * LINE, 0)
 
 
 def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
@@ -79,12 +56,12 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
             wait = 0
             for s in range(S):  # pull
                 lo, hi = s * d // S, (s + 1) * d // S
-                ns = shard_lock(locks, s, ctrl)
+                ns = word_lock(locks, s * LINE, ctrl, cfg_i, cfg_f)  # no backoff: param_server has none
                 if ns < 0:
                     return STOPPED_WAITING
                 wait += ns
                 local[lo:hi] = theta[lo:hi]
-                shard_unlock(locks, s)
+                lock_release(locks, s * LINE)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(local, X, y, idx, g, shape)
@@ -95,20 +72,20 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
             ver = 0
             for s in range(S):  # push, shard by shard
                 lo, hi = s * d // S, (s + 1) * d // S
-                ns = shard_lock(locks, s, ctrl)
+                ns = word_lock(locks, s * LINE, ctrl, cfg_i, cfg_f)  # no backoff: param_server has none
                 if ns < 0:
                     return STOPPED_WAITING
                 wait += ns
                 cur = A.load(ctrl, S_VERSION * LINE)
                 if s == 0 and cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: not applied
-                    shard_unlock(locks, s)
+                    lock_release(locks, s * LINE)
                     return OK
                 step_range(theta, vel, g, lr, mom, divisor(cur - rv, aware), lo, hi)
                 if s == S - 1:
                     ver = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
                     if snapshot_due(cfg_i, ctrl, ver):
                         take_snapshot(ctrl, cfg_i, ring, meta, ver, theta)
-                shard_unlock(locks, s)
+                lock_release(locks, s * LINE)
             if not record(ri, rf, nrec, ctrl, w, ver, rv, 0, True, t_s, t_r, t_r, t_ge, wait):
                 return BUFFER_FULL
         return OK

@@ -151,27 +151,34 @@ def backoff(cfg_i: np.ndarray, cfg_f: np.ndarray, attempt: int) -> None:
 # --- spin lock (test-and-test-and-set) -----------------------------------------------
 
 @njit(nogil=True, cache=True)
-def lock_acquire(ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, at: int) -> int:
-    """Take the lock word ``ctrl[at]``; returns ns waited, or -1 if the run stopped meanwhile."""
-    if A.cas(ctrl, at, 0, 1) == 0:
+def word_lock(words: np.ndarray, at: int, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray) -> int:
+    """Take the lock word ``words[at]`` (its own cache line), with the scenario's backoff between failed
+    attempts; returns ns waited, or -1 if the run stopped meanwhile."""
+    if A.cas(words, at, 0, 1) == 0:
         return 0
     t0 = A.now_ns()
     attempt, spins = 0, 0
     while True:
-        while A.load_relaxed(ctrl, at) != 0:
+        while A.load_relaxed(words, at) != 0:
             spins += 1
             spin_pause(spins)
             if spins % SPINS_BEFORE_YIELD == 0 and stopped(ctrl):
                 return -1
-        if A.cas(ctrl, at, 0, 1) == 0:
+        if A.cas(words, at, 0, 1) == 0:
             return A.now_ns() - t0
         attempt += 1
         backoff(cfg_i, cfg_f, attempt)
 
 
 @njit(nogil=True, cache=True)
-def lock_release(ctrl: np.ndarray, at: int) -> None:
-    A.store_release(ctrl, at, 0)
+def lock_acquire(ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, at: int) -> int:
+    """Take the lock word ``ctrl[at]``; returns ns waited, or -1 if the run stopped meanwhile."""
+    return word_lock(ctrl, at, ctrl, cfg_i, cfg_f)
+
+
+@njit(nogil=True, cache=True)
+def lock_release(words: np.ndarray, at: int) -> None:
+    A.store_release(words, at, 0)
 
 
 # --- reader/writer lock: word = 2 * readers + writer bit; waiting writers counted apart ---
