@@ -14,11 +14,11 @@ busy: it computes or spins on a lock; SMT siblings share one core.
 
 **Last-level cache capacity.** A socket's L3 holds what its threads work on:
 per worker a private model copy and a gradient (``2·d`` elements), the
-activations and their deltas of one mini-batch, the mini-batch itself; plus
-the GEMM's packed operand blocks (sized to the core's L2), and the shared model
-once (for Ek's MLP at B = 64 in double precision: 3.65 MiB a worker, so 7
-workers fill one 25 MiB L3 to 26.6 MiB, 8 to 30.2, and 4 to 15.6). When that footprint ``F`` exceeds the capacity ``C`` a
-fraction of the gradient's traffic misses and streams from DRAM through the
+activations and their deltas of one mini-batch, the mini-batch itself and
+the GEMM's packed operand blocks (sized to the core's L2); plus the shared
+model once. For Ek's MLP at B = 64 in double precision that is 3.65 MiB a
+worker: 7 workers fill one 25 MiB L3 to 26.6 MiB, 8 to 30.2, 4 to 15.6.
+When that footprint ``F`` exceeds the capacity ``C`` a fraction of the gradient's traffic misses and streams from DRAM through the
 socket's :class:`~simasgd.sim.memory.Bandwidth` (shared with the socket's
 other misses, each stream at most what one core can pull). The hit ratio of
 a footprint reused cyclically depends on the replacement policy, a physical
@@ -39,9 +39,9 @@ overlapped with compute: the bound where the core stalls on each one.
 The shared model lives in the home socket's L3: with random replacement at
 that socket's hit ratio; under LRU it stays while its reuse distance — the
 footprint over the 2k uses a cycle of the socket's k workers — fits, so the
-private buffers thrash before it does. Workers there copy and update the hit part at the L3's per-core rate
-``llc_gbs`` (a fixed time: each core reads its own slices) and the rest
-through DRAM; workers on other sockets move it over the link.
+private buffers thrash before it does. Workers there copy and update the hit
+part at the L3's per-core rate ``llc_gbs`` (a fixed time: each core reads its
+own slices) and the rest through DRAM; workers on other sockets move it over the link.
 """
 
 from __future__ import annotations
