@@ -28,6 +28,12 @@ LAYERS = [784, 128, 128, 128, 10]
 # dcs-chalmers/shared-memory-sgd, MLP 784-128-128-128-10 on MNIST, recorded per-update times (ms):
 # B=64: ≈7.2 ms sequential, ≈4.0 ms at 2 threads; B=16: ≈1.5 ms at 2 threads (mutex, HOGWILD!, Leashed alike).
 REFERENCE_MS = {(64, 1): 7.2, (64, 2): 4.0, (16, 2): 1.5}
+ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
+# Issue 14's goals: one thread against sequential SGD; two threads against ideal (by batch);
+# against the PyTorch mnist_hogwild-style baseline (float32); rounds of one configuration that
+# disagree by more than this factor are called bimodal.
+GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
+GOAL_TORCH, BIMODAL = 2.0, 1.5
 
 
 def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "float64") -> Any:
@@ -72,8 +78,9 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
     time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype))
     n = int(seconds / (np.median(probe) * 1e-9))
     outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
+    none = np.zeros(0, dtype=theta.dtype)  # no cycle traffic: back-to-back gradients
     ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
-                                                        batch, o, k)) for k, o in enumerate(outs)]
+                                                        batch, o, k, none)) for k, o in enumerate(outs)]
     from executors.cpu.runner import single_threaded_blas
 
     with single_threaded_blas():  # as in the runs: idle BLAS threads would spin and steal a core
@@ -150,7 +157,7 @@ def one_round(seconds: float, with_torch: bool) -> list[dict[str, Any]]:
             rows.append({"batch": batch, "dtype": dtype, "algorithm": "sequential", "threads": 1,
                          "updates_per_s": serial, "ideal": serial, "capacity": serial})
             cap = capacity(2, batch, seconds, dtype) / capacity(1, batch, seconds, dtype)
-            for alg in ("hogwild", "leashed", "mutex"):
+            for alg in ALGORITHMS:
                 for threads in (1, 2):
                     rows.append({"batch": batch, "dtype": dtype, "algorithm": alg, "threads": threads,
                                  "updates_per_s": ours(alg, threads, batch, seconds, dtype),
@@ -177,6 +184,62 @@ def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         row["rounds"] = [r[i]["updates_per_s"] for r in rounds]
         out.append(row)
     return out
+
+
+def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per goal of issue 14: the worst measured value, the goal, met or not, where it is worst."""
+    ours_ = [r for r in rows if r["algorithm"] in ALGORITHMS]
+    out = []
+
+    def goal(name: str, part: list[dict[str, Any]], key: str, target: float) -> None:
+        vals = [(r[key], r) for r in part if r.get(key) is not None]
+        if not vals:
+            out.append({"goal": name, "worst": None, "target": target, "met": None, "where": "not measured"})
+            return
+        v, r = min(vals, key=lambda x: x[0])
+        out.append({"goal": name, "worst": v, "target": target, "met": v >= target,
+                    "where": f"{r['algorithm']} B={r['batch']} {r['dtype']} {r['threads']}t"})
+
+    goal("1 thread ≥ 95% of sequential", [r for r in ours_ if r["threads"] == 1], "of_ideal", GOAL_ONE_THREAD)
+    for b, t in GOAL_TWO.items():
+        goal(f"2 threads ≥ {t:.0%} of ideal, B = {b}", [r for r in ours_ if r["threads"] == 2 and r["batch"] == b],
+             "of_ideal", t)
+    goal("≥ 2× PyTorch (float32)", [r for r in ours_ if r["dtype"] == "float32"], "vs_torch", GOAL_TORCH)
+    spread = [(max(r["rounds"]) / min(r["rounds"]), r) for r in ours_ if len(r["rounds"]) > 1 and min(r["rounds"]) > 0]
+    worst = max(spread, key=lambda x: x[0]) if spread else None
+    out.append({"goal": f"no bimodal runs (rounds within {BIMODAL}×)", "worst": worst[0] if worst else None,
+                "target": BIMODAL, "met": None if worst is None else worst[0] <= BIMODAL,
+                "where": "one round" if worst is None else
+                f"{worst[1]['algorithm']} B={worst[1]['batch']} {worst[1]['dtype']} {worst[1]['threads']}t"})
+    out.append({"goal": "sequential B = 64 float32 ≥ 60% of the GEMM peak", "worst": None, "target": 0.6,
+                "met": None, "where": "not measured: no GEMM-peak micro-benchmark yet"})
+    return out
+
+
+def verdict_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| goal | worst measured | target | met | where |", "|---|---|---|---|---|"]
+    for v in rows:
+        w = "—" if v["worst"] is None else f"{v['worst']:.2f}"
+        met = "—" if v["met"] is None else ("yes" if v["met"] else "**no**")
+        lines.append(f"| {v['goal']} | {w} | {v['target']} | {met} | {v['where']} |")
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on: CPU model and flags that matter, CPUs, load."""
+    from simasgd.metadata import cpu_model
+
+    flags: list[str] = []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                flags = [f for f in ("avx", "avx2", "fma", "avx512f", "avx512_vnni") if f in have]
+                break
+    except OSError:
+        pass
+    return {"cpu_model": cpu_model(), "flags": flags, "cpu_count": os.cpu_count(),
+            "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -207,7 +270,11 @@ def main() -> None:
         print(_torch_rate_here(int(args.torch_rate[0]), int(args.torch_rate[1]), float(args.torch_rate[2])))
         return
     if args.table:
-        print(markdown(json.loads(args.table.read_text())))
+        doc = json.loads(args.table.read_text())
+        print(markdown(doc))
+        if "verdicts" in doc:
+            print()
+            print(verdict_markdown(doc["verdicts"]))
         return
     load_before = os.getloadavg()
     rows = median_rows([one_round(args.seconds, not args.no_torch) for _ in range(args.rounds)])
@@ -221,12 +288,15 @@ def main() -> None:
                   and x["threads"] == r["threads"] and r["dtype"] == "float32"), None)
         r["vs_torch"] = r["updates_per_s"] / t["updates_per_s"] if t else None
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "rounds"}))
-    meta = {"cpu_count": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+    meta = {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
             "seconds": args.seconds, "rounds": args.rounds,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    doc = {"meta": meta, "rows": rows}
+    doc = {"meta": meta, "rows": rows, "verdicts": verdicts(rows)}
     args.out.write_text(json.dumps(doc, indent=1))
+    print(f"{meta['cpu_model']} {meta['flags']}, load {load_before[0]:.2f} → {meta['loadavg_after'][0]:.2f}")
     print(markdown(doc))
+    print()
+    print(verdict_markdown(doc["verdicts"]))
 
 
 if __name__ == "__main__":
