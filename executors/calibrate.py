@@ -237,18 +237,28 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
                          theta.copy() if shared else none) for i in range(k)]
                 _threads(timer, args)
                 # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
-                both = np.stack(outs, axis=1).reshape(-1) * 1e-9
-                st = _stats(both, keep=200)
-                concurrent[f"{prefix}k{k}"] = st["samples_s"]
-                concurrent.update({f"{prefix}k{k}_mean_s": st["mean_s"], f"{prefix}k{k}_median_s": st["median_s"],
-                                   f"{prefix}k{k}_p90_s": st["p90_s"], f"{prefix}k{k}_n": st["n"]})
-    d = _stats(out * 1e-9, keep=200)
-    cyc = _stats(in_cycle * 1e-9, keep=200)
+                add_concurrent(concurrent, f"{prefix}k{k}", np.stack(outs, axis=1).reshape(-1))
+    return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype))
+
+
+def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray) -> None:
+    """Samples timed with k gradients at once (call j of each, then j+1, ...) as ``concurrent.<key>``."""
+    st = _stats(samples_ns * 1e-9, keep=200)
+    concurrent[key] = st["samples_s"]
+    concurrent.update({f"{key}_mean_s": st["mean_s"], f"{key}_median_s": st["median_s"],
+                       f"{key}_p90_s": st["p90_s"], f"{key}_n": st["n"]})
+
+
+def gradient_table(out_ns: np.ndarray, in_cycle_ns: np.ndarray, concurrent: dict[str, Any], wl: Any, batch: int,
+                   **extra: Any) -> dict[str, Any]:
+    """One ``[gradient."<workload>"]`` table (executors/PROFILE.md) from back-to-back, in-cycle and
+    concurrent samples (ns), whatever timed them (numba here, torch in ``executors.torchmp.calibrate``)."""
+    d = _stats(out_ns * 1e-9, keep=200)
+    cyc = _stats(in_cycle_ns * 1e-9, keep=200)
     d.update(cycle_samples_s=cyc["samples_s"], cycle_mean_s=cyc["mean_s"], cycle_median_s=cyc["median_s"],
              cycle_p90_s=cyc["p90_s"])
-    d.update(batch_size=cfg.batch_size, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample),
-             dtype=str(cfg.dtype))
-    d["gflops"] = wl.flops_per_sample * cfg.batch_size / d["median_s"] / 1e9
+    d.update(batch_size=batch, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample), **extra)
+    d["gflops"] = wl.flops_per_sample * batch / d["median_s"] / 1e9
     if concurrent:
         d["concurrent"] = concurrent
     return d

@@ -80,7 +80,7 @@ def concurrent_times(wl: Any, theta: np.ndarray, batch: int, n: int, k: int, see
 
 def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
     """The profile's ``[gradient."<workload_key>"]`` table for a torch workload (see the module docstring)."""
-    from executors.calibrate import MAX_CONCURRENT, _stats
+    from executors.calibrate import MAX_CONCURRENT, add_concurrent, gradient_table
     from simasgd.workloads import build_workload
 
     import_torch()
@@ -99,18 +99,8 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
         time_calls(wl, theta.copy(), b, in_cycle, seed + 1, theta.copy())
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             for prefix, cycle in (("", False), ("cycle_", True)):
-                both = concurrent_times(wl, theta, b, n, k, seed + 2, cycle).T.reshape(-1) * 1e-9
-                st = _stats(both, keep=200)  # call j of every process, then j+1, ...
-                concurrent[f"{prefix}k{k}"] = st["samples_s"]
-                concurrent.update({f"{prefix}k{k}_mean_s": st["mean_s"], f"{prefix}k{k}_median_s": st["median_s"],
-                                   f"{prefix}k{k}_p90_s": st["p90_s"], f"{prefix}k{k}_n": st["n"]})
-    d = _stats(out * 1e-9, keep=200)
-    cyc = _stats(in_cycle * 1e-9, keep=200)
-    d.update(cycle_samples_s=cyc["samples_s"], cycle_mean_s=cyc["mean_s"], cycle_median_s=cyc["median_s"],
-             cycle_p90_s=cyc["p90_s"])
-    d.update(batch_size=b, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample), dtype=str(cfg.dtype),
-             module=str(cfg.module), timed="python: minibatch draw, θ into the module, forward, backward, flat gradient")
-    d["gflops"] = wl.flops_per_sample * b / d["median_s"] / 1e9
-    if concurrent:
-        d["concurrent"] = concurrent
-    return d
+                # call j of every process, then j+1, ...
+                times = concurrent_times(wl, theta, b, n, k, seed + 2, cycle)
+                add_concurrent(concurrent, f"{prefix}k{k}", times.T.reshape(-1))
+    return gradient_table(out, in_cycle, concurrent, wl, b, dtype=str(cfg.dtype), module=str(cfg.module),
+                          timed="python: minibatch draw, θ into the module, forward, backward, flat gradient")
