@@ -37,6 +37,7 @@ from numba import njit
 
 from executors import atomics as A
 from executors.kernel import with_kernel
+from simasgd.memops import copy_into
 from simasgd import profile as _profile
 from simasgd.profile import workload_key  # re-exported: the key is simasgd's
 from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
@@ -61,7 +62,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 
         With a model-sized ``shared`` buffer, each call is preceded (untimed) by a worker's memory
         traffic around its gradient: an update of the shared model (``shared -= η·g``) and a copy of
-        it into the buffer the gradient reads (``theta[:] = shared``). Those 5 model-sized streams
+        it into the buffer the gradient reads (``copy_into(theta, shared)``). Those 5 model-sized streams
         evict part of the gradient's operands from the core's private cache, which a gradient timed
         back to back on one warm buffer never pays (executors/PROFILE.md, ``cycle_samples_s``)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
@@ -76,7 +77,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
             if cycle:
                 for j in range(shared.shape[0]):
                     shared[j] -= 1e-12 * g[j]
-                theta[:] = shared
+                copy_into(theta, shared)
             t0 = A.now_ns()
             loss_and_grad(theta, X, y, idx, g, shape)
             out_ns[k] = A.now_ns() - t0
@@ -93,7 +94,7 @@ def _copy_loop(dst: np.ndarray, src: np.ndarray, reps: int, go: np.ndarray) -> i
         A.cpu_relax()
     t0 = A.now_ns()
     for _ in range(reps):
-        dst[:] = src
+        copy_into(dst, src)
         A.compiler_barrier()
     return A.now_ns() - t0
 

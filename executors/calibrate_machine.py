@@ -27,6 +27,8 @@ from numba import njit
 
 from executors import atomics as A
 from executors.calibrate import _threads
+from simasgd.memops import copy_into
+from simasgd.update_rule import plain_range
 
 MIN_GAP_S = 2e-6  # a clock jump above this between two reads of a spin loop is a pause (a read is ~25 ns)
 KEEP_PAUSES = 500  # pause lengths written per k (sorted, evenly subsampled)
@@ -39,8 +41,8 @@ LR = 1e-6  # the update's step: tiny, so θ stays finite (and never subnormal) o
 
 @njit(nogil=True, cache=True)
 def _update(theta: np.ndarray, g: np.ndarray, lr: float) -> None:
-    for i in range(theta.shape[0]):
-        theta[i] -= lr * g[i]
+    """The executors' update (update_rule's plain form), so the rate measured is the rate they run at."""
+    plain_range(theta, g, lr, 1.0, 0, theta.shape[0])
 
 
 @njit(nogil=True, cache=True)
@@ -59,7 +61,7 @@ def _batches(dst: np.ndarray, src: np.ndarray, lr: float, update: bool, inner: i
             if update:
                 _update(dst, src, lr)
             else:
-                dst[:] = src
+                copy_into(dst, src)
             A.compiler_barrier()  # keeps LLVM from merging the repetitions into one
         out_ns[b] = A.now_ns() - t0
 
@@ -95,7 +97,7 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, updat
             if update:
                 _update(buf, g, LR)
             else:
-                dst[:] = buf
+                copy_into(dst, buf)
             A.compiler_barrier()
             out_ns[r] = A.now_ns() - t0
         A.store_release(turn, 0, 1 - role)

@@ -35,6 +35,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKE
                                   barrier,
                                   out_of_budget, record, sample_batch, seq_update, snapshot_due, spin_pause,
                                   straggle, take_snapshot, wait_go)
+from simasgd.memops import copy_into
 from simasgd import compression
 from simasgd.workloads.kernels import loss_and_grad
 
@@ -98,7 +99,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
             wait = lock_in(ctrl, cfg_i, cfg_f, False, True)
             if wait < 0:
                 return STOPPED_WAITING
-            local[:] = theta
+            copy_into(local, theta)
             rv = A.load(ctrl, S_VERSION * LINE)
             lock_out(ctrl, False, True)
             t_r = A.now_ns()
@@ -157,7 +158,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
                     for i in range(k):
                         while A.load_acquire(order, i) < 0:
                             A.cpu_relax()
-                    mean[:] = grads[A.load(order, 0)]
+                    copy_into(mean, grads[A.load(order, 0)])
                     for i in range(1, k):
                         mean += grads[A.load(order, i)]
                     mean /= k

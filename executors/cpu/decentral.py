@@ -27,6 +27,7 @@ from executors.cpu.loops import CODE_VERSION
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_CAP, C_MAXU, C_NROWS, C_STALE_AWARE, C_WORKERS, F_LR, F_MOM,
                                   LINE, OK, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING, aborted, out_of_budget,
                                   record, snapshot_due, spin_pause, straggle, take_snapshot, wait_go)
+from simasgd.memops import copy_into
 from simasgd import parzen
 from simasgd.parzen import merge_step
 from simasgd.workloads.kernels import loss_and_grad
@@ -92,7 +93,7 @@ def _make(kernels_version: str = CODE_VERSION + parzen.SOURCE_HASH) -> Any:
             has = False
             if exchange > 0 and A.load_acquire(received, w * LINE) != seen:
                 inbox_lock(locks, w)
-                peer[:] = inbox[w]
+                copy_into(peer, inbox[w])
                 seen = received[w * LINE]
                 A.store_release(locks, w * LINE, 0)
                 has = True
@@ -124,7 +125,7 @@ def _make(kernels_version: str = CODE_VERSION + parzen.SOURCE_HASH) -> Any:
                 if j >= w:
                     j += 1  # a random node other than w
                 inbox_lock(locks, j)
-                inbox[j][:] = mine
+                copy_into(inbox[j], mine)
                 A.store_release(received, j * LINE, received[j * LINE] + 1)
                 A.store_release(locks, j * LINE, 0)
         return OK

@@ -36,6 +36,7 @@ from executors.cpu.loops import CODE_VERSION
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, LINE, OK, S_VERSION, STOPPED_WAITING,
                                   aborted, apply_update, out_of_budget, record, sample_batch, snapshot_due, spin_pause,
                                   straggle, take_snapshot, wait_go)
+from simasgd.memops import copy_into
 from simasgd.workloads.kernels import loss_and_grad
 
 P_ALPHA, P_TAU, P_LOCKED, P_GROUP = range(4)   # params (float64)
@@ -128,8 +129,8 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
                                 x[i] = s - dd
                                 theta[i] = c + dd
                         else:
-                            cread[:] = theta  # racy: other leaders may be writing
-                            sent[:] = x
+                            copy_into(cread, theta)  # racy: other leaders may be writing
+                            copy_into(sent, x)
                             ss = 0.0
                             for i in range(x.shape[0]):
                                 ss += (sent[i] - cread[i]) * (sent[i] - cread[i])
@@ -171,7 +172,7 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
                     return STOPPED_WAITING
             if leader:
                 if g > 1:
-                    mean[:] = grads[w]
+                    copy_into(mean, grads[w])
                     for k in range(w + 1, w + g):
                         mean += grads[k]
                     mean /= g

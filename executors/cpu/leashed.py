@@ -34,6 +34,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PERSI
                                   out_of_budget, record, sample_batch, snapshot_due, spin_pause,
                                   stopped, straggle, take_snapshot, wait_go)
 from executors.cpu.loops import CODE_VERSION
+from simasgd.memops import copy_into
 from simasgd.workloads.kernels import loss_and_grad
 
 
@@ -116,9 +117,9 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
                 if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: cut off, not applied
                     release(rc, base)
                     return OK
-                pool[mine, :] = pool[base]
+                copy_into(pool[mine], pool[base])
                 if mom > 0.0:
-                    vpool[mine, :] = vpool[base]
+                    copy_into(vpool[mine], vpool[base])
                 apply_update(pool[mine], vpool[mine], g, cfg_i, cfg_f, cur - rv)
                 ver[mine * LINE] = cur + 1
                 A.store(stale, mine * LINE, 0)

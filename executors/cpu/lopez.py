@@ -35,6 +35,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOPEZ, C_NROWS, C_WORK
                                   STOPPED_WAITING, aborted, out_of_budget, record, sample_batch, seq_copy,
                                   seq_update, spin_pause, straggle, wait_go)
 from executors.cpu.loops import CODE_VERSION
+from simasgd.memops import copy_into
 from simasgd.workloads.kernels import loss_and_grad
 
 WITH_ADD, CONSISTENT = 1, 2  # bits of cfg_i[C_LOPEZ]: subtract = "with_add", model_read = "consistent"
@@ -147,7 +148,7 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
                 for i in range(g.shape[0]):
                     A.fetch_add(acc, i, g[i])
             v = A.load(lctl, ANNOUNCED) + 1  # the first step to begin reading g after the adds
-            old[:] = g
+            copy_into(old, g)
             A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
             if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, 0):
                 A.cas(ctrl, S_STOP * LINE, RUN, STOP)  # no room: the run stops (the master too)

@@ -35,6 +35,7 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.shared import C_SNAP_EVERY, LINE, M_TNS, M_VER, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL, S_STOP, \
     S_T0, RUN, STOP, new_ctrl, slot
+from simasgd.memops import copy_into
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
 
@@ -79,7 +80,7 @@ def _take(data: np.ndarray, meta: np.ndarray, i: int, v: int, out: np.ndarray) -
     p = i % data.shape[0]
     if A.load_acquire(meta, p * LINE + M_VER) != v:
         return -1
-    out[:] = data[p]
+    copy_into(out, data[p])
     return meta[p * LINE + M_TNS]
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from simasgd.memops import copy_into
 from simasgd import update_rule
 from simasgd.update_rule import step
 
@@ -276,7 +277,7 @@ def seq_copy(ctrl: np.ndarray, src: np.ndarray, out: np.ndarray) -> int:
         s1 = A.load_acquire(ctrl, S_SEQ * LINE)
         if s1 % 2 == 0:
             v = A.load(ctrl, S_VERSION * LINE)
-            out[:] = src
+            copy_into(out, src)
             A.fence_acquire()
             if A.load(ctrl, S_SEQ * LINE) == s1:
                 return v
@@ -349,7 +350,7 @@ def take_snapshot(ctrl: np.ndarray, cfg_i: np.ndarray, ring: np.ndarray, meta: n
         return
     p = (i % r) * LINE
     A.store(meta, p + M_VER, -1)
-    ring[i % r, :] = src
+    copy_into(ring[i % r], src)
     meta[p + M_TNS] = A.now_ns()
     A.store_release(meta, p + M_VER, v)
 

@@ -18,6 +18,7 @@ Lopez et al.'s kernels are in :mod:`executors.cuda.lopez`.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from numba import cuda, float64
 
@@ -238,6 +239,11 @@ def _step_one(theta, vel, i, gi, lr, mom, div):  # noqa: ANN001, ANN202
         theta[i] -= lr * gi
     else:
         theta[i] -= lr * (gi / div)
+
+
+def in_dtype(theta: Any, *xs: float) -> tuple[Any, ...]:
+    """The step's scalars (scale, η, m) in θ's element type: the rule computes in it (update_rule.py)."""
+    return tuple(theta.dtype.type(x) for x in xs)
 
 
 @cuda.jit(cache=True)

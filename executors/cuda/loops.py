@@ -59,8 +59,8 @@ def hogwild(r: Any, w: int) -> None:
         # As the cpu loop: the step on the version current now (τ = cur − rv), then the increment that
         # makes this update's version; so a snapshot never counts a version whose step is not in θ.
         launch1(K.note_version, s, r.ctr, rec.recv, slot)
-        launch(K.step, r.dim, s, r.theta, r.vel, g, 1.0, opt.lr, opt.momentum, opt.staleness_aware,
-               rec.recv, rec.recr, slot)
+        launch(K.step, r.dim, s, r.theta, r.vel, g, *K.in_dtype(r.theta, 1.0, opt.lr, opt.momentum),
+               opt.staleness_aware, rec.recv, rec.recr, slot)
         launch1(K.bump, s, r.ctr, rec.recv, slot)
         m3 = clock.mark(s)
         s.synchronize()
@@ -83,8 +83,8 @@ class SyncRound:
     def _step(self) -> None:
         r, opt = self.r, self.r.sc.optimizer
         s, rec = r.master_stream, r.records[0]
-        launch(K.step, r.dim, s, r.theta, r.vel, r.gsum, 1.0 / r.n, opt.lr, opt.momentum, False,
-               rec.recv, rec.recr, -1)
+        launch(K.step, r.dim, s, r.theta, r.vel, r.gsum, *K.in_dtype(r.theta, 1.0 / r.n, opt.lr, opt.momentum),
+               False, rec.recv, rec.recr, -1)
         launch1(K.bump, s, r.ctr, r.scratch, 0)
         launch(K.zero, r.dim, s, r.gsum)
         s.synchronize()

@@ -82,7 +82,8 @@ def master(r: Any) -> None:
         if r.consistent:
             launch1(K.bump, s, r.seq, r.scratch, 0)
         launch1(announce, s, r.ann, r.ctr)
-        launch(K.step, r.dim, s, r.theta, r.vel, r.acc, 1.0 / n, opt.lr, opt.momentum, False, rec.recv, rec.recr, -1)
+        launch(K.step, r.dim, s, r.theta, r.vel, r.acc, *K.in_dtype(r.theta, 1.0 / n, opt.lr, opt.momentum), False,
+               rec.recv, rec.recr, -1)
         launch1(K.bump, s, r.ctr, r.scratch, 0)
         if r.consistent:
             launch1(K.bump, s, r.seq, r.scratch, 0)
