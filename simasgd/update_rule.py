@@ -114,3 +114,29 @@ def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, momentum:
     """One SGD step on the whole vector with a gradient ``staleness`` versions old (module docstring)."""
     step_range(theta, vel, g, lr, momentum, divisor(staleness, staleness_aware), 0, theta.shape[0])
 
+
+
+@njit(nogil=True, cache=True)
+def step_into(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float,
+              momentum: float, staleness: int, staleness_aware: bool) -> None:
+    """``out`` (and ``vout``) ← :func:`step` applied to a copy of θ (and v), in one pass; θ and v are
+    only read. Bit for bit the copy-then-step, with three model-sized streams instead of five: how
+    Leashed-SGD builds ``θ_latest − η·g`` in a vector of its own."""
+    div = divisor(staleness, staleness_aware)
+    eta, m, d = as_element(out, lr), as_element(out, momentum), as_element(out, div)
+    n = theta.shape[0]
+    if momentum > 0.0:
+        if div == 1.0:
+            for i in range(n):
+                vout[i] = m * vel[i] + g[i]
+                out[i] = theta[i] - eta * vout[i]
+        else:
+            for i in range(n):
+                vout[i] = m * vel[i] + g[i] / d
+                out[i] = theta[i] - eta * vout[i]
+    elif div == 1.0:
+        for i in range(n):
+            out[i] = theta[i] - eta * g[i]
+    else:
+        for i in range(n):
+            out[i] = theta[i] - eta * (g[i] / d)

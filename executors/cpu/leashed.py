@@ -2,10 +2,10 @@
 
 Published vectors are immutable. A worker takes a reader reference on the
 latest vector (its reader count), computes its gradient directly on it, then
-builds the next vector in a private one it owns: copy the latest (holding a
-reference on it), apply the gradient, and CAS the index of the latest vector
-from the one it copied to its own. A failed CAS is retried (copy the new
-latest, apply again) up to ``persistence`` times; past that the update is
+builds the next vector in a private one it owns: θ_latest − η·g in one pass
+(``update_into``: reads the latest, holding a reference on it, writes its own),
+and CAS the index of the latest vector from the one it read to its own. A failed
+CAS is retried (build again from the new latest) up to ``persistence`` times; past that the update is
 dropped and recorded ``applied = false``. The replaced vector is marked stale
 and is recycled once its reader count is zero.
 
@@ -29,12 +29,11 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PERSIST, CLAIMED, F_MOM, LINE, OK,
-                                  S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, apply_update, backoff,
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PERSIST, CLAIMED, LINE, OK,
+                                  S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, backoff,
                                   out_of_budget, record, sample_batch, snapshot_due, spin_pause,
-                                  stopped, straggle, take_snapshot, wait_go)
+                                  stopped, straggle, take_snapshot, update_into, wait_go)
 from executors.cpu.loops import CODE_VERSION
-from simasgd.memops import copy_into
 from simasgd.workloads.kernels import loss_and_grad
 
 
@@ -92,7 +91,6 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
         g = np.empty(pool.shape[1], dtype=pool.dtype)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         persistence = cfg_i[C_PERSIST]  # -1: unbounded
-        mom = cfg_f[F_MOM]
         mine = -1
         if not wait_go(ctrl):
             return STOPPED_WAITING
@@ -117,10 +115,8 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
                 if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: cut off, not applied
                     release(rc, base)
                     return OK
-                copy_into(pool[mine], pool[base])
-                if mom > 0.0:
-                    copy_into(vpool[mine], vpool[base])
-                apply_update(pool[mine], vpool[mine], g, cfg_i, cfg_f, cur - rv)
+                # θ_latest − η·g built in the private vector in one pass (no copy, then step)
+                update_into(pool[mine], vpool[mine], pool[base], vpool[base], g, cfg_i, cfg_f, cur - rv)
                 ver[mine * LINE] = cur + 1
                 A.store(stale, mine * LINE, 0)
                 if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:

@@ -29,7 +29,7 @@ from numba import njit
 from executors import atomics as A
 from simasgd.memops import copy_into
 from simasgd import update_rule
-from simasgd.update_rule import step
+from simasgd.update_rule import step, step_into
 
 LINE = 8  # int64 words per cache line
 
@@ -370,6 +370,14 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
 
     @njit(nogil=True, cache=True)
+    def update_into(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndarray, g: np.ndarray,
+                    cfg_i: np.ndarray, cfg_f: np.ndarray, staleness: int) -> None:
+        """:func:`apply_update` on a copy of θ, built in ``out`` in one pass (:func:`simasgd.update_rule.step_into`)."""
+        if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        step_into(out, vout, theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
+
+    @njit(nogil=True, cache=True)
     def seq_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
                    ctrl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
         """A lone writer's update (sequential, sync's worker 0, the Lopez master), staleness 0: the step
@@ -383,7 +391,7 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
             take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
         return v
 
-    return apply_update, seq_update
+    return apply_update, update_into, seq_update
 
 
-apply_update, seq_update = _make_update()
+apply_update, update_into, seq_update = _make_update()

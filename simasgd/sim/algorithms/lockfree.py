@@ -9,9 +9,10 @@ version is the one current when the read starts; a write bumps the version
 when its last chunk lands.
 
 Leashed-SGD: one pointer to the latest parameter vector, swapped by CAS. A
-worker copies the latest vector, computes its gradient, then repeatedly builds
-``θ_latest − η·g`` in a fresh vector (an update's worth of work) and CASes the
-pointer; a CAS fails when someone published in between. After ``persistence``
+worker computes its gradient on the latest vector itself (published vectors are
+immutable: it holds a reference, no copy), then repeatedly builds
+``θ_latest − η·g`` in a fresh vector in one pass (``update_rule.step_into``, an
+update's worth of work) and CASes the pointer; a CAS fails when someone published in between. After ``persistence``
 failed attempts the update is dropped (``applied = false``), with backoff
 between attempts.
 """
@@ -72,8 +73,7 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
     yield from run.start(w)
     while True:
         run.begin(w)
-        yield p.read(w)  # copy the latest published vector
-        t_read, rv = env.now, cell.value
+        t_read, rv = env.now, cell.value  # a reference on the latest vector: no copy
         yield from run.compute(w)
         failures = 0
         while True:
