@@ -33,7 +33,7 @@ ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
 # against the PyTorch mnist_hogwild-style baseline (float32); rounds of one configuration that
 # disagree by more than this factor are called bimodal.
 GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
-GOAL_TORCH, BIMODAL = 2.0, 1.5
+GOAL_TORCH, BIMODAL, GOAL_PEAK = 2.0, 1.5, 0.6
 
 
 def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "float64") -> Any:
@@ -211,9 +211,35 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "target": BIMODAL, "met": None if worst is None else worst[0] <= BIMODAL,
                 "where": "one round" if worst is None else
                 f"{worst[1]['algorithm']} B={worst[1]['batch']} {worst[1]['dtype']} {worst[1]['threads']}t"})
-    out.append({"goal": "sequential B = 64 float32 ≥ 60% of the GEMM peak", "worst": None, "target": 0.6,
-                "met": None, "where": "not measured: no GEMM-peak micro-benchmark yet"})
+    seq = [r for r in rows if r["algorithm"] == "sequential" and r["batch"] == 64 and r["dtype"] == "float32"
+           and r.get("of_peak") is not None]
+    goal(f"sequential B = 64 float32 ≥ {GOAL_PEAK:.0%} of the GEMM peak", seq, "of_peak", GOAL_PEAK)
     return out
+
+
+def flops_per_update(batch: int) -> float:
+    """The MLP gradient's flops for one minibatch (the workload's own count: forward + backward)."""
+    from simasgd.workloads import build_workload
+
+    sc = scenario("sequential", 1, batch, 1.0)
+    return build_workload(sc.workload, sc.seed, None).flops_per_sample * batch
+
+
+def roofline(rows: list[dict[str, Any]], peak: dict[str, Any]) -> None:
+    """Sequential rows get ``gflops`` (whole SGD steps: gradient and update) and ``of_peak`` (÷ GEMM peak)."""
+    for r in rows:
+        if r["algorithm"] == "sequential":
+            r["gflops"] = r["updates_per_s"] * flops_per_update(r["batch"]) / 1e9
+            r["of_peak"] = r["gflops"] / peak[f"gemm_gflops_{r['dtype']}"]
+
+
+def roofline_markdown(rows: list[dict[str, Any]], peak: dict[str, Any]) -> str:
+    lines = ["| B | dtype | sequential GFLOP/s | GEMM peak GFLOP/s | of GEMM peak |", "|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("gflops") is not None:
+            gemm = peak[f"gemm_gflops_{r['dtype']}"]
+            lines.append(f"| {r['batch']} | {r['dtype']} | {r['gflops']:.1f} | {gemm:.1f} | {r['of_peak']:.2f} |")
+    return "\n".join(lines)
 
 
 def verdict_markdown(rows: list[dict[str, Any]]) -> str:
@@ -272,12 +298,20 @@ def main() -> None:
     if args.table:
         doc = json.loads(args.table.read_text())
         print(markdown(doc))
+        if "peak" in doc["meta"]:
+            print()
+            print(roofline_markdown(doc["rows"], doc["meta"]["peak"]))
         if "verdicts" in doc:
             print()
             print(verdict_markdown(doc["verdicts"]))
         return
     load_before = os.getloadavg()
+    from executors.peak import peak_table
+
+    peak = peak_table()  # the roofline, measured in this run (executors/peak.py)
+    print("peak", json.dumps({k: round(v, 1) for k, v in peak.items()}))
     rows = median_rows([one_round(args.seconds, not args.no_torch) for _ in range(args.rounds)])
+    roofline(rows, peak)
     for r in rows:
         r["of_ideal"] = r["updates_per_s"] / r["ideal"]
         r["of_capacity"] = r["updates_per_s"] / r["capacity"] if r.get("capacity") else None
@@ -288,13 +322,15 @@ def main() -> None:
                   and x["threads"] == r["threads"] and r["dtype"] == "float32"), None)
         r["vs_torch"] = r["updates_per_s"] / t["updates_per_s"] if t else None
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "rounds"}))
-    meta = {**machine(), "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+    meta = {**machine(), "peak": peak, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
             "seconds": args.seconds, "rounds": args.rounds,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     doc = {"meta": meta, "rows": rows, "verdicts": verdicts(rows)}
     args.out.write_text(json.dumps(doc, indent=1))
     print(f"{meta['cpu_model']} {meta['flags']}, load {load_before[0]:.2f} → {meta['loadavg_after'][0]:.2f}")
     print(markdown(doc))
+    print()
+    print(roofline_markdown(rows, peak))
     print()
     print(verdict_markdown(doc["verdicts"]))
 

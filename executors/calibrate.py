@@ -372,6 +372,10 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     log("scheduler")
     sched = scheduler(2.0 * scale)
     machine_tables = _machine_tables(quick, log)
+    log("arithmetic peak")
+    from executors.peak import peak_table
+
+    peak = peak_table(quick)
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {
@@ -390,7 +394,7 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
                             "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
                             "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
-            "scheduler": sched, **machine_tables}
+            "scheduler": sched, "peak": peak, **machine_tables}
 
 
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:

@@ -51,6 +51,9 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
     assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
     assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0
+    peak = doc["peak"]  # the roofline of issue 14: a GEMM through the kernels' BLAS
+    for dt in ("float32", "float64"):
+        assert 0 < peak[f"gemm_gflops_{dt}"] < 1e5
     # The simulator's preset "this" resolves to it.
     sc = loader.from_dict({"machine": {"preset": "this"}})
     import os
