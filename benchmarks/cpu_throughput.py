@@ -182,6 +182,9 @@ def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             vals = [r[i][key] for r in rounds if r[i][key] is not None]
             row[key] = statistics.median(vals) if vals else None
         row["rounds"] = [r[i]["updates_per_s"] for r in rounds]
+        # the same round's yardstick: its rate over what two independent loops got then (host noise out)
+        row["of_capacity_rounds"] = [r[i]["updates_per_s"] / r[i]["capacity"] if r[i]["capacity"] else None
+                                     for r in rounds]
         out.append(row)
     return out
 
@@ -205,12 +208,13 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         goal(f"2 threads ≥ {t:.0%} of ideal, B = {b}", [r for r in ours_ if r["threads"] == 2 and r["batch"] == b],
              "of_ideal", t)
     goal("≥ 2× PyTorch (float32)", [r for r in ours_ if r["dtype"] == "float32"], "vs_torch", GOAL_TORCH)
-    spread = [(max(r["rounds"]) / min(r["rounds"]), r) for r in ours_ if len(r["rounds"]) > 1 and min(r["rounds"]) > 0]
-    worst = max(spread, key=lambda x: x[0]) if spread else None
-    out.append({"goal": f"no bimodal runs (rounds within {BIMODAL}×)", "worst": worst[0] if worst else None,
-                "target": BIMODAL, "met": None if worst is None else worst[0] <= BIMODAL,
-                "where": "one round" if worst is None else
-                f"{worst[1]['algorithm']} B={worst[1]['batch']} {worst[1]['dtype']} {worst[1]['threads']}t"})
+    for key, what in (("rounds", "updates/s"), ("of_capacity_rounds", "of capacity")):
+        spread = [(max(v) / min(v), r) for r in ours_ if len(v := [x for x in r.get(key, []) if x]) > 1 and min(v) > 0]
+        worst = max(spread, key=lambda x: x[0]) if spread else None
+        out.append({"goal": f"no bimodal runs (rounds' {what} within {BIMODAL}×)", "worst": worst[0] if worst else None,
+                    "target": BIMODAL, "met": None if worst is None else worst[0] <= BIMODAL,
+                    "where": "one round" if worst is None else
+                    f"{worst[1]['algorithm']} B={worst[1]['batch']} {worst[1]['dtype']} {worst[1]['threads']}t"})
     seq = [r for r in rows if r["algorithm"] == "sequential" and r["batch"] == 64 and r["dtype"] == "float32"
            and r.get("of_peak") is not None]
     goal(f"sequential B = 64 float32 ≥ {GOAL_PEAK:.0%} of the GEMM peak", seq, "of_peak", GOAL_PEAK)

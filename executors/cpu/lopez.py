@@ -4,8 +4,8 @@ The definition is ``simasgd.algorithms`` ``lopez``; this is its mechanics on OS 
 
 - **Master** (worker 0, Alg. 2), one step = one version, never waiting for gradients: it announces
   step s = version + 1 (``lctl[ANNOUNCED]``, a seq_cst store, so it precedes every load of g), reads
-  g element by element (``acc``: plain atomic loads, not a snapshot), and applies the update rule to
-  g/(N−1) with staleness 0 (:func:`shared.seq_update`: the version is bumped after the write). The
+  g element by element (``acc``: plain loads, not a snapshot, :func:`contributions`), and applies the
+  update rule to g·1/(N−1) with staleness 0 (:func:`shared.seq_update`: the version is bumped after the write). The
   write takes the seqlock, which only ``model_read = "consistent"`` readers honour: with the default
   ``"torn"`` a worker copies w while the master writes it (the paper: "the updates are not done
   atomically allowing for slave workers to read the model during the update").
@@ -35,7 +35,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOPEZ, C_NROWS, C_WORK
                                   STOPPED_WAITING, aborted, out_of_budget, record, sample_batch, seq_copy,
                                   seq_update, spin_pause, straggle, wait_go)
 from executors.cpu.loops import CODE_VERSION
-from simasgd.memops import copy_into
+from simasgd.memops import as_element, copy_into
 from simasgd.workloads.kernels import loss_and_grad
 
 WITH_ADD, CONSISTENT = 1, 2  # bits of cfg_i[C_LOPEZ]: subtract = "with_add", model_read = "consistent"
@@ -67,6 +67,18 @@ def drop_unincluded(ctrl: np.ndarray, ri: np.ndarray, nrec: np.ndarray, w: int, 
     return code
 
 
+@njit(nogil=True, cache=True)
+def contributions(g: np.ndarray, acc: np.ndarray, workers: int) -> None:
+    """g ← acc · 1/(N−1): the master's read of the shared sum, one vectorised pass of plain loads
+    racing with the workers' atomic adds (each aligned element is loaded whole on x86, as a relaxed
+    atomic load would be; LLVM does not vectorise atomic loads). A multiplication by the reciprocal,
+    as the simulator and the cuda backend scale: a division per element made the master's step 4x
+    slower than its memory traffic (d = 85k, float64: 141 µs a step)."""
+    inv = as_element(g, 1.0 / max(1, workers - 1))
+    for i in range(g.shape[0]):
+        g[i] = acc[i] * inv
+
+
 def _make_master(rule_version: str = CODE_VERSION) -> Any:
     """The master's loop, in a closure over ``loops.CODE_VERSION`` (its cache follows the update rule)."""
 
@@ -75,14 +87,12 @@ def _make_master(rule_version: str = CODE_VERSION) -> Any:
         """Alg. 2: step on whatever g holds, as fast as it can, until the budget."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
-        n = max(1, cfg_i[C_WORKERS] - 1)
         g = np.empty_like(theta)
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
             A.store(lctl, ANNOUNCED, A.load(ctrl, S_VERSION * LINE) + 1)
-            for i in range(g.shape[0]):
-                g[i] = A.load_relaxed(acc, i) / n
+            contributions(g, acc, cfg_i[C_WORKERS])
             seq_update(theta, vel, g, cfg_i, cfg_f, ctrl, ring, meta)
         return OK
 

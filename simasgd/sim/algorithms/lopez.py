@@ -4,7 +4,7 @@ The definition (``simasgd.algorithms``, ``lopez``), as simulated:
 
 - **Master** (worker 0, Alg. 2), one step = one version, never waiting for gradients: it announces
   step s = version + 1 and reads the shared sum ``g`` (its value at the announcement), then writes
-  ``w`` with the update rule on ``g/(N−1)`` (staleness 0; momentum as the paper's z = βz + (1−β)g is
+  ``w`` with the update rule on ``g·1/(N−1)`` (staleness 0; momentum as the paper's z = βz + (1−β)g is
   heavy ball with η = α(1−β)). ``model_read = "torn"`` (default, the paper): the write lands chunk by
   chunk (``[sim] read_chunks``), so a worker's copy can mix versions; ``"consistent"``: it lands whole.
 - **Worker** (Alg. 3), per gradient: copy ``w`` (line 3: chunk by chunk while the master writes, or
@@ -56,7 +56,7 @@ def master(env: simpy.Environment, run: SimRun, acc: Accumulator, torn: bool) ->
         began = env.now
         acc.announced = run.version + 1  # Alg. 2 line 3 begins: the read of g
         if model is not None:
-            np.divide(acc.g, contributors, out=g)
+            np.multiply(acc.g, 1.0 / contributors, out=g)  # g·1/(N−1), as the executors scale
         yield p.read(0)
         if chunks is None:
             yield p.update(0)
