@@ -196,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
                     for attempt in range(1, args.attempts + 1):
                         fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
                         # with more threads than CPUs a gradient phase also holds time-slice waits: no yardstick
-                        drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) else math.nan
+                        # Lopez: its workers' gradients run 2-3x slower beside the always-busy master
+                        # (measured, benchmarks/fidelity.md): that is the cell's finding, not host drift
+                        drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) and name != "lopez" \
+                            else math.nan
                         if not (math.isfinite(drift) and abs(drift) > DRIFT) or attempt == args.attempts:
                             break
                         # the host ran the gradient >10% off its calibrated speed (on a shared VM, another

@@ -111,7 +111,7 @@ class Fidelity:
     def save(self, path: str | os.PathLike[str]) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return atomic_write_text(path, json.dumps(self.to_json(), indent=2, allow_nan=False))
+        return atomic_write_text(path, json.dumps(_finite(self.to_json()), indent=2, allow_nan=False))
 
 
 def load_json(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -265,6 +265,18 @@ def _rel(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 def _num(v: float) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
+
+
+def _finite(doc: Any) -> Any:
+    """``doc`` with every non-finite float (in metadata, a side's figures) as null, as the metrics write it:
+    JSON has no NaN, and a run that never reached ε leaves some (a Lopez cell's sweep row failed on one)."""
+    if isinstance(doc, dict):
+        return {k: _finite(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [_finite(v) for v in doc]
+    if isinstance(doc, float | np.floating):
+        return _num(float(doc))
+    return doc
 
 
 # --- the compare workflow: run both backends, or load two folders -----------------------------

@@ -115,6 +115,11 @@ def test_fidelity_json_round_trip_and_markdown(tmp_path, staleness_pair):
     assert set(doc["per_worker"]) == {"0", "1", "2", "3"}
     md = plots.to_markdown(f, ["figures/staleness.png"])
     assert "| ks |" in md and "![staleness](figures/staleness.png)" in md
+    # a non-finite figure anywhere (metadata, a side) is written as null, never as invalid JSON
+    f.info["gradient_median_s"] = float("nan")
+    f.info["per_run"] = [1.0, float("inf"), np.float64("nan")]
+    doc2 = fidelity.load_json(f.save(tmp_path / "nan.json"))
+    assert doc2["metadata"]["gradient_median_s"] is None and doc2["metadata"]["per_run"] == [1.0, None, None]
     (tmp_path / "bad.json").write_text(json.dumps({**doc, "format_version": 99}))
     with pytest.raises(fidelity.FidelityError, match="newer"):
         fidelity.load_json(tmp_path / "bad.json")
