@@ -72,7 +72,7 @@ def test_hogwild_loses_updates_and_reports_a_figure(run_const: Run) -> None:
     lost = run.extra["lost_updates"]                  # the probes' estimate, without knowing g
     assert 0 <= lost <= run.updates
     # lost_updates is rounded to 3 decimals, the fraction is not
-    assert run.extra["lost_update_fraction"] == pytest.approx(lost / run.updates, abs=5e-4 / run.updates)
+    assert run.extra["lost_update_fraction"] == pytest.approx(lost / run.updates, abs=5.001e-4 / run.updates)  # ≤ half a unit, inclusive
     assert not run.crashed
 
 
