@@ -60,6 +60,24 @@ def cycle_table(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
     return out[keep].reset_index(drop=True)
 
 
+def gradient_concurrency(updates: pd.DataFrame) -> dict[int, float]:
+    """Per run: the time-average number of workers inside a gradient at once, from the first gradient's
+    start to the last one's end. Two workers on two free CPUs keep it near 2 × their gradient share of
+    the cycle; a run whose workers take turns (their CPUs multiplexed by the host, or by the OS on a
+    shared CPU) shows it halved, whatever the phases' own lengths say (benchmarks/README_cpu.md)."""
+    out: dict[int, float] = {}
+    if not {"t_grad_start", "t_grad_end"} <= set(updates.columns):
+        return out
+    for run, g in updates.groupby("run", sort=True):
+        s, e = g["t_grad_start"].to_numpy(np.float64), g["t_grad_end"].to_numpy(np.float64)
+        ok = np.isfinite(s) & np.isfinite(e) & (e >= s)
+        s, e = s[ok], e[ok]
+        if len(s) == 0 or e.max() <= s.min():
+            continue
+        out[int(run)] = float((e - s).sum() / (e.max() - s.min()))  # ∫ count dt = Σ lengths
+    return out
+
+
 def phase_frame(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
     """Long: one row per (run, worker, attempt, phase) with ``seconds``; undefined phases left out.
     ``phase`` is an ordered categorical in cycle order."""

@@ -137,3 +137,12 @@ def test_breakdown_rows_markdown_and_json_are_in_microseconds(cycles, as_result)
     assert doc["per_worker"]["0"]["gradient"]["predicted_mean"] == pytest.approx(220 * US)
     same = phases.breakdown(cycles(), cycles(), ("sim", "sim"))  # equal labels stay apart
     assert same.labels == ("sim (a)", "sim (b)") and same.explanation.share != same.explanation.share  # Δc = 0: NaN
+
+
+def test_gradient_concurrency_is_the_time_average_count_in_gradients() -> None:
+    # run 0: two workers, gradients [0, 4) and [2, 6) then [6, 8): span 8, lengths 4 + 4 + 2 = 10 -> 1.25;
+    # run 1: one worker taking turns with itself, [0, 1) and [3, 4): span 4, lengths 2 -> 0.5
+    u = pd.DataFrame({"run": [0, 0, 0, 1, 1], "worker": [0, 1, 1, 0, 0],
+                      "t_grad_start": [0.0, 2.0, 6.0, 0.0, 3.0], "t_grad_end": [4.0, 6.0, 8.0, 1.0, 4.0]})
+    assert phases.gradient_concurrency(u) == {0: pytest.approx(1.25), 1: pytest.approx(0.5)}
+    assert phases.gradient_concurrency(u.drop(columns=["t_grad_end"])) == {}

@@ -26,7 +26,7 @@ from executors import atomics
 from executors.cpu import monitor, placement, shared
 from executors.cpu.shared import LINE, slot
 from executors.cpu.wiring import Wiring, configure, wire
-from simasgd import seeds
+from simasgd import phases, seeds
 from simasgd.convergence import Monitor, accuracy_of
 from simasgd.progress import Advance
 from simasgd.results import RunResult, RunSummary, updates_frame
@@ -272,6 +272,8 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
                              "dropped": int((~applied).sum()), "cpus": [c if c is not None else -1 for c in cpus],
                              **s.wiring.extra(updates),
                              **network.traffic(sc, int(s.theta.shape[0]), int(s.theta.itemsize), len(df))}
+    # workers inside a gradient at once, on average: halved when the host makes them take turns
+    extra["gradient_concurrency"] = round(phases.gradient_concurrency(df).get(run, math.nan), 3)
     if any(code == shared.BUFFER_FULL for code in ws.codes.values()):
         extra["note"] = "a worker's record buffer filled up; it stopped early"
     staleness = df["staleness"].to_numpy()[applied]

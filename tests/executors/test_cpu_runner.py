@@ -108,6 +108,11 @@ def test_workers_on_every_cpu_find_epsilon_in_the_ring_after_the_run(scenario: A
     assert r.updates_to_eps is not None and 656 <= r.updates_to_eps < 656 + 8
     curve = result.curve
     assert (curve["updates"].iloc[1:-1] % 8 == 0).all()  # every snapshot a multiple of k
+    # the run's gradient concurrency is the recorded gradients' total time over their span
+    u = result.updates
+    span = u["t_grad_end"].max() - u["t_grad_start"].min()
+    want = (u["t_grad_end"] - u["t_grad_start"]).sum() / span
+    assert r.extra["gradient_concurrency"] == pytest.approx(want, abs=1e-3) and 0 < want <= workers + 1e-9
 
 
 @pytest.mark.hardware

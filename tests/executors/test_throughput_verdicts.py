@@ -47,3 +47,13 @@ def test_verdicts_name_the_worst_configuration_and_separate_host_noise(bench: An
     assert by_capacity["worst"] == pytest.approx(910 / 900) and by_capacity["met"] is True  # the 1-thread rows
     peak = [x for x in bench.verdicts(rows) if "GEMM peak" in x["goal"]][0]
     assert peak["worst"] == pytest.approx(serial) and peak["met"] is True
+
+
+def test_rounds_where_two_workers_took_turns_are_named(bench: Any) -> None:
+    row = _row("mutex", 2, 16, "float64", [5600, 2900, 5500], [2.0, 2.0, 2.0], 3000.0)
+    row["concurrency_rounds"] = [1.62, 0.81, 1.55]
+    assert bench.taking_turns([row]) == ["mutex B=16 float64 round 2 (0.81 of 1.62)"]
+    turns = [x for x in bench.verdicts([row]) if "took turns" in x["goal"]][0]
+    assert turns["met"] is False and turns["worst"] == 1.0
+    row["concurrency_rounds"] = [1.62, 1.30, 1.55]  # 80% of the best: within the bound
+    assert bench.taking_turns([row]) == []
