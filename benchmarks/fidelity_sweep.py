@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simasgd import algorithms, fidelity, loader, metadata
+from simasgd import algorithms, fidelity, loader, metadata, phases
 from simasgd.plots import fmt_value, verdict_mark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,8 @@ LAYERS = [64, 256, 256, 10]
 BATCHES = (16, 64)
 LOPEZ_STEPS_PER_GRADIENT = 25  # master steps per worker gradient at 2 threads (simulated τ̄ ≈ 25)
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
-           "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "tries")
+           "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "grad. at once sim / cpu",
+           "tries")
 # A measured gradient median this far from the calibrated one means the machine itself ran
 # differently than at calibration (another tenant on the host, clocks): flagged in the table.
 DRIFT = 0.10
@@ -83,7 +84,14 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
             fmt_value("ks", o["ks"].value) + " " + verdict_mark(o["ks"].ok),
             f"{mean(sim, 'updates_per_s'):.4g}", f"{mean(cpu, 'updates_per_s'):.4g}",
             fmt_value("updates_per_s_rel_err", o["updates_per_s_rel_err"].value) + _ci(o["updates_per_s_rel_err"]),
-            fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] + _phase_cols(fid)
+            fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] + _phase_cols(fid) \
+        + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}"]
+
+
+def _concurrency(r: Any) -> float:
+    """Workers inside a gradient at once, mean over runs (simasgd.phases.gradient_concurrency)."""
+    vals = list(phases.gradient_concurrency(r.updates).values())
+    return sum(vals) / len(vals) if vals else math.nan
 
 
 def gradient_drift(fid: fidelity.Fidelity) -> float:
@@ -135,7 +143,9 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "updates to ε within 15% (✓ met, ✗ missed, · not computable). \"cycle err: main phase\": the phase whose "
         "mean error explains most of the mean cycle-time error (simasgd.phases); \"grad median err\": the "
         "simulated (calibrated) gradient's median against the measured one — beyond ±10% the machine itself ran "
-        "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\").", "",
+        "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\"); "
+        "\"grad. at once\": workers inside a gradient at once, time-averaged (simasgd.phases.gradient_concurrency) — "
+        "a measured value near half the simulated one means the workers took turns on the host.", "",
         f"**Headline: {headline(rows)}**", "",
         "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
@@ -209,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                         time.sleep(args.drift_wait_s)
                     rows.append(row(fid, results, label, threads, batch) + [str(attempt)])
                 except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep
-                    rows.append([label, str(threads), str(batch)] + ["—"] * (len(COLUMNS) - 7)
-                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}", "·", "·", "·"])
+                    rows.append([label, str(threads), str(batch)] + ["—"] * (len(COLUMNS) - 8)
+                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}", "·", "·", "·", "·"])
                 print(" | ".join(rows[-1]), flush=True)
                 args.table.write_text(markdown(rows, args, time.perf_counter() - start))  # keep partial tables
     print(headline(rows))
