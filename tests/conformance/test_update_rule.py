@@ -78,9 +78,27 @@ def _cpu_hogwild(aware: bool) -> Callable[..., None]:
     return step
 
 
+def _cpu_hogwild_plain(aware: bool) -> Callable[..., None]:
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        loops.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), np.zeros(0), False)
+    return step
+
+
+def _cpu_leashed(aware: bool) -> Callable[..., None]:
+    """Leashed-SGD's one-pass build of the next vector from the latest, which then becomes the latest."""
+    sc = _scenario(aware)
+    cfg_i, cfg_f = runner.config(sc, ConstWorkload(dim=D), 2, 10, 0)
+
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        out, vout = np.full(D, np.nan), np.full(D, np.nan)
+        shared.update_into(out, vout, theta, vel, g, cfg_i, cfg_f, tau)
+        theta[:], vel[:] = out, vout
+    return step
+
+
 PATHS: dict[str, Callable[[bool], Callable[..., None]]] = {
     "update_rule": lambda aware: _shared_rule, "sim": _sim, "sim_chunked": _sim_chunked, "cpu": _cpu,
-    "cpu_hogwild": _cpu_hogwild,
+    "cpu_hogwild": _cpu_hogwild, "cpu_hogwild_plain": _cpu_hogwild_plain, "cpu_leashed": _cpu_leashed,
 }
 
 
@@ -109,3 +127,21 @@ def test_momentum_zero_never_touches_the_velocity() -> None:
     theta, g = np.ones(D), np.ones(D)
     update_rule.step(theta, np.zeros(0), g, LR, 0.0, 3, True)  # an empty v is allowed without momentum
     assert np.all(theta == 1 - LR / 3)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_a_float32_model_steps_in_float32(momentum: float) -> None:
+    # η, m and the divisor are converted to θ's type first (as PyTorch's SGD computes), so the step is
+    # float32 arithmetic: η = 0.1 is not exactly 0.1 in float32, and the result shows which was used
+    rng = np.random.default_rng(3)  # 1000 elements: float64 arithmetic rounds ~5% of them differently
+    theta, vel, g = (rng.standard_normal(1000).astype(np.float32) for _ in range(3))
+    t, v = theta.copy(), vel.copy()
+    update_rule.step(t, v, g, 0.1, momentum, 3, True)
+    f = np.float32
+    want_v = f(momentum) * vel + g / f(3.0) if momentum else vel
+    want = theta - f(0.1) * (want_v if momentum else g / f(3.0))
+    assert t.dtype == np.float32 and np.array_equal(t, want) and np.array_equal(v, want_v)
+    out, vout = np.empty_like(theta), np.empty_like(vel)
+    update_rule.step_into(out, vout, theta, vel, g, 0.1, momentum, 3, True)  # Leashed's build: the same bits
+    assert np.array_equal(out, want) and (not momentum or np.array_equal(vout, want_v))
+
