@@ -21,6 +21,7 @@ in short::
     [memory] latency_ns
     [scheduler] quantum_s, context_switch_s, source, kernel, latency_s, base_slice_s, ...
     [cache] [copy_by_size] [coherence] [noise.k1] ...   # executors/calibrate_machine.py
+    [peak] gemm_n, gemm_gflops_float32, gemm_gflops_float64   # executors/peak.py (not used by the simulator)
 """
 
 from __future__ import annotations
