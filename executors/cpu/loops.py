@@ -44,16 +44,7 @@ from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 # recompiled when a callee's file changes; closure values are part of the key).
 CODE_VERSION = SOURCE_HASH + update_rule.SOURCE_HASH + compression.SOURCE_HASH  # sync's 1-bit quantiser too
 
-HOGWILD_CHUNK = 8     # elements between compiler barriers: one cache line of float64, the unit races happen in
-
-
-@njit(nogil=True, cache=True)
-def torn_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """dst ← src while others write src: HOGWILD!'s component-wise read. A plain vectorised copy is
-    one: x86 loads each aligned element whole (a wider vector load is made of element-sized atomic
-    accesses), while the copy as a whole may mix versions. (A copy chunked by cache line with a
-    compiler barrier between chunks cost HOGWILD! 55% of its one-thread rate at B = 16.)"""
-    copy_into(dst, src)
+HOGWILD_CHUNK = 8     # with probes on: elements per probed chunk (one cache line of float64), a barrier after each
 
 
 def n_probes(dim: int) -> int:
@@ -235,7 +226,10 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
             if local:
-                torn_copy(own, theta)
+                # component-wise, racing with the writers: x86 loads each aligned element whole while the
+                # copy as a whole may mix versions (a copy chunked by cache line with a compiler barrier
+                # between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
+                copy_into(own, theta)
                 t_r = A.now_ns()
                 loss_and_grad(own, X, y, idx, g, shape)
             else:
