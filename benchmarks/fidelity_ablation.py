@@ -28,9 +28,10 @@ VARIANTS: dict[str, dict[str, object]] = {
     "no in-cycle gradient": {"gradient_in_cycle": False},
     "no host noise": {"host_noise": False},
     "sleeping lock waiters": {"lock_waiters": "sleep"},
+    "yield only to a holder (no EEVDF)": {"sched_yield": "holder"},
     "no coherence": {"coherence": False},
-    "none of the five": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
-                         "lock_waiters": "sleep", "coherence": False},
+    "none of the six": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+                        "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder"},
 }
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 

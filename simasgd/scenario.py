@@ -279,6 +279,11 @@ class SimConfig(Section):
     # Lock waiters (mutex, rwlock without backoff) that find the lock taken: "spin" keeps the CPU,
     # burning the quantum, as the executor's spin locks do; "sleep" gives it away (a futex).
     lock_waiters: Literal["spin", "sleep"] = "spin"
+    # What a spinning waiter's sched_yield does when threads outnumber CPUs (simasgd/sim/cpu.py):
+    # "eevdf" = Linux's fair scheduler (6.6+): least-served thread first, and a yielder forfeits its slice,
+    # so contended waiters leave the CPU to threads that can work; "holder" = FIFO run queue, and a
+    # spinner yields only to a descheduled lock holder (it otherwise burns its quantum).
+    sched_yield: Literal["eevdf", "holder"] = "eevdf"
     # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
     # (profile [coherence], simasgd/sim/caches.py); false = the private-buffer rates.
     coherence: bool = True

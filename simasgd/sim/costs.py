@@ -139,7 +139,7 @@ class Platform:
         # "os" placement: the OS spreads threads over sockets like numa does (for memory paths).
         spread = place(machine, n, "numa")
         self.sockets = [machine.socket_of(c if c is not None else s) for c, s in zip(cpus, spread)]
-        self.cores = Cores(env, machine, cpus)
+        self.cores = Cores(env, machine, cpus, sc.sim.sched_yield)
         self.memory = Memory(env, machine, self.sockets)
         self.model_bytes = (dim or 0) * itemsize
         self.dim = dim or 0

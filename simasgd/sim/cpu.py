@@ -3,11 +3,24 @@
 Each thread runs on a pool of logical CPUs: its own CPU when pinned (``uma``,
 ``numa``, a list), or all of them when the OS places it (``os``). A pool with
 no more threads than CPUs never makes anyone wait, and work there is a plain
-timeout (the fast path). An oversubscribed pool is a round-robin scheduler: a
+timeout (the fast path). An oversubscribed pool is a time-sharing scheduler: a
 thread holds a CPU until its quantum runs out *and* someone is waiting (then
-it goes to the back of the run queue) or until it blocks (lock, barrier);
+it goes back to the run queue) or until it blocks (lock, barrier) or yields;
 every time it gets a CPU it pays ``context_switch_s``. A thread descheduled
 inside a critical section keeps the lock — the convoy of oversubscribed locks.
+
+Two models of ``sched_yield`` (``[sim] sched_yield``), which the executor's
+spinning lock waiters call every 64 spins:
+
+- ``"eevdf"`` (Linux 6.6+): the run queue is ordered by CPU time received (the
+  fair scheduler's vruntime, equal weights) and a yielding spinner that is
+  *eligible* (had no more CPU time than the runnable average) forfeits the rest
+  of its slice (kernel commit 79104becf42b, "Forfeit vruntime on yield", in 6.12.63+
+  and 6.15+); it then hands its CPU to the least-served queued thread once it has
+  had more CPU time than that one. So waiters that meet contention leave the CPU
+  to threads that can work, and descheduling lands at lock waits.
+- ``"holder"``: FIFO run queue; a spinner yields only to a descheduled lock
+  holder, and otherwise burns its quantum.
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ from simasgd.machine import Machine
 class Thread:
     """Scheduler state of one worker thread."""
 
-    __slots__ = ("pool", "req", "left", "sliced", "cpu", "holds")
+    __slots__ = ("pool", "req", "left", "sliced", "cpu", "holds", "cpu_time", "since", "queued")
 
     def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None):
         self.pool = pool
@@ -32,24 +45,31 @@ class Thread:
         self.sliced = sliced
         self.cpu = cpu
         self.holds = 0  # locks held (a spinner yields its CPU to a descheduled holder)
+        self.cpu_time = 0.0  # CPU time received before the current turn (the fair scheduler's vruntime)
+        self.since = 0.0  # when the current turn on a CPU began
+        self.queued = False  # waiting in its pool's run queue
 
 
 class Cores:
     """The CPUs of the machine and the threads placed on them."""
 
-    def __init__(self, env: simpy.Environment, machine: Machine, cpus: list[int | None]):
+    def __init__(self, env: simpy.Environment, machine: Machine, cpus: list[int | None],
+                 sched_yield: str = "eevdf"):
         self.env = env
         self.quantum = machine.quantum_s
         self.switch = machine.context_switch_s
+        self.fair = sched_yield == "eevdf"
+        kind = simpy.PriorityResource if self.fair else simpy.Resource
         pools: dict[int | None, simpy.Resource] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
         for cpu in cpus:
             if cpu not in pools:
-                pools[cpu] = simpy.Resource(env, machine.hw_threads if cpu is None else 1)
+                pools[cpu] = kind(env, machine.hw_threads if cpu is None else 1)
             pool = pools[cpu]
             self.threads.append(Thread(pool, load[cpu] > pool.capacity, cpu))
         self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
+        self.arrived = env.event()  # succeeds (and is re-armed) when a thread joins a run queue
 
     @property
     def oversubscribed(self) -> bool:
@@ -80,24 +100,59 @@ class Cores:
             yield req
             return req
         pending: simpy.Event | None = req
+        parked: simpy.Event | None = None
         while pending is None or not pending.triggered:
             if th.req is None:  # spinning takes a CPU; back on one, it asks for the lock again
                 yield from take_cpu(self.env, self, th)
                 if pending is None:
-                    pending = request()
+                    pending = _again(parked, request)
                 continue
-            if self._holder_waiting(th.pool):  # sched_yield: the holder runs, this one queues again
-                pending.cancel()
-                th.pool.release(th.req)
-                th.req, pending = None, None
+            behind = self._behind(th) if self.fair else None
+            if (behind is not None and behind <= _EPS) or self._holder_waiting(th.pool):  # sched_yield
+                _withdraw(pending)
+                self.give_up(th)
+                parked, pending = pending, None
                 continue
             t0 = self.env.now
-            yield self.env.any_of([pending, self.env.timeout(max(th.left, 0.0)), self.holder_out])
+            wake = [pending, self.env.timeout(max(th.left, 0.0)), self.holder_out]
+            if self.fair:  # someone joined the queue, or this one passes the least-served queued thread
+                wake.append(self.arrived)
+                if behind is not None:
+                    wake.append(self.env.timeout(behind))
+            yield self.env.any_of(wake)
             th.left -= self.env.now - t0
             if not pending.triggered and th.left <= 1e-15 and self.quantum_over(th):
-                pending.cancel()  # preempted while spinning: withdrawn, to the back of the run queue
-                pending = None
+                _withdraw(pending)  # preempted while spinning: withdrawn, back to the run queue
+                parked, pending = pending, None
         return pending
+
+    def vruntime(self, th: Thread) -> float:
+        """CPU time ``th`` has received, its current turn included."""
+        return th.cpu_time + (self.env.now - th.since if th.req is not None else 0.0)
+
+    def _behind(self, th: Thread) -> float | None:
+        """EEVDF's yield for spinner ``th``: seconds until it has had more CPU time than the least-served
+        thread queued for its pool (<= 0: it yields now); None when nobody is queued.
+
+        An eligible yielder (no more CPU time than the runnable average) forfeits the rest of its slice;
+        the spinner yields every few spins, so it forfeits slice after slice until it is not eligible."""
+        queued = [t.cpu_time for t in self.threads if t.queued and t.pool is th.pool]
+        if not queued:
+            return None
+        for _ in range(_MAX_FORFEITS):
+            runnable = [self.vruntime(t) for t in self.threads
+                        if t.pool is th.pool and (t.queued or t.req is not None)]
+            if self.vruntime(th) > sum(runnable) / len(runnable) + _EPS:
+                break
+            th.cpu_time += max(th.left, self.switch, _EPS)  # vruntime jumps to the deadline
+            th.left = self.quantum  # and the deadline one slice on
+        return min(queued) - self.vruntime(th)
+
+    def give_up(self, th: Thread) -> None:
+        """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
+        th.cpu_time += self.env.now - th.since
+        th.pool.release(th.req)
+        th.req = None
 
     def _holder_waiting(self, pool: simpy.Resource) -> bool:
         return any(t.holds and t.req is None and t.pool is pool for t in self.threads)
@@ -108,8 +163,7 @@ class Cores:
         if not th.pool.queue:
             th.left = self.quantum
             return False
-        th.pool.release(th.req)
-        th.req = None
+        self.give_up(th)
         self._preempted(th)
         return True
 
@@ -126,8 +180,29 @@ class Cores:
         """Thread ``w`` is about to sleep (lock, barrier): its CPU goes to the next in the run queue."""
         th = self.threads[w]
         if th.req is not None:
-            th.pool.release(th.req)
-            th.req = None
+            self.give_up(th)
+
+
+_EPS = 1e-12  # seconds: below SimPy's clock resolution at run lengths of seconds
+_MAX_FORFEITS = 64
+
+
+def _withdraw(req: simpy.Event) -> None:
+    """A descheduled spinner cannot take the lock: its request leaves the queue. A writer stays
+    announced (rwlock: the executor's waiting-writer count is not undone by losing the CPU)."""
+    park = getattr(req, "park", None)
+    if park is not None:
+        park()
+    else:
+        req.cancel()  # type: ignore[attr-defined]
+
+
+def _again(parked: simpy.Event | None, request: Callable[[], simpy.Event]) -> simpy.Event:
+    """Back on a CPU: the lock request made again (a parked writer's announcement carries over)."""
+    unpark = getattr(parked, "unpark", None)
+    if unpark is not None:
+        unpark()  # the new request announces the writer again, in the same instant
+    return request()
 
 
 def _after(env: simpy.Environment, seconds: float,
@@ -139,15 +214,22 @@ def _after(env: simpy.Environment, seconds: float,
 
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
     """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
-    req = th.pool.request()
+    # the fair scheduler picks the least-served thread; round robin, the longest waiting
+    req = th.pool.request(priority=th.cpu_time) if cores.fair else th.pool.request()
+    th.queued = True
+    if cores.fair and not cores.arrived.triggered:
+        arrived, cores.arrived = cores.arrived, env.event()
+        arrived.succeed()
     try:
         yield req
     except simpy.Interrupt:  # cancelled while queued (k-sync)
+        th.queued = False
         req.cancel()
         if req.triggered:
             th.pool.release(req)
         raise
-    th.req, th.left = req, cores.quantum
+    th.queued = False
+    th.req, th.left, th.since = req, cores.quantum, env.now
     if cores.switch > 0:
         yield env.timeout(cores.switch)
 

@@ -53,11 +53,23 @@ class WriteRequest(Put):
         super().__init__(resource)
 
     def cancel(self) -> None:
-        """Withdraw a waiting writer (a preempted spinner): readers it held back may go."""
+        """Withdraw a waiting writer for good: readers it held back may go."""
         if not self.triggered:
             self.resource.writers_waiting -= 1
             super().cancel()
             self.resource._trigger_put(None)
+
+    def park(self) -> None:
+        """Leave the queue but stay announced: a waiting writer descheduled by the OS. Under writer
+        priority, readers keep deferring to it until it runs again (the executor's lock counts waiting
+        writers in a word that only the writer itself decrements, once it has the lock)."""
+        if not self.triggered:
+            super().cancel()
+            self.resource._trigger_put(None)
+
+    def unpark(self) -> None:
+        """Drop a parked request's announcement: the writer asks again with a new request."""
+        self.resource.writers_waiting -= 1
 
 
 class RWRelease(Get):

@@ -225,3 +225,74 @@ def test_a_contended_lock_costs_the_handoff_inside_the_lock() -> None:
     env.process(user("third", 0.6))   # waits for second (released at 2.25), then 2.5
     env.run()
     assert got == {"first": 0.0, "second": 1.25, "third": 2.5}
+
+
+def test_a_parked_writer_stays_announced_until_it_asks_again() -> None:
+    # Writer priority. A reader holds [0, 2); a writer asks at 0.5 and is descheduled (parked) at 1: its
+    # announcement stays, so a reader arriving at 1.5 waits although nobody holds the write lock. The
+    # writer is back at 3, asks again, writes [3, 4), and only then may the reader in: at 4.
+    env, log = simpy.Environment(), []
+    lock = RWLock(env, writer_priority=True)
+    env.process(hold(env, lock, "r", 0, 2, log))
+
+    def writer() -> object:
+        yield env.timeout(0.5)
+        req = lock.write()
+        yield env.timeout(0.5)
+        req.park()
+        assert lock.writers_waiting == 1 and not lock.put_queue
+        yield env.timeout(2.0)
+        req.unpark()
+        req = lock.write()
+        yield req
+        log.append(("w", 0.5, env.now))
+        yield env.timeout(1.0)
+        lock.release(req)
+
+    env.process(writer())
+    env.process(hold(env, lock, "r", 1.5, 1, log))
+    env.run()
+    got = {(k, s): t for k, s, t in log}
+    assert got[("w", 0.5)] == 3.0 and got[("r", 1.5)] == 4.0
+    assert lock.readers == 0 and lock.writer is None and lock.writers_waiting == 0
+
+
+@pytest.mark.parametrize("sched_yield,worker_done", [("eevdf", 0.5e-3), ("holder", 1.5e-3)])
+def test_a_contended_spinner_yields_its_cpu_under_eevdf(sched_yield: str, worker_done: float) -> None:
+    # One CPU, two threads. Thread 0 spins for a lock another party holds until 1 ms; thread 1 has
+    # 0.5 ms of work queued. EEVDF: the spinner forfeits its slice and yields at once, so thread 1
+    # finishes at 0.5 ms (plus context switches), and the spinner takes the lock once back on the CPU.
+    # "holder": the spinner burns the CPU until it gets the lock at 1 ms; thread 1 runs after it.
+    env, got = simpy.Environment(), {}
+    m = PRESETS["laptop-2core"]
+    cores = Cores(env, m, [0, 0], sched_yield)
+    lock = Mutex(env)
+
+    def owner() -> object:
+        req = lock.request()
+        yield req
+        yield env.timeout(1e-3)
+        lock.release(req)
+
+    def spinner() -> object:
+        yield env.timeout(1e-9)  # after the owner took the lock
+        yield cores.work(0, 1e-9)  # on the CPU
+        req = yield from cores.spin_wait(0, lock.request(), lock.request)
+        got["lock"] = env.now
+        lock.release(req)
+        cores.block(0)
+
+    def worker() -> object:
+        yield env.timeout(2e-9)
+        yield cores.work(1, 0.5e-3)
+        got["worker"] = env.now
+        cores.block(1)
+
+    env.process(owner())
+    env.process(spinner())
+    env.process(worker())
+    env.run()
+    switches = 4 * m.context_switch_s
+    assert worker_done <= got["worker"] <= worker_done + switches
+    assert 1e-3 <= got["lock"] <= max(1e-3, got["worker"]) + switches
+    assert all(t.cpu_time > 0 for t in cores.threads)
