@@ -148,6 +148,15 @@ class Cores:
             th.left = self.quantum  # and the deadline one slice on
         return min(queued) - self.vruntime(th)
 
+    def place(self, th: Thread) -> None:
+        """EEVDF's placement of a thread joining the run queue: a sleeper's lag is bounded by one slice,
+        so one back from a long sleep (barrier, sleeping lock wait) does not hold the CPU until it has
+        caught up with everyone's CPU time."""
+        others = [self.vruntime(t) for t in self.threads
+                  if t is not th and t.pool is th.pool and (t.queued or t.req is not None)]
+        if others:
+            th.cpu_time = max(th.cpu_time, sum(others) / len(others) - self.quantum)
+
     def give_up(self, th: Thread) -> None:
         """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
         th.cpu_time += self.env.now - th.since
@@ -215,6 +224,8 @@ def _after(env: simpy.Environment, seconds: float,
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
     """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
     # the fair scheduler picks the least-served thread; round robin, the longest waiting
+    if cores.fair:
+        cores.place(th)
     req = th.pool.request(priority=th.cpu_time) if cores.fair else th.pool.request()
     th.queued = True
     if cores.fair and not cores.arrived.triggered:

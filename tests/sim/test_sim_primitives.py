@@ -296,3 +296,27 @@ def test_a_contended_spinner_yields_its_cpu_under_eevdf(sched_yield: str, worker
     assert worker_done <= got["worker"] <= worker_done + switches
     assert 1e-3 <= got["lock"] <= max(1e-3, got["worker"]) + switches
     assert all(t.cpu_time > 0 for t in cores.threads)
+
+
+def test_a_sleeper_rejoins_the_fair_queue_at_most_a_slice_behind() -> None:
+    # One CPU. Threads 0 and 1 compute for 40 ms; thread 2 sleeps 30 ms, then computes. Back from its
+    # sleep, thread 2 is placed one quantum behind the others' CPU time (EEVDF bounds a sleeper's lag),
+    # so it shares the CPU instead of holding it until it has caught up 15 ms of CPU time.
+    env, done = simpy.Environment(), {}
+    m = PRESETS["laptop-2core"]
+    cores = Cores(env, m, [0, 0, 0], "eevdf")
+
+    def thread(w: int, sleep: float, work: float) -> object:
+        yield env.timeout(sleep)
+        yield cores.work(w, work)
+        done[w] = env.now
+        cores.block(w)
+
+    env.process(thread(0, 0.0, 40e-3))
+    env.process(thread(1, 0.0, 40e-3))
+    env.process(thread(2, 30e-3, 8e-3))
+    env.run()
+    # Round robin among three from ~30 ms on: thread 2's 8 ms take about 3 × 8 ms of wall time, not 8.
+    assert done[2] > 30e-3 + 2 * 8e-3
+    assert done[2] < 30e-3 + 3 * 8e-3 + 2 * m.quantum_s
+    assert cores.threads[2].cpu_time >= 14e-3  # placed: its CPU time was lifted on joining
