@@ -140,22 +140,29 @@ class Cores:
         if not queued:
             return None
         for _ in range(_MAX_FORFEITS):
-            runnable = [self.vruntime(t) for t in self.threads
-                        if t.pool is th.pool and (t.queued or t.req is not None)]
-            if self.vruntime(th) > sum(runnable) / len(runnable) + _EPS:
+            if self.vruntime(th) > self._mean_vruntime(th.pool) + _EPS:
                 break
             th.cpu_time += max(th.left, self.switch, _EPS)  # vruntime jumps to the deadline
             th.left = self.quantum  # and the deadline one slice on
         return min(queued) - self.vruntime(th)
 
-    def place(self, th: Thread) -> None:
-        """EEVDF's placement of a thread joining the run queue: a sleeper's lag is bounded by one slice,
-        so one back from a long sleep (barrier, sleeping lock wait) does not hold the CPU until it has
-        caught up with everyone's CPU time."""
-        others = [self.vruntime(t) for t in self.threads
-                  if t is not th and t.pool is th.pool and (t.queued or t.req is not None)]
-        if others:
-            th.cpu_time = max(th.cpu_time, sum(others) / len(others) - self.quantum)
+    def _mean_vruntime(self, pool: simpy.Resource, but: Thread | None = None) -> float | None:
+        """Mean CPU time of the threads running on or queued for ``pool`` (``but`` left out); None if none."""
+        times = [self.vruntime(t) for t in self.threads
+                 if t is not but and t.pool is pool and (t.queued or t.req is not None)]
+        return sum(times) / len(times) if times else None
+
+    def joined(self, th: Thread) -> None:
+        """``th`` joins its pool's run queue. EEVDF places it at most one slice behind the runnable mean
+        (a sleeper's lag is bounded, so one back from a barrier does not hold the CPU until it has caught
+        up with everyone's CPU time), and spinners waiting to yield to it are woken."""
+        th.queued = True
+        if not self.fair:
+            return
+        mean = self._mean_vruntime(th.pool, but=th)
+        if mean is not None:
+            th.cpu_time = max(th.cpu_time, mean - self.quantum)
+        _fire(self, "arrived")
 
     def give_up(self, th: Thread) -> None:
         """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
@@ -181,15 +188,22 @@ class Cores:
         self.threads[w].holds += 1 if held else -1
 
     def _preempted(self, th: Thread) -> None:
-        if th.holds and not self.holder_out.triggered:
-            out, self.holder_out = self.holder_out, self.env.event()
-            out.succeed()
+        if th.holds:
+            _fire(self, "holder_out")
 
     def block(self, w: int) -> None:
         """Thread ``w`` is about to sleep (lock, barrier): its CPU goes to the next in the run queue."""
         th = self.threads[w]
         if th.req is not None:
             self.give_up(th)
+
+
+def _fire(cores: Cores, name: str) -> None:
+    """Succeed the event ``cores.<name>`` (once per instant) and put a fresh one in its place."""
+    ev = getattr(cores, name)
+    if not ev.triggered:
+        setattr(cores, name, cores.env.event())
+        ev.succeed()
 
 
 _EPS = 1e-12  # seconds: below SimPy's clock resolution at run lengths of seconds
@@ -223,14 +237,9 @@ def _after(env: simpy.Environment, seconds: float,
 
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
     """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
+    cores.joined(th)
     # the fair scheduler picks the least-served thread; round robin, the longest waiting
-    if cores.fair:
-        cores.place(th)
     req = th.pool.request(priority=th.cpu_time) if cores.fair else th.pool.request()
-    th.queued = True
-    if cores.fair and not cores.arrived.triggered:
-        arrived, cores.arrived = cores.arrived, env.event()
-        arrived.succeed()
     try:
         yield req
     except simpy.Interrupt:  # cancelled while queued (k-sync)
