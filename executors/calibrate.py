@@ -18,6 +18,7 @@ in short::
     threads = [1, 2]; gbs = [...] (aggregate GB/s); bytes = ...
     [locks]  handoff_s, uncontended_s
     [cas]    latency_s, contended_s, failure_rate, failure_cost_s
+    [passes] add_s, add_shared_s (an atomic-add pass alone / beside a reader: executors/calibrate_passes.py)
     [memory] latency_ns
     [scheduler] quantum_s, context_switch_s, source, kernel, latency_s, base_slice_s, ...
     [cache] [copy_by_size] [coherence] [noise.k1] ...   # executors/calibrate_machine.py
@@ -377,6 +378,10 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     from executors.peak import peak_table
 
     peak = peak_table(quick)
+    log("atomic passes beside a reader")
+    from executors.calibrate_passes import passes_table
+
+    passes = passes_table(biggest * 8, 1.0 * scale)
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {
@@ -395,7 +400,7 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
                             "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
                             "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
-            "scheduler": sched, "peak": peak, **machine_tables}
+            "scheduler": sched, "peak": peak, "passes": passes, **machine_tables}
 
 
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:

@@ -146,9 +146,10 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
                 k = -1
                 for i in range(g.shape[0]):
                     A.fetch_add(acc, i, -old[i])
+            t_gs = A.now_ns()  # the pass is the read side's, as the simulator records it
             sample_batch(idx, cfg_i[C_NROWS])
             loss_and_grad(local, X, y, idx, g, shape)
-            straggle(slowdown, t_r)
+            straggle(slowdown, t_gs)
             t_ge = A.now_ns()
             if with_add:  # one pass g ← g − g_old + g_new
                 _remove(ri, lctl, k)
@@ -160,7 +161,7 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
             v = A.load(lctl, ANNOUNCED) + 1  # the first step to begin reading g after the adds
             copy_into(old, g)
             A.fetch_add(ctrl, S_CONTRIB * LINE, 1)
-            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, 0):
+            if not record(ri, rf, nrec, ctrl, w, v, rv, 0, True, t_s, t_r, t_gs, t_ge, 0):
                 A.cas(ctrl, S_STOP * LINE, RUN, STOP)  # no room: the run stops (the master too)
                 return drop_unincluded(ctrl, ri, nrec, w, BUFFER_FULL)
             k = nrec[w * LINE] - 1

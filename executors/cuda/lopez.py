@@ -128,10 +128,10 @@ def worker(r: Any, w: int) -> None:
         slot = rec.slot
         m0 = clock.mark(s)
         _read(r, w, local)
-        m1 = clock.mark(s)
         if not with_add:  # line 4: acc ← acc − g_old before the gradient
             remove()
             launch(accumulate_scaled, r.dim, s, r.acc, old, -1.0)
+        m1 = clock.mark(s)  # the pass is the read side's, as the simulator records it
         grad.compute(local, r.batch(w), g)
         m2 = clock.mark(s)
         if with_add:

@@ -150,6 +150,8 @@ class Platform:
             READ_COPIES: caches.read_s(self.model_bytes, shared),
             UPDATE_COPIES: caches.update_s(self.model_bytes, shared)}
         self._cached_s: list[dict[int, float] | None] = [cached] * n
+        # a copy between two of a worker's own buffers (no other core wrote them)
+        self._private_copy_s = None if cached is None else caches.read_s(self.model_bytes)
         self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
         self._own_miss: list[dict[int, float]] = [{}] * n  # private bytes of a read/update missing the L3
         self.socket_shares = self._socket_shares(sc, machine, cpus, dim, itemsize, derived=cached is None)
@@ -157,6 +159,10 @@ class Platform:
         cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
         self.cas_calibrated = cas is not None
+        # a Lopez pass's locked adds, alone and while another CPU reads the buffer (profile [passes])
+        add, shared_add = profile_latency(machine, "passes", "add_s"), profile_latency(machine, "passes", "add_shared_s")
+        self.pass_add_s = add if add is not None else (cas if cas is not None else None)
+        self.pass_shared_add_s = shared_add if shared_add is not None and sc.sim.coherence else self.pass_add_s
         self.handoff_s = list(self.memory.latency) if handoff is None else [handoff] * n
         # gradients computing at once: one per worker, at most one per (distinct) CPU
         at_once = min(n, len(set(cpus)) if None not in cpus else machine.hw_threads)
@@ -240,17 +246,29 @@ class Platform:
             return self.env.timeout(s())
         return self._step(w, s, UPDATE_COPIES, part, seconds, first)
 
-    def atomic_adds(self, w: int) -> simpy.Event:
+    def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:
         """``g[i] += δ[i]`` for every i as d atomic float adds (Lopez accumulation).
 
-        Each is a locked read-modify-write that cannot overlap the next, so with a calibrated
-        ``[cas] latency_s`` it costs d × that latency (85k parameters ≈ 0.5 ms at 5.5 ns: measured
-        worker cycles are longer than the gradient by about this much); else, or when ``[timing]
-        update`` is given, it costs an update.
+        Each is a locked read-modify-write that cannot overlap the next: d × the calibrated
+        ``[passes] add_s`` (or ``[cas] latency_s``); while thread ``reader`` (the Lopez master, which
+        reads g whole at every step) holds a CPU as the pass begins, each add must also take its line
+        back from the reader's cache: d × ``[passes] add_shared_s``. Without a calibrated figure, or
+        when ``[timing] update`` is given, a pass costs an update.
         """
-        if self._update[w] is None and self.cas_calibrated and self.dim:
-            return self.cores.work(w, self.dim * self.cas_latency[w])
+        if self._update[w] is None and self.pass_add_s is not None and self.dim:
+            shared = reader is not None and reader != w and self.cores.on_cpu(reader)
+            return self.cores.work(w, self.dim * (self.pass_shared_add_s if shared else self.pass_add_s))
         return self.update(w)
+
+    def private_copy(self, w: int) -> simpy.Event:
+        """Copy a model-sized vector between two of the worker's own buffers (Lopez's g_old ← g): at the
+        private-buffer rate of its size (``[copy_by_size]``), else through the memory model; with a
+        given ``[timing] read``, a read's duration."""
+        if self._read[w] is not None:
+            return self.read(w)
+        if self._private_copy_s is not None:
+            return self.cores.work(w, self._private_copy_s)
+        return self.cores.work(w, 0.0, lambda: self.memory.stream(w, READ_COPIES * self.model_bytes))
 
     def read_time(self, w: int) -> float | None:
         """A drawn read duration, or None when reads are derived from the memory model."""

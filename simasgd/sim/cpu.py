@@ -75,6 +75,11 @@ class Cores:
     def oversubscribed(self) -> bool:
         return any(t.sliced for t in self.threads)
 
+    def on_cpu(self, w: int) -> bool:
+        """Thread ``w`` holds a CPU now (a thread with a CPU of its own always does)."""
+        th = self.threads[w]
+        return not th.sliced or th.req is not None
+
     def work(self, w: int, seconds: float, then: Callable[[], simpy.Event] | None = None) -> simpy.Event:
         """``seconds`` of CPU work by thread ``w``, then (optionally) an event it waits for on its CPU."""
         th = self.threads[w]

@@ -245,8 +245,13 @@ class GpuPlatform:
             return self.env.timeout(seconds)
         return self.kernel(2 * self.dim * part, 3 * self.model_bytes * part, 0.0, self.dim * part)
 
-    def atomic_adds(self, w: int) -> simpy.Event:
-        """``g[i] += δ[i]`` for every i with ``cuda.atomic.add`` (Lopez accumulation, sync's sum)."""
+    def private_copy(self, w: int) -> simpy.Event:
+        """A copy between two of the worker's own device buffers: a read's kernel."""
+        return self.read(w)
+
+    def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:
+        """``g[i] += δ[i]`` for every i with ``cuda.atomic.add`` (Lopez accumulation, sync's sum); a
+        reader's traffic shares the device's memory system like any kernel's (``reader`` unused)."""
         return self.kernel(0.0, 2 * self.model_bytes, self.dim, self.dim)
 
     def read_time(self, w: int) -> float | None:

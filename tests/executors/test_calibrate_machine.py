@@ -134,6 +134,25 @@ def test_coherence_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.hardware
+def test_passes_time_locked_adds_alone_and_beside_a_reader() -> None:
+    if len(CPUS) < 2:
+        pytest.skip("a reader needs a second usable CPU")
+    from executors.calibrate_passes import passes_table
+
+    t = passes_table(64 << 10, 0.05)
+    assert t["model_bytes"] == 64 << 10 and t["passes"] >= 5 and t["cpus"][0] != t["cpus"][1]
+    for key in ("add_s", "add_shared_s"):  # a locked add: more than a cycle, less than a microsecond
+        assert 1e-10 < t[key] < 1e-6, (key, t[key])
+
+
+def test_passes_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executors import calibrate_passes
+
+    monkeypatch.setattr(calibrate_passes.os, "sched_getaffinity", lambda pid: {CPUS[0]})
+    assert set(calibrate_passes.passes_table(64 << 10, 0.05)) == {"reason"}
+
+
+@pytest.mark.hardware
 def test_noise_quick(tables: dict[str, Any]) -> None:
     n = tables["noise"]
     assert n["min_gap_s"] == cm.MIN_GAP_S

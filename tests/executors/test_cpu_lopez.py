@@ -47,3 +47,10 @@ def test_the_master_does_not_wait_and_rows_follow_the_contract(scenario: Callabl
     assert (u.version >= u.read_version + 1).all()  # a gradient lands after the copy it was computed on
     for _, rows in u.groupby("worker"):  # a worker's rows in order: versions never go back
         assert (np.diff(rows.sort_values("t_read").version.to_numpy()) >= 0).all()
+    # Phases as the simulator records them: the subtraction pass (4096 locked adds, microseconds) is the
+    # read side's, so the gradient starts after it; with_add has no pass there.
+    gap = (u.t_grad_start - u.t_read).to_numpy()
+    if params.get("subtract") == "with_add":
+        assert np.median(gap) < 1e-6
+    else:
+        assert (gap > 0).all() and np.median(gap) > 1e-6

@@ -103,20 +103,53 @@ def test_master_steps_per_second_do_not_depend_on_the_workers() -> None:
     assert (lo <= 0 <= hi) or m == pytest.approx(0, abs=1e-6 * np.mean(rates[2]))
 
 
-def test_atomic_adds_cost_d_cas_latencies(tmp_path: Path) -> None:
+def _pass_time(tmp_path: Path, tables: list[str], reader: int | None, workers: int = 2,
+               coherence: bool = True) -> float:
     lines = ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1",
              "local_latency_ns = 100.0", "remote_latency_ns = 100.0", "mem_bandwidth_gbs = 10.0",
              "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
-             "context_switch_s = 2e-6", "", "[cas]", "latency_s = 5e-9", ""]
+             "context_switch_s = 0.0", "", "[cas]", "latency_s = 5e-9", "", *tables]
     path = tmp_path / "this.toml"
     path.write_text("\n".join(lines))
-    sc = loader.from_dict({"name": "p", "workers": {"count": 2}, "algorithm": {"name": "lopez"},
+    sc = loader.from_dict({"name": "p", "workers": {"count": workers}, "algorithm": {"name": "lopez"},
+                           "sim": {"coherence": coherence},
                            "timing": {"gradient": {"dist": "deterministic", "mean_s": 1e-3}}})
     env = simpy.Environment()
     p = Platform(env, sc, machine.load_profile(path), run=0, dim=100_000)
-    env.process((lambda: (yield p.atomic_adds(1)))())
+    env.process((lambda: (yield p.atomic_adds(1, reader=reader)))())
     env.run()
-    assert np.isclose(env.now, 100_000 * 5e-9)
+    return env.now
+
+
+PASSES = ["[passes]", "add_s = 3e-9", "add_shared_s = 8e-9"]
+
+
+def test_atomic_adds_cost_d_cas_latencies(tmp_path: Path) -> None:
+    assert np.isclose(_pass_time(tmp_path, [], None), 100_000 * 5e-9)
+
+
+def test_a_pass_beside_a_running_reader_costs_d_shared_adds(tmp_path: Path) -> None:
+    # [passes]: alone d × add_s; while the reader (the master) holds a CPU, d × add_shared_s; the
+    # [sim] coherence switch turns the shared rate off.
+    assert np.isclose(_pass_time(tmp_path, PASSES, None), 100_000 * 3e-9)
+    assert np.isclose(_pass_time(tmp_path, PASSES, 0), 100_000 * 8e-9)
+    assert np.isclose(_pass_time(tmp_path, PASSES, 0, coherence=False), 100_000 * 3e-9)
+    # 3 threads on 2 CPUs: the reader (thread 0) has not been given a CPU, so the lines are not shared
+    assert np.isclose(_pass_time(tmp_path, PASSES, 0, workers=3), 100_000 * 3e-9)
+
+
+def test_a_row_is_applied_iff_a_step_was_announced_before_its_removal_pass_began() -> None:
+    # The definition's look is at the start of the removal pass. The master announces a step every
+    # T = read + update = 1.1e-4 s; between a worker's add and its look come its copy g_old ← g and its
+    # next copy of w (a read each, 2e-5 s). Exponential gradients make the add's phase against the
+    # master's period uniform, so a row is applied with probability 2e-5 / 1.1e-4 = 2/11 (a look after
+    # the 1e-4 s pass would see a step every time).
+    timing = {**TIMING, "update": {"dist": "deterministic", "mean_s": 1e-4}}
+    _, u = _run(4, timing=timing)
+    u = u.sort_values("t_read").groupby("worker", group_keys=False).apply(lambda r: r.iloc[:-1])
+    p, n = 2 / 11, len(u)
+    assert n > 500
+    assert abs(u.applied.mean() - p) < 3.3 * np.sqrt(p * (1 - p) / n)
 
 
 def test_rows_are_reproducible_per_seed() -> None:

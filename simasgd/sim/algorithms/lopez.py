@@ -10,12 +10,12 @@ The definition (``simasgd.algorithms``, ``lopez``), as simulated:
 - **Worker** (Alg. 3), per gradient: copy ``w`` (line 3: chunk by chunk while the master writes, or
   whole), ``g ← g − g_old`` (line 4), its gradient on the copy (line 6), ``g ← g + g_new`` (line 7).
   ``subtract = "with_add"`` does lines 4 and 7 as one pass ``g ← g − g_old + g_new`` after the gradient.
-  A pass is d atomic adds (``Platform.atomic_adds``) and lands at its end; there the worker looks at
-  the master's announced step.
+  A pass is d atomic adds (``Platform.atomic_adds``) and lands at its end; after the add the worker
+  looks at the master's announced step, then keeps g_new as g_old (a private copy).
 - **Row** (one per gradient): ``version`` = 1 + the step announced when the worker, its add done,
   looked — the first step that read ``g`` with it. ``read_version`` = the version when its copy of
-  ``w`` began (torn) or ended (consistent). At the pass that removes it: if the master has not
-  announced ``version`` by then, no step read it: ``applied = false``. Rows the run's last step did not
+  ``w`` began (torn) or ended (consistent). At the start of the pass that removes it: if the master
+  has not announced ``version`` by then, no step began reading g with it: ``applied = false``. Rows the run's last step did not
   reach become ``applied = false`` when the run stops (as the cpu executor's ``drop_unincluded``).
 
 In the simulator a step reads ``g`` at one instant, so the row's version is exact; on real threads a
@@ -74,22 +74,31 @@ def master(env: simpy.Environment, run: SimRun, acc: Accumulator, torn: bool) ->
 
 def _pass(env: simpy.Environment, run: SimRun, acc: Accumulator, w: int, latency: float) -> Proc:
     """d atomic adds into g (their time; the caller lands the values when it ends)."""
-    yield run.platform.atomic_adds(w)
+    yield run.platform.atomic_adds(w, reader=0)  # the master reads g at every step
     yield from atomic(env, acc.line, latency)
 
 
-def _remove(run: SimRun, acc: Accumulator, w: int) -> None:
-    """The worker's previous gradient leaves g: its row was applied iff a step read g with it."""
+def _look(run: SimRun, acc: Accumulator, w: int) -> None:
+    """At the start of the pass that removes the worker's previous gradient (the definition's look):
+    its row was applied iff a step was announced since it went in. Steps announced during the pass
+    still find it in g here (the pass lands at its end); on threads they read part of it: both are
+    the "may" steps of the definition."""
     row = acc.last_row[w]
     if row >= 0 and acc.announced < run.rec.version[row]:
         run.rec.applied[row] = False
     acc.last_row[w] = -1
+
+
+def _remove(acc: Accumulator, w: int) -> None:
+    """The pass has landed: the worker's previous gradient leaves g."""
     if acc.g is not None and acc.old[w] is not None:
         acc.g -= acc.old[w]
 
 
-def _add(run: SimRun, acc: Accumulator, w: int, rv: int, t_read: float) -> None:
-    """The new gradient lands in g; its row's version is the first step that reads g after now."""
+def _add(run: SimRun, acc: Accumulator, w: int, rv: int, t_read: float) -> Proc:
+    """The new gradient lands in g; its row's version is the first step that reads g after now. Then the
+    worker keeps it as g_old (Alg. 3: a private copy of d elements, which the executors make too): the
+    time between the add and the next look includes it, so it bears on which rows a step reads."""
     model = run.model
     if model is not None:
         if acc.old[w] is None:
@@ -97,6 +106,7 @@ def _add(run: SimRun, acc: Accumulator, w: int, rv: int, t_read: float) -> None:
         np.copyto(acc.old[w], model.grad[w])
         acc.g += acc.old[w]
     acc.last_row[w] = run.rec.add(w, acc.announced + 1, rv, t_read, run.env.now)
+    yield run.platform.private_copy(w)
 
 
 def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator, torn: bool,
@@ -127,21 +137,24 @@ def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator, 
             if model is not None:
                 model.snapshot(w, whole)
         if before:  # Alg. 3 line 4: g ← g − g_old, before the gradient
+            _look(run, acc, w)
             yield from _pass(env, run, acc, w, latency)
             if run.stopped:
                 return
-            _remove(run, acc, w)
+            _remove(acc, w)
         run.computing(w)
         if model is not None:
             model.gradient(w)
         yield p.gradient(w)
         run.computed(w)
+        if not before:
+            _look(run, acc, w)
         yield from _pass(env, run, acc, w, latency)  # line 7 (with_add: g ← g − g_old + g_new)
         if run.stopped:
             return
         if not before:
-            _remove(run, acc, w)
-        _add(run, acc, w, rv, t_read)
+            _remove(acc, w)
+        yield from _add(run, acc, w, rv, t_read)
 
 
 def start_lopez(run: SimRun) -> None:

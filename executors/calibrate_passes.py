@@ -1,0 +1,95 @@
+"""``[passes]``: an atomic-add pass over a buffer another core is reading, measured on two CPUs.
+
+A Lopez worker adds its gradient into the shared sum g with d locked adds (one pass) while the
+master, on another CPU, reads g whole and writes θ at every step. Each line of g the master has just
+read sits shared in its cache, so each locked add must first invalidate that copy, and each line the
+master reads next may have to come back from the adder's cache. Alone, a pass costs d × the
+uncontended add; beside the reader it slows down (2-vCPU AMD EPYC, d = 85k float64: 2.5 → 4.1 ns an
+add, the pass 215 → 350 µs). The reader's steps, timed beside passes the same way, were not slowed
+(30-34 µs either way), so the simulator stretches only the pass.
+
+Measured here, on the two first usable CPUs, over a buffer of the model's size:
+
+- ``add_s``: seconds per element of a pass alone;
+- ``add_shared_s``: the same while the other CPU runs the master's step back to back (g ← acc/(N−1)
+  with :func:`executors.cpu.lopez.contributions`, then the update rule on a third buffer).
+
+The simulator charges a pass ``add_shared_s`` per element when the reader (the master) holds a CPU as
+the pass begins (simasgd/sim/MODEL.md, "Lopez").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from executors import atomics as A
+from executors.cpu.lopez import contributions
+from simasgd.update_rule import step
+
+
+@njit(nogil=True, cache=True)
+def _passes(acc: np.ndarray, src: np.ndarray, k: int, out: np.ndarray) -> None:
+    """``k`` passes of locked adds ``acc[i] += src[i]``; each pass's ns into ``out``."""
+    for j in range(k):
+        t0 = A.now_ns()
+        for i in range(acc.shape[0]):
+            A.fetch_add(acc, i, src[i])
+        out[j] = A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _steps(acc: np.ndarray, g: np.ndarray, theta: np.ndarray, stop: np.ndarray, k: int, out: np.ndarray) -> int:
+    """Master-like steps (g ← acc·c, θ ← θ − η·g) until ``stop`` is set or ``k`` are done; returns the count
+    (step ``n``'s ns in ``out[n mod len(out)]``)."""
+    n = 0
+    while A.load(stop, 0) == 0 and n < k:
+        t0 = A.now_ns()
+        contributions(g, acc, 3)  # the master's own two passes: g ← acc/(N−1), then θ's update
+        step(theta, theta[:0], g, 1e-12, 0.0, 0, False)
+        out[n % out.shape[0]] = A.now_ns() - t0
+        n += 1
+    return n
+
+
+def _pinned(cpu: int, fn: Any, *args: Any) -> Any:
+    os.sched_setaffinity(0, {cpu})
+    return fn(*args)
+
+
+def passes_table(model_bytes: int, seconds: float) -> dict[str, Any]:
+    """``[passes]`` for a buffer of ``model_bytes`` (``seconds``: roughly the time it may take)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return {"reason": "one usable CPU: no second core to read the buffer"}
+    d = max(1024, int(model_bytes) // 8)
+    rng = np.random.default_rng(0)
+    acc, src, g, theta = (rng.random(d) * 1e-3 for _ in range(4))
+    k = max(5, int(seconds / 4 / max(d * 3e-9, 1e-6)))  # passes per phase (~3 ns an add)
+    pass_ns, step_ns = np.zeros(k, np.int64), np.zeros(1, np.int64)
+    stop = np.zeros(1, np.int64)
+    mine = os.sched_getaffinity(0)
+    try:
+        _passes(acc, src, 2, pass_ns)  # compile and warm
+        _steps(acc, g, theta, np.ones(1, np.int64), 1, step_ns)
+        _pinned(cpus[0], _passes, acc, src, k, pass_ns)
+        add_alone = float(np.median(pass_ns)) / d
+        # beside: one side runs back to back on its CPU while the other is timed on the other CPU
+        t = threading.Thread(target=_pinned, args=(cpus[1], _steps, acc, g, theta, stop, 1 << 40, step_ns),
+                             daemon=True)
+        t.start()
+        time.sleep(0.02)
+        _pinned(cpus[0], _passes, acc, src, k, pass_ns)
+        stop[0] = 1
+        t.join()
+        add_shared = float(np.median(pass_ns)) / d
+    finally:
+        os.sched_setaffinity(0, mine)
+    return {"model_bytes": d * 8, "add_s": add_alone * 1e-9, "add_shared_s": add_shared * 1e-9,
+            "passes": k, "cpus": cpus[:2]}
+
