@@ -38,7 +38,7 @@ BATCHES = (16, 64)
 LOPEZ_STEPS_PER_GRADIENT = 25  # master steps per worker gradient at 2 threads (simulated τ̄ ≈ 25)
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
            "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "grad. at once sim / cpu",
-           "tries")
+           "c2c ns", "tries")
 # A measured gradient median this far from the calibrated one means the machine itself ran
 # differently than at calibration (another tenant on the host, clocks): flagged in the table.
 DRIFT = 0.10
@@ -85,7 +85,17 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
             f"{mean(sim, 'updates_per_s'):.4g}", f"{mean(cpu, 'updates_per_s'):.4g}",
             fmt_value("updates_per_s_rel_err", o["updates_per_s_rel_err"].value) + _ci(o["updates_per_s_rel_err"]),
             fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] + _phase_cols(fid) \
-        + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}"]
+        + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}", _c2c(cpu)]
+
+
+def _c2c(r: Any) -> str:
+    """The measured runs' core-to-core hand-off (executors/c2c.py), ⚠ where not the profile's placement."""
+    ns = [float(h[k]) for h in metadata.host_records(r.metadata) for k in ("c2c_ns_start", "c2c_ns_end")
+          if isinstance(h.get(k), (int, float))]
+    if not ns:
+        return "·"
+    moved = metadata.topology_warnings(r.metadata, metadata.calibrated_c2c_ns())
+    return f"{min(ns):.0f}-{max(ns):.0f}" + (" ⚠ CPUs moved" if moved else "")
 
 
 def _concurrency(r: Any) -> float:
@@ -145,7 +155,11 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "simulated (calibrated) gradient's median against the measured one — beyond ±10% the machine itself ran "
         "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\"); "
         "\"grad. at once\": workers inside a gradient at once, time-averaged (simasgd.phases.gradient_concurrency) — "
-        "a measured value near half the simulated one means the workers took turns on the host.", "",
+        "a measured value near half the simulated one means the workers took turns on the host. \"c2c ns\": the "
+        "core-to-core hand-off latency measured before and after each real run (executors/c2c.py; the profile's: "
+        f"{metadata.calibrated_c2c_ns() or math.nan:.0f} ns) — a VM's vCPUs may sit on cores sharing a cache or "
+        "not; a cell whose runs were not in the profile's placement (⚠ CPUs moved) is measured again, up to "
+        "--attempts times.", "",
         f"**Headline: {headline(rows)}**", "",
         "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
@@ -206,12 +220,16 @@ def main(argv: list[str] | None = None) -> int:
                     for attempt in range(1, args.attempts + 1):
                         fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
                         # with more threads than CPUs a gradient phase also holds time-slice waits: no yardstick
-                        # Lopez: its workers' gradients run 2-3x slower beside the always-busy master
-                        # (measured, benchmarks/fidelity.md): that is the cell's finding, not host drift
-                        drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) and name != "lopez" \
-                            else math.nan
-                        if not (math.isfinite(drift) and abs(drift) > DRIFT) or attempt == args.attempts:
+                        drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) else math.nan
+                        # the host had put the CPUs elsewhere than at calibration (executors/c2c.py)
+                        moved = metadata.topology_warnings(results["cpu"].metadata, metadata.calibrated_c2c_ns())
+                        if not (math.isfinite(drift) and abs(drift) > DRIFT or moved) or attempt == args.attempts:
                             break
+                        if moved:
+                            print(f"  {sc.name}: {moved[0]}: attempt {attempt + 1} in {args.drift_wait_s:g} s",
+                                  flush=True)
+                            time.sleep(args.drift_wait_s)
+                            continue
                         # the host ran the gradient >10% off its calibrated speed (on a shared VM, another
                         # tenant): the cell measures the host, not the model - wait and measure it again
                         print(f"  host drift {drift:+.0%} in {sc.name}: attempt {attempt + 1} in {args.drift_wait_s:g} s",
@@ -219,8 +237,10 @@ def main(argv: list[str] | None = None) -> int:
                         time.sleep(args.drift_wait_s)
                     rows.append(row(fid, results, label, threads, batch) + [str(attempt)])
                 except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep
-                    rows.append([label, str(threads), str(batch)] + ["—"] * (len(COLUMNS) - 8)
-                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}", "·", "·", "·", "·"])
+                    v = COLUMNS.index("verdict")
+                    rows.append([label, str(threads), str(batch)] + ["—"] * (v - 3)
+                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"]
+                                + ["·"] * (len(COLUMNS) - v - 1))
                 print(" | ".join(rows[-1]), flush=True)
                 args.table.write_text(markdown(rows, args, time.perf_counter() - start))  # keep partial tables
     print(headline(rows))

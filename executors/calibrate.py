@@ -19,6 +19,7 @@ in short::
     [locks]  handoff_s, uncontended_s
     [cas]    latency_s, contended_s, failure_rate, failure_cost_s
     [passes] add_s, add_shared_s (an atomic-add pass alone / beside a reader: executors/calibrate_passes.py)
+    [c2c]    latency_ns, samples_ns (core-to-core hand-off around [coherence] and [passes]: executors/c2c.py)
     [memory] latency_ns
     [scheduler] quantum_s, context_switch_s, source, kernel, latency_s, base_slice_s, ...
     [cache] [copy_by_size] [coherence] [noise.k1] ...   # executors/calibrate_machine.py
@@ -38,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.c2c import ping_pong as _ping_pong
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
 from simasgd import profile as _profile
@@ -98,22 +100,6 @@ def _copy_loop(dst: np.ndarray, src: np.ndarray, reps: int, go: np.ndarray) -> i
     for _ in range(reps):
         copy_into(dst, src)
         A.compiler_barrier()
-    return A.now_ns() - t0
-
-
-@njit(nogil=True, cache=True)
-def _ping_pong(word: np.ndarray, me: int, rounds: int) -> int:
-    """Two threads hand a token back and forth through one word (the lock hand-off path)."""
-    other = 1 - me
-    t0 = A.now_ns()
-    for _ in range(rounds):
-        spins = 0
-        while A.load_acquire(word, 0) != me:
-            A.cpu_relax()
-            spins += 1
-            if spins % 4096 == 0:
-                A.sched_yield()
-        A.store_release(word, 0, other)
     return A.now_ns() - t0
 
 
@@ -379,9 +365,14 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
 
     peak = peak_table(quick)
     log("atomic passes beside a reader")
+    from executors import c2c
     from executors.calibrate_passes import passes_table
 
-    passes = passes_table(biggest * 8, 1.0 * scale)
+    coh = machine_tables.get("coherence") or {}
+    like = float(np.mean(coh["c2c_ns"])) if coh.get("c2c_ns") else None
+    if not c2c.same_mode(locks["handoff_s"] * 1e9, like):  # the lock hand-off is a line moving too
+        locks = c2c.measured(lock_figures, int(100_000 * scale), like=like)
+    passes = c2c.measured(passes_table, biggest * 8, 1.0 * scale, like=like)  # in the mode [coherence] saw
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {
@@ -400,7 +391,16 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
                             "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
                             "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
-            "scheduler": sched, "peak": peak, "passes": passes, **machine_tables}
+            "scheduler": sched, "peak": peak, "passes": passes, **_c2c_table(machine_tables, passes), **machine_tables}
+
+
+def _c2c_table(machine_tables: dict[str, Any], passes: dict[str, Any]) -> dict[str, Any]:
+    """``[c2c]``: the core-to-core hand-off latency the line-moving tables were measured at (executors/c2c.py)."""
+    samples = [x for t in (machine_tables.get("coherence") or {}, passes) for x in t.get("c2c_ns") or []]
+    if not samples:
+        return {}
+    coh = (machine_tables.get("coherence") or {}).get("c2c_ns") or samples
+    return {"c2c": {"latency_ns": float(np.mean(coh)), "samples_ns": samples}}
 
 
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
@@ -419,8 +419,10 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     llc = max(cache["sizes_bytes"] or [16 << 20])
     top = min(max(2 * llc, 1 << 20), 64 << 20)
     log("coherence")
-    coh = cm.coherence([s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
-                       dict(zip(by_size["sizes_bytes"], by_size["gbs"])))
+    from executors import c2c
+
+    coh = c2c.measured(cm.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
+                       dict(zip(by_size["sizes_bytes"], by_size["gbs"])))  # in one placement of the CPUs
     log("host noise")
     n_cpus = len(os.sched_getaffinity(0))
     noise = cm.noise(max(0.05, 4.0 * scale / n_cpus))  # long pauses are rare: seconds to see a few dozen

@@ -99,3 +99,39 @@ def busy_host_warnings(meta: dict[str, object], workers: int) -> list[str]:
                            f"at its {when} > {len(cpus)} CPUs − {workers} workers + 0.5; its timings include other work")
                 break
     return out
+
+
+def topology_warnings(meta: dict[str, object], calibrated_ns: float | None, ratio: float = 2.0) -> list[str]:
+    """One line per run whose core-to-core hand-off latency (``c2c_ns_start``/``_end`` of its ``host``
+    record, executors/c2c.py), at its start or end, is not within ``ratio`` of ``calibrated_ns`` (the
+    profile's ``[c2c] latency_ns``): the host had put the CPUs elsewhere (a VM's vCPUs on cores that
+    share no cache, or back), and every line moved between workers cost what the profile did not
+    measure. Also a run whose start and end disagree: the CPUs moved during it."""
+    out = []
+    for h in host_records(meta):
+        ns = [h.get("c2c_ns_start"), h.get("c2c_ns_end")]
+        ns = [float(x) for x in ns if isinstance(x, (int, float)) and x > 0]
+        if not ns:
+            continue
+        lo, hi = min(ns), max(ns)
+        if hi / lo > ratio:
+            out.append(f"run {h.get('run', '?')}: the host moved the CPUs during the run — core-to-core hand-off "
+                       f"{ns[0]:.0f} ns at its start, {ns[-1]:.0f} ns at its end")
+        elif calibrated_ns and (hi / calibrated_ns > ratio or calibrated_ns / lo > ratio):
+            out.append(f"run {h.get('run', '?')}: core-to-core hand-off {lo:.0f}-{hi:.0f} ns, calibrated at "
+                       f"{calibrated_ns:.0f} ns: the host had put the CPUs elsewhere (lines between workers "
+                       f"cost what the profile did not measure); measure again, or calibrate in this placement")
+    return out
+
+
+def calibrated_c2c_ns(path: "os.PathLike[str] | str | None" = None) -> float | None:
+    """The profile's ``[c2c] latency_ns`` (this machine's profile by default), or None without one."""
+    from simasgd import machine, profile
+
+    p = machine.profile_path() if path is None else path
+    try:
+        doc = profile.read(p)
+    except (OSError, profile.ProfileError):
+        return None
+    ns = (doc.get("c2c") or {}).get("latency_ns")
+    return float(ns) if isinstance(ns, (int, float)) and ns > 0 else None

@@ -185,6 +185,59 @@ def test_cpu_result_records_host_load_and_affinity(monkeypatch: pytest.MonkeyPat
     assert result.metadata["host"] == runs[0]
 
 
+@pytest.mark.hardware
+def test_a_real_run_of_two_workers_records_where_its_cpus_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Workers that move lines between CPUs: the core-to-core hand-off before and after (executors/c2c.py).
+    import os
+
+    from simasgd.workloads.constant import ConstWorkload
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable CPUs")
+    wl = ConstWorkload(dim=8)
+    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    sc = loader.from_dict({"workers": {"count": 2, "placement": "os"}, "algorithm": {"name": "hogwild"},
+                           "workload": {"model": "least_squares", "batch_size": 1},
+                           "stop": {"max_updates": 20, "max_time_s": 30.0},
+                           "cpu": {"pin": False, "join_timeout_s": 10.0}})
+    h = backends.run(sc, "cpu", repeats=1).metadata["host"]
+    assert 1 < h["c2c_ns_start"] < 1e6 and 1 < h["c2c_ns_end"] < 1e6
+
+
+def _hosts(*ns: tuple[float, float]) -> dict:
+    return {"host_runs": [{"run": i, "c2c_ns_start": a, "c2c_ns_end": b} for i, (a, b) in enumerate(ns)]}
+
+
+def test_topology_warnings_name_runs_away_from_the_calibrated_placement() -> None:
+    from simasgd.metadata import topology_warnings
+
+    meta = _hosts((45, 50), (170, 165), (45, 180))
+    lines = topology_warnings(meta, 48.0)
+    assert len(lines) == 2
+    assert lines[0].startswith("run 1:") and "165-170 ns" in lines[0] and "calibrated at 48 ns" in lines[0]
+    assert lines[1].startswith("run 2:") and "during the run" in lines[1]
+    assert topology_warnings(meta, 170.0)[0].startswith("run 0:")  # the far placement calibrated: run 0 is away
+    assert topology_warnings(_hosts((45, 50)), None) == []        # no profile figure: only moves mid-run
+    assert topology_warnings({"host": {"run": 0}}, 45.0) == []    # a run without the probe (one worker)
+
+
+def test_compare_warns_when_the_reference_ran_with_its_cpus_elsewhere(tmp_path: Path, as_result: Callable[..., RunResult],
+                                                                      cycles: Callable[..., Any],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    prof = tmp_path / "this.toml"
+    prof.write_text("[c2c]\nlatency_ns = 45.0\nsamples_ns = [44.0, 46.0]\n")
+    monkeypatch.setenv("SIMASGD_PROFILE", str(prof))
+    as_result(cycles(), "sim").save(tmp_path / "sim")
+    cpu = as_result(cycles(), "cpu")
+    cpu.metadata["host_runs"] = _hosts((44, 47), (171, 168))["host_runs"]
+    cpu.save(tmp_path / "cpu")
+    res = CliRunner().invoke(app, ["compare", "--results", str(tmp_path / "sim"), str(tmp_path / "cpu"),
+                                   "--out", str(tmp_path / "cmp")])
+    assert res.exit_code == 0, res.output
+    moved = [l for l in res.output.splitlines() if "core-to-core" in l]
+    assert len(moved) == 1 and "(cpu)" in moved[0] and "run 1" in moved[0]
+
+
 @pytest.fixture
 def busy_folder(tmp_path: Path, as_result: Callable[..., RunResult],
                 cycles: Callable[..., Any]) -> Callable[[float], Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from executors import c2c
 from executors.cpu.runner import NAME, ExecutorError, run_workload
 from executors.cpu.wiring import TABLE
 from simasgd import algorithms, metadata
@@ -22,9 +23,15 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
 
     check_backend(scenario.workload, NAME)  # model = "torch": its Python kernels cannot run in nopython loops
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    # Where the host has put the CPUs (a VM's vCPUs move: executors/c2c.py), when lines move between workers.
+    probe = c2c.latency_ns if scenario.workers.count > 1 else (lambda: None)
     start = metadata.host_state()  # around the run, not in the worker loops: other load skews the timings
+    c2c_start = probe()
     result = run_workload(scenario, run, wl, advance)
+    c2c_end = probe()
     end = metadata.host_state()
     result.metadata["host"] = {"run": run, "loadavg_start": start["loadavg"], "loadavg_end": end["loadavg"],
                                "affinity_start": start["affinity"], "affinity_end": end["affinity"]}
+    if c2c_start is not None:
+        result.metadata["host"] |= {"c2c_ns_start": c2c_start, "c2c_ns_end": c2c_end}
     return result

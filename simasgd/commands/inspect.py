@@ -63,11 +63,15 @@ def print_summary(result, folder: Path | None = None) -> None:
 
 
 def print_busy_host(result, label: str | None = None) -> None:
-    """A warning line per run of a real backend that ran while the machine was busy with other work."""
+    """A warning line per run of a real backend that ran while the machine was busy with other work, or
+    with its CPUs placed elsewhere than at calibration (core-to-core latency, executors/c2c.py)."""
     from simasgd.metadata import busy_host_warnings
 
+    from simasgd.metadata import calibrated_c2c_ns, topology_warnings
+
     workers = int((result.scenario.get("workers") or {}).get("count", 1))
-    for w in busy_host_warnings(result.metadata, workers):
+    lines = busy_host_warnings(result.metadata, workers) + topology_warnings(result.metadata, calibrated_c2c_ns())
+    for w in lines:
         console().print(f"warning{f' ({label})' if label else ''}: {w}", markup=False, soft_wrap=True)
 
 

@@ -50,6 +50,9 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert conc["k2_median_s"] > 0.5 * grad["median_s"]
         assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
         assert doc["passes"]["add_s"] > 0 and doc["passes"]["add_shared_s"] > 0  # Lopez's passes
+        # the tables that move lines between CPUs, measured in one placement of them (executors/c2c.py)
+        assert doc["c2c"]["latency_ns"] > 0 and len(doc["coherence"]["c2c_ns"]) == 2
+        assert len(doc["c2c"]["samples_ns"]) == 4
     assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
     assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0
     peak = doc["peak"]  # the roofline of issue 14: a GEMM through the kernels' BLAS

@@ -1,0 +1,97 @@
+"""Core-to-core hand-off latency: where the host has put this machine's first two CPUs, right now.
+
+On a virtual machine the host may move the guest's vCPUs between physical cores while it runs. On
+the 2-vCPU AMD EPYC of benchmarks/fidelity.md the two vCPUs were sometimes on cores sharing an L3
+(a cache-line hand-off 35-55 ns) and sometimes on two CCDs (160-190 ns), switching every few seconds
+to minutes. Everything that moves lines between the two CPUs follows the mode:
+
+| | near (45 ns) | far (170 ns) |
+|---|---|---|
+| `[coherence]` read / write of lines the other core wrote, 640 KiB | 88 / 121 GB/s | 40 / 60 GB/s |
+| `[passes]` locked add beside the reader | 4.0 ns | 20.6 ns |
+| the same on private lines (`own_*`, `add_s`) | unchanged | unchanged |
+
+so a run measured in one mode is not the machine the profile calibrated in the other. This module
+measures the mode: a token handed back and forth between two pinned threads through one word
+(:func:`latency_ns`, ~1 ms). ``simasgd calibrate`` records it with the tables it affects and
+re-measures a table that straddles a switch; the cpu backend records it before and after every run
+(``metadata.host``), and :func:`simasgd.metadata.topology_warnings` names the runs whose mode is not
+the profile's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+from numba import njit
+
+from executors import atomics as A
+
+ROUNDS = 2000  # hand-offs a probe times: 0.2 ms near, 0.7 ms far
+
+
+@njit(nogil=True, cache=True)
+def ping_pong(word: np.ndarray, me: int, rounds: int) -> int:
+    """Two threads hand a token back and forth through one word (the lock hand-off path); ns taken."""
+    other = 1 - me
+    t0 = A.now_ns()
+    for _ in range(rounds):
+        spins = 0
+        while A.load_acquire(word, 0) != me:
+            A.cpu_relax()
+            spins += 1
+            if spins % 4096 == 0:
+                A.sched_yield()
+        A.store_release(word, 0, other)
+    return A.now_ns() - t0
+
+
+def _pinned(cpu: int, out: list[int], i: int, word: np.ndarray, rounds: int) -> None:
+    os.sched_setaffinity(0, {cpu})
+    out[i] = ping_pong(word, i, rounds)
+
+
+def latency_ns(cpus: Sequence[int] | None = None, rounds: int = ROUNDS) -> float | None:
+    """One-way hand-off latency between two CPUs (default: the first two usable), in ns; None with one
+    usable CPU. The median of three probes, so one preempted probe does not decide."""
+    usable = sorted(os.sched_getaffinity(0))
+    pair = list(cpus) if cpus is not None else usable[:2]
+    if len(pair) < 2:
+        return None
+    out = []
+    for _ in range(3):
+        word = np.zeros(1, np.int64)
+        ns = [0, 0]
+        ts = [threading.Thread(target=_pinned, args=(pair[i], ns, i, word, rounds), daemon=True) for i in (0, 1)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+        out.append(max(ns) / (2 * rounds))
+    return float(np.median(out))
+
+
+def same_mode(a: float | None, b: float | None, ratio: float = 2.0) -> bool:
+    """Two hand-off latencies from the same placement of the CPUs (within ``ratio`` of each other); True
+    when either is unknown (nothing to compare)."""
+    if a is None or b is None or a <= 0 or b <= 0:
+        return True
+    return max(a, b) / min(a, b) <= ratio
+
+
+def measured(fn: Any, *args: Any, tries: int = 3, like: float | None = None, **kwargs: Any) -> dict[str, Any]:
+    """``fn(*args, **kwargs)`` (a profile table) between two probes; measured again (up to ``tries``
+    times) while the two disagree (the host moved the CPUs during it) or, given ``like`` (another
+    table's latency), while they are not in its mode. The table gets ``c2c_ns = [before, after]``."""
+    for _ in range(tries):
+        before = latency_ns()
+        table = fn(*args, **kwargs)
+        after = latency_ns()
+        if same_mode(before, after) and same_mode(before, like):
+            break
+    if before is not None and "reason" not in table:
+        table["c2c_ns"] = [before, after]
+    return table
