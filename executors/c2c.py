@@ -13,7 +13,7 @@ to minutes. Everything that moves lines between the two CPUs follows the mode:
 
 so a run measured in one mode is not the machine the profile calibrated in the other. This module
 measures the mode: a token handed back and forth between two pinned threads through one word
-(:func:`latency_ns`, ~1 ms). ``simasgd calibrate`` records it with the tables it affects and
+(:func:`latency_ns`, a few ms). ``simasgd calibrate`` records it with the tables it affects and
 re-measures a table that straddles a switch; the cpu backend records it before and after every run
 (``metadata.host``), and :func:`simasgd.metadata.topology_warnings` names the runs whose mode is not
 the profile's.
@@ -30,13 +30,21 @@ from numba import njit
 
 from executors import atomics as A
 
-ROUNDS = 2000  # hand-offs a probe times: 0.2 ms near, 0.7 ms far
+ROUNDS = 10_000  # hand-offs a probe times: 0.9 ms near, 3.4 ms far
 
 
 @njit(nogil=True, cache=True)
-def ping_pong(word: np.ndarray, me: int, rounds: int) -> int:
-    """Two threads hand a token back and forth through one word (the lock hand-off path); ns taken."""
+def ping_pong(word: np.ndarray, ready: np.ndarray, me: int, rounds: int) -> int:
+    """Two threads hand a token back and forth through ``word[0]`` (the lock hand-off path); ns taken from
+    the moment both are there (``ready[0]`` counts arrivals: a thread's start-up is not a hand-off)."""
     other = 1 - me
+    A.fetch_add(ready, 0, 1)
+    spins = 0
+    while A.load_acquire(ready, 0) < 2:
+        A.cpu_relax()
+        spins += 1
+        if spins % 4096 == 0:
+            A.sched_yield()
     t0 = A.now_ns()
     for _ in range(rounds):
         spins = 0
@@ -49,9 +57,9 @@ def ping_pong(word: np.ndarray, me: int, rounds: int) -> int:
     return A.now_ns() - t0
 
 
-def _pinned(cpu: int, out: list[int], i: int, word: np.ndarray, rounds: int) -> None:
+def _pinned(cpu: int, out: list[int], i: int, word: np.ndarray, ready: np.ndarray, rounds: int) -> None:
     os.sched_setaffinity(0, {cpu})
-    out[i] = ping_pong(word, i, rounds)
+    out[i] = ping_pong(word, ready, i, rounds)
 
 
 def latency_ns(cpus: Sequence[int] | None = None, rounds: int = ROUNDS) -> float | None:
@@ -63,9 +71,10 @@ def latency_ns(cpus: Sequence[int] | None = None, rounds: int = ROUNDS) -> float
         return None
     out = []
     for _ in range(3):
-        word = np.zeros(1, np.int64)
+        word, ready = np.zeros(1, np.int64), np.zeros(1, np.int64)
         ns = [0, 0]
-        ts = [threading.Thread(target=_pinned, args=(pair[i], ns, i, word, rounds), daemon=True) for i in (0, 1)]
+        ts = [threading.Thread(target=_pinned, args=(pair[i], ns, i, word, ready, rounds), daemon=True)
+              for i in (0, 1)]
         for t in ts:
             t.start()
         for t in ts:

@@ -272,11 +272,11 @@ def copy_bandwidth(n_bytes: int, max_threads: int, seconds: float) -> dict[str, 
 
 
 def lock_figures(rounds: int, seconds: float = 1.0) -> dict[str, Any]:
-    word = np.zeros(1, dtype=np.int64)
-    trial = _threads(_ping_pong, [(word, 0, 200), (word, 1, 200)])  # on a loaded machine a hand-off
-    rounds = int(max(200, min(rounds, seconds / max(max(trial) * 1e-9 / 400, 1e-9))))  # can take a quantum
-    word[0] = 0
-    ns = _threads(_ping_pong, [(word, 0, rounds), (word, 1, rounds)])
+    word, ready = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    trial = _threads(_ping_pong, [(word, ready, 0, 200), (word, ready, 1, 200)])  # on a loaded machine a
+    rounds = int(max(200, min(rounds, seconds / max(max(trial) * 1e-9 / 400, 1e-9))))  # hand-off can take a quantum
+    word[0], ready[0] = 0, 0
+    ns = _threads(_ping_pong, [(word, ready, 0, rounds), (word, ready, 1, rounds)])
     handoff = max(ns) * 1e-9 / (2 * rounds)
     w = np.zeros(1, dtype=np.int64)
     unc = _lock_cycle(w, rounds * 10) * 1e-9 / (rounds * 10)

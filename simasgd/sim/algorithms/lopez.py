@@ -15,8 +15,9 @@ The definition (``simasgd.algorithms``, ``lopez``), as simulated:
 - **Row** (one per gradient): ``version`` = 1 + the step announced when the worker, its add done,
   looked — the first step that read ``g`` with it. ``read_version`` = the version when its copy of
   ``w`` began (torn) or ended (consistent). At the start of the pass that removes it: if the master
-  has not announced ``version`` by then, no step began reading g with it: ``applied = false``. Rows the run's last step did not
-  reach become ``applied = false`` when the run stops (as the cpu executor's ``drop_unincluded``).
+  has not announced ``version`` by then, no step began reading g with it: ``applied = false``. Rows
+  the run's last step did not reach become ``applied = false`` when the run stops (as the cpu
+  executor's ``drop_unincluded``).
 
 In the simulator a step reads ``g`` at one instant, so the row's version is exact; on real threads a
 step's read of ``g`` spans time and the step before ``version`` may hold part of the gradient
