@@ -1,11 +1,12 @@
 """Core-to-core hand-off latency: where the host has put this machine's first two CPUs, right now.
 
 On a virtual machine the host may move the guest's vCPUs between physical cores while it runs. On
-the 2-vCPU AMD EPYC of benchmarks/fidelity.md the two vCPUs were sometimes on cores sharing an L3
-(a cache-line hand-off 35-55 ns) and sometimes on two CCDs (160-190 ns), switching every few seconds
-to minutes. Everything that moves lines between the two CPUs follows the mode:
+the 2-vCPU AMD EPYC of benchmarks/fidelity.md the two vCPUs were mostly on cores sharing an L3 (a
+cache-line hand-off 32-35 ns), at times on two CCDs (160-190 ns) and at times, it seems, on the two
+hardware threads of one core (14-17 ns: they then share its execution units too), switching every
+few seconds to minutes. Everything that moves lines between the two CPUs follows the placement:
 
-| | near (45 ns) | far (170 ns) |
+| | near (35-45 ns) | far (170 ns) |
 |---|---|---|
 | `[coherence]` read / write of lines the other core wrote, 640 KiB | 88 / 121 GB/s | 40 / 60 GB/s |
 | `[passes]` locked add beside the reader | 4.0 ns | 20.6 ns |

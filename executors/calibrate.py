@@ -372,7 +372,8 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     like = float(np.mean(coh["c2c_ns"])) if coh.get("c2c_ns") else None
     if not c2c.same_mode(locks["handoff_s"] * 1e9, like):  # the lock hand-off is a line moving too
         locks = c2c.measured(lock_figures, int(100_000 * scale), like=like)
-    passes = c2c.measured(passes_table, biggest * 8, 1.0 * scale, like=like)  # in the mode [coherence] saw
+    sizes = sorted({g["dim"] * np.dtype(g.get("dtype", "float64")).itemsize for g in grads.values()}) or [biggest * 8]
+    passes = c2c.measured(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {

@@ -8,14 +8,15 @@ uncontended add; beside the reader it slows down (2-vCPU AMD EPYC, d = 85k float
 add, the pass 215 → 350 µs). The reader's steps, timed beside passes the same way, were not slowed
 (30-34 µs either way), so the simulator stretches only the pass.
 
-Measured here, on the two first usable CPUs, over a buffer of the model's size:
+Measured here, on the two first usable CPUs, over a buffer of each calibrated model's size
+(``sizes_bytes``):
 
 - ``add_s``: seconds per element of a pass alone;
 - ``add_shared_s``: the same while the other CPU runs the master's step back to back (g ← acc/(N−1)
   with :func:`executors.cpu.lopez.contributions`, then the update rule on a third buffer).
 
-The simulator charges a pass ``add_shared_s`` per element when the reader (the master) holds a CPU as
-the pass begins (simasgd/sim/MODEL.md, "Lopez").
+The simulator charges a pass ``add_shared_s`` per element (interpolated in log size to the model's) when
+the reader (the master) holds a CPU as the pass begins (simasgd/sim/MODEL.md, "Lopez").
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from numba import njit
@@ -62,12 +63,21 @@ def _pinned(cpu: int, fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
-def passes_table(model_bytes: int, seconds: float) -> dict[str, Any]:
-    """``[passes]`` for a buffer of ``model_bytes`` (``seconds``: roughly the time it may take)."""
+def passes_table(model_bytes: Sequence[int], seconds: float) -> dict[str, Any]:
+    """``[passes]`` for buffers of each size in ``model_bytes`` (the calibrated models'; ``seconds``:
+    roughly the time it may take). The shared add depends on the size: the reader's step is longer on a
+    larger buffer, so it takes each line back less often (2-vCPU EPYC: 4.1 ns at 680 KB, 3.3 at 1 MB)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return {"reason": "one usable CPU: no second core to read the buffer"}
-    d = max(1024, int(model_bytes) // 8)
+    sizes = sorted({max(1024, int(b) // 8) * 8 for b in model_bytes})
+    rows = [_one_size(cpus, b // 8, seconds / len(sizes)) for b in sizes]
+    return {"sizes_bytes": sizes, "add_s": [r[0] for r in rows], "add_shared_s": [r[1] for r in rows],
+            "passes": min(r[2] for r in rows), "cpus": cpus[:2]}
+
+
+def _one_size(cpus: list[int], d: int, seconds: float) -> tuple[float, float, int]:
+    """(add alone, add beside the reader, passes timed) for a buffer of ``d`` float64."""
     rng = np.random.default_rng(0)
     acc, src, g, theta = (rng.random(d) * 1e-3 for _ in range(4))
     k = max(5, int(seconds / 4 / max(d * 3e-9, 1e-6)))  # passes per phase (~3 ns an add)
@@ -90,6 +100,5 @@ def passes_table(model_bytes: int, seconds: float) -> dict[str, Any]:
         add_shared = float(np.median(pass_ns)) / d
     finally:
         os.sched_setaffinity(0, mine)
-    return {"model_bytes": d * 8, "add_s": add_alone * 1e-9, "add_shared_s": add_shared * 1e-9,
-            "passes": k, "cpus": cpus[:2]}
+    return add_alone * 1e-9, add_shared * 1e-9, k
 

@@ -127,6 +127,19 @@ def profile_latency(machine: Machine, table: str, key: str) -> float | None:
     return float(lat) if isinstance(lat, (int, float)) and lat >= 0 else None
 
 
+def pass_costs(machine: Machine, model_bytes: float) -> tuple[float | None, float | None]:
+    """``[passes]`` (executors/calibrate_passes.py): seconds per locked add of a pass over a buffer of
+    ``model_bytes``, alone and beside a reader, interpolated in log size between the calibrated sizes
+    (held at the ends); (None, None) without the table."""
+    t = (machine.profile or {}).get("passes") or {}
+    sizes, alone, shared = t.get("sizes_bytes"), t.get("add_s"), t.get("add_shared_s")
+    if not isinstance(sizes, list) or not isinstance(alone, list) or not isinstance(shared, list) or not sizes \
+            or not len(sizes) == len(alone) == len(shared):
+        return None, None
+    x, at = math.log(max(model_bytes, 1.0)), np.log(np.asarray(sizes, dtype=float))
+    return tuple(float(math.exp(np.interp(x, at, np.log(np.asarray(v, dtype=float))))) for v in (alone, shared))
+
+
 class Platform:
     """The machine as the workers see it: ``gradient(w)``, ``read(w)``, ``update(w)`` are events."""
 
@@ -160,8 +173,8 @@ class Platform:
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
         self.cas_calibrated = cas is not None
         # a Lopez pass's locked adds, alone and while another CPU reads the buffer (profile [passes])
-        add, shared_add = profile_latency(machine, "passes", "add_s"), profile_latency(machine, "passes", "add_shared_s")
-        self.pass_add_s = add if add is not None else (cas if cas is not None else None)
+        add, shared_add = pass_costs(machine, self.model_bytes)
+        self.pass_add_s = add if add is not None else cas
         self.pass_shared_add_s = shared_add if shared_add is not None and sc.sim.coherence else self.pass_add_s
         self.handoff_s = list(self.memory.latency) if handoff is None else [handoff] * n
         # gradients computing at once: one per worker, at most one per (distinct) CPU
