@@ -167,9 +167,13 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
 
 def headline(rows: list[list[str]]) -> str:
     done = [r for r in rows if not r[COLUMNS.index("verdict")].startswith("error")]
-    met = sum(r[COLUMNS.index("verdict")] == "✓" for r in done)
-    return f"{met} of {len(done)} cells meet all four goals" + (f" ({len(rows) - len(done)} cells could not run)"
-                                                               if len(done) < len(rows) else "")
+    ok = [r[COLUMNS.index("verdict")] == "✓" for r in done]
+    placed = [not r[COLUMNS.index("c2c ns")].endswith("CPUs moved") for r in done]
+    moved = len(done) - sum(placed)
+    return f"{sum(ok)} of {len(done)} cells meet all four goals" + (
+        f"; {sum(o and p for o, p in zip(ok, placed))} of the {sum(placed)} measured in the profile's placement of the "
+        f"CPUs ({moved} were not, in --attempts tries)" if moved else "") + (
+        f" ({len(rows) - len(done)} cells could not run)" if len(done) < len(rows) else "")
 
 
 def _load(avg: tuple[float, float, float]) -> str:

@@ -86,9 +86,12 @@ def test_leashed_drops_past_its_persistence() -> None:
 
 
 def test_lopez_gradients_reach_the_model_at_the_next_master_step() -> None:
-    # The master shares CPU 0 with two workers, so the two workers alone on their CPUs outpace it.
+    # The master shares CPU 0 with two workers, so the two workers alone on their CPUs outpace it. Copies
+    # as long as updates: a worker looks at the master's step after its copies of g_old and of w, so that
+    # window must span master steps for its gradients to be read (free copies: none would be).
     u = simulate("algorithm.name=\"lopez\"", "workers.count=5", "workers.placement=[0, 0, 0, 1, 2]",
-                 "timing.update={dist=\"deterministic\", mean_s=2e-3}", "stop.max_updates=2000")
+                 "timing.update={dist=\"deterministic\", mean_s=2e-3}",
+                 "timing.read={dist=\"deterministic\", mean_s=2e-3}", "stop.max_updates=2000")
     applied = u[u.applied]
     # Worker 0 is the master; each master step includes at most one gradient per worker.
     assert set(u.worker) == {1, 2, 3, 4}
@@ -205,8 +208,8 @@ def test_timing_only_runs_are_reproducible_per_seed_and_differ_per_run(algorithm
 def test_threads_sharing_one_cpu_make_progress(algorithm: str) -> None:
     # Every wait gives the CPU away: nobody sleeps on a CPU another thread needs.
     extra = ["algorithm.k=2"] if algorithm.startswith("k_") else []
-    if algorithm == "lopez":  # master steps of 0.1 ms: 300 of them outlast a few quanta
-        extra = ["timing.update.mean_s=1e-4"]
+    if algorithm == "lopez":  # master steps of 0.2 ms: 300 of them outlast a few quanta (copies take time,
+        extra = ["timing.update.mean_s=1e-4", "timing.read.mean_s=1e-4"]  # or no step reads a gradient)
     u = simulate(f"algorithm.name=\"{algorithm}\"", "workers.count=3", "workers.placement=[0, 0, 0]",
                  "stop.max_updates=300", "stop.max_time_s=10", *extra)
     if algorithm == "lopez":  # the master steps without waiting; gradients reach it. (A worker preempted
@@ -221,7 +224,8 @@ def test_rows_refer_only_to_versions_that_exist_when_time_runs_out() -> None:
     for algorithm in ("lopez", "k_async", "mutex"):
         extra = ["algorithm.k=2"] if algorithm == "k_async" else []
         r = backend.run_once(loader.from_dict(loader.apply_overrides(BASE, [
-            f"algorithm.name=\"{algorithm}\"", "stop.max_time_s=0.0537", "timing.update.mean_s=3e-4", *extra])), 0)
+            f"algorithm.name=\"{algorithm}\"", "stop.max_time_s=0.0537", "timing.update.mean_s=3e-4",
+            "timing.read.mean_s=3e-4", *extra])), 0)
         u, s = r.updates, r.runs[0]
         assert s.updates < 30000 and u[u.applied].version.max() == s.updates
         assert (u[~u.applied].version <= s.updates + 1).all()
