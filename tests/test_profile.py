@@ -162,18 +162,23 @@ def test_sim_result_records_the_profile(tmp_path: Path, monkeypatch: pytest.Monk
     assert "profile" not in plain.metadata
 
 
-def test_cpu_result_records_host_load_and_affinity(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
+def _tiny_cpu_run(monkeypatch: pytest.MonkeyPatch, workers: int, algorithm: str, repeats: int) -> RunResult:
+    """20 updates of a constant 8-parameter workload on real threads (what the host records around them)."""
     from simasgd.workloads.constant import ConstWorkload
 
     wl = ConstWorkload(dim=8)
     monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
-    sc = loader.from_dict({"workers": {"count": 1, "placement": "os"}, "algorithm": {"name": "sequential"},
+    sc = loader.from_dict({"workers": {"count": workers, "placement": "os"}, "algorithm": {"name": algorithm},
                            "workload": {"model": "least_squares", "batch_size": 1},
                            "stop": {"max_updates": 20, "max_time_s": 30.0},
                            "cpu": {"pin": False, "join_timeout_s": 10.0}})
-    result = backends.run(sc, "cpu", repeats=2)
+    return backends.run(sc, "cpu", repeats=repeats)
+
+
+def test_cpu_result_records_host_load_and_affinity(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    result = _tiny_cpu_run(monkeypatch, 1, "sequential", repeats=2)
     cpus = sorted(os.sched_getaffinity(0))
     runs = result.metadata["host_runs"]
     assert [h["run"] for h in runs] == [0, 1]
@@ -190,17 +195,9 @@ def test_a_real_run_of_two_workers_records_where_its_cpus_were(monkeypatch: pyte
     # Workers that move lines between CPUs: the core-to-core hand-off before and after (executors/c2c.py).
     import os
 
-    from simasgd.workloads.constant import ConstWorkload
-
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two usable CPUs")
-    wl = ConstWorkload(dim=8)
-    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
-    sc = loader.from_dict({"workers": {"count": 2, "placement": "os"}, "algorithm": {"name": "hogwild"},
-                           "workload": {"model": "least_squares", "batch_size": 1},
-                           "stop": {"max_updates": 20, "max_time_s": 30.0},
-                           "cpu": {"pin": False, "join_timeout_s": 10.0}})
-    h = backends.run(sc, "cpu", repeats=1).metadata["host"]
+    h = _tiny_cpu_run(monkeypatch, 2, "hogwild", repeats=1).metadata["host"]
     assert 1 < h["c2c_ns_start"] < 1e6 and 1 < h["c2c_ns_end"] < 1e6
 
 
