@@ -54,6 +54,21 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
                     f"{m['sockets']}×{m['cores_per_socket']} cores, {m['gflops_per_core']:.1f} GFLOP/s per core, "
                     f"copy {m['link_bandwidth_gbs']:.1f} GB/s, lock hand-off {profile['locks']['handoff_s'] * 1e9:.0f} ns",
                     markup=False)
+    _placement_note(profile.get("c2c") or {})
+
+
+def _placement_note(c2c: dict) -> None:
+    """Where the CPUs were (executors/c2c.py), and a warning when the host moved them during calibration."""
+    samples = [float(x) for x in c2c.get("samples_ns") or [] if x]
+    if not samples:
+        return
+    console().print(f"core-to-core hand-off {c2c['latency_ns']:.0f} ns: the placement of the CPUs this profile "
+                    f"describes (real runs elsewhere are flagged by compare and show)", markup=False)
+    if max(samples) > 2 * min(samples):
+        console(stderr=True).print(f"warning: the host moved this machine's CPUs during calibration (hand-offs "
+                                   f"{min(samples):.0f}-{max(samples):.0f} ns); the tables that move lines between "
+                                   f"CPUs were measured again until they agreed, within up to 3 tries",
+                                   markup=False, soft_wrap=True)
 
 
 def _calibrate_gpu(out: Path, quick: bool) -> None:

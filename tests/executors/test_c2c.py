@@ -40,3 +40,13 @@ def test_a_table_is_measured_again_while_the_cpus_move(monkeypatch: pytest.Monke
     # out of tries: the last measurement, its probes recorded for what they were
     probes = iter([45.0, 170.0] * 3)
     assert c2c.measured(lambda: {}, tries=3)["c2c_ns"] == [45.0, 170.0]
+
+
+def test_calibrate_warns_when_the_cpus_moved_during_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from simasgd.commands.calibrate import _placement_note
+
+    _placement_note({"latency_ns": 33.0, "samples_ns": [33.0, 34.0, 33.0, 32.0]})
+    quiet = capsys.readouterr()
+    assert "33 ns" in quiet.out and "moved" not in quiet.err
+    _placement_note({"latency_ns": 33.0, "samples_ns": [33.0, 170.0, 33.0, 32.0]})
+    assert "moved this machine's CPUs during calibration (hand-offs 32-170 ns)" in capsys.readouterr().err

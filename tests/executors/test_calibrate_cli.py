@@ -54,6 +54,7 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         # the tables that move lines between CPUs, measured in one placement of them (executors/c2c.py)
         assert doc["c2c"]["latency_ns"] > 0 and len(doc["coherence"]["c2c_ns"]) == 2
         assert len(doc["c2c"]["samples_ns"]) == 4
+        assert f"core-to-core hand-off {doc['c2c']['latency_ns']:.0f} ns" in p.stdout
     assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
     assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0
     peak = doc["peak"]  # the roofline of issue 14: a GEMM through the kernels' BLAS
