@@ -41,6 +41,7 @@ from simasgd.sim import sockets
 
 BLOCK = 1024
 READ_COPIES, UPDATE_COPIES = 2, 3  # model-sized streams per read / per update
+FRESH_COPIES = 4  # an update written into another buffer: its lines are read for ownership first
 
 
 class Sampler:
@@ -161,7 +162,8 @@ class Platform:
         shared = n > 1 and sc.sim.coherence  # the model's lines were last written by another core
         cached = None if caches is None or not caches.in_cache(self.model_bytes, n) else {
             READ_COPIES: caches.read_s(self.model_bytes, shared),
-            UPDATE_COPIES: caches.update_s(self.model_bytes, shared)}
+            UPDATE_COPIES: caches.update_s(self.model_bytes, shared),
+            FRESH_COPIES: caches.update_into_s(self.model_bytes, shared)}
         self._cached_s: list[dict[int, float] | None] = [cached] * n
         # a copy between two of a worker's own buffers (no other core wrote them)
         self._private_copy_s = None if cached is None else caches.read_s(self.model_bytes)
@@ -216,7 +218,7 @@ class Platform:
             for w, h in enumerate(ss.model_hit):
                 if h > 0:  # θ's home L3 serves the hit part at the cache's per-core rate
                     self._cached_s[w] = {c: h * c * self.model_bytes / (m.llc_gbs * 1e9)
-                                         for c in (READ_COPIES, UPDATE_COPIES)}
+                                         for c in (READ_COPIES, UPDATE_COPIES, FRESH_COPIES)}
                     self._model_miss[w] = 1.0 - h
         return ss
 
@@ -258,6 +260,14 @@ class Platform:
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())
         return self._step(w, s, UPDATE_COPIES, part, seconds, first)
+
+    def update_into(self, w: int) -> simpy.Event:
+        """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): the update's
+        streams plus the fresh buffer's lines read for ownership (``CacheModel.update_into_s``); with a
+        given ``[timing] update``, an update's duration."""
+        if self._update[w] is not None:
+            return self.update(w)
+        return self._step(w, None, FRESH_COPIES, 1.0, None)
 
     def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:
         """``g[i] += δ[i]`` for every i as d atomic float adds (Lopez accumulation).

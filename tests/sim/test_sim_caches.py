@@ -132,3 +132,22 @@ def test_simulated_reads_use_coherence_rates_only_with_other_writers(tmp_path: P
     shared = workers > 1 and switch
     assert read.min() == pytest.approx(model.read_s(s, shared), rel=1e-9)
     assert (u["t_write"] - u["t_grad_end"]).min() == pytest.approx(model.update_s(s, shared), rel=1e-9)
+
+
+def test_a_leashed_pass_writes_a_fresh_vector_at_four_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leashed builds θ_latest − η·g in another buffer, whose lines are read for ownership before they are
+    written: 4·S / update_gbs(S), where an in-place update is 3·S / update_gbs(S). One worker, no retries."""
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    sc = loader.from_dict({**_scenario(1).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    u = backend.run_once(sc, 0).updates
+    cas = 90e-9  # then the pointer's CAS: a line from memory (the profile's local latency, no [cas] table)
+    np.testing.assert_allclose((u["t_write"] - u["t_grad_end"]).to_numpy(), model.update_into_s(s) + cas, rtol=1e-9)
+    rate = math.exp(np.interp(math.log(s), np.log(SIZES), np.log(UPD))) * 1e9  # the update's rate at S
+    assert model.update_into_s(s) == pytest.approx(4 * s / rate, rel=1e-12)

@@ -78,7 +78,7 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
         failures = 0
         while True:
             expected = cell.value  # load the pointer, build θ_latest − η·g in a fresh vector
-            yield p.update(w)
+            yield p.update_into(w)
             yield from atomic(env, cell.line, latency)
             if cell.compare_and_swap(expected, expected + 1):
                 if model is not None:
