@@ -218,7 +218,7 @@ class Platform:
             for w, h in enumerate(ss.model_hit):
                 if h > 0:  # θ's home L3 serves the hit part at the cache's per-core rate
                     self._cached_s[w] = {c: h * c * self.model_bytes / (m.llc_gbs * 1e9)
-                                         for c in (READ_COPIES, UPDATE_COPIES, FRESH_COPIES)}
+                                         for c in (READ_COPIES, UPDATE_COPIES)}
                     self._model_miss[w] = 1.0 - h
         return ss
 
@@ -262,10 +262,14 @@ class Platform:
         return self._step(w, s, UPDATE_COPIES, part, seconds, first)
 
     def update_into(self, w: int) -> simpy.Event:
-        """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): the update's
-        streams plus the fresh buffer's lines read for ownership (``CacheModel.update_into_s``); with a
-        given ``[timing] update``, an update's duration."""
-        if self._update[w] is not None:
+        """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): at a calibrated
+        profile's rates for a cache-resident model, the update's streams plus the fresh buffer's lines
+        read for ownership (``CacheModel.update_into_s``: measured so); at a preset's estimated L3 rate,
+        through the memory model, or with a given ``[timing] update``: an update, as before (unmeasured
+        there: on the Ek 2021 Xeon preset four streams turned Leashed's NUMA/UMA rate at 8 threads from
+        above 1.1 to 1.06, the study's S1 measured 1.6-1.8)."""
+        cached = self._cached_s[w]
+        if self._update[w] is not None or cached is None or FRESH_COPIES not in cached:
             return self.update(w)
         return self._step(w, None, FRESH_COPIES, 1.0, None)
 
