@@ -6,7 +6,7 @@ cache-line hand-off 32-35 ns), at times on two CCDs (160-190 ns) and at times, i
 hardware threads of one core (14-17 ns: they then share its execution units too), switching every
 few seconds to minutes. Everything that moves lines between the two CPUs follows the placement:
 
-| | near (35-45 ns) | far (170 ns) |
+| | near (32-35 ns) | far (160-190 ns) |
 |---|---|---|
 | `[coherence]` read / write of lines the other core wrote, 640 KiB | 88 / 121 GB/s | 40 / 60 GB/s |
 | `[passes]` locked add beside the reader | 4.0 ns | 20.6 ns |
