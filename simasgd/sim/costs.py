@@ -173,7 +173,6 @@ class Platform:
         # A CAS moves the line from where the model lives (or takes what calibration measured).
         cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
         self.cas_latency = list(self.memory.latency) if cas is None else [cas] * n
-        self.cas_calibrated = cas is not None
         # a Lopez pass's locked adds, alone and while another CPU reads the buffer (profile [passes])
         add, shared_add = pass_costs(machine, self.model_bytes)
         self.pass_add_s = add if add is not None else cas
