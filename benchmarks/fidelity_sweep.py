@@ -229,15 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                         moved = metadata.topology_warnings(results["cpu"].metadata, metadata.calibrated_c2c_ns())
                         if not (math.isfinite(drift) and abs(drift) > DRIFT or moved) or attempt == args.attempts:
                             break
-                        if moved:
-                            print(f"  {sc.name}: {moved[0]}: attempt {attempt + 1} in {args.drift_wait_s:g} s",
-                                  flush=True)
-                            time.sleep(args.drift_wait_s)
-                            continue
                         # the host ran the gradient >10% off its calibrated speed (on a shared VM, another
-                        # tenant): the cell measures the host, not the model - wait and measure it again
-                        print(f"  host drift {drift:+.0%} in {sc.name}: attempt {attempt + 1} in {args.drift_wait_s:g} s",
-                              flush=True)
+                        # tenant), or moved the CPUs: the cell measures the host, not the model - wait, measure again
+                        why = f"{sc.name}: {moved[0]}" if moved else f"host drift {drift:+.0%} in {sc.name}"
+                        print(f"  {why}: attempt {attempt + 1} in {args.drift_wait_s:g} s", flush=True)
                         time.sleep(args.drift_wait_s)
                     rows.append(row(fid, results, label, threads, batch) + [str(attempt)])
                 except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep

@@ -392,16 +392,14 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
                             "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
                             "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
-            "scheduler": sched, "peak": peak, "passes": passes, **_c2c_table(machine_tables, passes), **machine_tables}
+            "scheduler": sched, "peak": peak, "passes": passes, **_c2c_table(like, coh, passes), **machine_tables}
 
 
-def _c2c_table(machine_tables: dict[str, Any], passes: dict[str, Any]) -> dict[str, Any]:
-    """``[c2c]``: the core-to-core hand-off latency the line-moving tables were measured at (executors/c2c.py)."""
-    samples = [x for t in (machine_tables.get("coherence") or {}, passes) for x in t.get("c2c_ns") or []]
-    if not samples:
-        return {}
-    coh = (machine_tables.get("coherence") or {}).get("c2c_ns") or samples
-    return {"c2c": {"latency_ns": float(np.mean(coh)), "samples_ns": samples}}
+def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:
+    """``[c2c]``: the core-to-core hand-off latency the line-moving tables were measured at (executors/c2c.py):
+    ``like``, the placement ``[coherence]`` was measured in, and every probe taken around ``tables``."""
+    samples = [x for t in tables for x in t.get("c2c_ns") or []]
+    return {"c2c": {"latency_ns": like, "samples_ns": samples}} if like is not None else {}
 
 
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:

@@ -45,17 +45,13 @@ def _passes(acc: np.ndarray, src: np.ndarray, k: int, out: np.ndarray) -> None:
 
 
 @njit(nogil=True, cache=True)
-def _steps(acc: np.ndarray, g: np.ndarray, theta: np.ndarray, stop: np.ndarray, k: int, out: np.ndarray) -> int:
-    """Master-like steps (g ← acc·c, θ ← θ − η·g) until ``stop`` is set or ``k`` are done; returns the count
-    (step ``n``'s ns in ``out[n mod len(out)]``)."""
-    n = 0
-    while A.load(stop, 0) == 0 and n < k:
-        t0 = A.now_ns()
+def _steps(acc: np.ndarray, g: np.ndarray, theta: np.ndarray, stop: np.ndarray) -> None:
+    """The Lopez master's steps (g ← acc·c, θ ← θ − η·g) back to back until ``stop`` is set (at least one)."""
+    while True:
         contributions(g, acc, 3)  # the master's own two passes: g ← acc/(N−1), then θ's update
         step(theta, theta[:0], g, 1e-12, 0.0, 0, False)
-        out[n % out.shape[0]] = A.now_ns() - t0
-        n += 1
-    return n
+        if A.load(stop, 0) != 0:
+            return
 
 
 def _pinned(cpu: int, fn: Any, *args: Any) -> Any:
@@ -81,17 +77,16 @@ def _one_size(cpus: list[int], d: int, seconds: float) -> tuple[float, float, in
     rng = np.random.default_rng(0)
     acc, src, g, theta = (rng.random(d) * 1e-3 for _ in range(4))
     k = max(5, int(seconds / 4 / max(d * 3e-9, 1e-6)))  # passes per phase (~3 ns an add)
-    pass_ns, step_ns = np.zeros(k, np.int64), np.zeros(1, np.int64)
+    pass_ns = np.zeros(k, np.int64)
     stop = np.zeros(1, np.int64)
     mine = os.sched_getaffinity(0)
     try:
         _passes(acc, src, 2, pass_ns)  # compile and warm
-        _steps(acc, g, theta, np.ones(1, np.int64), 1, step_ns)
+        _steps(acc, g, theta, np.ones(1, np.int64))
         _pinned(cpus[0], _passes, acc, src, k, pass_ns)
         add_alone = float(np.median(pass_ns)) / d
         # beside: one side runs back to back on its CPU while the other is timed on the other CPU
-        t = threading.Thread(target=_pinned, args=(cpus[1], _steps, acc, g, theta, stop, 1 << 40, step_ns),
-                             daemon=True)
+        t = threading.Thread(target=_pinned, args=(cpus[1], _steps, acc, g, theta, stop), daemon=True)
         t.start()
         time.sleep(0.02)
         _pinned(cpus[0], _passes, acc, src, k, pass_ns)
