@@ -15,7 +15,7 @@ few seconds to minutes. Everything that moves lines between the two CPUs follows
 so a run measured in one mode is not the machine the profile calibrated in the other. This module
 measures the mode: a token handed back and forth between two pinned threads through one word
 (:func:`latency_ns`, a few ms). ``simasgd calibrate`` records it with the tables it affects and
-re-measures a table that straddles a switch; the cpu backend records it before and after every run
+measures its tables row by row, each row between two probes, again while a row straddles a switch; the cpu backend records it before and after every run
 (``metadata.host``), and :func:`simasgd.metadata.topology_warnings` names the runs whose mode is not
 the profile's.
 """
@@ -105,3 +105,37 @@ def measured(fn: Any, *args: Any, tries: int = 3, like: float | None = None, **k
     if before is not None and "reason" not in table:
         table["c2c_ns"] = [before, after]
     return table
+
+
+def measured_rows(fn: Any, sizes: Sequence[int], seconds: float, *args: Any, tries: int = 3,
+                  like: float | None = None) -> dict[str, Any]:
+    """A table of one row per buffer size, ``fn(sizes, seconds, *args)``, measured one row at a time,
+    each row between its own two probes and in the placement of ``like`` (else of the first probe).
+
+    Two probes around a whole table do not prove it stayed in one placement: the host moved the CPUs
+    away and back within a 2.5 s ``[coherence]`` table (benchmarks/fidelity.md, 20:26), and one row read
+    36 GB/s among rows at 80-90. A row is a fraction of a second; it is measured again (up to ``tries``
+    times) while its probes disagree with each other or with the table's placement. Rows keep their
+    probes in ``c2c_ns`` (two a row); per-size columns are joined; a whole-number column (rounds, passes
+    timed) keeps its smallest value, any other the first row's."""
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        row = measured(fn, [size], seconds / max(1, len(sizes)), *args, tries=tries, like=like)
+        if "reason" in row:
+            return row
+        if like is None and row.get("c2c_ns"):
+            like = row["c2c_ns"][0]
+        rows.append(row)
+    return _joined(rows)
+
+
+def _joined(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, first in rows[0].items():
+        if key == "c2c_ns" or (isinstance(first, list) and len(first) == len(rows[0]["sizes_bytes"])):
+            out[key] = [x for r in rows for x in r.get(key, [])]
+        elif isinstance(first, int) and not isinstance(first, bool):
+            out[key] = min(r[key] for r in rows)
+        else:
+            out[key] = first
+    return out

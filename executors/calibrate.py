@@ -352,9 +352,8 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     log("copy bandwidth")
     biggest = max((g["dim"] for g in grads.values()), default=100_000)
     copy = copy_bandwidth(max(biggest * 8, 8 << 20 if not quick else 1 << 20), os.cpu_count() or 1, 3.0 * scale)
-    log("locks, CAS")
+    log("locks")
     locks = lock_figures(int(100_000 * scale))
-    cas = cas_figures(0.5 * scale)
     log("memory latency")
     lat = memory_latency((256 << 20) if not quick else (16 << 20), int(2_000_000 * scale), seed)
     log("scheduler")
@@ -364,16 +363,17 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     from executors.peak import peak_table
 
     peak = peak_table(quick)
-    log("atomic passes beside a reader")
+    log("CAS, atomic passes beside a reader")
     from executors import c2c
     from executors.calibrate_passes import passes_table
 
     coh = machine_tables.get("coherence") or {}
-    like = float(np.mean(coh["c2c_ns"])) if coh.get("c2c_ns") else None
+    like = float(np.median(coh["c2c_ns"])) if coh.get("c2c_ns") else None
     if not c2c.same_mode(locks["handoff_s"] * 1e9, like):  # the lock hand-off is a line moving too
         locks = c2c.measured(lock_figures, int(100_000 * scale), like=like)
+    cas = c2c.measured(cas_figures, 0.5 * scale, like=like)  # two threads' CAS on one word move its line too
     sizes = sorted({g["dim"] * np.dtype(g.get("dtype", "float64")).itemsize for g in grads.values()}) or [biggest * 8]
-    passes = c2c.measured(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
+    passes = c2c.measured_rows(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {
@@ -420,8 +420,8 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     log("coherence")
     from executors import c2c
 
-    coh = c2c.measured(cm.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
-                       dict(zip(by_size["sizes_bytes"], by_size["gbs"])))  # in one placement of the CPUs
+    coh = c2c.measured_rows(cm.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
+                            dict(zip(by_size["sizes_bytes"], by_size["gbs"])))  # in one placement of the CPUs
     log("host noise")
     n_cpus = len(os.sched_getaffinity(0))
     noise = cm.noise(max(0.05, 4.0 * scale / n_cpus))  # long pauses are rare: seconds to see a few dozen

@@ -50,3 +50,32 @@ def test_calibrate_warns_when_the_cpus_moved_during_it(capsys: pytest.CaptureFix
     assert "33 ns" in quiet.out and "moved" not in quiet.err
     _placement_note({"latency_ns": 33.0, "samples_ns": [33.0, 170.0, 33.0, 32.0]})
     assert "moved this machine's CPUs during calibration (hand-offs 32-170 ns)" in capsys.readouterr().err
+
+
+def test_a_table_is_measured_row_by_row_each_row_in_the_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 3 rows; the host moves the CPUs away and back within the second row (34 → 170), then during its
+    # retry it is still away (170 → 170); the third try is back near (33 → 35)
+    probes = iter([33.0, 34.0, 34.0, 170.0, 170.0, 170.0, 33.0, 35.0, 32.0, 33.0])
+    monkeypatch.setattr(c2c, "latency_ns", lambda: next(probes))
+    calls: list[tuple[list[int], float]] = []
+
+    def table(sizes: list[int], seconds: float) -> dict:
+        calls.append((sizes, seconds))
+        return {"sizes_bytes": sizes, "gbs": [float(len(calls))], "rounds": 10 * len(calls), "cpus": [0, 1]}
+
+    out = c2c.measured_rows(table, [64, 128, 256], 3.0)
+    assert [c[0] for c in calls] == [[64], [128], [128], [128], [256]]
+    assert all(c[1] == pytest.approx(1.0) for c in calls)  # the table's time split between its rows
+    assert out["sizes_bytes"] == [64, 128, 256] and out["gbs"] == [1.0, 4.0, 5.0]  # the kept tries
+    assert out["c2c_ns"] == [33.0, 34.0, 33.0, 35.0, 32.0, 33.0] and out["rounds"] == 10 and out["cpus"] == [0, 1]
+
+
+def test_rows_follow_the_placement_they_are_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # like = 170 (a table measured far): a near row is measured again until it is far too
+    probes = iter([33.0, 34.0, 165.0, 172.0])
+    monkeypatch.setattr(c2c, "latency_ns", lambda: next(probes))
+    out = c2c.measured_rows(lambda sizes, s: {"sizes_bytes": sizes, "v": [1.0]}, [64], 1.0, like=170.0)
+    assert out["c2c_ns"] == [165.0, 172.0]
+    # one usable CPU: the table's reason, not a row
+    monkeypatch.setattr(c2c, "latency_ns", lambda: None)
+    assert c2c.measured_rows(lambda sizes, s: {"reason": "one CPU"}, [64, 128], 1.0) == {"reason": "one CPU"}
