@@ -28,6 +28,7 @@ from numba import njit
 from executors import atomics as A
 from executors.calibrate import _threads
 from simasgd.memops import copy_into
+from simasgd.sim.noise import quantile_grid
 from simasgd.update_rule import plain_range
 
 MIN_GAP_S = 2e-6  # a clock jump above this between two reads of a spin loop is a pause (a read is ~25 ns)
@@ -266,15 +267,6 @@ def _spin_k(cpus: Sequence[int], duration_s: float, min_gap_s: float) -> tuple[n
     return kept, np.sum(np.stack(stats), axis=0)
 
 
-def quantile_grid(sorted_values: np.ndarray, keep: int) -> np.ndarray:
-    """At most ``keep`` values evenly spaced in rank, the smallest and the largest included: the rare
-    long pauses are what the simulator needs most (a plain stride, cut at ``keep``, dropped them)."""
-    n = len(sorted_values)
-    if n <= keep:
-        return sorted_values
-    return sorted_values[np.linspace(0, n - 1, keep).round().astype(np.int64)]
-
-
 def noise(duration_s: float, min_gap_s: float = MIN_GAP_S, max_k: int | None = None) -> dict[str, Any]:
     """Pauses of k = 1 .. usable CPUs spinning threads, each pinned to its own CPU (pooled per k)."""
     cpus = sorted(os.sched_getaffinity(0))
@@ -288,7 +280,8 @@ def noise(duration_s: float, min_gap_s: float = MIN_GAP_S, max_k: int | None = N
                              "busy_fraction": 1.0 - float(paused) / float(spun)}
         s = np.sort(kept) * 1e-9
         if len(s):
-            d["pauses_s"] = [float(x) for x in quantile_grid(s, KEEP_PAUSES)]
+            grid, top = quantile_grid(s, KEEP_PAUSES)  # the longest verbatim, the rest by rank
+            d.update(pauses_s=[float(x) for x in grid], count=int(len(s)), top=int(top))
             d.update(mean_s=float(paused) / float(n) * 1e-9, p50_s=float(np.median(s)),
                      p90_s=float(np.quantile(s, 0.9)), p99_s=float(np.quantile(s, 0.99)), max_s=float(s[-1]))
         else:

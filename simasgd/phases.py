@@ -78,6 +78,31 @@ def gradient_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     return out
 
 
+def absence(updates: pd.DataFrame, factor: float = 2.0) -> dict[int, float]:
+    """Per run: the share of its time a worker spent in cycles more than ``factor`` × its median cycle
+    (from one attempt's start to its next), mean over workers. With no more workers than CPUs nothing
+    in the algorithms holds a worker that long, so such a cycle is the host taking its CPU away: on the
+    2-vCPU EPYC of benchmarks/fidelity.md a worker vanished for 2.4-4.3 ms at a time, 7-13% of a run,
+    while ``[noise]`` had measured 3.5% in pauses of mostly under 0.1 ms; each gap gives the other
+    worker a run of τ = 0. With more workers than CPUs it includes the OS's time-sharing, which the
+    simulator models: compare the two sides."""
+    out: dict[int, float] = {}
+    if not {"t_start", "worker"} <= set(updates.columns):
+        return out
+    for run, g in updates.groupby("run", sort=True):
+        shares = []
+        for _, w in g.groupby("worker", sort=True):
+            t = np.sort(w["t_start"].to_numpy(np.float64))
+            t = t[np.isfinite(t)]
+            if len(t) < 3 or t[-1] <= t[0]:
+                continue
+            cyc = np.diff(t)
+            shares.append(float(cyc[cyc > factor * np.median(cyc)].sum() / (t[-1] - t[0])))
+        if shares:
+            out[int(run)] = float(np.mean(shares))
+    return out
+
+
 def phase_frame(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
     """Long: one row per (run, worker, attempt, phase) with ``seconds``; undefined phases left out.
     ``phase`` is an ordered categorical in cycle order."""

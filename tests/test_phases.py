@@ -146,3 +146,16 @@ def test_gradient_concurrency_is_the_time_average_count_in_gradients() -> None:
                       "t_grad_start": [0.0, 2.0, 6.0, 0.0, 3.0], "t_grad_end": [4.0, 6.0, 8.0, 1.0, 4.0]})
     assert phases.gradient_concurrency(u) == {0: pytest.approx(1.25), 1: pytest.approx(0.5)}
     assert phases.gradient_concurrency(u.drop(columns=["t_grad_end"])) == {}
+
+
+def test_absence_is_the_share_of_time_in_cycles_past_twice_the_median() -> None:
+    # run 0, worker 0: cycles 1, 1, 1, 5, 1, 1 (span 10): one cycle > 2 x the median 1 -> 5 / 10;
+    #        worker 1: cycles 2, 2, 2 (span 6): none -> 0; the run's mean over workers: 0.25
+    # run 1, worker 0: cycles 1, 3, 1, 1 (span 6): 3 > 2 -> 0.5
+    t0 = [0.0, 1.0, 2.0, 3.0, 8.0, 9.0, 10.0]
+    t1 = [0.0, 2.0, 4.0, 6.0]
+    t2 = [0.0, 1.0, 4.0, 5.0, 6.0]
+    u = pd.DataFrame({"run": [0] * 11 + [1] * 5, "worker": [0] * 7 + [1] * 4 + [0] * 5, "t_start": t0 + t1 + t2})
+    assert phases.absence(u) == {0: pytest.approx(0.25), 1: pytest.approx(0.5)}
+    assert phases.absence(u, factor=6.0) == {0: 0.0, 1: 0.0}  # no cycle past 6 x the median
+    assert phases.absence(u.drop(columns=["t_start"])) == {}
