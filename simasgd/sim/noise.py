@@ -24,7 +24,7 @@ are what the simulator needs most — and values at evenly spaced ranks for the
 rest, each standing for the recorded pauses nearest it in rank
 (:func:`rank_weights`); a draw weights them so. An even rank grid of all the
 pauses, drawn uniformly, had given the largest one (25.6 ms, once in 2 s of
-calibration) the weight of 2.7 recorded pauses and put the mean k2 pause at
+calibration) the weight of 5.3 recorded pauses and put the mean k2 pause at
 80 µs where 52 µs had been recorded (2-vCPU EPYC).
 """
 
