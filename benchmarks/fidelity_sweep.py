@@ -42,9 +42,6 @@ COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS"
 # A measured gradient median this far from the calibrated one means the machine itself ran
 # differently than at calibration (another tenant on the host, clocks): flagged in the table.
 DRIFT = 0.10
-# Measured workers away this much more of the time than simulated ones (with no more workers than
-# CPUs): the host took their CPUs more than at calibration (simasgd.phases.absence).
-HOST_AWAY = 0.05
 
 
 def budget(name: str, args: argparse.Namespace) -> int:
@@ -108,21 +105,15 @@ def _concurrency(r: Any) -> float:
     return sum(vals) / len(vals) if vals else math.nan
 
 
-def _absent(r: Any) -> float:
-    """The share of the time a worker was away (cycles past twice its median), mean over runs
-    (simasgd.phases.absence)."""
-    vals = list(phases.absence(r.updates).values())
-    return sum(vals) / len(vals) if vals else math.nan
-
-
 def host_took_cpus(sim: Any, cpu: Any, threads: int, cpus: int) -> bool:
-    """With no more workers than CPUs, the measured workers were away ``HOST_AWAY`` more of the time than
-    the simulated ones: the host took CPUs more than ``[noise]`` measured at calibration."""
-    return threads <= cpus and _absent(cpu) - _absent(sim) > HOST_AWAY  # False when either is nan
+    """The measured workers were away ``phases.HOST_AWAY`` more of the time than the simulated ones, with no
+    more workers than CPUs: the host took CPUs more than ``[noise]`` measured at calibration."""
+    return phases.host_away(sim.updates, cpu.updates, threads, cpus) is not None
 
 
 def absent_cell(sim: Any, cpu: Any, threads: int, cpus: int) -> str:
-    a, b = _absent(sim), _absent(cpu)
+    """Both sides' share of the time a worker was away (simasgd.phases.absence), ⚠ where the host took CPUs."""
+    a, b = phases.mean_absence(sim.updates), phases.mean_absence(cpu.updates)
     if not (math.isfinite(a) and math.isfinite(b)):
         return "·"
     return f"{a:.0%} / {b:.0%}" + (" ⚠ host took CPUs" if host_took_cpus(sim, cpu, threads, cpus) else "")

@@ -103,6 +103,25 @@ def absence(updates: pd.DataFrame, factor: float = 2.0) -> dict[int, float]:
     return out
 
 
+HOST_AWAY = 0.05  # measured workers away this much more of the time than simulated: the host, not the model
+
+
+def mean_absence(updates: pd.DataFrame) -> float:
+    """:func:`absence` averaged over runs; nan without the columns."""
+    vals = list(absence(updates).values())
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def host_away(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cpus: int) -> float | None:
+    """How much more of the time the reference's workers were away than the predicted ones (points), when
+    that exceeds :data:`HOST_AWAY` with no more workers than CPUs: the host took their CPUs more than
+    ``[noise]`` measured at calibration (each gap gives the other workers a run of τ = 0). None otherwise."""
+    if workers > cpus:  # with more workers than CPUs, time-sharing is in both sides' absences
+        return None
+    gap = mean_absence(reference) - mean_absence(predicted)
+    return gap if gap > HOST_AWAY else None  # False for nan
+
+
 def phase_frame(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
     """Long: one row per (run, worker, attempt, phase) with ``seconds``; undefined phases left out.
     ``phase`` is an ordered categorical in cycle order."""

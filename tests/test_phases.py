@@ -159,3 +159,38 @@ def test_absence_is_the_share_of_time_in_cycles_past_twice_the_median() -> None:
     assert phases.absence(u) == {0: pytest.approx(0.25), 1: pytest.approx(0.5)}
     assert phases.absence(u, factor=6.0) == {0: 0.0, 1: 0.0}  # no cycle past 6 x the median
     assert phases.absence(u.drop(columns=["t_start"])) == {}
+
+
+def _cycles(starts_by_worker: dict[int, list[float]]) -> pd.DataFrame:
+    rows = [(0, w, t) for w, ts in starts_by_worker.items() for t in ts]
+    return pd.DataFrame(rows, columns=["run", "worker", "t_start"])
+
+
+def test_host_away_is_the_reference_away_more_than_the_prediction() -> None:
+    steady = _cycles({0: [0.0, 1.0, 2.0, 3.0, 4.0], 1: [0.0, 1.0, 2.0, 3.0, 4.0]})  # away 0
+    gappy = _cycles({0: [0.0, 1.0, 2.0, 3.0, 4.0], 1: [0.0, 1.0, 2.0, 5.0, 6.0]})  # worker 1: 3 of 6 -> mean 0.25
+    assert phases.mean_absence(gappy) == pytest.approx(0.25)
+    assert phases.host_away(steady, gappy, workers=2, cpus=2) == pytest.approx(0.25)
+    assert phases.host_away(gappy, steady, workers=2, cpus=2) is None  # the prediction away more: not the host
+    assert phases.host_away(steady, gappy, workers=4, cpus=2) is None  # time-sharing: both sides model it
+    assert phases.host_away(steady, steady.drop(columns=["t_start"]), 2, 2) is None  # nothing to compare
+
+
+def test_compare_warns_when_the_host_took_the_reference_workers_cpus(capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from simasgd.commands.compare import _host_away
+
+    def result(updates: pd.DataFrame, cpus: list[int] = [0, 1]) -> SimpleNamespace:  # noqa: B006
+        return SimpleNamespace(updates=updates, scenario={"workers": {"count": 2}},
+                               metadata={"host": {"run": 0, "affinity_start": cpus}})
+
+    steady = _cycles({0: [0.0, 1.0, 2.0, 3.0, 4.0], 1: [0.0, 1.0, 2.0, 3.0, 4.0]})
+    gappy = _cycles({0: [0.0, 1.0, 2.0, 3.0, 4.0], 1: [0.0, 1.0, 2.0, 5.0, 6.0]})
+    _host_away({"sim": result(steady), "cpu": result(gappy)})
+    out = capsys.readouterr().out
+    assert "warning (cpu): its workers were away 25% of the time" in out and "sim's 0%" in out
+    _host_away({"sim": result(steady), "cpu": result(steady)})
+    assert "away" not in capsys.readouterr().out
+    _host_away({"sim": result(steady), "cpu": result(gappy, cpus=[0])})  # 2 workers on the run's one CPU
+    assert "away" not in capsys.readouterr().out

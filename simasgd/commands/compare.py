@@ -56,6 +56,28 @@ def _stability(results: dict) -> None:
 
     for label, r in results.items():
         print_busy_host(r, label)
+    _host_away(results)
+
+
+def _host_away(results: dict) -> None:
+    """The reference's workers away (cycles past twice their median) more than the prediction's: the host
+    took their CPUs more than calibration measured (simasgd.phases.host_away)."""
+    import os
+
+    from simasgd import phases
+    from simasgd.metadata import host_records
+
+    if len(results) != 2:
+        return
+    (la, a), (lb, b) = results.items()
+    workers = int((b.scenario.get("workers") or {}).get("count", 1))
+    seen = [len(h["affinity_start"]) for h in host_records(b.metadata) if isinstance(h.get("affinity_start"), list)]
+    gap = phases.host_away(a.updates, b.updates, workers, min(seen) if seen else len(os.sched_getaffinity(0)))
+    if gap is not None:
+        console().print(f"warning ({lb}): its workers were away {phases.mean_absence(b.updates):.0%} of the time "
+                        f"(cycles past twice their median), {la}'s {phases.mean_absence(a.updates):.0%}: the host took "
+                        "their CPUs more than [noise] measured at calibration, and each gap gives the other workers "
+                        "a run of τ = 0 (simasgd.phases.absence)", markup=False, soft_wrap=True)
 
 
 def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], extra: Optional[list[Path]]) -> list[Path]:
