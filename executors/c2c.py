@@ -14,10 +14,10 @@ few seconds to minutes. Everything that moves lines between the two CPUs follows
 
 so a run measured in one mode is not the machine the profile calibrated in the other. This module
 measures the mode: a token handed back and forth between two pinned threads through one word
-(:func:`latency_ns`, a few ms). ``simasgd calibrate`` records it with the tables it affects and
-measures its tables row by row, each row between two probes, again while a row straddles a switch; the cpu backend records it before and after every run
-(``metadata.host``), and :func:`simasgd.metadata.topology_warnings` names the runs whose mode is not
-the profile's.
+(:func:`latency_ns`, a few ms). ``simasgd calibrate`` records it with the tables it affects, measured
+row by row, each row between two probes and again while a row straddles a switch; the cpu backend
+records it before and after every run (``metadata.host``), and
+:func:`simasgd.metadata.topology_warnings` names the runs whose mode is not the profile's.
 """
 
 from __future__ import annotations
