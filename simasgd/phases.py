@@ -82,7 +82,7 @@ def absence(updates: pd.DataFrame, factor: float = 2.0) -> dict[int, float]:
     """Per run: the share of its time a worker spent in cycles more than ``factor`` × its median cycle
     (from one attempt's start to its next), mean over workers. With no more workers than CPUs nothing
     in the algorithms holds a worker that long, so such a cycle is the host taking its CPU away: on the
-    2-vCPU EPYC of benchmarks/fidelity.md a worker vanished for 2.4-4.3 ms at a time, 7-13% of a run,
+    2-vCPU EPYC of benchmarks/fidelity.md a worker vanished for 2.4-4.3 ms at a time, up to 15% of a run,
     while ``[noise]`` had measured 3.5% in pauses of mostly under 0.1 ms; each gap gives the other
     worker a run of τ = 0. With more workers than CPUs it includes the OS's time-sharing, which the
     simulator models: compare the two sides."""

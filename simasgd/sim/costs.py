@@ -268,6 +268,7 @@ class Platform:
         there: on the Ek 2021 Xeon preset four streams turned Leashed's NUMA/UMA rate at 8 threads from
         above 1.1 to 1.06, the study's S1 measured 1.6-1.8)."""
         cached = self._cached_s[w]
+        # no fresh-vector rate: a given update, the memory model, or a preset's estimated L3 (read/update only)
         if self._update[w] is not None or cached is None or FRESH_COPIES not in cached:
             return self.update(w)
         return self._step(w, None, FRESH_COPIES, 1.0, None)
