@@ -106,9 +106,11 @@ def _concurrency(r: Any) -> float:
 
 
 def host_took_cpus(sim: Any, cpu: Any, threads: int, cpus: int) -> bool:
-    """The measured workers were away ``phases.HOST_AWAY`` more of the time than the simulated ones, with no
-    more workers than CPUs: the host took CPUs more than ``[noise]`` measured at calibration."""
-    return phases.host_away(sim.updates, cpu.updates, threads, cpus) is not None
+    """The measured workers were away ``phases.HOST_AWAY`` more of the time than the simulated ones, or a
+    measured run's workers took turns (``phases.took_turns``), with no more workers than CPUs: the host
+    took CPUs more than ``[noise]`` measured at calibration."""
+    return (phases.host_away(sim.updates, cpu.updates, threads, cpus) is not None
+            or phases.took_turns(sim.updates, cpu.updates, threads, cpus) is not None)
 
 
 def absent_cell(sim: Any, cpu: Any, threads: int, cpus: int) -> str:
@@ -173,7 +175,9 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "a measured value near half the simulated one means the workers took turns on the host. \"absent\": the "
         "share of the time a worker spent in cycles past twice its median (simasgd.phases.absence) — with no more "
         "workers than CPUs, the host taking a CPU away (⚠ host took CPUs: 5 points more measured than simulated, "
-        "i.e. than `[noise]` saw at calibration; each such gap gives the other workers a run of τ = 0). \"c2c ns\": the "
+        "i.e. than `[noise]` saw at calibration; each such gap gives the other workers a run of τ = 0; or a measured "
+        "run with its workers inside a gradient at once less than 75% as much as simulated: they took turns, "
+        "simasgd.phases.took_turns). \"c2c ns\": the "
         "core-to-core hand-off latency measured before and after each real run (executors/c2c.py; the profile's: "
         f"{metadata.calibrated_c2c_ns() or math.nan:.0f} ns) — a VM's vCPUs may sit on cores sharing a cache or "
         "not; a cell whose runs were not in the profile's placement (⚠ CPUs moved) is measured again, up to "

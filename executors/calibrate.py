@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors import settle
 from executors.c2c import ping_pong as _ping_pong
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
@@ -176,6 +177,7 @@ def _threads(target: Callable[..., Any], args_per_thread: Sequence[tuple[Any, ..
             os.sched_setaffinity(0, {cpus[i]})
         out[i] = target(*args)
 
+    settle.settle()  # no BLAS pool still spinning from an earlier call takes the timed threads' CPUs
     ts = [threading.Thread(target=body, args=(i, a), daemon=True) for i, a in enumerate(args_per_thread)]
     for t in ts:
         t.start()

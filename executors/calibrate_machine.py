@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors import settle
 from executors.calibrate import _threads
 from simasgd.memops import copy_into
 from simasgd.sim.noise import quantile_grid
@@ -259,6 +260,7 @@ def _spin_k(cpus: Sequence[int], duration_s: float, min_gap_s: float) -> tuple[n
     cap = int(min(1_000_000, max(1000, duration_s * 100_000)))  # >= 100k pauses/s would be one every 10 us
     outs = [np.zeros(cap, dtype=np.int64) for _ in range(k)]
     stats = [np.zeros(3, dtype=np.int64) for _ in range(k)]
+    settle.settle()  # first, so the go word below still flips after the threads exist
     # all k start together: the go word flips once every thread has been created and pinned
     threading.Timer(0.02, lambda: go.__setitem__(0, 1)).start()
     _threads(_pauses, [(int(duration_s * 1e9), int(min_gap_s * 1e9), go, outs[i], stats[i]) for i in range(k)],

@@ -122,6 +122,24 @@ def host_away(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cp
     return gap if gap > HOST_AWAY else None  # False for nan
 
 
+TOOK_TURNS = 0.75  # a measured run with fewer gradients at once than this share of the simulated mean
+
+
+def took_turns(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cpus: int) -> float | None:
+    """The lowest of the reference's runs' :func:`gradient_concurrency` over the prediction's mean, when it is
+    below :data:`TOOK_TURNS` with 2+ workers and no more workers than CPUs: by the guest's account every
+    worker held its CPU, yet they computed in turn — the host ran the vCPUs on fewer physical CPUs
+    (benchmarks/README_cpu.md: such runs at 0.34–0.77 of capacity, all algorithms alike). None otherwise."""
+    if not 2 <= workers <= cpus:
+        return None
+    pred = list(gradient_concurrency(predicted).values())
+    ref = list(gradient_concurrency(reference).values())
+    if not pred or not ref or not np.mean(pred) > 0:
+        return None
+    low = float(min(ref) / np.mean(pred))
+    return low if low < TOOK_TURNS else None
+
+
 def phase_frame(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
     """Long: one row per (run, worker, attempt, phase) with ``seconds``; undefined phases left out.
     ``phase`` is an ordered categorical in cycle order."""

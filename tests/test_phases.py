@@ -194,3 +194,41 @@ def test_compare_warns_when_the_host_took_the_reference_workers_cpus(capsys: pyt
     assert "away" not in capsys.readouterr().out
     _host_away({"sim": result(steady), "cpu": result(gappy, cpus=[0])})  # 2 workers on the run's one CPU
     assert "away" not in capsys.readouterr().out
+
+
+def _gradients(runs: dict[int, list[tuple[int, float, float]]]) -> pd.DataFrame:
+    """(worker, start, end) of each gradient, per run."""
+    rows = [(r, w, s, e) for r, gs in runs.items() for w, s, e in gs]
+    return pd.DataFrame(rows, columns=["run", "worker", "t_grad_start", "t_grad_end"])
+
+
+def test_took_turns_is_a_reference_run_computing_at_once_far_less_than_predicted() -> None:
+    together = [(0, 0.0, 1.0), (1, 0.0, 1.0)]  # 2 gradients over 1 s: 2 at once
+    in_turn = [(0, 0.0, 1.0), (1, 1.0, 2.0)]  # 2 over 2 s: 1 at once
+    pred = _gradients({0: together})
+    ref = _gradients({0: together, 1: in_turn})
+    assert phases.took_turns(pred, ref, workers=2, cpus=2) == pytest.approx(0.5)  # the worst run, 1 of 2
+    assert phases.took_turns(pred, _gradients({0: together, 1: together}), 2, 2) is None
+    assert phases.took_turns(pred, ref, workers=4, cpus=2) is None  # time-sharing: both sides model it
+    assert phases.took_turns(pred, ref, workers=1, cpus=2) is None
+    mild = [(0, 0.0, 1.0), (1, 0.2, 1.2)]  # 2 over 1.2 s: 1.67 at once, 83% of 2: within the margin
+    assert phases.took_turns(pred, _gradients({0: mild}), 2, 2) is None
+    assert phases.took_turns(pred, ref.drop(columns=["t_grad_end"]), 2, 2) is None  # nothing to compare
+
+
+def test_compare_warns_when_the_reference_workers_took_turns(capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from simasgd.commands.compare import _host_away
+
+    def result(updates: pd.DataFrame) -> SimpleNamespace:
+        return SimpleNamespace(updates=updates, scenario={"workers": {"count": 2}},
+                               metadata={"host": {"run": 0, "affinity_start": [0, 1]}})
+
+    pred = _gradients({0: [(0, 0.0, 1.0), (1, 0.0, 1.0)]})
+    ref = _gradients({0: [(0, 0.0, 1.0), (1, 1.0, 2.0)]})
+    _host_away({"sim": result(pred), "cpu": result(ref)})
+    assert "warning (cpu): in one of its runs the workers were inside a gradient at once 50% as much" \
+        in capsys.readouterr().out
+    _host_away({"sim": result(pred), "cpu": result(pred)})
+    assert "took turns" not in capsys.readouterr().out

@@ -7,7 +7,9 @@ losses come from θ snapshots every ``stop.eval_updates()`` versions, evaluated
 off the workers' CPUs by :mod:`.monitor` (which sets the stop word at ε or on
 a crash) and after the run. Threads are joined with ``[cpu] join_timeout_s``:
 a thread that does not stop is named in an :class:`ExecutorError`, as is one
-that raised.
+that raised. BLAS is single-threaded for the whole run, losses included, and
+the workers start only once the process's other threads are idle
+(:mod:`executors.settle`: a BLAS pool spins on after a multi-threaded call).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from executors import atomics
+from executors import atomics, settle
 from executors.cpu import monitor, placement, shared
 from executors.cpu.shared import LINE, slot
 from executors.cpu.wiring import Wiring, configure, wire
@@ -223,11 +225,17 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
                         "(slowdown is); the run has none")
     for msg in warnings:
         print(f"warning: {msg}", file=sys.stderr)
-    mon = Monitor(sc.stop, run, accuracy_of=accuracy_of(wl))
-    mon.observe(0.0, 0, wl.eval_loss(theta0), theta0)
+    # BLAS single-threaded around the whole run, the losses before and after it included: a
+    # multi-threaded call leaves its pool spinning ~0.1 s into whatever comes next (executors/settle.py)
     with single_threaded_blas():
+        mon = Monitor(sc.stop, run, accuracy_of=accuracy_of(wl))
+        mon.observe(0.0, 0, wl.eval_loss(theta0), theta0)
         warm_up(sc, wl, theta0)
         s = prepare(sc, wl, theta0, workers, sc.stop.max_updates)
+        quiet = settle.settle()  # before the workers exist: they spin on the go word
+        if quiet.timed_out:
+            warnings.append(f"other threads of this process kept running as the run started: {', '.join(quiet.busy)}")
+            print(f"warning: {warnings[-1]}", file=sys.stderr)
         ws = start(s, wl, sc, run, cpus)
         busy = len(set(cpus)) if None not in cpus else workers  # CPUs the workers keep busy
         watcher = monitor.Watcher(s.ring, s.ctrl, wl.eval_loss, mon,
@@ -248,12 +256,13 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
             raise ExecutorError(f"the loss monitor failed: {type(watcher.error).__name__}: {watcher.error}") \
                 from watcher.error
         monitor.drain(s.ring, s.ctrl, wl.eval_loss, mon)
-    reason = "error" if ws.errors else watcher.reason
-    if reason in ("workers finished", "budget") and mon.done:  # ε or a crash found after the run, in the ring
-        reason = "epsilon (found after the run)" if mon.reached else "crashed"
-    if state is not None:
-        state["theta"] = s.wiring.final_theta().copy()
-    return finish(s, wl, sc, run, mon, ws, reason, t_stop, cpus, warnings, monitor.notes(s.ring, s.ctrl, watcher))
+        reason = "error" if ws.errors else watcher.reason
+        if reason in ("workers finished", "budget") and mon.done:  # ε or a crash found after the run, in the ring
+            reason = "epsilon (found after the run)" if mon.reached else "crashed"
+        if state is not None:
+            state["theta"] = s.wiring.final_theta().copy()
+        notes = monitor.notes(s.ring, s.ctrl, watcher) | {"settle_s": round(quiet.waited_s, 4)}
+        return finish(s, wl, sc, run, mon, ws, reason, t_stop, cpus, warnings, notes)
 
 
 def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers, reason: str, t_stop: float,

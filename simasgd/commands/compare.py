@@ -60,8 +60,9 @@ def _stability(results: dict) -> None:
 
 
 def _host_away(results: dict) -> None:
-    """The reference's workers away (cycles past twice their median) more than the prediction's: the host
-    took their CPUs more than calibration measured (simasgd.phases.host_away)."""
+    """The reference's workers away (cycles past twice their median) more than the prediction's, or taking
+    turns in one of its runs: the host took their CPUs more than calibration measured
+    (simasgd.phases.host_away, simasgd.phases.took_turns)."""
     import os
 
     from simasgd import phases
@@ -72,7 +73,14 @@ def _host_away(results: dict) -> None:
     (la, a), (lb, b) = results.items()
     workers = int((b.scenario.get("workers") or {}).get("count", 1))
     seen = [len(h["affinity_start"]) for h in host_records(b.metadata) if isinstance(h.get("affinity_start"), list)]
-    gap = phases.host_away(a.updates, b.updates, workers, min(seen) if seen else len(os.sched_getaffinity(0)))
+    cpus = min(seen) if seen else len(os.sched_getaffinity(0))
+    low = phases.took_turns(a.updates, b.updates, workers, cpus)
+    if low is not None:
+        console().print(f"warning ({lb}): in one of its runs the workers were inside a gradient at once {low:.0%} as "
+                        f"much as in {la}'s: they took turns, with every worker on its CPU by the guest's account — "
+                        "the host ran the vCPUs on fewer physical CPUs (simasgd.phases.took_turns)",
+                        markup=False, soft_wrap=True)
+    gap = phases.host_away(a.updates, b.updates, workers, cpus)
     if gap is not None:
         console().print(f"warning ({lb}): its workers were away {phases.mean_absence(b.updates):.0%} of the time "
                         f"(cycles past twice their median), {la}'s {phases.mean_absence(a.updates):.0%}: the host took "
