@@ -34,6 +34,7 @@ ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
 GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
 GOAL_TORCH, BIMODAL, GOAL_PEAK = 2.0, 1.5, 0.6
 TURNS = 0.75  # a round's gradient concurrency below this share of the configuration's best: taking turns
+COLLIDED = 0.25  # a round's update concurrency this far above the configuration's least: collided updates
 
 
 def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "float64") -> Any:
@@ -50,15 +51,17 @@ def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "f
     })
 
 
-def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> tuple[float, float]:
-    """Updates/s, and the workers inside a gradient at once on average (``simasgd.phases.gradient_concurrency``)."""
+def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> tuple[float, float, float]:
+    """Updates/s, and the workers inside a gradient and inside an update at once on average
+    (``simasgd.phases.gradient_concurrency``, ``update_concurrency``)."""
     from executors.cpu.runner import run_workload
     from simasgd.workloads import build_workload
 
     sc = scenario(alg, threads, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
     r = run_workload(sc, 0, wl).runs[0]
-    return r.updates / r.time_s, float(r.extra.get("gradient_concurrency", float("nan")))
+    return (r.updates / r.time_s, float(r.extra.get("gradient_concurrency", float("nan"))),
+            float(r.extra.get("update_concurrency", float("nan"))))
 
 
 def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
@@ -154,15 +157,15 @@ def one_round(seconds: float, with_torch: bool) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for batch in (16, 64):
         for dtype in ("float64", "float32"):
-            serial, conc = ours("sequential", 1, batch, seconds, dtype)
+            serial, conc, _ = ours("sequential", 1, batch, seconds, dtype)
             rows.append({"batch": batch, "dtype": dtype, "algorithm": "sequential", "threads": 1,
                          "updates_per_s": serial, "ideal": serial, "capacity": serial, "concurrency": conc})
             cap = capacity(2, batch, seconds, dtype) / capacity(1, batch, seconds, dtype)
             for alg in ALGORITHMS:
                 for threads in (1, 2):
-                    rate, conc = ours(alg, threads, batch, seconds, dtype)
+                    rate, conc, upd = ours(alg, threads, batch, seconds, dtype)
                     rows.append({"batch": batch, "dtype": dtype, "algorithm": alg, "threads": threads,
-                                 "updates_per_s": rate, "concurrency": conc,
+                                 "updates_per_s": rate, "concurrency": conc, "update_concurrency": upd,
                                  "ideal": threads * serial, "capacity": (cap if threads == 2 else 1.0) * serial})
         if with_torch:
             serial32 = next(r["updates_per_s"] for r in rows if r["batch"] == batch and r["dtype"] == "float32")
@@ -185,6 +188,7 @@ def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             row[key] = statistics.median(vals) if vals else None
         row["rounds"] = [r[i]["updates_per_s"] for r in rounds]
         row["concurrency_rounds"] = [r[i].get("concurrency") for r in rounds]
+        row["update_concurrency_rounds"] = [r[i].get("update_concurrency") for r in rounds]
         # the same round's yardstick: its rate over what two independent loops got then (host noise out)
         row["of_capacity_rounds"] = [r[i]["updates_per_s"] / r[i]["capacity"] if r[i]["capacity"] else None
                                      for r in rounds]
@@ -218,25 +222,54 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "target": BIMODAL, "met": None if worst is None else worst[0] <= BIMODAL,
                     "where": "one round" if worst is None else
                     f"{worst[1]['algorithm']} B={worst[1]['batch']} {worst[1]['dtype']} {worst[1]['threads']}t"})
-    turns = taking_turns(ours_)
+    turns, hit = taking_turns(ours_), collided(ours_)
     out.append({"goal": f"rounds where 2 workers took turns (gradients at once < {TURNS:.0%} of the best round)",
                 "worst": float(len(turns)), "target": 0.0, "met": not turns,
                 "where": "; ".join(turns[:4]) + (" …" if len(turns) > 4 else "") if turns else "none"})
+    out.append({"goal": f"rounds whose updates collided (updates at once {COLLIDED:g} above the least round)",
+                "worst": float(len(hit)), "target": 0.0, "met": not hit,
+                "where": "; ".join(hit[:4]) + (" …" if len(hit) > 4 else "") if hit else "none"})
     seq = [r for r in rows if r["algorithm"] == "sequential" and r["batch"] == 64 and r["dtype"] == "float32"
            and r.get("of_peak") is not None]
     goal(f"sequential B = 64 float32 ≥ {GOAL_PEAK:.0%} of the GEMM peak", seq, "of_peak", GOAL_PEAK)
     return out
 
 
+def _rounds(r: dict[str, Any], key: str) -> list[float | None]:
+    return [c if c is not None and c == c else None for c in r.get(key, [])]
+
+
+def _collided(r: dict[str, Any]) -> list[bool]:
+    """Per round: its workers sat in their updates at once ``COLLIDED`` more than in the configuration's
+    least round — HOGWILD!'s in-place updates stretching each other (``simasgd.phases.update_concurrency``)."""
+    upd = _rounds(r, "update_concurrency_rounds")
+    known = [u for u in upd if u is not None]
+    return [u is not None and len(known) > 1 and u > min(known) + COLLIDED for u in upd]
+
+
 def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
     """2-thread rounds whose workers computed gradients at once for less than ``TURNS`` of the best round
-    of the same configuration: the two CPUs did not run them in parallel (the slow mode of this VM)."""
+    of the same configuration, their updates not colliding: the two CPUs did not run them in parallel
+    (the slow mode of this VM)."""
     out = []
     for r in rows:
-        conc = [c for c in r.get("concurrency_rounds", []) if c is not None and c == c]
+        conc = [c for c in _rounds(r, "concurrency_rounds") if c is not None]
         if r["threads"] == 2 and len(conc) > 1:
+            hit = _collided(r) or [False] * len(conc)
             out += [f"{r['algorithm']} B={r['batch']} {r['dtype']} round {k + 1} ({c:.2f} of {max(conc):.2f})"
-                    for k, c in enumerate(r["concurrency_rounds"]) if c is not None and c < TURNS * max(conc)]
+                    for k, (c, h) in enumerate(zip(_rounds(r, "concurrency_rounds"), hit))
+                    if c is not None and c < TURNS * max(conc) and not h]
+    return out
+
+
+def collided(rows: list[dict[str, Any]]) -> list[str]:
+    """2-thread rounds whose updates collided (:func:`_collided`), with their updates at once."""
+    out = []
+    for r in rows:
+        if r["threads"] == 2:
+            upd = _rounds(r, "update_concurrency_rounds")
+            out += [f"{r['algorithm']} B={r['batch']} {r['dtype']} round {k + 1} (updates at once {u:.2f})"
+                    for k, (u, h) in enumerate(zip(upd, _collided(r))) if h and u is not None]
     return out
 
 

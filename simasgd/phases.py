@@ -65,16 +65,31 @@ def gradient_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     start to the last one's end. Two workers on two free CPUs keep it near 2 × their gradient share of
     the cycle; a run whose workers take turns (their CPUs multiplexed by the host, or by the OS on a
     shared CPU) shows it halved, whatever the phases' own lengths say (benchmarks/README_cpu.md)."""
+    return concurrency(updates, "t_grad_start", "t_grad_end")
+
+
+def update_concurrency(updates: pd.DataFrame) -> dict[int, float]:
+    """Per run: the time-average number of workers inside their update phase at once (gradient end to
+    write). HOGWILD!'s in-place updates that start within microseconds of each other fight over θ's lines
+    and stretch each other (benchmarks/README_cpu.md): that slow mode raises it while halving
+    :func:`gradient_concurrency`, which the host's turn-taking does not."""
+    return concurrency(updates, "t_grad_end", "t_write", span_from="t_grad_start")
+
+
+def concurrency(updates: pd.DataFrame, start: str, end: str, span_from: str | None = None) -> dict[int, float]:
+    """Per run: the time-average number of workers between their ``start`` and ``end`` times at once
+    (∫ count dt = Σ lengths), over the run from the first ``span_from`` (default ``start``) to the last end."""
     out: dict[int, float] = {}
-    if not {"t_grad_start", "t_grad_end"} <= set(updates.columns):
+    first = span_from or start
+    if not {start, end, first} <= set(updates.columns):
         return out
     for run, g in updates.groupby("run", sort=True):
-        s, e = g["t_grad_start"].to_numpy(np.float64), g["t_grad_end"].to_numpy(np.float64)
-        ok = np.isfinite(s) & np.isfinite(e) & (e >= s)
-        s, e = s[ok], e[ok]
-        if len(s) == 0 or e.max() <= s.min():
+        s, e, f = (g[c].to_numpy(np.float64) for c in (start, end, first))
+        ok = np.isfinite(s) & np.isfinite(e) & np.isfinite(f) & (e >= s)
+        s, e, f = s[ok], e[ok], f[ok]
+        if len(s) == 0 or e.max() <= f.min():
             continue
-        out[int(run)] = float((e - s).sum() / (e.max() - s.min()))  # ∫ count dt = Σ lengths
+        out[int(run)] = float((e - s).sum() / (e.max() - f.min()))
     return out
 
 
@@ -123,21 +138,28 @@ def host_away(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cp
 
 
 TOOK_TURNS = 0.75  # a measured run with fewer gradients at once than this share of the simulated mean
+COLLIDED = 0.25    # ... unless its workers were in their updates at once this much more than predicted
 
 
 def took_turns(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cpus: int) -> float | None:
     """The lowest of the reference's runs' :func:`gradient_concurrency` over the prediction's mean, when it is
     below :data:`TOOK_TURNS` with 2+ workers and no more workers than CPUs: by the guest's account every
     worker held its CPU, yet they computed in turn — the host ran the vCPUs on fewer physical CPUs
-    (benchmarks/README_cpu.md: such runs at 0.34–0.77 of capacity, all algorithms alike). None otherwise."""
+    (benchmarks/README_cpu.md: such runs at 0.34–0.77 of capacity, all algorithms alike). A run whose
+    workers sat in their updates at once :data:`COLLIDED` more of the time than predicted is not counted:
+    its updates stretched each other (HOGWILD!'s collisions), the executor's doing, not the host's.
+    None otherwise."""
     if not 2 <= workers <= cpus:
         return None
     pred = list(gradient_concurrency(predicted).values())
-    ref = list(gradient_concurrency(reference).values())
+    ref = gradient_concurrency(reference)
     if not pred or not ref or not np.mean(pred) > 0:
         return None
-    low = float(min(ref) / np.mean(pred))
-    return low if low < TOOK_TURNS else None
+    upd_pred = list(update_concurrency(predicted).values())
+    upd_ref = update_concurrency(reference)
+    base = float(np.mean(upd_pred)) if upd_pred else 0.0
+    low = [c / np.mean(pred) for run, c in ref.items() if not upd_ref.get(run, 0.0) > base + COLLIDED]
+    return float(min(low)) if low and min(low) < TOOK_TURNS else None
 
 
 def phase_frame(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
