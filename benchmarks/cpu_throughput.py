@@ -34,7 +34,6 @@ ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
 GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
 GOAL_TORCH, BIMODAL, GOAL_PEAK = 2.0, 1.5, 0.6
 TURNS = 0.75  # a round's gradient concurrency below this share of the configuration's best: taking turns
-COLLIDED = 0.25  # a round's update concurrency this far above the configuration's least: collided updates
 
 
 def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "float64") -> Any:
@@ -222,54 +221,25 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "target": BIMODAL, "met": None if worst is None else worst[0] <= BIMODAL,
                     "where": "one round" if worst is None else
                     f"{worst[1]['algorithm']} B={worst[1]['batch']} {worst[1]['dtype']} {worst[1]['threads']}t"})
-    turns, hit = taking_turns(ours_), collided(ours_)
+    turns = taking_turns(ours_)
     out.append({"goal": f"rounds where 2 workers took turns (gradients at once < {TURNS:.0%} of the best round)",
                 "worst": float(len(turns)), "target": 0.0, "met": not turns,
                 "where": "; ".join(turns[:4]) + (" …" if len(turns) > 4 else "") if turns else "none"})
-    out.append({"goal": f"rounds whose updates collided (updates at once {COLLIDED:g} above the least round)",
-                "worst": float(len(hit)), "target": 0.0, "met": not hit,
-                "where": "; ".join(hit[:4]) + (" …" if len(hit) > 4 else "") if hit else "none"})
     seq = [r for r in rows if r["algorithm"] == "sequential" and r["batch"] == 64 and r["dtype"] == "float32"
            and r.get("of_peak") is not None]
     goal(f"sequential B = 64 float32 ≥ {GOAL_PEAK:.0%} of the GEMM peak", seq, "of_peak", GOAL_PEAK)
     return out
 
 
-def _rounds(r: dict[str, Any], key: str) -> list[float | None]:
-    return [c if c is not None and c == c else None for c in r.get(key, [])]
-
-
-def _collided(r: dict[str, Any]) -> list[bool]:
-    """Per round: its workers sat in their updates at once ``COLLIDED`` more than in the configuration's
-    least round — HOGWILD!'s in-place updates stretching each other (``simasgd.phases.update_concurrency``)."""
-    upd = _rounds(r, "update_concurrency_rounds")
-    known = [u for u in upd if u is not None]
-    return [u is not None and len(known) > 1 and u > min(known) + COLLIDED for u in upd]
-
-
 def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
     """2-thread rounds whose workers computed gradients at once for less than ``TURNS`` of the best round
-    of the same configuration, their updates not colliding: the two CPUs did not run them in parallel
-    (the slow mode of this VM)."""
+    of the same configuration: the two CPUs did not run them in parallel (the slow mode of this VM)."""
     out = []
     for r in rows:
-        conc = [c for c in _rounds(r, "concurrency_rounds") if c is not None]
+        conc = [c for c in r.get("concurrency_rounds", []) if c is not None and c == c]
         if r["threads"] == 2 and len(conc) > 1:
-            hit = _collided(r) or [False] * len(conc)
             out += [f"{r['algorithm']} B={r['batch']} {r['dtype']} round {k + 1} ({c:.2f} of {max(conc):.2f})"
-                    for k, (c, h) in enumerate(zip(_rounds(r, "concurrency_rounds"), hit))
-                    if c is not None and c < TURNS * max(conc) and not h]
-    return out
-
-
-def collided(rows: list[dict[str, Any]]) -> list[str]:
-    """2-thread rounds whose updates collided (:func:`_collided`), with their updates at once."""
-    out = []
-    for r in rows:
-        if r["threads"] == 2:
-            upd = _rounds(r, "update_concurrency_rounds")
-            out += [f"{r['algorithm']} B={r['batch']} {r['dtype']} round {k + 1} (updates at once {u:.2f})"
-                    for k, (u, h) in enumerate(zip(upd, _collided(r))) if h and u is not None]
+                    for k, c in enumerate(r["concurrency_rounds"]) if c is not None and c < TURNS * max(conc)]
     return out
 
 

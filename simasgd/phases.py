@@ -70,9 +70,9 @@ def gradient_concurrency(updates: pd.DataFrame) -> dict[int, float]:
 
 def update_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     """Per run: the time-average number of workers inside their update phase at once (gradient end to
-    write). HOGWILD!'s in-place updates that start within microseconds of each other fight over θ's lines
-    and stretch each other (benchmarks/README_cpu.md): that slow mode raises it while halving
-    :func:`gradient_concurrency`, which the host's turn-taking does not."""
+    write, lock waits included). In the 2-thread runs whose workers take turns it rises from ~0.2 to ~1
+    at B = 16, every algorithm alike: one worker's update phase lasts the other's gradient
+    (benchmarks/README_cpu.md)."""
     return concurrency(updates, "t_grad_end", "t_write", span_from="t_grad_start")
 
 
@@ -138,28 +138,21 @@ def host_away(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cp
 
 
 TOOK_TURNS = 0.75  # a measured run with fewer gradients at once than this share of the simulated mean
-COLLIDED = 0.25    # ... unless its workers were in their updates at once this much more than predicted
 
 
 def took_turns(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cpus: int) -> float | None:
     """The lowest of the reference's runs' :func:`gradient_concurrency` over the prediction's mean, when it is
     below :data:`TOOK_TURNS` with 2+ workers and no more workers than CPUs: by the guest's account every
-    worker held its CPU, yet they computed in turn — the host ran the vCPUs on fewer physical CPUs
-    (benchmarks/README_cpu.md: such runs at 0.34–0.77 of capacity, all algorithms alike). A run whose
-    workers sat in their updates at once :data:`COLLIDED` more of the time than predicted is not counted:
-    its updates stretched each other (HOGWILD!'s collisions), the executor's doing, not the host's.
-    None otherwise."""
+    worker held its CPU, yet they computed in turn (benchmarks/README_cpu.md: such runs at 0.34–0.77 of
+    capacity, all algorithms alike, one worker's update phase lasting the other's gradient). None otherwise."""
     if not 2 <= workers <= cpus:
         return None
     pred = list(gradient_concurrency(predicted).values())
-    ref = gradient_concurrency(reference)
+    ref = list(gradient_concurrency(reference).values())
     if not pred or not ref or not np.mean(pred) > 0:
         return None
-    upd_pred = list(update_concurrency(predicted).values())
-    upd_ref = update_concurrency(reference)
-    base = float(np.mean(upd_pred)) if upd_pred else 0.0
-    low = [c / np.mean(pred) for run, c in ref.items() if not upd_ref.get(run, 0.0) > base + COLLIDED]
-    return float(min(low)) if low and min(low) < TOOK_TURNS else None
+    low = float(min(ref) / np.mean(pred))
+    return low if low < TOOK_TURNS else None
 
 
 def phase_frame(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:

@@ -58,18 +58,3 @@ def test_rounds_where_two_workers_took_turns_are_named(bench: Any) -> None:
     row["concurrency_rounds"] = [1.62, 1.30, 1.55]  # 80% of the best: within the bound
     assert bench.taking_turns([row]) == []
 
-
-def test_rounds_whose_updates_collided_are_told_from_turn_taking(bench: Any) -> None:
-    # round 2: gradients at once halved with the updates at once up from 0.05 to 0.60 (HOGWILD!'s
-    # in-place updates stretching each other), round 3: halved with short updates (the host)
-    row = _row("hogwild", 2, 64, "float64", [2700, 1900, 1300], [2.0, 2.0, 2.0], 1400.0)
-    row["concurrency_rounds"] = [1.90, 1.35, 0.95]
-    row["update_concurrency_rounds"] = [0.05, 0.60, 0.04]
-    assert bench.collided([row]) == ["hogwild B=64 float64 round 2 (updates at once 0.60)"]
-    assert bench.taking_turns([row]) == ["hogwild B=64 float64 round 3 (0.95 of 1.90)"]
-    hit = [x for x in bench.verdicts([row]) if "collided" in x["goal"]][0]
-    assert hit["met"] is False and hit["worst"] == 1.0
-    row["update_concurrency_rounds"] = [0.05, 0.25, 0.04]  # 0.21 above the least: within the bound
-    assert bench.collided([row]) == [] and len(bench.taking_turns([row])) == 2
-    del row["update_concurrency_rounds"]  # runs recorded before the column: turn-taking as before
-    assert bench.collided([row]) == [] and len(bench.taking_turns([row])) == 2
