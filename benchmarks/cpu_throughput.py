@@ -50,17 +50,18 @@ def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "f
     })
 
 
-def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> tuple[float, float, float]:
-    """Updates/s, and the workers inside a gradient and inside an update at once on average
-    (``simasgd.phases.gradient_concurrency``, ``update_concurrency``)."""
+def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> tuple[float, float, float, float]:
+    """Updates/s; the workers inside a gradient and inside an update at once on average; the share of
+    the time two were inside an update at once (``simasgd.phases.gradient_concurrency``,
+    ``update_concurrency``, ``both_updating``)."""
     from executors.cpu.runner import run_workload
     from simasgd.workloads import build_workload
 
     sc = scenario(alg, threads, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
     r = run_workload(sc, 0, wl).runs[0]
-    return (r.updates / r.time_s, float(r.extra.get("gradient_concurrency", float("nan"))),
-            float(r.extra.get("update_concurrency", float("nan"))))
+    return (r.updates / r.time_s, *(float(r.extra.get(k, float("nan")))
+                                     for k in ("gradient_concurrency", "update_concurrency", "both_updating")))
 
 
 def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
@@ -156,15 +157,16 @@ def one_round(seconds: float, with_torch: bool) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for batch in (16, 64):
         for dtype in ("float64", "float32"):
-            serial, conc, _ = ours("sequential", 1, batch, seconds, dtype)
+            serial, conc, _, _ = ours("sequential", 1, batch, seconds, dtype)
             rows.append({"batch": batch, "dtype": dtype, "algorithm": "sequential", "threads": 1,
                          "updates_per_s": serial, "ideal": serial, "capacity": serial, "concurrency": conc})
             cap = capacity(2, batch, seconds, dtype) / capacity(1, batch, seconds, dtype)
             for alg in ALGORITHMS:
                 for threads in (1, 2):
-                    rate, conc, upd = ours(alg, threads, batch, seconds, dtype)
+                    rate, conc, upd, both = ours(alg, threads, batch, seconds, dtype)
                     rows.append({"batch": batch, "dtype": dtype, "algorithm": alg, "threads": threads,
                                  "updates_per_s": rate, "concurrency": conc, "update_concurrency": upd,
+                                 "both_updating": both,
                                  "ideal": threads * serial, "capacity": (cap if threads == 2 else 1.0) * serial})
         if with_torch:
             serial32 = next(r["updates_per_s"] for r in rows if r["batch"] == batch and r["dtype"] == "float32")
@@ -188,6 +190,7 @@ def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         row["rounds"] = [r[i]["updates_per_s"] for r in rounds]
         row["concurrency_rounds"] = [r[i].get("concurrency") for r in rounds]
         row["update_concurrency_rounds"] = [r[i].get("update_concurrency") for r in rounds]
+        row["both_updating_rounds"] = [r[i].get("both_updating") for r in rounds]
         # the same round's yardstick: its rate over what two independent loops got then (host noise out)
         row["of_capacity_rounds"] = [r[i]["updates_per_s"] / r[i]["capacity"] if r[i]["capacity"] else None
                                      for r in rounds]

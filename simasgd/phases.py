@@ -76,6 +76,27 @@ def update_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     return concurrency(updates, "t_grad_end", "t_write", span_from="t_grad_start")
 
 
+def both_updating(updates: pd.DataFrame) -> dict[int, float]:
+    """Per run: the share of its time (first gradient start to last write) with two or more workers inside
+    their update phase at once. It tells two slow modes apart that :func:`update_concurrency` cannot: long
+    updates side by side (HOGWILD!'s colliding writes: near 1 × their share) or in turn (near 0)."""
+    out: dict[int, float] = {}
+    if not {"t_grad_start", "t_grad_end", "t_write"} <= set(updates.columns):
+        return out
+    for run, g in updates.groupby("run", sort=True):
+        s, e, f = (g[c].to_numpy(np.float64) for c in ("t_grad_end", "t_write", "t_grad_start"))
+        ok = np.isfinite(s) & np.isfinite(e) & np.isfinite(f) & (e >= s)
+        s, e, f = s[ok], e[ok], f[ok]
+        if len(s) == 0 or e.max() <= f.min():
+            continue
+        t = np.concatenate([s, e])
+        step = np.concatenate([np.ones(len(s)), -np.ones(len(e))])
+        order = np.lexsort((step, t))  # at equal times, ends (-1) before starts: touching is not overlapping
+        t, count = t[order], np.cumsum(step[order])
+        out[int(run)] = float(np.diff(t)[count[:-1] >= 2].sum() / (e.max() - f.min()))
+    return out
+
+
 def concurrency(updates: pd.DataFrame, start: str, end: str, span_from: str | None = None) -> dict[int, float]:
     """Per run: the time-average number of workers between their ``start`` and ``end`` times at once
     (∫ count dt = Σ lengths), over the run from the first ``span_from`` (default ``start``) to the last end."""

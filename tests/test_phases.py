@@ -243,3 +243,16 @@ def test_update_concurrency_is_the_time_average_of_workers_inside_an_update() ->
     assert phases.update_concurrency(u) == {1: pytest.approx(6.0 / 4.0)}
     assert phases.gradient_concurrency(u) == {1: pytest.approx(1.0)}  # its own span: first start to last end
     assert phases.update_concurrency(u.drop(columns=["t_write"])) == {}
+
+
+def test_both_updating_is_the_share_of_time_with_two_updates_at_once() -> None:
+    # run 0 spans 0 to 9: updates [2, 6] and [4, 8] overlap on [4, 6] (2 of 9); [8, 9] only touches [4, 8]
+    side = pd.DataFrame({"run": [0, 0, 0], "worker": [0, 1, 0], "t_grad_start": [0.0, 1.0, 7.0],
+                         "t_grad_end": [2.0, 4.0, 8.0], "t_write": [6.0, 8.0, 9.0]})
+    assert phases.both_updating(side) == {0: pytest.approx(2.0 / 9.0)}
+    # in turn: the same update lengths, never two at once
+    turn = pd.DataFrame({"run": [0, 0], "worker": [0, 1], "t_grad_start": [0.0, 0.0],
+                         "t_grad_end": [1.0, 5.0], "t_write": [5.0, 9.0]})
+    assert phases.both_updating(turn) == {0: 0.0}
+    assert phases.update_concurrency(turn) == {0: pytest.approx(8.0 / 9.0)}
+    assert phases.both_updating(turn.drop(columns=["t_write"])) == {}

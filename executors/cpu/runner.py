@@ -285,6 +285,7 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
     extra["gradient_concurrency"] = round(phases.gradient_concurrency(df).get(run, math.nan), 3)
     # ... and inside their updates at once: ~1 at B = 16 in such runs (one update lasts the other's gradient)
     extra["update_concurrency"] = round(phases.update_concurrency(df).get(run, math.nan), 3)
+    extra["both_updating"] = round(phases.both_updating(df).get(run, math.nan), 3)  # side by side, or in turn
     if any(code == shared.BUFFER_FULL for code in ws.codes.values()):
         extra["note"] = "a worker's record buffer filled up; it stopped early"
     staleness = df["staleness"].to_numpy()[applied]

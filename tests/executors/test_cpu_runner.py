@@ -113,6 +113,11 @@ def test_workers_on_every_cpu_find_epsilon_in_the_ring_after_the_run(scenario: A
     span = u["t_grad_end"].max() - u["t_grad_start"].min()
     want = (u["t_grad_end"] - u["t_grad_start"]).sum() / span
     assert r.extra["gradient_concurrency"] == pytest.approx(want, abs=1e-3) and 0 < want <= workers + 1e-9
+    # and the update phases (lock waits included): how many at once, and how long two at once
+    from simasgd import phases
+
+    assert r.extra["update_concurrency"] == pytest.approx(phases.update_concurrency(u)[0], abs=1e-3)
+    assert r.extra["both_updating"] == pytest.approx(phases.both_updating(u)[0], abs=1e-3)
 
 
 @pytest.mark.hardware
