@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -70,48 +70,44 @@ def gradient_concurrency(updates: pd.DataFrame) -> dict[int, float]:
 
 def update_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     """Per run: the time-average number of workers inside their update phase at once (gradient end to
-    write, lock waits included). In the 2-thread runs whose workers take turns it rises from ~0.2 to ~1
-    at B = 16, every algorithm alike: one worker's update phase lasts the other's gradient
-    (benchmarks/README_cpu.md)."""
+    write, lock waits included). In the slow 2-thread rounds of benchmarks/README_cpu.md it rose from
+    ~0.2 to ~1 at B = 16, every algorithm alike."""
     return concurrency(updates, "t_grad_end", "t_write", span_from="t_grad_start")
 
 
 def both_updating(updates: pd.DataFrame) -> dict[int, float]:
     """Per run: the share of its time (first gradient start to last write) with two or more workers inside
-    their update phase at once. It tells two slow modes apart that :func:`update_concurrency` cannot: long
-    updates side by side (HOGWILD!'s colliding writes: near 1 × their share) or in turn (near 0)."""
+    their update phase at once. It tells apart what :func:`update_concurrency` cannot: long update phases
+    side by side (as HOGWILD!'s colliding writes would give) or in turn (near 0)."""
     out: dict[int, float] = {}
-    if not {"t_grad_start", "t_grad_end", "t_write"} <= set(updates.columns):
-        return out
-    for run, g in updates.groupby("run", sort=True):
-        s, e, f = (g[c].to_numpy(np.float64) for c in ("t_grad_end", "t_write", "t_grad_start"))
-        ok = np.isfinite(s) & np.isfinite(e) & np.isfinite(f) & (e >= s)
-        s, e, f = s[ok], e[ok], f[ok]
-        if len(s) == 0 or e.max() <= f.min():
-            continue
+    for run, s, e, span in _intervals(updates, "t_grad_end", "t_write", "t_grad_start"):
         t = np.concatenate([s, e])
         step = np.concatenate([np.ones(len(s)), -np.ones(len(e))])
         order = np.lexsort((step, t))  # at equal times, ends (-1) before starts: touching is not overlapping
         t, count = t[order], np.cumsum(step[order])
-        out[int(run)] = float(np.diff(t)[count[:-1] >= 2].sum() / (e.max() - f.min()))
+        out[run] = float(np.diff(t)[count[:-1] >= 2].sum() / span)
     return out
 
 
 def concurrency(updates: pd.DataFrame, start: str, end: str, span_from: str | None = None) -> dict[int, float]:
     """Per run: the time-average number of workers between their ``start`` and ``end`` times at once
     (∫ count dt = Σ lengths), over the run from the first ``span_from`` (default ``start``) to the last end."""
-    out: dict[int, float] = {}
+    return {run: float((e - s).sum() / span) for run, s, e, span in _intervals(updates, start, end, span_from)}
+
+
+def _intervals(updates: pd.DataFrame, start: str, end: str,
+               span_from: str | None) -> Iterator[tuple[int, np.ndarray, np.ndarray, float]]:
+    """Per run with a positive span: the finite ``start``/``end`` intervals and the run's span, from the
+    first ``span_from`` (default ``start``) to the last end. Nothing without the columns."""
     first = span_from or start
     if not {start, end, first} <= set(updates.columns):
-        return out
+        return
     for run, g in updates.groupby("run", sort=True):
         s, e, f = (g[c].to_numpy(np.float64) for c in (start, end, first))
         ok = np.isfinite(s) & np.isfinite(e) & np.isfinite(f) & (e >= s)
         s, e, f = s[ok], e[ok], f[ok]
-        if len(s) == 0 or e.max() <= f.min():
-            continue
-        out[int(run)] = float((e - s).sum() / (e.max() - f.min()))
-    return out
+        if len(s) and e.max() > f.min():
+            yield int(run), s, e, float(e.max() - f.min())
 
 
 def absence(updates: pd.DataFrame, factor: float = 2.0) -> dict[int, float]:
@@ -165,7 +161,7 @@ def took_turns(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, c
     """The lowest of the reference's runs' :func:`gradient_concurrency` over the prediction's mean, when it is
     below :data:`TOOK_TURNS` with 2+ workers and no more workers than CPUs: by the guest's account every
     worker held its CPU, yet they computed in turn (benchmarks/README_cpu.md: such runs at 0.34–0.77 of
-    capacity, all algorithms alike, one worker's update phase lasting the other's gradient). None otherwise."""
+    capacity, all algorithms alike). None otherwise."""
     if not 2 <= workers <= cpus:
         return None
     pred = list(gradient_concurrency(predicted).values())

@@ -283,7 +283,7 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
                              **network.traffic(sc, int(s.theta.shape[0]), int(s.theta.itemsize), len(df))}
     # workers inside a gradient at once, on average: halved when the host makes them take turns
     extra["gradient_concurrency"] = round(phases.gradient_concurrency(df).get(run, math.nan), 3)
-    # ... and inside their updates at once: ~1 at B = 16 in such runs (one update lasts the other's gradient)
+    # ... and inside their update phases at once: ~1 at B = 16 in such runs (benchmarks/README_cpu.md)
     extra["update_concurrency"] = round(phases.update_concurrency(df).get(run, math.nan), 3)
     extra["both_updating"] = round(phases.both_updating(df).get(run, math.nan), 3)  # side by side, or in turn
     if any(code == shared.BUFFER_FULL for code in ws.codes.values()):

@@ -57,4 +57,3 @@ def test_rounds_where_two_workers_took_turns_are_named(bench: Any) -> None:
     assert turns["met"] is False and turns["worst"] == 1.0
     row["concurrency_rounds"] = [1.62, 1.30, 1.55]  # 80% of the best: within the bound
     assert bench.taking_turns([row]) == []
-
