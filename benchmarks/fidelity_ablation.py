@@ -30,8 +30,11 @@ VARIANTS: dict[str, dict[str, object]] = {
     "sleeping lock waiters": {"lock_waiters": "sleep"},
     "yield only to a holder (no EEVDF)": {"sched_yield": "holder"},
     "no coherence": {"coherence": False},
-    "none of the six": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
-                        "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder"},
+    "coherence on every step (no last writer)": {"coherence_recency": False},
+    "steps timed warm (not in the cycle)": {"steps_in_cycle": False},
+    "none of the eight": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+                          "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
+                          "coherence_recency": False, "steps_in_cycle": False},
 }
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 

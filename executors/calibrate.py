@@ -41,6 +41,7 @@ from numba import njit
 from executors import atomics as A
 from executors import settle
 from executors.c2c import ping_pong as _ping_pong
+from executors.calibrate_steps import step_samples, time_steps
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
 from simasgd import profile as _profile
@@ -217,6 +218,11 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
         timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1, none)
         in_cycle = np.zeros(n, dtype=np.int64)
         timer(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, in_cycle, seed + 1, theta.copy())
+        steps = {}  # the model's steps inside a one-thread worker's cycle (executors/calibrate_steps.py)
+        for name, ns in step_samples(with_kernel(time_steps, wl.kernel), theta, wl, n_rows, cfg.batch_size,
+                                     max(20, min(n // 2, 5000)), seed + 1).items():
+            st = _stats(ns * 1e-9, keep=200)
+            steps[f"cycle_{name}_s"], steps[f"cycle_{name}_median_s"] = st["samples_s"], st["median_s"]
         concurrent = {}
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             # k independent threads, each its own θ copy and output (no shared model): what one
@@ -229,7 +235,7 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
                 _threads(timer, args)
                 # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
                 add_concurrent(concurrent, f"{prefix}k{k}", np.stack(outs, axis=1).reshape(-1))
-    return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype))
+    return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype), **steps)
 
 
 def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray) -> None:

@@ -13,10 +13,15 @@ Measured here, on the two first usable CPUs, over a buffer of each calibrated mo
 
 - ``add_s``: seconds per element of a pass alone;
 - ``add_shared_s``: the same while the other CPU runs the master's step back to back (g ← acc/(N−1)
-  with :func:`executors.cpu.lopez.contributions`, then the update rule on a third buffer).
+  with :func:`executors.cpu.lopez.contributions`, then the update rule on a third buffer);
+- ``step_s``, ``step_shared_s``: that master's step (median), alone and beside the passes. It moves
+  three model-sized buffers (acc, g, θ) where ``[copy_by_size]`` times one or two: on the 2-vCPU Intel
+  Xeon (2 MB of L2 a core, 680 KB model) the executor's master stepped in 38.5 µs where the warm rates
+  give 30.6.
 
 The simulator charges a pass ``add_shared_s`` per element (interpolated in log size to the model's) when
-the reader (the master) holds a CPU as the pass begins (simasgd/sim/MODEL.md, "Lopez").
+the reader (the master) holds a CPU as the pass begins, and a master's step ``step_shared_s`` when a
+worker's pass is under way as it begins, else ``step_s`` (simasgd/sim/MODEL.md, "Lopez").
 """
 
 from __future__ import annotations
@@ -45,13 +50,22 @@ def _passes(acc: np.ndarray, src: np.ndarray, k: int, out: np.ndarray) -> None:
 
 
 @njit(nogil=True, cache=True)
-def _steps(acc: np.ndarray, g: np.ndarray, theta: np.ndarray, stop: np.ndarray) -> None:
-    """The Lopez master's steps (g ← acc·c, θ ← θ − η·g) back to back until ``stop`` is set (at least one)."""
+def _steps(acc: np.ndarray, g: np.ndarray, theta: np.ndarray, stop: np.ndarray, out: np.ndarray) -> int:
+    """The Lopez master's steps (g ← acc·c, θ ← θ − η·g) back to back until ``stop`` is set (at least one),
+    each step's ns into the ring ``out``; returns the number of steps."""
+    n = 0
     while True:
+        t0 = A.now_ns()
         contributions(g, acc, 3)  # the master's own two passes: g ← acc/(N−1), then θ's update
         step(theta, theta[:0], g, 1e-12, 0.0, 0, False)
+        out[n % out.shape[0]] = A.now_ns() - t0
+        n += 1
         if A.load(stop, 0) != 0:
-            return
+            return n
+
+
+def _median_of_ring(out: np.ndarray, n: int) -> float:
+    return float(np.median(out[:min(n, out.shape[0])]))
 
 
 def _pinned(cpu: int, fn: Any, *args: Any) -> Any:
@@ -69,31 +83,44 @@ def passes_table(model_bytes: Sequence[int], seconds: float) -> dict[str, Any]:
     sizes = sorted({max(1024, int(b) // 8) * 8 for b in model_bytes})
     rows = [_one_size(cpus, b // 8, seconds / len(sizes)) for b in sizes]
     return {"sizes_bytes": sizes, "add_s": [r[0] for r in rows], "add_shared_s": [r[1] for r in rows],
+            "step_s": [r[3] for r in rows], "step_shared_s": [r[4] for r in rows],
             "passes": min(r[2] for r in rows), "cpus": cpus[:2]}
 
 
-def _one_size(cpus: list[int], d: int, seconds: float) -> tuple[float, float, int]:
-    """(add alone, add beside the reader, passes timed) for a buffer of ``d`` float64."""
+def _one_size(cpus: list[int], d: int, seconds: float) -> tuple[float, float, int, float, float]:
+    """(add alone, add beside the reader, passes timed, the reader's step alone, its step beside the passes)
+    for a buffer of ``d`` float64."""
     rng = np.random.default_rng(0)
     acc, src, g, theta = (rng.random(d) * 1e-3 for _ in range(4))
     k = max(5, int(seconds / 4 / max(d * 3e-9, 1e-6)))  # passes per phase (~3 ns an add)
     pass_ns = np.zeros(k, np.int64)
     stop = np.zeros(1, np.int64)
     mine = os.sched_getaffinity(0)
+    step_ns = np.zeros(4096, np.int64)
     try:
         _passes(acc, src, 2, pass_ns)  # compile and warm
-        _steps(acc, g, theta, np.ones(1, np.int64))
+        _steps(acc, g, theta, np.ones(1, np.int64), step_ns)
         _pinned(cpus[0], _passes, acc, src, k, pass_ns)
         add_alone = float(np.median(pass_ns)) / d
-        # beside: one side runs back to back on its CPU while the other is timed on the other CPU
-        t = threading.Thread(target=_pinned, args=(cpus[1], _steps, acc, g, theta, stop), daemon=True)
+        # the reader's steps alone, for as long as the passes took
+        timer = threading.Timer(float(pass_ns.sum()) * 1e-9, lambda: stop.__setitem__(0, 1))
+        timer.start()
+        n = _pinned(cpus[1], _steps, acc, g, theta, stop, step_ns)
+        timer.join()
+        step_alone = _median_of_ring(step_ns, n)
+        # beside: the reader runs back to back on its CPU while the passes are timed on the other CPU
+        stop[0] = 0
+        count = [0]
+        t = threading.Thread(target=lambda: count.__setitem__(0, _pinned(cpus[1], _steps, acc, g, theta, stop,
+                                                                           step_ns)), daemon=True)
         t.start()
         time.sleep(0.02)
         _pinned(cpus[0], _passes, acc, src, k, pass_ns)
         stop[0] = 1
         t.join()
         add_shared = float(np.median(pass_ns)) / d
+        step_shared = _median_of_ring(step_ns, count[0])  # the last steps: those beside the passes
     finally:
         os.sched_setaffinity(0, mine)
-    return add_alone * 1e-9, add_shared * 1e-9, k
+    return add_alone * 1e-9, add_shared * 1e-9, k, step_alone * 1e-9, step_shared * 1e-9
 

@@ -287,6 +287,15 @@ class SimConfig(Section):
     # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
     # (profile [coherence], simasgd/sim/caches.py); false = the private-buffer rates.
     coherence: bool = True
+    # With coherence: a read or update pays another core's rates only when another worker wrote the model
+    # since this worker last touched it (simasgd/sim/costs.py LastWriter); false = every step of a
+    # multi-worker run does.
+    coherence_recency: bool = True
+    # Reads, updates and Leashed's fresh-vector pass at the times calibrated inside a one-thread worker's
+    # cycle (profile cycle_read/update/fresh_median_s): the gradient's traffic evicts part of the model's
+    # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);
+    # false = warm buffers timed back to back ([copy_by_size]).
+    steps_in_cycle: bool = True
     # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
     # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
     socket_model: bool = True

@@ -33,7 +33,7 @@ import simpy
 from simasgd import distributions, seeds
 from simasgd.machine import Machine, place
 from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
-from simasgd.sim.caches import CacheModel
+from simasgd.sim.caches import CacheModel, LastWriter
 from simasgd.sim.cpu import Cores
 from simasgd.sim.noise import HostNoise
 from simasgd.sim.memory import Memory
@@ -73,6 +73,25 @@ def _dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distribution
         raise ScenarioError([f"{key}.path = \"{spec.path}\": {e}"]) from None
 
 
+def workload_table(profile: dict[str, Any] | None, workload: WorkloadConfig) -> tuple[int, dict[str, Any]] | None:
+    """The profile's ``[gradient."<workload>"]`` table of this workload at the nearest measured batch size
+    (its batch size, the table), or None when the workload was not calibrated."""
+    tables = (profile or {}).get("gradient")
+    if not isinstance(tables, dict) or not tables:
+        return None
+    from simasgd.profile import workload_key
+
+    def key(batch: int) -> str:
+        return workload_key(workload.model_copy(update={"batch_size": batch}))
+
+    same = {int(t["batch_size"]): t for k, t in tables.items()
+            if isinstance(t, dict) and t.get("samples_s") and "batch_size" in t and k == key(int(t["batch_size"]))}
+    if not same:
+        return None
+    near = min(same, key=lambda b: (abs(math.log(b / workload.batch_size)), b))
+    return near, same[near]
+
+
 def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
                      concurrent: int = 1, in_cycle: bool = False) -> distributions.Distribution | None:
     """Gradient times measured by ``simasgd calibrate`` for this workload (executors/PROFILE.md).
@@ -87,21 +106,11 @@ def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
     ``concurrent.cycle_k<k'>``) where the profile has them: the gradient as a
     worker computes it, with part of its operands evicted by that traffic.
     """
-    tables = (profile or {}).get("gradient")
-    if not isinstance(tables, dict) or not tables:
+    found = workload_table(profile, workload)
+    if found is None:
         return None
-    from simasgd.profile import workload_key
-
-    def key(batch: int) -> str:
-        return workload_key(workload.model_copy(update={"batch_size": batch}))
-
-    same = {int(t["batch_size"]): t for k, t in tables.items()
-            if isinstance(t, dict) and t.get("samples_s") and "batch_size" in t and k == key(int(t["batch_size"]))}
-    if not same:
-        return None
+    near, table = found
     batch = workload.batch_size
-    near = min(same, key=lambda b: (abs(math.log(b / batch)), b))
-    table = same[near]
     prefix = "cycle_" if in_cycle and table.get("cycle_samples_s") else ""
     samples = table[f"{prefix}samples_s"]
     conc = table.get("concurrent")
@@ -128,12 +137,14 @@ def profile_latency(machine: Machine, table: str, key: str) -> float | None:
     return float(lat) if isinstance(lat, (int, float)) and lat >= 0 else None
 
 
-def pass_costs(machine: Machine, model_bytes: float) -> tuple[float | None, float | None]:
+def pass_costs(machine: Machine, model_bytes: float, alone_key: str = "add_s",
+               shared_key: str = "add_shared_s") -> tuple[float | None, float | None]:
     """``[passes]`` (executors/calibrate_passes.py): seconds per locked add of a pass over a buffer of
-    ``model_bytes``, alone and beside a reader, interpolated in log size between the calibrated sizes
-    (held at the ends); (None, None) without the table."""
+    ``model_bytes``, alone and beside a reader (or, with ``"step_s", "step_shared_s"``, the Lopez master's
+    step alone and beside passes), interpolated in log size between the calibrated sizes (held at the
+    ends); (None, None) without them."""
     t = (machine.profile or {}).get("passes") or {}
-    sizes, alone, shared = t.get("sizes_bytes"), t.get("add_s"), t.get("add_shared_s")
+    sizes, alone, shared = t.get("sizes_bytes"), t.get(alone_key), t.get(shared_key)
     if not isinstance(sizes, list) or not isinstance(alone, list) or not isinstance(shared, list) or not sizes \
             or not len(sizes) == len(alone) == len(shared):
         return None, None
@@ -159,14 +170,18 @@ class Platform:
         self.dim = dim or 0
         caches = CacheModel.from_profile(machine.profile) if sc.sim.cache_model else None
         # cache-resident model buffers: fixed per-core step times (None = through the memory model)
-        shared = n > 1 and sc.sim.coherence  # the model's lines were last written by another core
-        cached = None if caches is None or not caches.in_cache(self.model_bytes, n) else {
-            READ_COPIES: caches.read_s(self.model_bytes, shared),
-            UPDATE_COPIES: caches.update_s(self.model_bytes, shared),
-            FRESH_COPIES: caches.update_into_s(self.model_bytes, shared)}
-        self._cached_s: list[dict[int, float] | None] = [cached] * n
+        self._caches = caches if caches is not None and caches.in_cache(self.model_bytes, n) else None
+        self._coherent = n > 1 and sc.sim.coherence  # the model's lines may have been written by another core
+        self._in_cycle = sc.sim.steps_in_cycle
+        cached, shared = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {})
         # a copy between two of a worker's own buffers (no other core wrote them)
-        self._private_copy_s = None if cached is None else caches.read_s(self.model_bytes)
+        self._private_copy_s = None if self._caches is None else self._caches.read_s(self.model_bytes)
+        self._cached_s: list[dict[int, float] | None] = [cached] * n
+        self._shared_s: list[dict[int, float] | None] = [shared] * n
+        self._lines = LastWriter(n, sc.sim.coherence_recency)
+        self._table: list[dict[int, float] | None] = [shared or cached] * n  # the step in progress (chunks)
+        self._master: int | None = None  # a Lopez master, whose steps are timed by [passes] (lopez_master)
+        self._pass_until = [-math.inf] * n  # when each worker's atomic pass over g ends (Lopez)
         self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
         self._own_miss: list[dict[int, float]] = [{}] * n  # private bytes of a read/update missing the L3
         self.socket_shares = self._socket_shares(sc, machine, cpus, dim, itemsize, derived=cached is None)
@@ -204,6 +219,39 @@ class Platform:
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
 
+    def _rates(self, steps: dict[int, float]) -> tuple[dict[int, float] | None, dict[int, float] | None]:
+        """Step times by streams moved, on a worker's own lines and on another core's: the warm
+        ``[copy_by_size]`` rates, replaced by ``steps`` (timed in a worker's cycle) where given; another
+        core's lines cost the slower of those and ``[coherence]``'s rate (they come from that core's cache
+        or, where the cycle evicted them, from the next level: not both). (None, None) off the cache model."""
+        c, s = self._caches, self.model_bytes
+        if c is None:
+            return None, None
+        own = {READ_COPIES: c.read_s(s), UPDATE_COPIES: c.update_s(s), FRESH_COPIES: c.update_into_s(s), **steps}
+        if not self._coherent:
+            return own, None
+        return own, {READ_COPIES: max(own[READ_COPIES], c.read_s(s, True)),
+                     UPDATE_COPIES: max(own[UPDATE_COPIES], c.update_s(s, True)),
+                     FRESH_COPIES: max(own[FRESH_COPIES], c.update_into_s(s, True))}
+
+    def lopez_master(self, w: int) -> None:
+        """Worker ``w`` is a Lopez master: it steps back to back with no gradient between (a read of g, an
+        update of θ), and alone writes θ. Its step takes ``[passes] step_s``, or ``step_shared_s`` when a
+        worker's atomic pass over g is under way as it begins (calibrated as the executor's master steps:
+        g ← acc/(N−1), then the update rule), split between the read and the update as the warm rates
+        split them. Without those figures: the warm ``[copy_by_size]`` rates (its lines stay in its
+        cache), not those timed in a worker's cycle; so too with ``[sim] steps_in_cycle = false``."""
+        if self._caches is None:
+            return
+        own, shared = self._rates({})
+        alone, beside = pass_costs(self.machine, self.model_bytes, "step_s", "step_shared_s")
+        if alone is not None and beside is not None and self._update[w] is None and self._in_cycle:
+            part = own[READ_COPIES] / (own[READ_COPIES] + own[UPDATE_COPIES])
+            own = {READ_COPIES: part * alone, UPDATE_COPIES: (1 - part) * alone}
+            shared = {READ_COPIES: part * beside, UPDATE_COPIES: (1 - part) * beside} if self._coherent else None
+            self._master = w
+        self._cached_s[w], self._shared_s[w] = own, shared
+
     def _socket_shares(self, sc: Scenario, m: Machine, cpus: list[int | None], dim: int | None,
                        itemsize: int, derived: bool) -> sockets.SocketShares | None:
         """Turbo and last-level cache per socket (:mod:`sockets`) on a machine whose preset knows them."""
@@ -216,8 +264,8 @@ class Platform:
         if derived and m.llc_gbs > 0 and self.model_bytes:
             for w, h in enumerate(ss.model_hit):
                 if h > 0:  # θ's home L3 serves the hit part at the cache's per-core rate
-                    self._cached_s[w] = {c: h * c * self.model_bytes / (m.llc_gbs * 1e9)
-                                         for c in (READ_COPIES, UPDATE_COPIES)}
+                    self._cached_s[w] = self._shared_s[w] = {c: h * c * self.model_bytes / (m.llc_gbs * 1e9)
+                                                             for c in (READ_COPIES, UPDATE_COPIES)}
                     self._model_miss[w] = 1.0 - h
         return ss
 
@@ -252,13 +300,31 @@ class Platform:
         s = self._read[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())  # the hot path: a drawn duration on an unshared CPU
+        if first:
+            self._begin(w, writes=False)
         return self._step(w, s, READ_COPIES, part, seconds, first)
 
     def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
         s = self._update[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())
+        if first:
+            self._begin(w, writes=True)
         return self._step(w, s, UPDATE_COPIES, part, seconds, first)
+
+    def touch(self, w: int) -> None:
+        """Worker ``w`` reads the shared model in place (Leashed-SGD's gradient on the latest vector): its
+        lines are in this worker's cache from now on, at no step of their own."""
+        self._lines.touch(w, writes=False)
+
+    def _begin(self, w: int, writes: bool) -> None:
+        """A read or update of the shared model begins: the rates it runs at (private, or another core's
+        lines: :class:`LastWriter`) hold for all its chunks."""
+        other = self._lines.touch(w, writes)
+        if w == self._master:  # the master's g is the workers' to write: is a pass under way?
+            other = writes and self._table[w] is self._shared_s[w] or \
+                not writes and any(t > self.env.now for t in self._pass_until)
+        self._table[w] = self._shared_s[w] if other and self._shared_s[w] is not None else self._cached_s[w]
 
     def update_into(self, w: int) -> simpy.Event:
         """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): at a calibrated
@@ -271,6 +337,7 @@ class Platform:
         # no fresh-vector rate: a given update, the memory model, or a preset's estimated L3 (read/update only)
         if self._update[w] is not None or cached is None or FRESH_COPIES not in cached:
             return self.update(w)
+        self._begin(w, writes=True)
         return self._step(w, None, FRESH_COPIES, 1.0, None)
 
     def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:
@@ -284,7 +351,9 @@ class Platform:
         """
         if self._update[w] is None and self.pass_add_s is not None and self.dim:
             shared = reader is not None and reader != w and self.cores.on_cpu(reader)
-            return self.cores.work(w, self.dim * (self.pass_shared_add_s if shared else self.pass_add_s))
+            seconds = self.dim * (self.pass_shared_add_s if shared else self.pass_add_s)
+            self._pass_until[w] = self.env.now + seconds  # the master's steps meanwhile are beside it
+            return self.cores.work(w, seconds)
         return self.update(w)
 
     def private_copy(self, w: int) -> simpy.Event:
@@ -310,7 +379,7 @@ class Platform:
               first: bool = True) -> simpy.Event:
         if seconds is None and sampler is not None:
             seconds = sampler() * part
-        cached = self._cached_s[w]
+        cached = self._table[w]
         own = self._own_miss[w].get(copies, 0.0) * part if seconds is None else 0.0
         if seconds is None and cached is not None:
             miss = self._model_miss[w] * copies * self.model_bytes * part
@@ -332,6 +401,19 @@ class Platform:
 
     def block(self, w: int) -> None:
         self.cores.block(w)
+
+
+def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[int, float]:
+    """The model's steps timed inside a one-thread worker's cycle for this workload (the gradient table of
+    the nearest batch size: ``cycle_read_median_s``, ``cycle_update_median_s``, ``cycle_fresh_median_s``,
+    executors/PROFILE.md), by the streams they move; empty when the profile has none."""
+    found = workload_table(profile, workload)
+    if found is None:
+        return {}
+    table = found[1]
+    keys = {READ_COPIES: "cycle_read_median_s", UPDATE_COPIES: "cycle_update_median_s",
+            FRESH_COPIES: "cycle_fresh_median_s"}
+    return {c: float(table[k]) for c, k in keys.items() if isinstance(table.get(k), (int, float)) and table[k] > 0}
 
 
 def _host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy: int) -> HostNoise | None:

@@ -42,6 +42,11 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     # the same gradient timed after a worker's copy/update traffic around each call
     assert len(grad["cycle_samples_s"]) > 10 and min(grad["cycle_samples_s"]) > 0
     assert grad["cycle_median_s"] > 0.5 * grad["median_s"]
+    # the model's steps timed inside a one-thread worker's cycle: each at least a memory latency,
+    # and far below a gradient of this model
+    for step in ("read", "update", "fresh"):
+        assert len(grad[f"cycle_{step}_s"]) > 10
+        assert m.local_latency_ns * 1e-9 < grad[f"cycle_{step}_median_s"] < grad["median_s"], step
     import os
 
     if len(os.sched_getaffinity(0)) > 1:  # the same gradient with 2 independent threads at once
@@ -51,6 +56,7 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
         assert min(doc["passes"]["add_s"] + doc["passes"]["add_shared_s"]) > 0  # Lopez's passes, per model size
         assert doc["passes"]["sizes_bytes"] == [grad["dim"] * 8]
+        assert min(doc["passes"]["step_s"] + doc["passes"]["step_shared_s"]) > 0  # the Lopez master's steps
         # the tables that move lines between CPUs, measured in one placement of them (executors/c2c.py)
         assert doc["c2c"]["latency_ns"] > 0  # two probes a row:
         assert len(doc["coherence"]["c2c_ns"]) == 2 * len(doc["coherence"]["sizes_bytes"])

@@ -114,24 +114,121 @@ def test_coherence_rates_for_lines_another_core_wrote(tmp_path: Path) -> None:
     assert not plain.has_coherence and plain.read_s(SIZES[1], shared=True) == plain.read_s(SIZES[1])
 
 
+def _with_sim(sc, **switches):  # noqa: ANN001, ANN202
+    return sc.model_copy(update={"sim": sc.sim.model_copy(update=switches)})
+
+
+def _hogwild(workers: int, **switches):  # noqa: ANN202
+    sc = loader.from_dict({**_scenario(workers).to_dict(), "algorithm": {"name": "hogwild"}})
+    return _with_sim(sc, **switches)
+
+
+def _steps(u):  # noqa: ANN001, ANN202
+    """HOGWILD! rows (no locks: a read is t_start → t_grad_start, an update t_grad_end → t_write) and, per
+    row, whether another worker began an update between this worker's previous update and this read,
+    and between this read and this update; rows where two such instants tie are left out."""
+    u = u.sort_values(["worker", "t_start"]).reset_index(drop=True)
+    starts = u["t_grad_end"].to_numpy()  # when each update began
+    prev = u.groupby("worker")["t_grad_end"].shift(1).fillna(-1.0).to_numpy()
+
+    def others_between(i: int, lo: float, hi: float) -> bool | None:
+        other = starts[u["worker"].to_numpy() != u["worker"][i]]
+        if np.any(np.isclose(other, lo, rtol=0, atol=1e-12)) or np.any(np.isclose(other, hi, rtol=0, atol=1e-12)):
+            return None
+        return bool(np.any((other > lo) & (other < hi)))
+
+    read_after = [others_between(i, prev[i], u["t_start"][i]) for i in range(len(u))]
+    update_after = [others_between(i, u["t_start"][i], starts[i]) for i in range(len(u))]
+    keep = np.array([a is not None and b is not None for a, b in zip(read_after, update_after)])
+    read = (u["t_grad_start"] - u["t_start"]).to_numpy()[keep]
+    update = (u["t_write"] - u["t_grad_end"]).to_numpy()[keep]
+    return (read, np.array(read_after, dtype=object)[keep].astype(bool),
+            update, np.array(update_after, dtype=object)[keep].astype(bool))
+
+
+def test_last_writer_rule() -> None:
+    from simasgd.sim.caches import LastWriter
+
+    lw = LastWriter(3)
+    assert not lw.touch(0, writes=False)        # nobody wrote yet
+    assert not lw.touch(0, writes=True)         # its own lines
+    assert lw.touch(1, writes=False)            # worker 0 wrote since worker 1 last looked
+    assert not lw.touch(1, writes=False)        # and now it has them
+    assert not lw.touch(0, writes=False)        # a read right after its own update: its own lines
+    assert lw.touch(2, writes=True)             # worker 0 wrote first
+    assert lw.touch(0, writes=True) and lw.touch(1, writes=False)
+    always = LastWriter(2, recency=False)       # [sim] coherence_recency = false
+    assert always.touch(0, writes=True) and always.touch(0, writes=False)
+
+
 @pytest.mark.parametrize("workers,switch", [(1, True), (2, True), (2, False)])
-def test_simulated_reads_use_coherence_rates_only_with_other_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                     workers: int, switch: bool) -> None:
+def test_simulated_steps_pay_coherence_only_after_another_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 workers: int, switch: bool) -> None:
+    """Every read (update) runs at another core's rates exactly when another worker began an update since
+    this worker's own previous update (its read), and at the private rates otherwise."""
     from simasgd.sim import backend
     from simasgd.workloads import build_workload
 
     path = _profile(tmp_path, coherence=True)
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
-    sc = _scenario(workers)
-    sc = sc.model_copy(update={"sim": sc.sim.model_copy(update={"coherence": switch})})
+    sc = _hogwild(workers, coherence=switch)
     wl = build_workload(sc.workload, sc.seed, sc.base_dir)
     s = wl.dim * np.dtype(wl.dtype).itemsize
     model = CacheModel.from_profile(machine.load_profile(path).profile)
-    u = backend.run_once(sc, 0).updates
-    read = (u["t_grad_start"] - u["t_start"]).to_numpy()
-    shared = workers > 1 and switch
-    assert read.min() == pytest.approx(model.read_s(s, shared), rel=1e-9)
-    assert (u["t_write"] - u["t_grad_end"]).min() == pytest.approx(model.update_s(s, shared), rel=1e-9)
+    read, read_after, update, update_after = _steps(backend.run_once(sc, 0).updates)
+    assert len(read) > 1000
+    for kind, times, after, rate in (("read", read, read_after, model.read_s),
+                                     ("update", update, update_after, model.update_s)):
+        shared = after & switch
+        assert shared.any() == (workers > 1 and switch) and (~shared).any(), kind
+        expected = np.where(shared, rate(s, True), rate(s))
+        np.testing.assert_allclose(times, expected, rtol=1e-9, err_msg=kind)
+    # [sim] coherence_recency = false: every step of a multi-worker run at another core's rates
+    if workers > 1 and switch:
+        u = backend.run_once(_with_sim(sc, coherence_recency=False), 0).updates
+        np.testing.assert_allclose(u["t_grad_start"] - u["t_start"], model.read_s(s, True), rtol=1e-9)
+        np.testing.assert_allclose(u["t_write"] - u["t_grad_end"], model.update_s(s, True), rtol=1e-9)
+
+
+def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float) -> None:  # noqa: ANN001
+    """A gradient table for the scenario's workload holding only the in-cycle step times."""
+    from simasgd.profile import workload_key
+
+    path.write_text(path.read_text() + "\n".join([
+        f'[gradient."{workload_key(sc.workload)}"]', f"batch_size = {sc.workload.batch_size}", "samples_s = [1e-4]",
+        f"cycle_read_median_s = {read_s!r}", f"cycle_update_median_s = {update_s!r}",
+        f"cycle_fresh_median_s = {fresh_s!r}", ""]))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_steps_in_the_cycle_replace_the_warm_rates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   workers: int) -> None:
+    """With the profile's in-cycle step times (`cycle_*_median_s`), a read and an update of one's own lines
+    take exactly those; of another core's lines, the slower of those and the coherence rate."""
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path, coherence=True)
+    sc = _hogwild(workers)
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    # the read slower than the coherent read, the update between the private and the coherent update
+    cyc_read, cyc_update = 1.7 * model.read_s(s, True), 0.5 * model.update_s(s, True)
+    assert model.update_s(s) < cyc_update < model.update_s(s, True)
+    _with_steps(path, sc, cyc_read, cyc_update, 3e-6)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    read, read_after, update, update_after = _steps(backend.run_once(sc, 0).updates)
+    np.testing.assert_allclose(read, cyc_read, rtol=1e-9)  # max(in-cycle, coherent) = in-cycle, shared or not
+    np.testing.assert_allclose(update, np.where(update_after, model.update_s(s, True), cyc_update), rtol=1e-9)
+    assert update_after.any() == (workers > 1)
+    # [sim] steps_in_cycle = false: the warm rates of [copy_by_size]
+    off = backend.run_once(_with_sim(sc, steps_in_cycle=False, coherence=False), 0).updates
+    np.testing.assert_allclose(off["t_grad_start"] - off["t_start"], model.read_s(s), rtol=1e-9)
+    # Leashed's fresh-vector pass (one worker: no retries) takes the in-cycle pass time, then the CAS
+    lea = loader.from_dict({**_scenario(1).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)
+    u = backend.run_once(lea, 0).updates
+    np.testing.assert_allclose((u["t_write"] - u["t_grad_end"]).to_numpy(), 3e-6 + 90e-9, rtol=1e-9)
 
 
 def test_a_leashed_pass_writes_a_fresh_vector_at_four_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,3 +248,68 @@ def test_a_leashed_pass_writes_a_fresh_vector_at_four_streams(tmp_path: Path, mo
     np.testing.assert_allclose((u["t_write"] - u["t_grad_end"]).to_numpy(), model.update_into_s(s) + cas, rtol=1e-9)
     rate = math.exp(np.interp(math.log(s), np.log(SIZES), np.log(UPD))) * 1e9  # the update's rate at S
     assert model.update_into_s(s) == pytest.approx(4 * s / rate, rel=1e-12)
+
+
+def test_the_lopez_master_steps_at_the_warm_rates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The master computes no gradient between its steps and alone writes θ: each step (a read of g and an
+    update of θ) takes the warm `[copy_by_size]` times, not the slower in-cycle ones its workers take,
+    and never another core's rates. Its step rate is then 1 / (read + update), to within the run's ends."""
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path, coherence=True)
+    sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}})
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    _with_steps(path, sc, 3 * model.read_s(s, True), 3 * model.update_s(s, True), 3e-6)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    (run,) = backend.run_once(sc, 0).runs
+    assert run.updates_per_s * (model.read_s(s) + model.update_s(s)) == pytest.approx(1.0, rel=0.01)
+    # its worker's copy of θ, which the master keeps writing: the in-cycle read (slower than coherent)
+    u = backend.run_once(sc, 0).updates
+    assert (u["t_grad_start"] - u["t_start"]).min() >= 3 * model.read_s(s, True)
+
+
+@pytest.mark.parametrize("add_s,coherence", [(1e-15, True), (1e-5, True), (1e-5, False)])
+def test_the_lopez_master_steps_as_calibrated_beside_passes_or_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   add_s: float, coherence: bool) -> None:
+    """With `[passes] step_s` / `step_shared_s`, a master's step takes the first, or the second when a worker's
+    pass over g is under way as it begins. Passes of ~1e-15 s a add are never under way: steps at 1/step_s;
+    passes of 1e-5 s an add (8 ms a pass, against 0.1 ms gradients) nearly always are: steps at
+    1/step_shared_s, to within the share of the time the worker spends outside its passes (< 3%);
+    `[sim] coherence = false` keeps step_s."""
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    alone, beside = 20e-6, 50e-6
+    path = _profile(tmp_path, coherence=True)
+    sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}})
+    sc = _with_sim(sc, coherence=coherence)
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    path.write_text(path.read_text() + "\n".join([
+        "[passes]", f"sizes_bytes = [{s}]", f"add_s = [{add_s!r}]", f"add_shared_s = [{add_s!r}]",
+        f"step_s = [{alone!r}]", f"step_shared_s = [{beside!r}]", ""]))
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    (run,) = backend.run_once(sc, 0).runs
+    step = beside if add_s > 1e-10 and coherence else alone
+    assert run.updates_per_s * step == pytest.approx(1.0, rel=0.03)
+
+
+def test_without_steps_in_cycle_the_lopez_master_takes_the_warm_rates(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path, coherence=True)
+    sc = _with_sim(loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}}), steps_in_cycle=False)
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    path.write_text(path.read_text() + "\n".join([
+        "[passes]", f"sizes_bytes = [{s}]", "add_s = [1e-15]", "add_shared_s = [1e-15]",
+        "step_s = [2e-5]", "step_shared_s = [5e-5]", ""]))
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    (run,) = backend.run_once(sc, 0).runs
+    assert run.updates_per_s * (model.read_s(s) + model.update_s(s)) == pytest.approx(1.0, rel=0.01)

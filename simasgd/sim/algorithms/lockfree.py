@@ -74,6 +74,7 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
     while True:
         run.begin(w)
         t_read, rv = env.now, cell.value  # a reference on the latest vector: no copy
+        p.touch(w)  # the gradient reads that vector's lines into this worker's cache
         yield from run.compute(w)
         failures = 0
         while True:

@@ -171,6 +171,7 @@ def start_lopez(run: SimRun) -> None:
                 run.rec.applied[row] = False
 
     run.stop.callbacks.append(unreached)
+    run.platform.lopez_master(0)  # its steps: [passes] step_s, or warm; alone beside passes or not
     run.env.process(master(run.env, run, acc, torn))
     for w in range(1, run.n):
         run.env.process(lopez_worker(run.env, w, run, acc, torn, before))

@@ -1,0 +1,90 @@
+"""The model's steps timed inside a one-thread worker's cycle: ``cycle_read/update/fresh_s`` of a gradient table.
+
+``[copy_by_size]`` times a copy and an update of a warm buffer back to back: the buffer is all a core
+touches. A worker touches more between two steps: its gradient reads the weights, writes the
+activations and the gradient (a 680 KB model at B = 16: about three model-sized buffers in all). On a
+core whose private cache holds a model but not a worker's whole cycle (the 2-vCPU Intel Xeon: 2 MB of
+L2 a core), part of the model's lines are in the next level when the update and the read begin, and
+warm rates predicted a 1-thread update of 17.6 µs where the executor took 23.7. So calibration runs a
+worker's cycle on one thread, the gradient the workload's kernel, and times the steps as the executor
+makes them: ``update_rule.step`` in place and ``memops.copy_into`` (locks, HOGWILD!), or
+``update_rule.step_into`` into a fresh vector (Leashed-SGD). executors/PROFILE.md has the keys; the
+simulator uses their medians for a worker's own lines (``[sim] steps_in_cycle``, simasgd/sim/MODEL.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from executors import atomics as A
+from simasgd import update_rule
+from simasgd.memops import copy_into
+from simasgd.update_rule import step, step_into
+from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
+
+
+def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_rule.SOURCE_HASH) -> Any:
+    """The in-cycle step timer, in a closure over the kernel's and the update rule's source hashes."""
+
+    @njit(nogil=True, cache=True)
+    def time_steps(pool, X, y, shape, n_rows, batch, out_ns, seed, fresh):  # noqa: ANN001
+        """A one-thread worker's cycle with its model steps timed (ns), as the executor runs them.
+
+        In place (``fresh`` false; locks, HOGWILD!): ``pool[0]`` is the shared model, ``pool[1]`` the
+        private copy; a gradient on the copy, then the update ``θ −= η·g`` (``out_ns[k, 0]``) and the
+        read ``θ → copy`` (``out_ns[k, 1]``). Fresh (Leashed-SGD): the gradient on ``pool[cur]``, then
+        ``θ' = pool[cur] − η·g`` built in the next vector of the pool (``out_ns[k, 0]``), which becomes
+        the current one. Between two steps the gradient's own traffic (weights, activations, g)
+        passes through the core's caches: on a core whose private cache holds a model but not a
+        worker's cycle, the steps read part of their lines from the next level, which a warm copy
+        timed back to back (``[copy_by_size]``) never does."""
+        if len(kernels_version) == 0 or len(rule_version) == 0:  # never: closure cells, in the cache key
+            return
+        np.random.seed(seed)
+        d = pool.shape[1]
+        g = np.zeros(d, dtype=pool.dtype)
+        none = np.zeros(0, dtype=pool.dtype)
+        idx = np.empty(batch, dtype=np.int64)
+        cur = 0
+        for k in range(out_ns.shape[0]):
+            for i in range(batch):
+                idx[i] = np.random.randint(0, n_rows)
+            if fresh:
+                loss_and_grad(pool[cur], X, y, idx, g, shape)
+                nxt = (cur + 1) % pool.shape[0]
+                t0 = A.now_ns()
+                step_into(pool[nxt], none, pool[cur], none, g, 1e-12, 0.0, 0, False)
+                out_ns[k, 0] = A.now_ns() - t0
+                cur = nxt
+            else:
+                loss_and_grad(pool[1], X, y, idx, g, shape)
+                t0 = A.now_ns()
+                step(pool[0], none, g, 1e-12, 0.0, 0, False)
+                t1 = A.now_ns()
+                copy_into(pool[1], pool[0])
+                out_ns[k, 0] = t1 - t0
+                out_ns[k, 1] = A.now_ns() - t1
+
+    return time_steps
+
+
+time_steps = _make_steps()
+# Leashed-SGD's vectors a one-thread worker alternates between: with the pool's lowest free slot
+# claimed, it builds each vector in the one it published before the current (executors/cpu/leashed.py).
+FRESH_POOL = 2
+
+
+def step_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int, n: int,
+                 seed: int) -> dict[str, np.ndarray]:
+    """Per-step times (ns) of ``n`` cycles each, the first 5% dropped (caches and clocks warming up):
+    ``update`` and ``read`` of the in-place cycle, ``fresh`` of Leashed's. ``timer`` is
+    :func:`time_steps` or its copy bound to the workload's own kernel (``executors.kernel.with_kernel``)."""
+    place = np.zeros((n, 2), dtype=np.int64)
+    timer(np.stack([theta, theta]), wl.X, wl.y, wl.shape, n_rows, batch, place, seed, False)
+    fresh = np.zeros((n, 2), dtype=np.int64)
+    timer(np.stack([theta] * FRESH_POOL), wl.X, wl.y, wl.shape, n_rows, batch, fresh, seed, True)
+    warm = n // 20
+    return {"update": place[warm:, 0], "read": place[warm:, 1], "fresh": fresh[warm:, 0]}
