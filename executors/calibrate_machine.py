@@ -30,7 +30,7 @@ from executors import settle
 from executors.calibrate import _threads
 from simasgd.memops import copy_into
 from simasgd.sim.noise import quantile_grid
-from simasgd.update_rule import plain_range
+from simasgd.update_rule import plain_range, step_into
 
 MIN_GAP_S = 2e-6  # a clock jump above this between two reads of a spin loop is a pause (a read is ~25 ns)
 KEEP_PAUSES = 500  # pause lengths written per k (sorted, evenly subsampled)
@@ -78,26 +78,34 @@ def _wait_turn(turn: np.ndarray, me: int) -> None:
             A.sched_yield()
 
 
+COPY, UPDATE, FRESH = 0, 1, 2  # B's timed step in a [coherence] round
+STREAMS = (2, 3, 4)  # model-sized streams each moves (a fresh buffer's lines are read for ownership first)
+
+
 @njit(nogil=True, cache=True)
-def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, update: bool, own: bool,
+def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, op: int, own: bool,
                turn: np.ndarray, out_ns: np.ndarray) -> None:
     """Threads A (role 0) and B (role 1) take turns on ``buf`` through the acquire/release ``turn`` word.
 
-    A writes all of ``buf`` (unless ``own``), then hands over; B (after writing ``buf`` itself when
-    ``own``: the control without a core-to-core transfer) times one copy ``buf -> dst`` or one update
-    ``buf -= lr * g`` and hands back. Release/acquire orders A's writes before B's timed reads.
+    A writes all of ``buf`` (and of ``dst`` for FRESH) unless ``own``, then hands over; B (after writing
+    them itself when ``own``: the control without a core-to-core transfer) times one copy ``buf -> dst``,
+    one update ``buf -= lr * g``, or one fresh-vector pass ``dst = buf - lr * g`` (Leashed-SGD's, from a
+    vector another core published into one another core wrote before) and hands back. Release/acquire
+    orders A's writes before B's timed reads.
     """
+    none = g[:0]
     for r in range(out_ns.shape[0]):
         _wait_turn(turn, role)
-        if role == 0:
-            if not own:
-                _touch(buf)
-        else:
-            if own:
-                _touch(buf)
+        if (role == 0) != own:
+            _touch(buf)
+            if op == FRESH:
+                _touch(dst)
+        if role == 1:
             t0 = A.now_ns()
-            if update:
+            if op == UPDATE:
                 _update(buf, g, LR)
+            elif op == FRESH:
+                step_into(dst, none, buf, none, g, LR, 0.0, 0, False)
             else:
                 copy_into(dst, buf)
             A.compiler_barrier()
@@ -220,33 +228,34 @@ def copy_by_size(sizes: Sequence[int], seconds: float) -> dict[str, Any]:
 
 # --- [coherence] ------------------------------------------------------------------------------------
 
-def _median_round(cpus: tuple[int, int], n: int, update: bool, own: bool, rounds: int) -> float:
+def _median_round(cpus: tuple[int, int], n: int, op: int, own: bool, rounds: int) -> float:
     buf, dst, g = np.ones(n), np.full(n, 0.5), np.ones(n)
     turn = np.zeros(1, dtype=np.int64)
     outs = [np.zeros(rounds + 1, dtype=np.int64) for _ in range(2)]
-    _threads(_alternate, [(r, buf, dst, g, update, own, turn, outs[r]) for r in (0, 1)], cpus=list(cpus))
+    _threads(_alternate, [(r, buf, dst, g, op, own, turn, outs[r]) for r in (0, 1)], cpus=list(cpus))
     return float(np.median(outs[1][1:]))  # round 0 warms B's private buffers
 
 
 def coherence(sizes: Sequence[int], seconds: float, copy_gbs: dict[int, float] | None = None) -> dict[str, Any]:
-    """B's copy / update of a buffer right after A (another CPU) wrote it, and the control where B did."""
+    """B's copy / update / fresh pass of a buffer right after A (another CPU) wrote it, and the control where
+    B did."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return {"reason": "one usable CPU: no second core to move lines from"}
     pair = (cpus[0], cpus[1])
-    per = seconds / max(1, 4 * len(sizes))
-    out: dict[str, Any] = {"sizes_bytes": list(sizes), "read_gbs": [], "write_gbs": [],
-                           "own_read_gbs": [], "own_write_gbs": []}
+    rows = (("read_gbs", COPY, False), ("write_gbs", UPDATE, False), ("fresh_gbs", FRESH, False),
+            ("own_read_gbs", COPY, True), ("own_write_gbs", UPDATE, True), ("own_fresh_gbs", FRESH, True))
+    per = seconds / max(1, len(rows) * len(sizes))
+    out: dict[str, Any] = {"sizes_bytes": list(sizes), **{key: [] for key, _, _ in rows}}
     rounds_used = []
     for size in sizes:
         # a round is A's write + B's op, about 5 x size bytes moved; bandwidth from copy_by_size if known
         bw = max((copy_gbs or {}).get(size, 5.0), 0.5) * 1e9
         rounds = int(min(200, max(5, per / (5 * size / bw + 2e-6))))
         rounds_used.append(rounds)
-        for key, update, own in (("read_gbs", False, False), ("write_gbs", True, False),
-                                 ("own_read_gbs", False, True), ("own_write_gbs", True, True)):
-            ns = _median_round(pair, size // 8, update, own, rounds)
-            out[key].append((3 if update else 2) * size / max(ns, 1.0))  # bytes/ns = GB/s
+        for key, op, own in rows:
+            ns = _median_round(pair, size // 8, op, own, rounds)
+            out[key].append(STREAMS[op] * size / max(ns, 1.0))  # bytes/ns = GB/s
     out["rounds"] = min(rounds_used)
     out["cpus"] = list(pair)
     return out

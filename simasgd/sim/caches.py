@@ -57,6 +57,7 @@ class CacheModel:
     shared_sizes: np.ndarray | None = None   # [coherence] sizes, and the rates after another core wrote:
     shared_copy_gbs: np.ndarray | None = None    # a copy out of the other core's cache
     shared_update_gbs: np.ndarray | None = None  # an update of lines the other core holds
+    shared_fresh_gbs: np.ndarray | None = None  # a fresh-vector pass, source and destination the other core's
 
     @classmethod
     def from_profile(cls, profile: dict[str, Any] | None) -> "CacheModel | None":
@@ -73,11 +74,14 @@ class CacheModel:
         llc = float(levels[-1]) if levels else math.inf
         coh = (profile or {}).get("coherence") or {}
         cs, cr, cw = coh.get("sizes_bytes"), coh.get("read_gbs"), coh.get("write_gbs")
-        shared: tuple[np.ndarray | None, ...] = (None, None, None)
+        shared: tuple[np.ndarray | None, ...] = (None, None, None, None)
         if isinstance(cs, list) and isinstance(cr, list) and isinstance(cw, list) and cs \
                 and len(cs) == len(cr) == len(cw) and min(cr + cw) > 0:
             o = np.argsort(cs)
-            shared = (np.asarray(cs, float)[o], np.asarray(cr, float)[o] * 1e9, np.asarray(cw, float)[o] * 1e9)
+            cf = coh.get("fresh_gbs")  # older profiles: none (the update's rate, four streams)
+            fresh = np.asarray(cf, float)[o] * 1e9 if isinstance(cf, list) and len(cf) == len(cs) and min(cf) > 0 \
+                else None
+            shared = (np.asarray(cs, float)[o], np.asarray(cr, float)[o] * 1e9, np.asarray(cw, float)[o] * 1e9, fresh)
         return cls(np.asarray(sizes, float)[order], np.asarray(gbs, float)[order] * 1e9,
                    np.asarray(upd, float)[order] * 1e9, llc, *shared)
 
@@ -108,7 +112,10 @@ class CacheModel:
         """θ' = θ − η·g written into *another* buffer (Leashed's fresh vector): four model-sized streams at
         the update's rate, since each line of the fresh buffer is read for ownership before it is written
         (the calibrated update rewrites θ in place: three). Measured on the 2-vCPU EPYC, Leashed's pass
-        at one thread took 23.5 µs where an update took 15.2; this gives 20.3."""
+        at one thread took 23.5 µs where an update took 15.2; this gives 20.3. ``shared``: from a vector
+        another core wrote into one another core wrote (``[coherence] fresh_gbs``, when calibrated)."""
+        if shared and self.shared_fresh_gbs is not None:
+            return 4 * model_bytes / self._rate(self.shared_fresh_gbs, model_bytes, self.shared_sizes)
         return self.update_s(model_bytes, shared) * 4 / 3
 
     def in_cache(self, model_bytes: float, workers: int) -> bool:

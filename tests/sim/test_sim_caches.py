@@ -108,6 +108,15 @@ def test_coherence_rates_for_lines_another_core_wrote(tmp_path: Path) -> None:
     for s, r, w in zip(COH_SIZES, COH_READ, COH_WRITE):
         assert m.read_s(s, shared=True) == pytest.approx(2 * s / (r * 1e9), rel=1e-12)
         assert m.update_s(s, shared=True) == pytest.approx(3 * s / (w * 1e9), rel=1e-12)
+    # no fresh_gbs (an older profile): a fresh pass of another core's lines at the coherent update's rate
+    assert m.update_into_s(COH_SIZES[1], shared=True) == pytest.approx(m.update_s(COH_SIZES[1], True) * 4 / 3)
+    # with it: four streams at that rate
+    (tmp_path / "f").mkdir()
+    path = _profile(tmp_path / "f", coherence=True)
+    path.write_text(path.read_text().replace("[coherence]\n", "[coherence]\nfresh_gbs = [70.0, 35.0, 20.0]\n"))
+    f = CacheModel.from_profile(machine.load_profile(path).profile)
+    assert f.update_into_s(COH_SIZES[1], shared=True) == pytest.approx(4 * COH_SIZES[1] / 35e9, rel=1e-12)
+    assert f.update_into_s(COH_SIZES[1]) == pytest.approx(m.update_into_s(COH_SIZES[1]), rel=1e-12)  # own lines
     # without the table, shared reads fall back to the private rates
     (tmp_path / "x").mkdir()
     plain = CacheModel.from_profile(machine.load_profile(_profile(tmp_path / "x")).profile)
