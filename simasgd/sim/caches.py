@@ -131,22 +131,23 @@ class LastWriter:
     the lines are the ones this worker's own last step left in its cache, and the private rates apply.
     So a worker that reads right after its own update (locks, HOGWILD!: update, then the next read)
     copies its own lines, and a Lopez master that alone writes θ never pays for another core's lines,
-    while the reads of its workers do. Kept per worker, not per CPU: two workers time-sharing one CPU
-    are charged as two cores (an overestimate when threads outnumber CPUs). ``recency = False``
+    while the reads of its workers do. Kept per worker, not per CPU; where threads outnumber CPUs, a
+    worker that lost its CPU since its last step finds its lines evicted by the other threads' turns
+    (``Platform`` asks ``Cores.turned_since``) and pays as for another core's. ``recency = False``
     (``[sim] coherence_recency``) charges every step of a multi-worker run as another core's.
     """
 
-    __slots__ = ("_writes", "_seen", "_recency")
+    __slots__ = ("_writes", "_seen", "recency")
 
     def __init__(self, n: int, recency: bool = True):
         self._writes = 0  # writes of the model begun, by anyone
         self._seen = [0] * n  # the write count as of each worker's last touch
-        self._recency = recency
+        self.recency = recency
 
     def touch(self, w: int, writes: bool) -> bool:
         """Worker ``w`` reads (or, ``writes``, writes) the model now; True when another worker wrote it
         since ``w`` last touched it."""
-        other = self._writes != self._seen[w] or not self._recency
+        other = self._writes != self._seen[w] or not self.recency
         if writes:
             self._writes += 1
         self._seen[w] = self._writes

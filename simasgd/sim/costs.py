@@ -179,6 +179,7 @@ class Platform:
         self._cached_s: list[dict[int, float] | None] = [cached] * n
         self._shared_s: list[dict[int, float] | None] = [shared] * n
         self._lines = LastWriter(n, sc.sim.coherence_recency)
+        self._touched_at = [0.0] * n  # when each worker last read or wrote the model
         self._table: list[dict[int, float] | None] = [shared or cached] * n  # the step in progress (chunks)
         self._master: int | None = None  # a Lopez master, whose steps are timed by [passes] (lopez_master)
         self._pass_until = [-math.inf] * n  # when each worker's atomic pass over g ends (Lopez)
@@ -321,6 +322,10 @@ class Platform:
         """A read or update of the shared model begins: the rates it runs at (private, or another core's
         lines: :class:`LastWriter`) hold for all its chunks."""
         other = self._lines.touch(w, writes)
+        # time-shared CPU: the other threads' turns since this worker's last step evicted its lines
+        # (a worker's cycle is about as large as a core's private cache)
+        other = other or self._lines.recency and self.cores.turned_since(w, self._touched_at[w])
+        self._touched_at[w] = self.env.now
         if w == self._master:  # the master's g is the workers' to write: is a pass under way?
             other = writes and self._table[w] is self._shared_s[w] or \
                 not writes and any(t > self.env.now for t in self._pass_until)
@@ -338,6 +343,10 @@ class Platform:
         if self._update[w] is not None or cached is None or FRESH_COPIES not in cached:
             return self.update(w)
         self._begin(w, writes=True)
+        # whoever published the source, the destination is a pool vector the other workers' gradients have
+        # read in place (Leashed reads every published vector without a copy): its lines must be taken
+        # from their caches before they are written, so with 2+ workers a pass is always another core's
+        self._table[w] = self._shared_s[w] or self._cached_s[w]
         return self._step(w, None, FRESH_COPIES, 1.0, None)
 
     def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:

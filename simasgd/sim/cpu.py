@@ -80,6 +80,12 @@ class Cores:
         th = self.threads[w]
         return not th.sliced or th.req is not None
 
+    def turned_since(self, w: int, t: float) -> bool:
+        """Thread ``w`` shares its CPU and has lost it since time ``t`` (it holds none now, or its current
+        turn began after ``t``): other threads ran on that CPU meanwhile."""
+        th = self.threads[w]
+        return th.sliced and (th.req is None or th.since > t)
+
     def work(self, w: int, seconds: float, then: Callable[[], simpy.Event] | None = None) -> simpy.Event:
         """``seconds`` of CPU work by thread ``w``, then (optionally) an event it waits for on its CPU."""
         th = self.threads[w]

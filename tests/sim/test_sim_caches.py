@@ -322,3 +322,23 @@ def test_without_steps_in_cycle_the_lopez_master_takes_the_warm_rates(tmp_path: 
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     (run,) = backend.run_once(sc, 0).runs
     assert run.updates_per_s * (model.read_s(s) + model.update_s(s)) == pytest.approx(1.0, rel=0.01)
+
+
+def test_with_two_workers_every_leashed_pass_is_another_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The destination of a pass is a pool vector the other worker's gradients read in place: with two
+    workers each pass (one without retries: the pass, then the CAS) takes the shared fresh-pass time,
+    whoever published its source."""
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path, coherence=True)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    u = backend.run_once(sc, 0).updates
+    once = u[u["applied"] & (u["retries"] == 0)]
+    phase = (once["t_write"] - once["t_grad_end"]).to_numpy()
+    assert len(phase) > 1000 and model.update_into_s(s, True) > 1.2 * model.update_into_s(s)
+    assert phase.min() == pytest.approx(model.update_into_s(s, True) + 90e-9, rel=1e-9)

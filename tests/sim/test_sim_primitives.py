@@ -320,3 +320,36 @@ def test_a_sleeper_rejoins_the_fair_queue_at_most_a_slice_behind() -> None:
     assert done[2] > 30e-3 + 2 * 8e-3
     assert done[2] < 30e-3 + 3 * 8e-3 + 2 * m.quantum_s
     assert cores.threads[2].cpu_time >= 14e-3  # placed: its CPU time was lifted on joining
+
+
+def test_turned_since_tells_a_thread_that_lost_its_cpu() -> None:
+    """Two threads on one CPU, each working two quanta: thread 0 runs first and keeps its CPU through its
+    first quantum (no turn lost since t = 0 while it works), then thread 1 gets a turn: from then on
+    thread 0 has lost its CPU since any time before it got it back. A thread with a CPU of its own never
+    has."""
+    env = simpy.Environment()
+    m = PRESETS["laptop-2core"]
+    cores = Cores(env, m, [0, 0, 1])
+    q = m.quantum_s
+    seen: dict[str, bool] = {}
+
+    def thread(w: int) -> object:
+        yield cores.work(w, 2 * q)
+        cores.block(w)
+
+    def probe() -> object:
+        yield env.timeout(0.5 * q)
+        seen["mid first turn"] = cores.turned_since(0, 0.0)
+        yield env.timeout(q)  # thread 1's turn
+        seen["in the other's turn"] = cores.turned_since(0, 0.0)
+        yield env.timeout(q)  # thread 0 back on the CPU, since 2q
+        seen["back, since before"] = cores.turned_since(0, 0.0)
+        seen["back, since its return"] = cores.turned_since(0, env.now - 0.1 * q)
+        seen["own CPU"] = cores.turned_since(2, 0.0)
+
+    for w in (0, 1, 2):
+        env.process(thread(w))
+    env.process(probe())
+    env.run()
+    assert seen == {"mid first turn": False, "in the other's turn": True, "back, since before": True,
+                    "back, since its return": False, "own CPU": False}
