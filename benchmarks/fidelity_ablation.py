@@ -32,9 +32,10 @@ VARIANTS: dict[str, dict[str, object]] = {
     "no coherence": {"coherence": False},
     "coherence on every step (no last writer)": {"coherence_recency": False},
     "steps timed warm (not in the cycle)": {"steps_in_cycle": False},
-    "none of the eight": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
-                          "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
-                          "coherence_recency": False, "steps_in_cycle": False},
+    "no racing writers": {"racing_writes": False},
+    "none of the nine": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+                         "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
+                         "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False},
 }
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 
@@ -62,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", nargs="*", default=list(VARIANTS), help="which rows to run (default: all)")
     args = p.parse_args(argv)
     os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
+    from threadpoolctl import threadpool_limits
+
+    # One BLAS thread: an idle OpenBLAS pool spins against the numerics' kernels (two such processes on a
+    # 2-CPU machine made a B = 16 loss_and_grad take 37 ms instead of 0.15).
+    threadpool_limits(1)
     found = cells(args.root)
     rows, per_cell = [], []
     for name, overrides in ((n, VARIANTS[n]) for n in args.variants):

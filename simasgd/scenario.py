@@ -291,6 +291,10 @@ class SimConfig(Section):
     # since this worker last touched it (simasgd/sim/costs.py LastWriter); false = every step of a
     # multi-worker run does.
     coherence_recency: bool = True
+    # With coherence: an unlocked update (HOGWILD!, EA-wild's centre) runs at the calibrated rate of two cores
+    # updating one buffer at once (profile [coherence] race_gbs) while another worker is inside its own
+    # (simasgd/sim/costs.py Platform._racing); false = each update as if alone.
+    racing_writes: bool = True
     # Reads, updates and Leashed's fresh-vector pass at the times calibrated inside a one-thread worker's
     # cycle (profile cycle_read/update/fresh_median_s): the gradient's traffic evicts part of the model's
     # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);

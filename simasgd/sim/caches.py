@@ -58,6 +58,7 @@ class CacheModel:
     shared_copy_gbs: np.ndarray | None = None    # a copy out of the other core's cache
     shared_update_gbs: np.ndarray | None = None  # an update of lines the other core holds
     shared_fresh_gbs: np.ndarray | None = None  # a fresh-vector pass, source and destination the other core's
+    race_gbs: np.ndarray | None = None  # an update while another core updates the same lines (both read them)
 
     @classmethod
     def from_profile(cls, profile: dict[str, Any] | None) -> "CacheModel | None":
@@ -74,14 +75,15 @@ class CacheModel:
         llc = float(levels[-1]) if levels else math.inf
         coh = (profile or {}).get("coherence") or {}
         cs, cr, cw = coh.get("sizes_bytes"), coh.get("read_gbs"), coh.get("write_gbs")
-        shared: tuple[np.ndarray | None, ...] = (None, None, None, None)
+        shared: tuple[np.ndarray | None, ...] = (None, None, None, None, None)
         if isinstance(cs, list) and isinstance(cr, list) and isinstance(cw, list) and cs \
                 and len(cs) == len(cr) == len(cw) and min(cr + cw) > 0:
             o = np.argsort(cs)
-            cf = coh.get("fresh_gbs")  # older profiles: none (the update's rate, four streams)
-            fresh = np.asarray(cf, float)[o] * 1e9 if isinstance(cf, list) and len(cf) == len(cs) and min(cf) > 0 \
-                else None
-            shared = (np.asarray(cs, float)[o], np.asarray(cr, float)[o] * 1e9, np.asarray(cw, float)[o] * 1e9, fresh)
+            cf = _column(coh.get("fresh_gbs"), len(cs))  # older profiles: none (the update's rate, four streams)
+            fresh = None if cf is None else cf[o] * 1e9
+            race = _column(coh.get("race_gbs"), len(cs))  # older profiles: none (no racing writers)
+            shared = (np.asarray(cs, float)[o], np.asarray(cr, float)[o] * 1e9, np.asarray(cw, float)[o] * 1e9, fresh,
+                      None if race is None else race[o] * 1e9)
         return cls(np.asarray(sizes, float)[order], np.asarray(gbs, float)[order] * 1e9,
                    np.asarray(upd, float)[order] * 1e9, llc, *shared)
 
@@ -108,6 +110,13 @@ class CacheModel:
             return 3 * model_bytes / self._rate(self.shared_update_gbs, model_bytes, self.shared_sizes)
         return 3 * model_bytes / self._rate(self.update_gbs, model_bytes)
 
+    def race_s(self, model_bytes: float) -> float | None:
+        """One core's update of the model while another core updates it too, both having read its lines
+        (``[coherence] race_gbs``: HOGWILD!'s two writers at once); None when not calibrated."""
+        if self.race_gbs is None or self.shared_sizes is None:
+            return None
+        return 3 * model_bytes / self._rate(self.race_gbs, model_bytes, self.shared_sizes)
+
     def update_into_s(self, model_bytes: float, shared: bool = False) -> float:
         """θ' = θ − η·g written into *another* buffer (Leashed's fresh vector): four model-sized streams at
         the update's rate, since each line of the fresh buffer is read for ownership before it is written
@@ -121,6 +130,13 @@ class CacheModel:
     def in_cache(self, model_bytes: float, workers: int) -> bool:
         """The shared model and one private model-sized buffer per worker fit the last-level cache."""
         return model_bytes * (1 + workers) <= self.llc_bytes
+
+
+def _column(values: Any, n: int) -> np.ndarray | None:
+    """An optional per-size ``[coherence]`` column: n positive rates, else None."""
+    if not isinstance(values, list) or len(values) != n or min(values) <= 0:
+        return None
+    return np.asarray(values, float)
 
 
 class LastWriter:

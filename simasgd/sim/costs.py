@@ -180,6 +180,10 @@ class Platform:
         self._shared_s: list[dict[int, float] | None] = [shared] * n
         self._lines = LastWriter(n, sc.sim.coherence_recency)
         self._touched_at = [0.0] * n  # when each worker last read or wrote the model
+        # an update racing another on the same lines (HOGWILD!): [coherence] race_gbs, when calibrated
+        self._race_s = self._caches.race_s(self.model_bytes) \
+            if self._caches is not None and self._coherent and sc.sim.racing_writes else None
+        self._writing = [False] * n  # inside a chunk of a racing update (update(racing=True))
         self._table: list[dict[int, float] | None] = [shared or cached] * n  # the step in progress (chunks)
         self._master: int | None = None  # a Lopez master, whose steps are timed by [passes] (lopez_master)
         self._pass_until = [-math.inf] * n  # when each worker's atomic pass over g ends (Lopez)
@@ -305,13 +309,37 @@ class Platform:
             self._begin(w, writes=False)
         return self._step(w, s, READ_COPIES, part, seconds, first)
 
-    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
+               racing: bool = False) -> simpy.Event:
+        """Apply (a ``part`` of) the update to the shared model; ``racing``: with no lock, so other workers
+        may be writing the same lines at this moment (HOGWILD!, EA-wild's centre: :meth:`_racing`)."""
         s = self._update[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())
         if first:
             self._begin(w, writes=True)
+        if racing and self._race_s is not None and seconds is None and s is None:
+            return self._racing(w, part)
         return self._step(w, s, UPDATE_COPIES, part, seconds, first)
+
+    def _racing(self, w: int, part: float) -> simpy.Event:
+        """A chunk of an unlocked update. While another worker is inside a chunk of its own on its CPU,
+        both write lines both caches hold (each read θ before), and each write must first take the line
+        from the other: the chunk runs at ``[coherence] race_gbs`` (calibrated so: two threads copy a
+        buffer, then update it at once; 680 KB on the 2-vCPU Intel Xeon: 94–121 µs against 35 µs for an
+        update after the other's). A slow chunk keeps the two in step, so their next chunks race too: the
+        measured HOGWILD! updates that overlapped the other's took 103–165 µs, 22–35% of them at 2
+        threads, B = 16 (benchmarks/fidelity.md, 2026-11-24)."""
+        table = self._table[w]
+        if table is None or self._model_miss[w] or self._own_miss[w]:
+            return self._step(w, None, UPDATE_COPIES, part, None, False)
+        seconds = table[UPDATE_COPIES] * part
+        if any(busy and v != w and self.cores.on_cpu(v) for v, busy in enumerate(self._writing)):
+            seconds = max(seconds, self._race_s * part)
+        self._writing[w] = True
+        done = self.cores.work(w, seconds)
+        done.callbacks.append(lambda _: self._writing.__setitem__(w, False))
+        return done
 
     def touch(self, w: int) -> None:
         """Worker ``w`` reads the shared model in place (Leashed-SGD's gradient on the latest vector): its

@@ -54,13 +54,14 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
         yield p.gradient(w)
         run.computed(w)
         if chunks is None:
-            yield p.update(w)
+            yield p.update(w, racing=True)
             if model is not None:
                 model.step(model.grad[w], run.version - rv)
         else:
             tau, total = run.version - rv, p.update_time(w)
             for i, part in enumerate(chunks):  # element-wise writes land chunk by chunk
-                yield p.update(w, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
+                part_s = None if total is None else total / len(chunks)
+                yield p.update(w, 1 / len(chunks), part_s, i == 0, racing=True)
                 model.step(model.grad[w], tau, part)
         run.applied(w, rv, t_read)
 
