@@ -123,6 +123,15 @@ def test_coherence_rates_for_lines_another_core_wrote(tmp_path: Path) -> None:
     assert not plain.has_coherence and plain.read_s(SIZES[1], shared=True) == plain.read_s(SIZES[1])
 
 
+def _prepared(monkeypatch: pytest.MonkeyPatch, path: Path, sc) -> tuple[int, CacheModel]:  # noqa: ANN001
+    """Point the runs at the profile ``path``: the model's bytes in ``sc`` and that profile's cache model."""
+    from simasgd.workloads import build_workload
+
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    return wl.dim * np.dtype(wl.dtype).itemsize, CacheModel.from_profile(machine.load_profile(path).profile)
+
+
 def _with_sim(sc, **switches):  # noqa: ANN001, ANN202
     return sc.model_copy(update={"sim": sc.sim.model_copy(update=switches)})
 
@@ -250,14 +259,9 @@ def test_a_leashed_pass_writes_a_fresh_vector_at_four_streams(tmp_path: Path, mo
     """Leashed builds θ_latest − η·g in another buffer, whose lines are read for ownership before they are
     written: 4·S / update_gbs(S), where an in-place update is 3·S / update_gbs(S). One worker, no retries."""
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
-    path = _profile(tmp_path)
-    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     sc = loader.from_dict({**_scenario(1).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)
-    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
-    s = wl.dim * np.dtype(wl.dtype).itemsize
-    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    s, model = _prepared(monkeypatch, _profile(tmp_path), sc)
     u = backend.run_once(sc, 0).updates
     cas = 90e-9  # then the pointer's CAS: a line from memory (the profile's local latency, no [cas] table)
     np.testing.assert_allclose((u["t_write"] - u["t_grad_end"]).to_numpy(), model.update_into_s(s) + cas, rtol=1e-9)
@@ -335,14 +339,9 @@ def test_with_two_workers_every_leashed_pass_is_another_cores(tmp_path: Path, mo
     workers each pass (one without retries: the pass, then the CAS) takes the shared fresh-pass time,
     whoever published its source."""
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
-    path = _profile(tmp_path, coherence=True)
-    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)
-    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
-    s = wl.dim * np.dtype(wl.dtype).itemsize
-    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    s, model = _prepared(monkeypatch, _profile(tmp_path, coherence=True), sc)
     u = backend.run_once(sc, 0).updates
     once = u[u["applied"] & (u["retries"] == 0)]
     phase = (once["t_write"] - once["t_grad_end"]).to_numpy()
@@ -374,14 +373,9 @@ def test_a_hogwild_update_races_another_in_progress(tmp_path: Path, monkeypatch:
     """An update that begins while the other worker's update is under way runs at the racing rate (when
     slower than the last writer's), every other at the last writer's; [sim] racing_writes = false: none."""
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
-    path = _racing_profile(tmp_path)
-    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     sc = _hogwild(2, racing_writes=switch)
-    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
-    s = wl.dim * np.dtype(wl.dtype).itemsize
-    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    s, model = _prepared(monkeypatch, _racing_profile(tmp_path), sc)
     _, _, update, update_after, racing = _steps(backend.run_once(sc, 0).updates, racing=True)
     assert len(update) > 1000
     coh = np.where(update_after, model.update_s(s, True), model.update_s(s))
