@@ -318,22 +318,16 @@ class Platform:
             return self.env.timeout(s())
         if first:
             self._begin(w, writes=True)
-        if racing and self._race_s is not None and seconds is None and s is None:
-            return self._racing(w, part)
-        return self._step(w, s, UPDATE_COPIES, part, seconds, first)
+        return self._step(w, s, UPDATE_COPIES, part, seconds, first, racing and self._race_s is not None)
 
-    def _racing(self, w: int, part: float) -> simpy.Event:
-        """A chunk of an unlocked update. While another worker is inside a chunk of its own on its CPU,
-        both write lines both caches hold (each read θ before), and each write must first take the line
-        from the other: the chunk runs at ``[coherence] race_gbs`` (calibrated so: two threads copy a
-        buffer, then update it at once; 680 KB on the 2-vCPU Intel Xeon: 94–121 µs against 35 µs for an
-        update after the other's). A slow chunk keeps the two in step, so their next chunks race too: the
-        measured HOGWILD! updates that overlapped the other's took 103–165 µs, 22–35% of them at 2
-        threads, B = 16 (benchmarks/fidelity.md, 2026-11-24)."""
-        table = self._table[w]
-        if table is None or self._model_miss[w] or self._own_miss[w]:
-            return self._step(w, None, UPDATE_COPIES, part, None, False)
-        seconds = table[UPDATE_COPIES] * part
+    def _racing(self, w: int, part: float, seconds: float) -> simpy.Event:
+        """A chunk of an unlocked update, ``seconds`` alone. While another worker is inside a chunk of its
+        own on its CPU, both write lines both caches hold (each read θ before), and each write must first
+        take the line from the other: the chunk runs at ``[coherence] race_gbs`` (calibrated so: two
+        threads copy a buffer, then update it at once; 680 KB on the 2-vCPU Intel Xeon: 94–121 µs against
+        35 µs for an update after the other's). A slow chunk keeps the two in step, so their next chunks
+        race too: the measured HOGWILD! updates that overlapped the other's took 103–165 µs, 22–35% of
+        them at 2 threads, B = 16 (benchmarks/fidelity.md, 2026-11-24)."""
         if any(busy and v != w and self.cores.on_cpu(v) for v, busy in enumerate(self._writing)):
             seconds = max(seconds, self._race_s * part)
         self._writing[w] = True
@@ -413,7 +407,8 @@ class Platform:
         return None if s is None else s()
 
     def _step(self, w: int, sampler: Sampler | None, copies: int, part: float, seconds: float | None,
-              first: bool = True) -> simpy.Event:
+              first: bool = True, racing: bool = False) -> simpy.Event:
+        """``racing``: an unlocked update's chunk at a derived, cache-resident time (:meth:`_racing`)."""
         if seconds is None and sampler is not None:
             seconds = sampler() * part
         cached = self._table[w]
@@ -422,6 +417,8 @@ class Platform:
             miss = self._model_miss[w] * copies * self.model_bytes * part
             if miss or own:
                 return self.cores.work(w, cached[copies] * part, lambda: self._misses(w, miss, own, first))
+            if racing:
+                return self._racing(w, part, cached[copies] * part)
             seconds = cached[copies] * part
         if seconds is not None:
             return self.cores.work(w, seconds)

@@ -191,14 +191,9 @@ def test_simulated_steps_pay_coherence_only_after_another_writer(tmp_path: Path,
     """Every read (update) runs at another core's rates exactly when another worker began an update since
     this worker's own previous update (its read), and at the private rates otherwise."""
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
-    path = _profile(tmp_path, coherence=True)
-    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     sc = _hogwild(workers, coherence=switch)
-    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
-    s = wl.dim * np.dtype(wl.dtype).itemsize
-    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    s, model = _prepared(monkeypatch, _profile(tmp_path, coherence=True), sc)
     read, read_after, update, update_after = _steps(backend.run_once(sc, 0).updates)
     assert len(read) > 1000
     for kind, times, after, rate in (("read", read, read_after, model.read_s),
