@@ -1,4 +1,4 @@
-"""The model's steps timed inside a one-thread worker's cycle: ``cycle_read/update/fresh_s`` of a gradient table.
+"""The model's steps timed inside a one-thread worker's cycle: ``cycle_read/update/fresh/snapshot_s`` of a gradient table.
 
 ``[copy_by_size]`` times a copy and an update of a warm buffer back to back: the buffer is all a core
 touches. A worker touches more between two steps: its gradient reads the weights, writes the
@@ -10,6 +10,14 @@ worker's cycle on one thread, the gradient the workload's kernel, and times the 
 makes them: ``update_rule.step`` in place and ``memops.copy_into`` (locks, HOGWILD!), or
 ``update_rule.step_into`` into a fresh vector (Leashed-SGD). executors/PROFILE.md has the keys; the
 simulator uses their medians for a worker's own lines (``[sim] steps_in_cycle``, simasgd/sim/MODEL.md).
+
+Every ``SNAPSHOT_EVERY``-th in-place cycle also copies θ, just updated, into the next slot of a loss ring
+built as the executor builds its own (:func:`executors.cpu.monitor.new_ring`, the full memory budget):
+the executor's worker that makes every k-th version does so inside its update phase
+(``executors.cpu.shared.take_snapshot``), and a slot is written once a run or less, so the copy's
+destination is in no cache. On the 2-vCPU Intel Xeon a 680 KB model's update took 32–60 µs longer when
+it took the snapshot (benchmarks/fidelity.md, 2026-11-24). The simulator charges the median
+(``[sim] loss_snapshots``).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
     """The in-cycle step timer, in a closure over the kernel's and the update rule's source hashes."""
 
     @njit(nogil=True, cache=True)
-    def time_steps(pool, X, y, shape, n_rows, batch, out_ns, seed, fresh):  # noqa: ANN001
+    def time_steps(pool, X, y, shape, n_rows, batch, out_ns, seed, fresh, ring, every):  # noqa: ANN001
         """A one-thread worker's cycle with its model steps timed (ns), as the executor runs them.
 
         In place (``fresh`` false; locks, HOGWILD!): ``pool[0]`` is the shared model, ``pool[1]`` the
@@ -40,7 +48,9 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
         the current one. Between two steps the gradient's own traffic (weights, activations, g)
         passes through the core's caches: on a core whose private cache holds a model but not a
         worker's cycle, the steps read part of their lines from the next level, which a warm copy
-        timed back to back (``[copy_by_size]``) never does."""
+        timed back to back (``[copy_by_size]``) never does. In place, every ``every``-th cycle copies
+        θ into the next slot of ``ring`` between the update and the read (``out_ns[k, 2]``, else 0),
+        as the executor's loss snapshot does."""
         if len(kernels_version) == 0 or len(rule_version) == 0:  # never: closure cells, in the cache key
             return
         np.random.seed(seed)
@@ -48,7 +58,7 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
         g = np.zeros(d, dtype=pool.dtype)
         none = np.zeros(0, dtype=pool.dtype)
         idx = np.empty(batch, dtype=np.int64)
-        cur = 0
+        cur, slot = 0, 0
         for k in range(out_ns.shape[0]):
             for i in range(batch):
                 idx[i] = np.random.randint(0, n_rows)
@@ -64,8 +74,14 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
                 t0 = A.now_ns()
                 step(pool[0], none, g, 1e-12, 0.0, 0, False)
                 t1 = A.now_ns()
-                copy_into(pool[1], pool[0])
                 out_ns[k, 0] = t1 - t0
+                if ring.shape[0] > 0 and (k + 1) % every == 0:
+                    copy_into(ring[slot % ring.shape[0]], pool[0])
+                    slot += 1
+                    t2 = A.now_ns()
+                    out_ns[k, 2] = t2 - t1
+                    t1 = t2
+                copy_into(pool[1], pool[0])
                 out_ns[k, 1] = A.now_ns() - t1
 
     return time_steps
@@ -75,16 +91,27 @@ time_steps = _make_steps()
 # Leashed-SGD's vectors a one-thread worker alternates between: with the pool's lowest free slot
 # claimed, it builds each vector in the one it published before the current (executors/cpu/leashed.py).
 FRESH_POOL = 2
+# The in-place cycles between two loss snapshots: the executor's k for a 2000-update run (stop.eval_updates).
+SNAPSHOT_EVERY = 10
 
 
 def step_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int, n: int,
                  seed: int) -> dict[str, np.ndarray]:
     """Per-step times (ns) of ``n`` cycles each, the first 5% dropped (caches and clocks warming up):
-    ``update`` and ``read`` of the in-place cycle, ``fresh`` of Leashed's. ``timer`` is
-    :func:`time_steps` or its copy bound to the workload's own kernel (``executors.kernel.with_kernel``)."""
-    place = np.zeros((n, 2), dtype=np.int64)
-    timer(np.stack([theta, theta]), wl.X, wl.y, wl.shape, n_rows, batch, place, seed, False)
-    fresh = np.zeros((n, 2), dtype=np.int64)
-    timer(np.stack([theta] * FRESH_POOL), wl.X, wl.y, wl.shape, n_rows, batch, fresh, seed, True)
+    ``update`` and ``read`` of the in-place cycle, ``fresh`` of Leashed's, ``snapshot`` of the loss
+    ring's copies (one every ``SNAPSHOT_EVERY`` in-place cycles). ``timer`` is :func:`time_steps` or its
+    copy bound to the workload's own kernel (``executors.kernel.with_kernel``)."""
+    from executors.cpu.monitor import new_ring
+
+    ring = new_ring(theta, SNAPSHOT_EVERY, max_updates=1 << 40).data  # as large as the memory budget allows
+    place = np.zeros((n, 3), dtype=np.int64)
+    timer(np.stack([theta, theta]), wl.X, wl.y, wl.shape, n_rows, batch, place, seed, False, ring,
+          SNAPSHOT_EVERY)
+    del ring
+    fresh = np.zeros((n, 3), dtype=np.int64)
+    timer(np.stack([theta] * FRESH_POOL), wl.X, wl.y, wl.shape, n_rows, batch, fresh, seed, True,
+          np.zeros((0, theta.shape[0]), dtype=theta.dtype), SNAPSHOT_EVERY)
     warm = n // 20
-    return {"update": place[warm:, 0], "read": place[warm:, 1], "fresh": fresh[warm:, 0]}
+    snaps = place[:, 2][place[:, 2] > 0]
+    return {"update": place[warm:, 0], "read": place[warm:, 1], "fresh": fresh[warm:, 0],
+            "snapshot": snaps[len(snaps) // 20:]}

@@ -300,6 +300,10 @@ class SimConfig(Section):
     # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);
     # false = warm buffers timed back to back ([copy_by_size]).
     steps_in_cycle: bool = True
+    # The executor's loss snapshot: the worker that makes every k-th version (k = stop.eval_updates) copies θ
+    # into a ring slot inside its update phase, under its lock where it holds one, at the time calibrated in
+    # a worker's cycle (profile cycle_snapshot_median_s); false, or uncalibrated = free.
+    loss_snapshots: bool = True
     # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
     # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
     socket_model: bool = True

@@ -176,6 +176,9 @@ class Platform:
         cached, shared = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {})
         # a copy between two of a worker's own buffers (no other core wrote them)
         self._private_copy_s = None if self._caches is None else self._caches.read_s(self.model_bytes)
+        # the executor's loss snapshot: θ copied into a ring slot in no cache (calibrated in a worker's cycle)
+        self.snapshot_s = profile_snapshot(machine.profile, sc.workload) \
+            if sc.sim.loss_snapshots and sc.timing.update is None and dim else None
         self._cached_s: list[dict[int, float] | None] = [cached] * n
         self._shared_s: list[dict[int, float] | None] = [shared] * n
         self._lines = LastWriter(n, sc.sim.coherence_recency)
@@ -371,6 +374,13 @@ class Platform:
         self._table[w] = self._shared_s[w] or self._cached_s[w]
         return self._step(w, None, FRESH_COPIES, 1.0, None)
 
+    def snapshot(self, w: int) -> simpy.Event:
+        """The executor's loss snapshot (``executors.cpu.shared.take_snapshot``): worker ``w`` copies θ into
+        the next slot of the loss ring, at the time calibrated in a worker's cycle
+        (``cycle_snapshot_median_s``: a slot is written once a run or less, so it is in no cache). Only
+        called when :attr:`snapshot_s` is set (:meth:`simasgd.sim.engine.SimRun.snapshot`)."""
+        return self.cores.work(w, self.snapshot_s)
+
     def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:
         """``g[i] += δ[i]`` for every i as d atomic float adds (Lopez accumulation).
 
@@ -448,6 +458,14 @@ def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> d
     keys = {READ_COPIES: "cycle_read_median_s", UPDATE_COPIES: "cycle_update_median_s",
             FRESH_COPIES: "cycle_fresh_median_s"}
     return {c: float(table[k]) for c, k in keys.items() if isinstance(table.get(k), (int, float)) and table[k] > 0}
+
+
+def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
+    """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
+    table at the nearest batch size, executors/PROFILE.md); None when the profile has none."""
+    found = workload_table(profile, workload)
+    t = None if found is None else found[1].get("cycle_snapshot_median_s")
+    return float(t) if isinstance(t, (int, float)) and t > 0 else None
 
 
 def _host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy: int) -> HostNoise | None:

@@ -147,6 +147,20 @@ class SimRun:
         self.rec.add(w, v, read_version, t_read, self.env.now, wait, retries, True)
         return v
 
+    def snapshot(self, w: int, v: int, row: bool = True) -> simpy.Event | None:
+        """The executor's loss snapshot of version ``v``, when ``v`` is one the loss ring keeps (every k-th):
+        worker ``w``, which made it, copies θ into the ring right after its update, inside its lock if it
+        holds one (executors/cpu/shared.py ``take_snapshot``). An event for the caller to yield, else None
+        (not due, or not priced: ``Platform.snapshot_s``). ``row``: the last recorded row is this
+        update's, and its update phase ends with the copy, as the executor records it."""
+        if self.platform.snapshot_s is None or self.stopped or v % self.every:
+            return None
+        done = self.platform.snapshot(w)
+        if row:
+            i = self.rec.n - 1
+            done.callbacks.append(lambda _ev: self.rec.t_write.__setitem__(i, self.env.now))
+        return done
+
     def dropped(self, w: int, read_version: int, t_read: float, wait: float = 0.0, retries: int = 0) -> None:
         """An attempt given up (``version`` = the version it would have had)."""
         if not self.stopped:

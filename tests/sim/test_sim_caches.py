@@ -209,14 +209,17 @@ def test_simulated_steps_pay_coherence_only_after_another_writer(tmp_path: Path,
         np.testing.assert_allclose(u["t_write"] - u["t_grad_end"], model.update_s(s, True), rtol=1e-9)
 
 
-def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float) -> None:  # noqa: ANN001
-    """A gradient table for the scenario's workload holding only the in-cycle step times."""
+def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float,  # noqa: ANN001
+                snapshot_s: float | None = None) -> None:
+    """A gradient table for the scenario's workload holding only the in-cycle step times (and the loss
+    snapshot's, if given)."""
     from simasgd.profile import workload_key
 
+    snap = [] if snapshot_s is None else [f"cycle_snapshot_median_s = {snapshot_s!r}"]
     path.write_text(path.read_text() + "\n".join([
         f'[gradient."{workload_key(sc.workload)}"]', f"batch_size = {sc.workload.batch_size}", "samples_s = [1e-4]",
         f"cycle_read_median_s = {read_s!r}", f"cycle_update_median_s = {update_s!r}",
-        f"cycle_fresh_median_s = {fresh_s!r}", ""]))
+        f"cycle_fresh_median_s = {fresh_s!r}", *snap, ""]))
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -377,3 +380,63 @@ def test_a_hogwild_update_races_another_in_progress(tmp_path: Path, monkeypatch:
     raced = racing & switch
     assert raced.any() == switch and (~racing).any()
     np.testing.assert_allclose(update, np.where(raced, np.maximum(coh, model.race_s(s)), coh), rtol=1e-9)
+
+
+SNAP_S = 40e-6  # the loss snapshot's copy, against 1e-4 s gradients and µs steps: one row in k stands out
+
+
+@pytest.mark.parametrize("algorithm", ["mutex", "hogwild", "leashed"])
+def test_the_worker_that_makes_every_kth_version_copies_it_into_the_loss_ring(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
+    """One worker: an update phase takes the in-cycle step (Leashed: the pass, then the CAS's line) and, when
+    its version is a multiple of k = stop.eval_updates(), the profile's `cycle_snapshot_median_s` on top;
+    `[sim] loss_snapshots = false` never."""
+    from simasgd.sim import backend
+
+    sc = loader.from_dict({**_scenario(1).to_dict(), "algorithm": {"name": algorithm}})
+    path = _profile(tmp_path)
+    _with_steps(path, sc, 2e-6, 3e-6, 5e-6, SNAP_S)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    step = 5e-6 + 90e-9 if algorithm == "leashed" else 3e-6
+    k = sc.stop.eval_updates()
+    for switch in (True, False):
+        u = backend.run_once(_with_sim(sc, loss_snapshots=switch), 0).updates
+        v = u["version"].to_numpy()
+        due = (v % k == 0) & (v < sc.stop.max_updates) & switch  # the budget's last version ends the run
+        assert due.sum() >= 100 or not switch
+        np.testing.assert_allclose((u["t_write"] - u["t_grad_end"]).to_numpy(), step + SNAP_S * due, rtol=1e-9)
+
+
+def test_a_mutex_holder_copies_the_snapshot_before_it_releases_the_lock(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers: version v + 1's update cannot begin before version v's row ends, its copy included (the
+    executor copies under the lock); so a snapshot row ends SNAP_S after its own update, and the next
+    row's update starts at or after that."""
+    from simasgd.sim import backend
+
+    sc = _with_sim(_scenario(2), coherence=False)
+    path = _profile(tmp_path)
+    _with_steps(path, sc, 2e-6, 3e-6, 5e-6, SNAP_S)
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    u = backend.run_once(sc, 0).updates.sort_values("version").reset_index(drop=True)
+    v, t_write = u["version"].to_numpy(), u["t_write"].to_numpy()
+    due = (v % sc.stop.eval_updates() == 0) & (v < sc.stop.max_updates)
+    began = t_write - 3e-6 - SNAP_S * due  # each update's start: the lock is taken by then
+    assert np.all(began[1:] >= t_write[:-1] - 1e-12)
+    assert np.all((t_write - u["t_grad_end"].to_numpy())[due] >= 3e-6 + SNAP_S - 1e-12)
+    # the next worker waited for the copy: some lock waits are at least the copy long
+    assert (u["lock_wait_s"].to_numpy()[1:][due[:-1]] >= SNAP_S - 1e-12).any()
+
+
+def test_a_lopez_master_pays_the_snapshot_every_kth_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The master makes every version: its step rate is 1 / (read + update + SNAP_S / k), to within the run's ends."""
+    from simasgd.sim import backend
+
+    path = _profile(tmp_path)
+    sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}})
+    s, model = _prepared(monkeypatch, path, sc)
+    _with_steps(path, sc, 3 * model.read_s(s), 3 * model.update_s(s), 3e-6, SNAP_S)
+    step = model.read_s(s) + model.update_s(s)
+    for switch, each in ((True, step + SNAP_S / sc.stop.eval_updates()), (False, step)):
+        (run,) = backend.run_once(_with_sim(sc, loss_snapshots=switch), 0).runs
+        assert run.updates_per_s * each == pytest.approx(1.0, rel=0.01)

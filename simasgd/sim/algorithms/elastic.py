@@ -121,9 +121,11 @@ def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic, prev: tu
     # carries no gradient: staleness 0.
     prev_rv, prev_t = (run.version, t_read) if prev is None else (prev[0] + 1, prev[1])
     i = run.rec.n
-    run.applied(w, prev_rv, prev_t, wait=wait)
+    snap = run.snapshot(w, run.applied(w, prev_rv, prev_t, wait=wait))
     if run.rec.n > i:
         run.rec.distance[i] = dist
+    if snap is not None:  # the loss ring's copy of the centre, before the turn passes on
+        yield snap
     if el.locked:
         el.pass_token()
     return rv, t_read

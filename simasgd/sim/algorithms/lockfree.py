@@ -63,7 +63,9 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
                 part_s = None if total is None else total / len(chunks)
                 yield p.update(w, 1 / len(chunks), part_s, i == 0, racing=True)
                 model.step(model.grad[w], tau, part)
-        run.applied(w, rv, t_read)
+        snap = run.snapshot(w, run.applied(w, rv, t_read))
+        if snap is not None:  # the loss ring's copy of θ as it is now (as torn as a worker's read)
+            yield snap
 
 
 def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
@@ -85,7 +87,9 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
             if cell.compare_and_swap(expected, expected + 1):
                 if model is not None:
                     model.step(model.grad[w], expected - rv)
-                run.applied(w, rv, t_read, retries=failures)
+                snap = run.snapshot(w, run.applied(w, rv, t_read, retries=failures))
+                if snap is not None:  # the loss ring's copy of the vector just published
+                    yield snap
                 break
             failures += 1
             if failures > persistence:

@@ -64,7 +64,9 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         yield p.update(w)
         if model is not None:
             model.step(model.grad[w], run.version - rv)
-        run.applied(w, rv, t_read, wait)
+        snap = run.snapshot(w, run.applied(w, rv, t_read, wait))
+        if snap is not None:  # the loss ring's copy, taken inside the lock as the executor takes it
+            yield snap
         hold(False)
         release(req)
         if done is not None:

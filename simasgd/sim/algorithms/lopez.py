@@ -70,7 +70,9 @@ def master(env: simpy.Environment, run: SimRun, acc: Accumulator, torn: bool) ->
                 model.step(g, 0, part)
         if env.now == began:  # free reads and updates ([timing] … mean_s = 0): a step still loads g,
             yield env.timeout(p.cas_latency[0])  # at least one line of it (no endless steps at one instant)
-        run.bump()
+        snap = run.snapshot(0, run.bump(), row=False)
+        if snap is not None:  # the loss ring's copy, taken by the master after its step (seq_update)
+            yield snap
 
 
 def _pass(env: simpy.Environment, run: SimRun, acc: Accumulator, w: int, latency: float) -> Proc:

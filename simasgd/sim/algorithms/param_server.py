@@ -98,7 +98,9 @@ def ps_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
             if m is not None:
                 m.step(m.grad[w], run.version - rv, part if S > 1 else None)
             srv.locks[s].release(req)
-        run.applied(w, rv, t_read, wait=wait)
+        snap = run.snapshot(w, run.applied(w, rv, t_read, wait=wait))
+        if snap is not None:  # the loss ring's copy (the executor takes it under the last shard's lock)
+            yield snap
 
 
 def start_param_server(run: SimRun) -> None:

@@ -24,7 +24,9 @@ def sequential_worker(env: simpy.Environment, run: SimRun) -> Generator[simpy.Ev
         yield p.update(0)
         if model is not None:
             model.step(model.grad[0], 0)
-        run.applied(0, rv, t_read)
+        snap = run.snapshot(0, run.applied(0, rv, t_read))
+        if snap is not None:  # the loss ring's copy of the version just made
+            yield snap
 
 
 def start_sequential(run: SimRun) -> None:

@@ -45,15 +45,17 @@ class Round:
         return batch, done
 
 
-def apply_round(run: SimRun, batch: list[tuple[int, int, float, float]]) -> None:
-    """Apply one update made of ``batch``'s gradients and record one row per gradient."""
+def apply_round(run: SimRun, w: int, batch: list[tuple[int, int, float, float]]) -> simpy.Event | None:
+    """Worker ``w`` applies one update made of ``batch``'s gradients; one row per gradient. The loss
+    ring's copy that worker then takes (``SimRun.snapshot``), if this version is one it keeps, to yield."""
     if run.stopped:
-        return
+        return None
     if run.model is not None:
         run.model.step_mean([b[0] for b in batch], [run.version - b[1] for b in batch])
     v = run.bump()
-    for w, rv, t_read, _t in batch:
-        run.rec.add(w, v, rv, t_read, run.env.now)
+    for u, rv, t_read, _t in batch:
+        run.rec.add(u, v, rv, t_read, run.env.now)
+    return run.snapshot(w, v, row=False)
 
 
 def _read_and_compute(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, tuple[int, float]]:
@@ -104,7 +106,9 @@ def sync_worker(env: simpy.Environment, w: int, run: SimRun, barrier: Barrier, r
                 yield env.timeout(wire.allreduce_s)
             yield p.update(w)
             batch, done = rnd.close()
-            apply_round(run, batch)
+            snap = apply_round(run, w, batch)
+            if snap is not None:
+                yield snap
             done.succeed()
         else:
             yield done
@@ -151,7 +155,9 @@ def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: in
             yield env.timeout(rnd.comm_s)
         yield p.update(w)
         batch, done = rnd.close()
-        apply_round(run, batch)
+        snap = apply_round(run, w, batch)
+        if snap is not None:
+            yield snap
         rnd.closed = False
         done.succeed()
 
@@ -172,7 +178,9 @@ def k_async_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: i
         req = yield from acquire(env, server.request, lambda: server.free, backoff, lambda: p.block(w),
                                  p.handoff_s[w])
         yield p.update(w)
-        apply_round(run, batch)
+        snap = apply_round(run, w, batch)
+        if snap is not None:
+            yield snap
         server.release(req)
         done.succeed()
 
