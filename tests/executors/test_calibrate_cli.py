@@ -47,6 +47,8 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     for step in ("read", "update", "fresh"):
         assert len(grad[f"cycle_{step}_s"]) > 10
         assert m.local_latency_ns * 1e-9 < grad[f"cycle_{step}_median_s"] < grad["median_s"], step
+    # the loss snapshot: a copy into a ring slot in no cache, slower than the in-cycle read into a warm copy
+    assert len(grad["cycle_snapshot_s"]) >= 2 and grad["cycle_snapshot_median_s"] > grad["cycle_read_median_s"]
     import os
 
     if len(os.sched_getaffinity(0)) > 1:  # the same gradient with 2 independent threads at once
