@@ -38,7 +38,7 @@ BATCHES = (16, 64)
 LOPEZ_STEPS_PER_GRADIENT = 25  # master steps per worker gradient at 2 threads (simulated τ̄ ≈ 25)
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
            "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "grad. at once sim / cpu",
-           "absent sim / cpu", "c2c ns", "tries")
+           "absent sim / cpu", "c2c ns", "cpu floor τ̄ / KS / upd/s", "tries")
 # A measured gradient median this far from the calibrated one means the machine itself ran
 # differently than at calibration (another tenant on the host, clocks): flagged in the table.
 DRIFT = 0.10
@@ -86,7 +86,17 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
             fmt_value("updates_per_s_rel_err", o["updates_per_s_rel_err"].value) + _ci(o["updates_per_s_rel_err"]),
             fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] + _phase_cols(fid) \
         + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}",
-           absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu)]
+           absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid)]
+
+
+def _floor(fid: fidelity.Fidelity) -> str:
+    """The measured side's repeatability (fidelity.repeatability): τ̄, KS and updates/s; ⚠ unstable where its
+    own runs miss a goal among themselves (a simulator that ran exactly like the machine would miss it too)."""
+    f = fid.floor
+    if not f:
+        return "·"
+    cells = [f"±{f['mean_staleness_rel_err']:.1%}", f"{f['ks']:.3f}", f"±{f['updates_per_s_rel_err']:.1%}"]
+    return " / ".join(cells) + (" ⚠ unstable" if any(ok is False for ok in fid.reproducible.values()) else "")
 
 
 def _c2c(r: Any) -> str:
@@ -181,7 +191,9 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "core-to-core hand-off latency measured before and after each real run (executors/c2c.py; the profile's: "
         f"{metadata.calibrated_c2c_ns() or math.nan:.0f} ns) — a VM's vCPUs may sit on cores sharing a cache or "
         "not; a cell whose runs were not in the profile's placement (⚠ CPUs moved) is measured again, up to "
-        "--attempts times.", "",
+        "--attempts times. \"cpu floor\": the measured side's repeatability (simasgd.fidelity.repeatability): each "
+        "measured run against the others pooled, root mean square, scaled to the error a simulator that ran exactly "
+        "like the machine would show with as many runs; ⚠ unstable where that misses a goal.", "",
         f"**Headline: {headline(rows)}**", "",
         "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
@@ -193,12 +205,33 @@ def headline(rows: list[list[str]]) -> str:
     placed = [not r[COLUMNS.index("c2c ns")].endswith("CPUs moved") for r in done]
     kept = [p and not r[COLUMNS.index("absent sim / cpu")].endswith("host took CPUs") for p, r in zip(placed, done)]
     moved = len(done) - sum(placed)
+    steady = [not r[COLUMNS.index("cpu floor τ̄ / KS / upd/s")].endswith("unstable") for r in done]
     return f"{sum(ok)} of {len(done)} cells meet all four goals" + (
+        f"; {sum(o and s for o, s in zip(ok, steady))} of the {sum(steady)} whose measured runs meet every goal among "
+        "themselves" if sum(steady) < len(done) else "") + (
         f"; {sum(o and p for o, p in zip(ok, placed))} of the {sum(placed)} measured in the profile's placement of the "
         f"CPUs ({moved} were not, in --attempts tries)" if moved else "") + (
         f"; {sum(o and k for o, k in zip(ok, kept))} of the {sum(kept)} measured in that placement with the host "
         "taking no more CPU time than at calibration" if sum(kept) < sum(placed) else "") + (
         f" ({len(rows) - len(done)} cells could not run)" if len(done) < len(rows) else "")
+
+
+def from_folders(args: argparse.Namespace) -> int:
+    """The table of a sweep already run (``--out``), with today's metrics: no cell is run again."""
+    args.profile_used, args.load_before = os.environ.get("SIMASGD_PROFILE", "(as measured)"), os.getloadavg()
+    rows = []
+    for name, params in ALGORITHMS:
+        label = name + "".join(f" {k}={v}" for k, v in params.items())
+        for threads in (t for t in args.threads if t >= algorithms.ALGORITHMS[name].min_workers):
+            for batch in args.batches:
+                cell = args.out / scenario(name, params, threads, batch, args).name
+                if (cell / "sim").is_dir() and (cell / "cpu").is_dir():
+                    fid, results = fidelity.compare_folders(cell / "sim", cell / "cpu", resamples=500)
+                    rows.append(row(fid, results, label, threads, batch) + ["·"])
+    args.table.write_text(markdown(rows, args, 0.0))
+    print(headline(rows))
+    print(f"wrote {args.table}")
+    return 0
 
 
 def _load(avg: tuple[float, float, float]) -> str:
@@ -225,12 +258,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="cells to run, by row label (e.g. mutex hogwild \"leashed persistence=inf\"); default: all")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "fidelity")
     p.add_argument("--table", type=Path, default=ROOT / "benchmarks" / "fidelity.md")
+    p.add_argument("--from-folders", action="store_true",
+                   help="run nothing: rebuild the table from the cells already in --out (their sim and cpu folders)")
     p.add_argument("--profile", type=Path, default=None,
                    help="machine profile to use (calibrated there if absent); default: SIMASGD_PROFILE or profiles/this.toml")
     args = p.parse_args(argv)
     if args.profile is not None:
         os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
     start = time.perf_counter()
+    if args.from_folders:
+        return from_folders(args)
     # Gradient times for every batch size of the sweep: a batch the profile lacks is scaled from the
     # nearest one, and GEMMs are more efficient at larger batches (B=64 from B=16: -19% upd/s at 1 thread).
     args.profile_used = fidelity.ensure_profile(scenario("mutex", {}, 2, args.batches[0], args), also=[

@@ -12,6 +12,11 @@ Runs, not updates, are the resampling unit: updates within a run are
 correlated (they share the run's contention history), runs are independent.
 A side with a single run carries no run-to-run variation, so the interval is
 then reported as unknown (NaN) rather than as a falsely narrow one.
+
+``floor``: how well the reference reproduces itself (:func:`repeatability`), the
+error a simulator that ran exactly like the machine would still show against
+it; a goal tighter than the floor cannot tell the simulator from the machine's
+own run-to-run variation at this many runs (pyperf's "unstable" warning).
 """
 
 from __future__ import annotations
@@ -91,6 +96,13 @@ class Fidelity:
     resamples: int = 1000
     info: dict[str, Any] = field(default_factory=dict)  # scenario name, folders, simasgd commit
     phases: _phases.PhaseComparison | None = None  # where a cycle's time goes, both sides
+    floor: dict[str, float] = field(default_factory=dict)  # the reference's repeatability, per goal
+
+    @property
+    def reproducible(self) -> dict[str, bool | None]:
+        """Per goal: the reference meets it against itself (its floor is within the goal); None: unknown."""
+        return {k: (self.floor[k] <= g if math.isfinite(self.floor.get(k, math.nan)) else None)
+                for k, g in GOALS.items() if k in self.overall}
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -106,6 +118,7 @@ class Fidelity:
             "overall": {k: m.to_json() for k, m in self.overall.items()},
             "per_worker": {str(w): {k: m.to_json() for k, m in ms.items()} for w, ms in self.per_worker.items()},
             "metadata": self.info,
+            "reference_floor": {k: _num(v) for k, v in self.floor.items()},
         } | ({"phases": self.phases.to_json()} if self.phases is not None else {})
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -163,7 +176,31 @@ def compare(predicted: RunResult, reference: RunResult, *, level: float = 0.95, 
     info = {"scenario": predicted.scenario.get("name"), "git_commit": metadata.git_commit(), "seed": seed}
     breakdown = _phases.breakdown(predicted, reference, (la, lb))
     return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples, info,
-                    breakdown)
+                    breakdown, repeatability(reference, len(predicted.runs)))
+
+
+def repeatability(r: RunResult, predicted_runs: int | None = None) -> dict[str, float]:
+    """The error a prediction that behaved exactly like ``r``'s machine would show against ``r``, per goal.
+
+    Each of ``r``'s n runs is compared, as a prediction, with the other n − 1 pooled (leave-one-out),
+    with the same metrics as :func:`compare`. For a statistic that averages over runs (mean
+    staleness, updates/s; the KS distance under sampling noise scales alike) the error of m runs
+    against n independent ones has variance ∝ 1/m + 1/n, and a leave-one-out error ∝ 1 + 1/(n − 1);
+    so the floor is the root mean square of the leave-one-out errors × √((1/m + 1/n) / (1 + 1/(n − 1))),
+    m = ``predicted_runs`` (default n). Empty with fewer than 2 runs."""
+    h, s = _run_hist(r, None), _run_scalars(r, None)
+    n = h.shape[0]
+    if n < 2:
+        return {}
+    m = predicted_runs or n
+    one, rest = np.eye(n), 1.0 - np.eye(n)
+    loo = _metrics(one @ h, rest @ h, s, s, one, rest)
+    scale = math.sqrt((1 / m + 1 / n) / (1 + 1 / (n - 1)))
+    out = {}
+    for k in GOALS:
+        e = loo[k][np.isfinite(loo[k])]
+        out[k] = float(np.sqrt(np.mean(e ** 2)) * scale) if len(e) >= 2 else math.nan
+    return out
 
 
 def _side(r: RunResult, label: str) -> Side:

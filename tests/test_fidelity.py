@@ -261,3 +261,55 @@ def test_compare_says_so_when_a_side_has_no_phase_columns(tmp_path, cycles, as_r
     assert "phase explaining" not in res.output and "where a cycle's time goes" not in res.output
     assert fidelity.load_json(tmp_path / "cmp" / "fidelity.json")["phases"]["available"] is False
     assert not (tmp_path / "cmp" / "figures" / "phases.png").exists()
+
+
+def test_repeatability_is_the_scaled_leave_one_out_error(make_result, geometric):
+    """Each reference run against the other runs pooled, by the same metrics (scipy's KS on the pooled
+    samples), root mean square over runs, × √((1/m + 1/n) / (1 + 1/(n − 1))) for m predicted runs."""
+    rng = np.random.default_rng(21)
+    taus = [geometric(rng, m, 400) for m in (3, 4, 6)]
+    rates = [900.0, 1000.0, 1250.0]
+    ref = make_result(taus, rates=rates, backend="cpu")
+    n, m = 3, 2
+    scale = math.sqrt((1 / m + 1 / n) / (1 + 1 / (n - 1)))
+    rest = [np.concatenate([t for j, t in enumerate(taus) if j != i]) for i in range(n)]
+    ks = [stats.ks_2samp(taus[i], rest[i]).statistic for i in range(n)]
+    tau = [taus[i].mean() / rest[i].mean() - 1 for i in range(n)]
+    ups = [rates[i] / np.mean([r for j, r in enumerate(rates) if j != i]) - 1 for i in range(n)]
+    floor = fidelity.repeatability(ref, predicted_runs=m)
+    for key, loo in (("ks", ks), ("mean_staleness_rel_err", tau), ("updates_per_s_rel_err", ups)):
+        assert floor[key] == pytest.approx(math.sqrt(np.mean(np.square(loo))) * scale, rel=1e-9), key
+    assert math.isnan(floor["updates_to_eps_rel_err"])  # no run reached ε
+    assert fidelity.repeatability(make_result(taus[:1], backend="cpu")) == {}  # one run: nothing to say
+
+
+def test_repeatability_predicts_the_error_of_a_perfect_predictor(make_result):
+    """A 'simulator' whose runs are more draws of the machine's own run-to-run variation (updates/s ~
+    N(1000, 60²) per run) errs against 3 reference runs by err = mean(its 3)/mean(ref's 3) − 1; the floor,
+    computed from the reference alone, must match that error's mean square: over 300 trials the mean of
+    floor² − err² is zero to within 3 standard errors of the sample."""
+    rng = np.random.default_rng(22)
+    d = []
+    for _ in range(300):
+        ref_rates = rng.normal(1000.0, 60.0, 3)
+        pred_rates = rng.normal(1000.0, 60.0, 3)
+        ref = make_result([np.zeros(20, dtype=np.int64)] * 3, rates=list(ref_rates), backend="cpu")
+        err = pred_rates.mean() / ref_rates.mean() - 1
+        d.append(fidelity.repeatability(ref)["updates_per_s_rel_err"] ** 2 - err ** 2)
+    d = np.asarray(d)
+    assert abs(d.mean()) <= 3 * d.std(ddof=1) / math.sqrt(len(d))
+
+
+def test_compare_carries_the_floor_and_warns_of_an_unstable_reference(make_result, geometric, tmp_path):
+    rng = np.random.default_rng(23)
+    sim = make_result([geometric(rng, 4, 500) for _ in range(3)], rates=[1000.0] * 3, backend="sim")
+    steady = make_result([geometric(rng, 4, 500) for _ in range(3)], rates=[1000.0, 1001.0, 999.0], backend="cpu")
+    shaky = make_result([geometric(rng, 4, 500) for _ in range(3)], rates=[600.0, 1000.0, 1500.0], backend="cpu")
+    f = fidelity.compare(sim, shaky)
+    assert f.floor == fidelity.repeatability(shaky, 3)
+    assert f.reproducible["updates_per_s_rel_err"] is False and f.reproducible["ks"] is True
+    assert [w for w in plots.unstable(f) if w.startswith("updates_per_s_rel_err")]
+    assert plots.unstable(fidelity.compare(sim, steady)) == []
+    doc = json.loads(f.save(tmp_path / "fidelity.json").read_text())
+    assert doc["reference_floor"]["updates_per_s_rel_err"] == pytest.approx(f.floor["updates_per_s_rel_err"])
+    assert "Unstable reference" in plots.to_markdown(f)

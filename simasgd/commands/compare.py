@@ -127,7 +127,7 @@ def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str
 def print_fidelity(fid) -> None:
     from rich.table import Table
 
-    from simasgd.plots import disagreements, fmt_value, summary_rows, undefined, why_undefined
+    from simasgd.plots import disagreements, fmt_value, summary_rows, undefined, unstable, why_undefined
 
     p, r = fid.predicted, fid.reference
     con = console()
@@ -159,6 +159,8 @@ def print_fidelity(fid) -> None:
         con.print("they agree on every goal that could be checked: " + (", ".join(met) or "none could be"), markup=False)
     for k in undefined(fid):
         con.print(f"  · {k}: not checked — {why_undefined(k)}", markup=False)
+    for u in unstable(fid):
+        con.print(f"  ⚠ unstable reference: {u}", markup=False, soft_wrap=True)
     if fid.phases is not None:
         print_phases(fid.phases)
 
