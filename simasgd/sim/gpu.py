@@ -200,6 +200,8 @@ class GpuPlatform:
         self.grad_threads = parallel_threads(shape, self.dim, batch)
         self.cas_latency = [gpu.host_sync_s] * self.n  # a device atomic seen from the host: a sync
         self.handoff_s = [gpu.host_sync_s] * self.n
+        # the cpu executor's loss snapshot (SimRun.snapshot): the GPU executor's is a device copy, not priced
+        self.snapshot_s: float | None = None
         st = sc.workers.stragglers
         self.slow = [st.slowdown if w < st.count else 1.0 for w in range(self.n)]
         self.rng = [np.random.default_rng(seeds.sequence(sc.seed, run, seeds.Role.TIMING, w)) for w in range(self.n)]
