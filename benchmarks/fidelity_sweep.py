@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simasgd import algorithms, fidelity, loader, metadata, phases
+from simasgd import algorithms, analysis, fidelity, loader, metadata, phases
 from simasgd.plots import fmt_value, verdict_mark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +72,8 @@ def scenario(name: str, params: dict[str, Any], threads: int, batch: int, args: 
 def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: int) -> list[str]:
     o = fid.overall
     sim, cpu = results["sim"], results["cpu"]
+    if fid.info.get("up_to_version"):  # the versions both sides made, as the errors are computed over
+        sim, cpu = (analysis.up_to_version(r, fid.info["up_to_version"]) for r in (sim, cpu))
 
     def mean(r, attr: str) -> float:
         vals = [getattr(x, attr) for x in r.runs if getattr(x, attr) is not None]

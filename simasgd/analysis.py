@@ -10,6 +10,7 @@ confidence intervals in :mod:`simasgd.fidelity`.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -25,8 +26,7 @@ ALL = "all"  # the label of the pooled (all-workers) group
 
 def applied(result: RunResult) -> pd.DataFrame:
     """The applied updates: dropped attempts have no staleness of their own in the model."""
-    u = result.updates
-    return u[u["applied"].astype(bool)]
+    return applied_rows(result.updates)
 
 
 def staleness(result: RunResult, worker: int | None = None, runs: Iterable[int] | None = None) -> np.ndarray:
@@ -160,6 +160,39 @@ def _rate(r) -> float:
 
 def _opt(v: float | int | None) -> float:
     return math.nan if v is None else float(v)
+
+
+# --- a common window of versions ---------------------------------------------------------------
+
+def common_version(*results: RunResult) -> int | None:
+    """The last version every run of every result made (runs with no applied row left out); None when
+    no run goes past it (nothing to cut) or no run has rows. A run stopped at ε and one that ran on to its
+    budget (a cpu run whose losses are evaluated after it) then compare over the same versions."""
+    last = [int(g.max()) for r in results for _, g in applied(r).groupby("run")["version"] if len(g)]
+    if not last or min(last) == max(last):
+        return None
+    return min(last)
+
+
+def up_to_version(result: RunResult, v: int) -> RunResult:
+    """``result`` cut at version ``v``: its rows of versions ≤ v; each run's updates, time, updates/s and
+    mean staleness over them (the time: when the last of them was written). Curves and ε are kept."""
+    u = result.updates[result.updates["version"] <= v]
+    groups = dict(tuple(applied_rows(u).groupby("run")))
+    runs = []
+    for r in result.runs:
+        g = groups.get(r.run)
+        if g is None or not len(g):
+            runs.append(r)
+            continue
+        t = float(g["t_write"].max())
+        runs.append(replace(r, updates=len(g), time_s=t, updates_per_s=len(g) / t if t > 0 else math.nan,
+                            mean_staleness=float(g["staleness"].mean())))
+    return replace(result, runs=runs, updates=u)
+
+
+def applied_rows(u: pd.DataFrame) -> pd.DataFrame:
+    return u[u["applied"].astype(bool)]
 
 
 def outcomes(result: RunResult) -> dict[str, int]:

@@ -164,8 +164,13 @@ def check_comparable(predicted: RunResult, reference: RunResult) -> list[str]:
 
 def compare(predicted: RunResult, reference: RunResult, *, level: float = 0.95, resamples: int = 1000,
             seed: int = 0, labels: tuple[str, str] | None = None, check: bool = True) -> Fidelity:
-    """Fidelity of ``predicted`` against ``reference`` (errors are predicted − reference)."""
+    """Fidelity of ``predicted`` against ``reference`` (errors are predicted − reference), over the versions
+    every run of both made (:func:`analysis.common_version`): a side that ran on past ε (a cpu run whose
+    losses are evaluated after it) is not compared on updates the other never made."""
     diffs = check_comparable(predicted, reference) if check else []
+    cut = analysis.common_version(predicted, reference)
+    if cut is not None:
+        predicted, reference = analysis.up_to_version(predicted, cut), analysis.up_to_version(reference, cut)
     rng = np.random.default_rng(seed)  # local, seeded: the intervals are reproducible
     wa = _weights(rng, len(predicted.runs), resamples)
     wb = _weights(rng, len(reference.runs), resamples)
@@ -173,7 +178,8 @@ def compare(predicted: RunResult, reference: RunResult, *, level: float = 0.95, 
     per_worker = {w: _group(predicted, reference, w, wa, wb, level)
                   for w in analysis.workers(predicted) if w in analysis.workers(reference)}
     la, lb = labels or (predicted.backend, reference.backend)
-    info = {"scenario": predicted.scenario.get("name"), "git_commit": metadata.git_commit(), "seed": seed}
+    info = {"scenario": predicted.scenario.get("name"), "git_commit": metadata.git_commit(), "seed": seed,
+            "up_to_version": cut}
     breakdown = _phases.breakdown(predicted, reference, (la, lb))
     return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples, info,
                     breakdown, repeatability(reference, len(predicted.runs)))

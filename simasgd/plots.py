@@ -358,6 +358,12 @@ def disagreements(fid: "Fidelity") -> list[str]:
     return out
 
 
+def window_line(fid: "Fidelity") -> str:
+    """Which versions were compared, when one side's runs went on past the other's."""
+    return (f"Compared over versions 1–{fid.info['up_to_version']}, the ones every run of both sides made (a side that "
+            "ran on past ε, e.g. a cpu run whose losses were evaluated after it, is cut there).")
+
+
 def unstable(fid: "Fidelity") -> list[str]:
     """Plain warnings for each goal the reference misses against itself (``Fidelity.floor``): there, a
     simulator that ran exactly like the machine would miss it too, about as often."""
@@ -379,6 +385,8 @@ def to_markdown(fid: "Fidelity", figures: list[str] | None = None) -> str:
              f"({fid.resamples} resamples).", ""]
     if fid.scenario_diff:
         lines += ["Scenarios differ only in: " + "; ".join(fid.scenario_diff), ""]
+    if fid.info.get("up_to_version"):
+        lines += [window_line(fid), ""]
     lines += ["| metric | value | interval | goal | |", "|---|---|---|---|---|"]
     lines += [f"| {x['metric']} | {x['value']} | {x['ci']} | {x['goal']} | {x['verdict']} |" for x in summary_rows(fid)]
     lines += ["", "Outcomes: " + "; ".join(f"{s.label}: {s.outcomes}" for s in (p, r)), ""]

@@ -95,6 +95,9 @@ def as_result_fixture() -> Callable[..., RunResult]:
 
 # --- RunResults from staleness samples (tests/test_analysis.py, test_fidelity.py, test_plots.py) ----
 
+VERSION_OFFSET = 1 << 20
+
+
 def make_result(samples: list[np.ndarray], workers: int = 4, rates: list[float] | None = None,
                 backend: str = "sim", updates_to_eps: list[int | None] | None = None,
                 scenario: Scenario | None = None, worker_of: list[np.ndarray] | None = None) -> RunResult:
@@ -106,7 +109,9 @@ def make_result(samples: list[np.ndarray], workers: int = 4, rates: list[float] 
         n = len(tau)
         rate = rates[i] if rates else 1000.0
         time_s = n / rate
-        v = np.arange(1, n + 1) + int(tau.max(initial=0))
+        # the same versions in every run of n updates (a real run's are 1..n), offset so that every
+        # read version v − 1 − τ stays ≥ 0 (fidelity compares runs over the versions they all made)
+        v = np.arange(1, n + 1) + VERSION_OFFSET
         w = worker_of[i] if worker_of else np.arange(n) % workers
         t = np.linspace(0, time_s, n)
         upd = updates_frame(i, w, v, v - 1 - tau, t, t)

@@ -313,3 +313,33 @@ def test_compare_carries_the_floor_and_warns_of_an_unstable_reference(make_resul
     doc = json.loads(f.save(tmp_path / "fidelity.json").read_text())
     assert doc["reference_floor"]["updates_per_s_rel_err"] == pytest.approx(f.floor["updates_per_s_rel_err"])
     assert "Unstable reference" in plots.to_markdown(f)
+
+
+def test_compare_is_over_the_versions_both_sides_made(make_result, geometric):
+    """A predicted side that stopped at ε (400 updates a run) against a reference that ran on to its budget
+    (1000), whose staleness grows after version 400: the errors are those of the first 400 versions of each
+    (scipy's KS and the means on those rows), and each side's updates/s is over them too."""
+    rng = np.random.default_rng(24)
+    early = [geometric(rng, 4, 400) for _ in range(3)]
+    ran_on = [np.concatenate([geometric(rng, 4, 400), geometric(rng, 9, 600)]) for _ in range(3)]
+    sim = make_result(early, rates=[1000.0] * 3, backend="sim")
+    cpu = make_result(ran_on, rates=[1000.0] * 3, backend="cpu")
+    cut = int(sim.updates["version"].max())
+    assert analysis.common_version(sim, cpu) == cut
+    assert analysis.common_version(sim, sim) is None  # every run made the same versions: nothing to cut
+    f = fidelity.compare(sim, cpu)
+    assert f.info["up_to_version"] == cut
+    first = np.concatenate([t[:400] for t in ran_on])
+    ta = np.concatenate(early)
+    assert f.overall["ks"].value == pytest.approx(stats.ks_2samp(ta, first).statistic, abs=1e-12)
+    assert f.overall["mean_staleness_rel_err"].value == pytest.approx(ta.mean() / first.mean() - 1, rel=1e-9)
+    whole = np.concatenate(ran_on)
+    assert stats.ks_2samp(ta, whole).statistic > f.overall["ks"].value + 0.05  # the cut is what made it agree
+    # updates/s over the window: 400 rows written by t(400) on both sides (make_result spreads a run's
+    # rows evenly over n / rate seconds)
+    cut_cpu = analysis.up_to_version(cpu, cut)
+    t400 = 399 / 999 * (1000 / 1000.0)
+    assert [r.updates for r in cut_cpu.runs] == [400] * 3
+    assert cut_cpu.runs[0].updates_per_s == pytest.approx(400 / t400, rel=1e-9)
+    assert cut_cpu.runs[0].mean_staleness == pytest.approx(ran_on[0][:400].mean(), rel=1e-12)
+    assert "versions 1–" in plots.to_markdown(f)

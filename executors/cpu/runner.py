@@ -37,6 +37,8 @@ from simasgd.sim import network  # message sizes: what the threads' messages wou
 
 NAME = "cpu"
 WARMUP_UPDATES = 2
+# Before go, the main thread sleeps this long: spinning workers spread over the CPUs (see run()).
+SPREAD_S = 0.02
 # Records kept per run, over all workers (~49 bytes each): bounds memory when stop.max_updates is huge.
 # A worker whose buffer fills stops (noted in the summary); time budgets normally end runs first.
 MAX_RECORDS = 4_000_000
@@ -242,11 +244,20 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
                                   lambda: not ws.errors and any(t.is_alive() for t in ws.threads), advance,
                                   live=sc.cpu.monitor == "auto" and busy < len(os.sched_getaffinity(0)),
                                   threads=ws.threads)
+        # Every worker on a CPU of its own at go. Started while this thread ran, unpinned spinners queue on
+        # the other CPU, and a CPU this thread leaves by blocking does not pull one at once (Linux skips
+        # the new-idle balance of a CPU that was busy): the second of 2 workers on 2 CPUs began its
+        # first cycle 1.6-5.4 ms after go (benchmarks/fidelity.md, 2026-11-24 22:07). So this thread
+        # sleeps through a few balance intervals first; woken, it takes one spinner's CPU only until it
+        # blocks again right after go, and that spinner resumes there. The monitor thread starts first
+        # too (a Python thread's start holds a CPU for ~ms); its timeout reads a provisional deadline.
+        s.ctrl[slot(shared.S_DEADLINE)] = atomics.clock_ns() + int((sc.stop.max_time_s + 1.0) * 1e9)
+        watcher.start()
+        time.sleep(SPREAD_S)
         t0 = atomics.clock_ns()
         s.ctrl[slot(shared.S_T0)] = t0
         s.ctrl[slot(shared.S_DEADLINE)] = t0 + int(sc.stop.max_time_s * 1e9)
-        s.ctrl[slot(shared.S_GO)] = 1
-        watcher.start()
+        s.ctrl[slot(shared.S_GO)] = 1  # then this thread blocks at once (joins the monitor): its CPU is free
         try:
             watcher.join()
         finally:

@@ -127,7 +127,7 @@ def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str
 def print_fidelity(fid) -> None:
     from rich.table import Table
 
-    from simasgd.plots import disagreements, fmt_value, summary_rows, undefined, unstable, why_undefined
+    from simasgd.plots import disagreements, fmt_value, summary_rows, undefined, unstable, why_undefined, window_line
 
     p, r = fid.predicted, fid.reference
     con = console()
@@ -149,6 +149,8 @@ def print_fidelity(fid) -> None:
         con.print(w)
     if fid.scenario_diff:
         con.print("scenarios differ only in: " + "; ".join(fid.scenario_diff), markup=False)
+    if fid.info.get("up_to_version"):
+        con.print(window_line(fid), markup=False, soft_wrap=True)
     bad = disagreements(fid)
     if bad:
         con.print("[bold red]where they disagree:[/]")
