@@ -208,6 +208,9 @@ def test_compare_sim_cpu_end_to_end(tmp_path, monkeypatch):
     doc = fidelity.load_json(out / "fidelity.json")
     assert doc["scenario_diff"] and doc["scenario_diff"][0].startswith("machine.preset")
     ks = doc["overall"]["ks"]["value"]  # the pooled two-sample KS statistic of the applied staleness
+    cut = doc["metadata"].get("up_to_version")  # over the versions every run of both made
+    if cut:
+        sim, cpu = analysis.up_to_version(sim, cut), analysis.up_to_version(cpu, cut)
     assert ks == pytest.approx(stats.ks_2samp(analysis.staleness(sim), analysis.staleness(cpu)).statistic, abs=1e-12)
     assert "✓" in res.output or "✗" in res.output
     assert (out / "report.md").exists() and (out / "figures" / "staleness.png").exists()

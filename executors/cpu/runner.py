@@ -247,7 +247,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
         # Every worker on a CPU of its own at go. Started while this thread ran, unpinned spinners queue on
         # the other CPU, and a CPU this thread leaves by blocking does not pull one at once (Linux skips
         # the new-idle balance of a CPU that was busy): the second of 2 workers on 2 CPUs began its
-        # first cycle 1.6-5.4 ms after go (benchmarks/fidelity.md, 2026-11-24 22:07). So this thread
+        # first cycle 1.1-5.4 ms after go in 25 of 36 runs (benchmarks/fidelity.md, 2026-11-24 23:01). So this thread
         # sleeps through a few balance intervals first; woken, it takes one spinner's CPU only until it
         # blocks again right after go, and that spinner resumes there. The monitor thread starts first
         # too (a Python thread's start holds a CPU for ~ms); its timeout reads a provisional deadline.
