@@ -304,6 +304,10 @@ class SimConfig(Section):
     # into a ring slot inside its update phase, under its lock where it holds one, at the time calibrated in
     # a worker's cycle (profile cycle_snapshot_median_s); false, or uncalibrated = free.
     loss_snapshots: bool = True
+    # Every worker on a CPU of its own: a gradient is its one-thread work, done at the calibrated rate of
+    # as many gradients as compute at that moment (profile concurrent.k<k>, simasgd/sim/interference.py);
+    # false = every gradient drawn from the k-at-once samples, k = the workers (or CPUs).
+    gradient_interference: bool = True
     # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
     # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
     socket_model: bool = True

@@ -35,6 +35,7 @@ from simasgd.machine import Machine, place
 from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
 from simasgd.sim.caches import CacheModel, LastWriter
 from simasgd.sim.cpu import Cores
+from simasgd.sim.interference import Overlap, slowdowns
 from simasgd.sim.noise import HostNoise
 from simasgd.sim.memory import Memory
 from simasgd.sim import sockets
@@ -203,7 +204,9 @@ class Platform:
         self.handoff_s = list(self.memory.latency) if handoff is None else [handoff] * n
         # gradients computing at once: one per worker, at most one per (distinct) CPU
         at_once = min(n, len(set(cpus)) if None not in cpus else machine.hw_threads)
-        grad = self._gradient_dist(sc, machine, flops_per_sample, at_once)
+        # ... or, every worker on a CPU of its own, each gradient's work alone at the rate of how many compute
+        self._overlap = self._interference(sc, machine, at_once)
+        grad = self._gradient_dist(sc, machine, flops_per_sample, 1 if self._overlap else at_once)
         derived = sc.timing.gradient is None and not isinstance(grad, distributions.Empirical)
         ss = self.socket_shares
         self._grad_slow = [1.0] * n if ss is None or not derived else ss.slowdown
@@ -277,6 +280,15 @@ class Platform:
                     self._model_miss[w] = 1.0 - h
         return ss
 
+    def _interference(self, sc: Scenario, m: Machine, at_once: int) -> Overlap | None:
+        """Gradients that slow each other while computing at once (:mod:`interference`): with the profile's
+        gradient times, the k-thread samples for k up to ``at_once``, and no time-shared CPU."""
+        if not sc.sim.gradient_interference or sc.timing.gradient is not None or self.cores.oversubscribed:
+            return None
+        found = workload_table(m.profile, sc.workload)
+        slow = None if found is None else slowdowns(found[1], at_once, sc.sim.gradient_in_cycle)
+        return None if slow is None else Overlap(self.env, slow)
+
     @staticmethod
     def _gradient_dist(sc: Scenario, m: Machine, flops: float | None,
                        at_once: int = 1) -> distributions.Distribution:
@@ -294,6 +306,8 @@ class Platform:
 
     def gradient(self, w: int) -> simpy.Event:
         if self._fast[w]:
+            if self._overlap is not None:
+                return self.env.process(self._overlap.gradient(self._grad[w]()))
             return self.env.timeout(self._grad[w]())
         miss = self._grad_miss[w]
         if miss:  # the part of its traffic the socket's L3 cannot hold streams from the socket's DRAM
