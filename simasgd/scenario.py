@@ -306,8 +306,10 @@ class SimConfig(Section):
     loss_snapshots: bool = True
     # Every worker on a CPU of its own: a gradient is its one-thread work, done at the calibrated rate of
     # as many gradients as compute at that moment (profile concurrent.k<k>, simasgd/sim/interference.py);
-    # false = every gradient drawn from the k-at-once samples, k = the workers (or CPUs).
-    gradient_interference: bool = True
+    # false (the default) = every gradient drawn from the k-at-once samples, k = the workers (or CPUs).
+    # Off by default: neutral on the 2-vCPU Intel Xeon's sweep (28 of 54 either way) and a process per
+    # gradient makes a profile-timed 2-worker simulation 3-6x slower (benchmarks/fidelity.md, 23:01).
+    gradient_interference: bool = False
     # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
     # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
     socket_model: bool = True

@@ -30,7 +30,8 @@ def _scenario(workers: int, stagger: float = 0.0, **switches):  # noqa: ANN202
         "timing": {"read": {"dist": "deterministic", "mean_s": READ},
                    "update": {"dist": "deterministic", "mean_s": UPDATE}},
         "algorithm": {"name": "hogwild"}, "stop": {"max_updates": 200, "max_time_s": 10},
-        "sim": {"numerics": False, "host_noise": False, "startup_stagger_s": stagger, **switches}})
+        "sim": {"numerics": False, "host_noise": False, "startup_stagger_s": stagger, "gradient_interference": True,
+                **switches}})
 
 
 @pytest.fixture
