@@ -101,6 +101,6 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
             for prefix, cycle in (("", False), ("cycle_", True)):
                 # call j of every process, then j+1, ...
                 times = concurrent_times(wl, theta, b, n, k, seed + 2, cycle)
-                add_concurrent(concurrent, f"{prefix}k{k}", times.T.reshape(-1))
+                add_concurrent(concurrent, f"{prefix}k{k}", times.T.reshape(-1), k)
     return gradient_table(out, in_cycle, concurrent, wl, b, dtype=str(cfg.dtype), module=str(cfg.module),
                           timed="python: minibatch draw, θ into the module, forward, backward, flat gradient")
