@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from simasgd import algorithms, analysis, fidelity, loader, metadata, phases
 from simasgd.plots import fmt_value, verdict_mark
@@ -218,18 +218,28 @@ def headline(rows: list[list[str]]) -> str:
         f" ({len(rows) - len(done)} cells could not run)" if len(done) < len(rows) else "")
 
 
+def cells(args: argparse.Namespace) -> Iterator[tuple[str, Any, int, int]]:
+    """(row label, scenario, threads, batch) of every valid cell the arguments select."""
+    for name, params in ALGORITHMS:
+        label = name + "".join(f" {k}={v}" for k, v in params.items())
+        if args.algorithms is not None and label not in args.algorithms:
+            continue
+        for threads in args.threads:
+            if threads < algorithms.ALGORITHMS[name].min_workers:
+                continue  # not a valid cell (e.g. lopez: a master and at least one worker)
+            for batch in args.batches:
+                yield label, scenario(name, params, threads, batch, args), threads, batch
+
+
 def from_folders(args: argparse.Namespace) -> int:
     """The table of a sweep already run (``--out``), with today's metrics: no cell is run again."""
     args.profile_used, args.load_before = os.environ.get("SIMASGD_PROFILE", "(as measured)"), os.getloadavg()
     rows = []
-    for name, params in ALGORITHMS:
-        label = name + "".join(f" {k}={v}" for k, v in params.items())
-        for threads in (t for t in args.threads if t >= algorithms.ALGORITHMS[name].min_workers):
-            for batch in args.batches:
-                cell = args.out / scenario(name, params, threads, batch, args).name
-                if (cell / "sim").is_dir() and (cell / "cpu").is_dir():
-                    fid, results = fidelity.compare_folders(cell / "sim", cell / "cpu", resamples=500)
-                    rows.append(row(fid, results, label, threads, batch) + ["·"])
+    for label, sc, threads, batch in cells(args):
+        cell = args.out / sc.name
+        if (cell / "sim").is_dir() and (cell / "cpu").is_dir():
+            fid, results = fidelity.compare_folders(cell / "sim", cell / "cpu", resamples=500)
+            rows.append(row(fid, results, label, threads, batch) + ["·"])
     args.table.write_text(markdown(rows, args, 0.0))
     print(headline(rows))
     print(f"wrote {args.table}")
@@ -276,41 +286,33 @@ def main(argv: list[str] | None = None) -> int:
         scenario("mutex", {}, 2, b, args).workload for b in args.batches[1:]])
     args.load_before = os.getloadavg()
     rows = []
-    for name, params in ALGORITHMS:
-        label = name + "".join(f" {k}={v}" for k, v in params.items())
-        if args.algorithms is not None and label not in args.algorithms:
-            continue
-        for threads in args.threads:
-            if threads < algorithms.ALGORITHMS[name].min_workers:
-                continue  # not a valid cell (e.g. lopez: a master and at least one worker)
-            for batch in args.batches:
-                sc = scenario(name, params, threads, batch, args)
-                try:
-                    for attempt in range(1, args.attempts + 1):
-                        fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
-                        # with more threads than CPUs a gradient phase also holds time-slice waits: no yardstick
-                        drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) else math.nan
-                        # the host had put the CPUs elsewhere than at calibration (executors/c2c.py)
-                        moved = metadata.topology_warnings(results["cpu"].metadata, metadata.calibrated_c2c_ns())
-                        away = host_took_cpus(results["sim"], results["cpu"], threads, len(os.sched_getaffinity(0)))
-                        if not (math.isfinite(drift) and abs(drift) > DRIFT or moved or away) or attempt == args.attempts:
-                            break
-                        # the host ran the gradient >10% off its calibrated speed (on a shared VM, another
-                        # tenant), moved the CPUs, or took them away more than at calibration: the cell
-                        # measures the host, not the model - wait, measure again
-                        why = (f"{sc.name}: {moved[0]}" if moved else f"host drift {drift:+.0%} in {sc.name}"
-                               if math.isfinite(drift) and abs(drift) > DRIFT else
-                               f"{sc.name}: the host took the workers' CPUs more than at calibration")
-                        print(f"  {why}: attempt {attempt + 1} in {args.drift_wait_s:g} s", flush=True)
-                        time.sleep(args.drift_wait_s)
-                    rows.append(row(fid, results, label, threads, batch) + [str(attempt)])
-                except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep
-                    v = COLUMNS.index("verdict")
-                    rows.append([label, str(threads), str(batch)] + ["—"] * (v - 3)
-                                + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"]
-                                + ["·"] * (len(COLUMNS) - v - 1))
-                print(" | ".join(rows[-1]), flush=True)
-                args.table.write_text(markdown(rows, args, time.perf_counter() - start))  # keep partial tables
+    for label, sc, threads, batch in cells(args):
+        try:
+            for attempt in range(1, args.attempts + 1):
+                fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
+                # with more threads than CPUs a gradient phase also holds time-slice waits: no yardstick
+                drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) else math.nan
+                # the host had put the CPUs elsewhere than at calibration (executors/c2c.py)
+                moved = metadata.topology_warnings(results["cpu"].metadata, metadata.calibrated_c2c_ns())
+                away = host_took_cpus(results["sim"], results["cpu"], threads, len(os.sched_getaffinity(0)))
+                if not (math.isfinite(drift) and abs(drift) > DRIFT or moved or away) or attempt == args.attempts:
+                    break
+                # the host ran the gradient >10% off its calibrated speed (on a shared VM, another
+                # tenant), moved the CPUs, or took them away more than at calibration: the cell
+                # measures the host, not the model - wait, measure again
+                why = (f"{sc.name}: {moved[0]}" if moved else f"host drift {drift:+.0%} in {sc.name}"
+                       if math.isfinite(drift) and abs(drift) > DRIFT else
+                       f"{sc.name}: the host took the workers' CPUs more than at calibration")
+                print(f"  {why}: attempt {attempt + 1} in {args.drift_wait_s:g} s", flush=True)
+                time.sleep(args.drift_wait_s)
+            rows.append(row(fid, results, label, threads, batch) + [str(attempt)])
+        except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep
+            v = COLUMNS.index("verdict")
+            rows.append([label, str(threads), str(batch)] + ["—"] * (v - 3)
+                        + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"]
+                        + ["·"] * (len(COLUMNS) - v - 1))
+        print(" | ".join(rows[-1]), flush=True)
+        args.table.write_text(markdown(rows, args, time.perf_counter() - start))  # keep partial tables
     print(headline(rows))
     print(f"wrote {args.table}")
     return 0

@@ -367,10 +367,9 @@ def window_line(fid: "Fidelity") -> str:
 def unstable(fid: "Fidelity") -> list[str]:
     """Plain warnings for each goal the reference misses against itself (``Fidelity.floor``): there, a
     simulator that ran exactly like the machine would miss it too, about as often."""
-    floor = getattr(fid, "floor", {}) or {}
-    return [f"{label(k)}: the {fid.reference.label} runs differ among themselves by ±{fmt_value(k, floor[k]).lstrip('+')} "
+    return [f"{label(k)}: the {fid.reference.label} runs differ among themselves by ±{fmt_value(k, fid.floor[k]).lstrip('+')} "
             f"(|·| {fmt_goal(k, GOALS[k])} is the goal); more or longer runs narrow that"
-            for k, ok in getattr(fid, "reproducible", {}).items() if ok is False]
+            for k, ok in fid.reproducible.items() if ok is False]
 
 
 def undefined(fid: "Fidelity") -> list[str]:
@@ -393,8 +392,9 @@ def to_markdown(fid: "Fidelity", figures: list[str] | None = None) -> str:
     bad = disagreements(fid)
     lines += ["## Where they disagree", ""] + ([f"- {b}" for b in bad] or ["- nowhere: every goal checked is met"])
     lines += [f"- {k}: not checked — {why_undefined(k)}" for k in undefined(fid)] + [""]
-    if unstable(fid):
-        lines += ["## Unstable reference", ""] + [f"- ⚠ {u}" for u in unstable(fid)] + [""]
+    warn = unstable(fid)
+    if warn:
+        lines += ["## Unstable reference", ""] + [f"- ⚠ {u}" for u in warn] + [""]
     if fid.per_worker:
         lines += ["## Per worker", "", "| worker | mean staleness rel err | KS | Wasserstein | updates/s rel err |",
                   "|---|---|---|---|---|"]
