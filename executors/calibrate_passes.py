@@ -12,12 +12,11 @@ Measured here, on the two first usable CPUs, over a buffer of each calibrated mo
 (``sizes_bytes``):
 
 - ``add_s``: seconds per element of a pass alone;
-- ``add_shared_s``: the same while the other CPU runs the master's step back to back (g ← acc/(N−1)
-  with :func:`executors.cpu.lopez.contributions`, then the update rule on a third buffer);
-- ``step_s``, ``step_shared_s``: that master's step (median), alone and beside the passes. It moves
-  three model-sized buffers (acc, g, θ) where ``[copy_by_size]`` times one or two: on the 2-vCPU Intel
-  Xeon (2 MB of L2 a core, 680 KB model) the executor's master stepped in 38.5 µs where the warm rates
-  give 30.6.
+- ``add_shared_s``: the same while the other CPU runs the master's step back to back (θ ← θ − η·acc/(N−1),
+  acc read in the pass that writes θ: :func:`simasgd.update_rule.step_scaled`, as the executor's master);
+- ``step_s``, ``step_shared_s``: that master's step (median), alone and beside the passes. It reads the
+  sum and writes θ where a warm update reads g and writes θ, but the sum's lines come back from the
+  adder's cache (on the 2-vCPU Intel Xeon, 680 KB: 17.3 µs alone, 19.3 beside the passes).
 
 The simulator charges a pass ``add_shared_s`` per element (interpolated in log size to the model's) when
 the reader (the master) holds a CPU as the pass begins, and a master's step ``step_shared_s`` when a
@@ -35,8 +34,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.lopez import contributions
-from simasgd.update_rule import step
+from simasgd.update_rule import step_scaled
 
 
 @njit(nogil=True, cache=True)
@@ -50,14 +48,13 @@ def _passes(acc: np.ndarray, src: np.ndarray, k: int, out: np.ndarray) -> None:
 
 
 @njit(nogil=True, cache=True)
-def _steps(acc: np.ndarray, g: np.ndarray, theta: np.ndarray, stop: np.ndarray, out: np.ndarray) -> int:
-    """The Lopez master's steps (g ← acc·c, θ ← θ − η·g) back to back until ``stop`` is set (at least one),
-    each step's ns into the ring ``out``; returns the number of steps."""
+def _steps(acc: np.ndarray, theta: np.ndarray, stop: np.ndarray, out: np.ndarray) -> int:
+    """The Lopez master's steps (θ ← θ − η·acc/(N−1), one pass) back to back until ``stop`` is set (at
+    least one), each step's ns into the ring ``out``; returns the number of steps."""
     n = 0
     while True:
         t0 = A.now_ns()
-        contributions(g, acc, 3)  # the master's own two passes: g ← acc/(N−1), then θ's update
-        step(theta, theta[:0], g, 1e-12, 0.0, 0, False)
+        step_scaled(theta, theta[:0], acc, 1e-12, 0.0, 0.5)
         out[n % out.shape[0]] = A.now_ns() - t0
         n += 1
         if A.load(stop, 0) != 0:
@@ -91,7 +88,7 @@ def _one_size(cpus: list[int], d: int, seconds: float) -> tuple[float, float, in
     """(add alone, add beside the reader, passes timed, the reader's step alone, its step beside the passes)
     for a buffer of ``d`` float64."""
     rng = np.random.default_rng(0)
-    acc, src, g, theta = (rng.random(d) * 1e-3 for _ in range(4))
+    acc, src, theta = (rng.random(d) * 1e-3 for _ in range(3))
     k = max(5, int(seconds / 4 / max(d * 3e-9, 1e-6)))  # passes per phase (~3 ns an add)
     pass_ns = np.zeros(k, np.int64)
     stop = np.zeros(1, np.int64)
@@ -99,19 +96,19 @@ def _one_size(cpus: list[int], d: int, seconds: float) -> tuple[float, float, in
     step_ns = np.zeros(4096, np.int64)
     try:
         _passes(acc, src, 2, pass_ns)  # compile and warm
-        _steps(acc, g, theta, np.ones(1, np.int64), step_ns)
+        _steps(acc, theta, np.ones(1, np.int64), step_ns)
         _pinned(cpus[0], _passes, acc, src, k, pass_ns)
         add_alone = float(np.median(pass_ns)) / d
         # the reader's steps alone, for as long as the passes took
         timer = threading.Timer(float(pass_ns.sum()) * 1e-9, lambda: stop.__setitem__(0, 1))
         timer.start()
-        n = _pinned(cpus[1], _steps, acc, g, theta, stop, step_ns)
+        n = _pinned(cpus[1], _steps, acc, theta, stop, step_ns)
         timer.join()
         step_alone = _median_of_ring(step_ns, n)
         # beside: the reader runs back to back on its CPU while the passes are timed on the other CPU
         stop[0] = 0
         count = [0]
-        t = threading.Thread(target=lambda: count.__setitem__(0, _pinned(cpus[1], _steps, acc, g, theta, stop,
+        t = threading.Thread(target=lambda: count.__setitem__(0, _pinned(cpus[1], _steps, acc, theta, stop,
                                                                            step_ns)), daemon=True)
         t.start()
         time.sleep(0.02)

@@ -29,7 +29,7 @@ from numba import njit
 from executors import atomics as A
 from simasgd.memops import copy_into
 from simasgd import update_rule
-from simasgd.update_rule import step, step_into
+from simasgd.update_rule import step, step_into, step_scaled
 
 LINE = 8  # int64 words per cache line
 
@@ -378,20 +378,30 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         step_into(out, vout, theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
 
     @njit(nogil=True, cache=True)
-    def seq_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
-                   ctrl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
-        """A lone writer's update (sequential, sync's worker 0, the Lopez master), staleness 0: the step
-        inside the seqlock, the version bumped, θ copied into the loss ring when that version is one it
-        keeps. Returns the new version."""
+    def seq_update_scaled(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, scale: float, cfg_i: np.ndarray,
+                          cfg_f: np.ndarray, ctrl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
+        """:func:`seq_update` on ĝ = ``scale``·g, g read in the pass that writes θ
+        (:func:`simasgd.update_rule.step_scaled`; the Lopez master, g its shared sum)."""
         seq_write_begin(ctrl)
-        apply_update(theta, vel, g, cfg_i, cfg_f, 0)
+        if scale == 1.0:
+            apply_update(theta, vel, g, cfg_i, cfg_f, 0)
+        else:
+            step_scaled(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], scale)
         seq_write_end(ctrl)
         v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
         if snapshot_due(cfg_i, ctrl, v):
             take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
         return v
 
-    return apply_update, update_into, seq_update
+    @njit(nogil=True, cache=True)
+    def seq_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
+                   ctrl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
+        """A lone writer's update (sequential, sync's worker 0, the Lopez master), staleness 0: the step
+        inside the seqlock, the version bumped, θ copied into the loss ring when that version is one it
+        keeps. Returns the new version."""
+        return seq_update_scaled(theta, vel, g, 1.0, cfg_i, cfg_f, ctrl, ring, meta)
+
+    return apply_update, update_into, seq_update, seq_update_scaled
 
 
-apply_update, update_into, seq_update = _make_update()
+apply_update, update_into, seq_update, seq_update_scaled = _make_update()

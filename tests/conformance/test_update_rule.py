@@ -145,3 +145,24 @@ def test_a_float32_model_steps_in_float32(momentum: float) -> None:
     update_rule.step_into(out, vout, theta, vel, g, 0.1, momentum, 3, True)  # Leashed's build: the same bits
     assert np.array_equal(out, want) and (not momentum or np.array_equal(vout, want_v))
 
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_the_lopez_masters_one_pass_step_is_the_scaled_copy_then_the_step(dtype: type, momentum: float) -> None:
+    # The master reads the shared sum in the pass that writes θ (no copy of g·1/(N−1)); its bits must be
+    # those of the product into a vector of its own and then the update rule, as the simulator steps.
+    rng = np.random.default_rng(5)
+    theta, vel, acc = (rng.standard_normal(1000).astype(dtype) for _ in range(3))
+    scale = 1.0 / 3  # N = 4: not exact in binary, so a division or a float64 product would show
+    want_t, want_v = theta.copy(), vel.copy()
+    update_rule.step(want_t, want_v, acc * dtype(scale), LR, momentum, 0, False)
+    sc = loader.from_dict({"workers": {"count": 4}, "algorithm": {"name": "lopez"},
+                           "optimizer": {"lr": LR, "momentum": momentum}, "stop": {"max_updates": 10}})
+    cfg_i, cfg_f = runner.config(sc, ConstWorkload(dim=1000), 4, 10, 0)
+    ctrl = shared.new_ctrl()
+    t, v = theta.copy(), vel.copy()
+    ring, meta = np.zeros((1, 1000), dtype), np.zeros(shared.LINE, np.int64)  # no snapshot is due (k = 0)
+    assert shared.seq_update_scaled(t, v, acc, scale, cfg_i, cfg_f, ctrl, ring, meta) == 1  # version 1
+    assert np.array_equal(t, want_t) and (not momentum or np.array_equal(v, want_v))
+    assert not np.array_equal(want_t, theta)  # the step moved θ
