@@ -41,6 +41,7 @@ from numba import njit
 from executors import atomics as A
 from executors import settle
 from executors.c2c import ping_pong as _ping_pong
+from executors.calibrate_speed import host_speed, stamped
 from executors.calibrate_steps import step_samples, time_steps
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
@@ -235,15 +236,17 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
                 _threads(timer, args)
                 # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
                 add_concurrent(concurrent, f"{prefix}k{k}", np.stack(outs, axis=1).reshape(-1), k)
+        # the host's speed as its CPUs share it: two threads' calls paired by time (calibrate_speed.py)
+        concurrent.update(host_speed(with_kernel(stamped, wl.kernel), theta, wl.X, wl.y, wl.shape, n_rows,
+                                     cfg.batch_size, min(n, 4000), seed + 9))
     return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype), **steps)
 
 
 def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray, threads: int = 1) -> None:
     """Samples timed with k = ``threads`` gradients at once (call j of each, then j+1, ...) as
     ``concurrent.<key>``: kept by whole calls (call j of every thread together, so a stored list holds
-    every thread's times, in their pairs), and ``<key>_pair_corr``, the correlation of the log times of
-    threads 0 and 1 at the same call: how much of a gradient's variation the CPUs share (the host's
-    speed), which the one-thread samples cannot tell."""
+    every thread's times). Call j of two threads is not at the same moment (their starts and speeds
+    differ), so what the CPUs share is measured apart, by time (:mod:`executors.calibrate_speed`)."""
     st = _stats(samples_ns * 1e-9, keep=200)
     k = max(1, threads)
     calls = (samples_ns[: len(samples_ns) // k * k] * 1e-9).reshape(-1, k)
@@ -251,10 +254,6 @@ def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray,
     concurrent[key] = [float(x) for x in calls[::step][: max(1, 200 // k)].reshape(-1)]
     concurrent.update({f"{key}_mean_s": st["mean_s"], f"{key}_median_s": st["median_s"],
                        f"{key}_p90_s": st["p90_s"], f"{key}_n": st["n"]})
-    if k >= 2 and len(calls) >= 3 and np.all(calls[:, :2] > 0):
-        logs = np.log(calls[:, :2])
-        if logs.std(axis=0).min() > 0:
-            concurrent[f"{key}_pair_corr"] = float(np.corrcoef(logs[:, 0], logs[:, 1])[0, 1])
 
 
 def gradient_table(out_ns: np.ndarray, in_cycle_ns: np.ndarray, concurrent: dict[str, Any], wl: Any, batch: int,

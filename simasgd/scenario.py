@@ -310,6 +310,10 @@ class SimConfig(Section):
     # Off by default: neutral on the 2-vCPU Intel Xeon's sweep (28 of 54 either way) and a process per
     # gradient makes a profile-timed 2-worker simulation 3-6x slower (benchmarks/fidelity.md, 23:01).
     gradient_interference: bool = False
+    # The host's speed, shared by its CPUs (profile concurrent.k2_speed_corr and k2_speed_time_s,
+    # simasgd/sim/host_speed.py): gradients drawn from the same samples, but those computing at once, and a
+    # worker's successive ones, take alike times as on the machine; false = every draw independent.
+    shared_speed: bool = True
     # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
     # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
     socket_model: bool = True

@@ -36,6 +36,7 @@ from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
 from simasgd.sim.caches import CacheModel, LastWriter
 from simasgd.sim.cpu import Cores
 from simasgd.sim.interference import Overlap, slowdowns
+from simasgd.sim.host_speed import HostSpeed, SharedDraw, speed_params
 from simasgd.sim.noise import HostNoise
 from simasgd.sim.memory import Memory
 from simasgd.sim import sockets
@@ -218,14 +219,19 @@ class Platform:
             raise ValueError("derived read/update costs need the model dimension (give [timing] read and update)")
         st = sc.workers.stragglers
         pause = _dist(st.pause, sc.base_dir, "workers.stragglers.pause") if st.probability > 0 else None
-        self._grad: list[Sampler] = []
+        self._grad: list[Callable[[], float]] = []
         self._read: list[Sampler | None] = []
         self._update: list[Sampler | None] = []
+        speed = _host_speed(sc, machine, grad, run)
         for w in range(n):
             rg, rr, ru, rp, rn = (np.random.default_rng(s) for s in
                                   seeds.sequence(sc.seed, run, seeds.Role.TIMING, w).spawn(5))
             slow = (st.slowdown if w < st.count else 1.0) * self._grad_slow[w]
-            self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
+            if speed is None:
+                self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
+            else:  # the copula over the same samples; pauses and host noise added as without it
+                self._grad.append(SharedDraw(grad.samples, speed[0], speed[1], lambda: env.now, slow, rg,
+                                             _additions(st.probability, pause, rp, noise, rn)))
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
@@ -490,15 +496,36 @@ def _host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy
     return HostNoise.from_profile(m.profile, busy, float(np.percentile(x, 99) - np.median(x)))
 
 
+def _additions(probability: float, pause: distributions.Distribution | None, prng: np.random.Generator,
+               noise: HostNoise | None = None, nrng: np.random.Generator | None = None
+               ) -> Callable[[np.ndarray], np.ndarray]:
+    """Gradient times with a straggler's pauses (drawn with ``probability``) and the host's long pauses added."""
+    def add(x: np.ndarray) -> np.ndarray:
+        if pause is not None and probability > 0:
+            x = x + (prng.random(len(x)) < probability) * np.asarray(pause.sample(prng, len(x)), dtype=float)
+        if noise is not None and nrng is not None:
+            x = noise.add(nrng, x)
+        return x
+    return add
+
+
 def _gradient_draw(dist: distributions.Distribution, rng: np.random.Generator, slowdown: float,
                    probability: float, pause: distributions.Distribution | None,
                    prng: np.random.Generator, noise: HostNoise | None = None,
                    nrng: np.random.Generator | None = None) -> Callable[[int], np.ndarray]:
-    def draw(k: int) -> np.ndarray:
-        x = np.asarray(dist.sample(rng, k), dtype=float) * slowdown
-        if pause is not None and probability > 0:
-            x = x + (prng.random(k) < probability) * np.asarray(pause.sample(prng, k), dtype=float)
-        if noise is not None and nrng is not None:
-            x = noise.add(nrng, x)
-        return x
-    return draw
+    add = _additions(probability, pause, prng, noise, nrng)
+    return lambda k: add(np.asarray(dist.sample(rng, k), dtype=float) * slowdown)
+
+
+def _host_speed(sc: Scenario, m: Machine, grad: distributions.Distribution,
+                run: int) -> tuple[float, HostSpeed] | None:
+    """(ρ, the shared S(t)) when gradient times are the profile's samples and it calibrated the host's
+    shared speed (:mod:`host_speed`); its stream is the 6th child of worker 0's timing stream."""
+    if not sc.sim.shared_speed or sc.timing.gradient is not None or not isinstance(grad, distributions.Empirical):
+        return None
+    found = workload_table(m.profile, sc.workload)
+    params = None if found is None else speed_params(found[1])
+    if params is None:
+        return None
+    stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(6)[5]
+    return params[0], HostSpeed(np.random.default_rng(stream), params[1])

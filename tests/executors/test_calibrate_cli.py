@@ -57,6 +57,8 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert len(conc["k2"]) > 10 and min(conc["k2"]) > 0 and conc["k2_n"] >= 2 * 20
         assert conc["k2_median_s"] > 0.5 * grad["median_s"]
         assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
+        if "k2_speed_corr" in conc:  # the host's shared speed, when enough calls overlapped to tell
+            assert 0 <= conc["k2_speed_corr"] <= 1 and conc["k2_speed_time_s"] > 0 and conc["k2_speed_pairs"] >= 50
         assert min(doc["passes"]["add_s"] + doc["passes"]["add_shared_s"]) > 0  # Lopez's passes, per model size
         assert doc["passes"]["sizes_bytes"] == [grad["dim"] * 8]
         assert min(doc["passes"]["step_s"] + doc["passes"]["step_shared_s"]) > 0  # the Lopez master's steps
@@ -98,11 +100,9 @@ def test_quickstart_runs_on_cpu_and_show_reads_it(tmp_path: Path) -> None:
     assert shown.returncode == 0 and "cpu" in shown.stdout and "mutex" in shown.stdout
 
 
-def test_concurrent_samples_keep_whole_calls_and_the_shared_part() -> None:
-    """Two threads' times (call j of each, interleaved) with a shared log-normal factor (sd 0.06) and
-    private ones (sd 0.08): the pair correlation is 0.36 / (0.36 + 0.64) = 0.36 to within its sampling
-    error (Fisher z: 1/sqrt(n − 3), n = 4000 calls → ±0.05 at 3 sigma), and the kept samples come
-    from both threads in their pairs."""
+def test_concurrent_samples_keep_whole_calls() -> None:
+    """Two threads' times (call j of each, interleaved): the kept samples come from both threads in
+    their pairs (what the CPUs share is measured by time, tests/sim/test_sim_host_speed.py)."""
     from executors.calibrate import add_concurrent
 
     rng = np.random.default_rng(7)
@@ -112,7 +112,7 @@ def test_concurrent_samples_keep_whole_calls_and_the_shared_part() -> None:
     t1 = 2e5 * np.exp(shared + rng.normal(0, 0.08, n))  # thread 1 twice as slow: its samples are told apart
     conc: dict = {}
     add_concurrent(conc, "k2", np.stack([t0, t1], axis=1).reshape(-1), 2)
-    assert abs(math.atanh(conc["k2_pair_corr"]) - math.atanh(0.36)) <= 3 / math.sqrt(n - 3)
+    assert "k2_pair_corr" not in conc  # pairs by call index are not simultaneous: no longer written
     kept = np.asarray(conc["k2"])
     assert len(kept) == 200 and np.all(kept[0::2] < 1.5e-4) and np.all(kept[1::2] > 1.5e-4)
     assert conc["k2_n"] == 2 * n
