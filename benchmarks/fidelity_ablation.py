@@ -35,10 +35,11 @@ VARIANTS: dict[str, dict[str, object]] = {
     "no racing writers": {"racing_writes": False},
     "no loss snapshots": {"loss_snapshots": False},
     "gradient interference on": {"gradient_interference": True},
-    "none of the ten": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
-                        "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
-                        "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
-                        "loss_snapshots": False},
+    "no shared host speed (independent draws)": {"shared_speed": False},
+    "none of the eleven": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+                           "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
+                           "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
+                           "loss_snapshots": False, "shared_speed": False},
 }
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 
