@@ -10,6 +10,7 @@ import os
 if os.environ.get("SIMASGD_TEST_GPU", "0") in ("", "0"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+from pathlib import Path
 from typing import Any, Callable, Union
 
 import numpy as np
@@ -142,3 +143,23 @@ def make_result_fixture() -> Callable[..., RunResult]:
 def geometric_fixture() -> Callable[[np.random.Generator, int, int], np.ndarray]:
     """``geometric(rng, m, n)``: n draws of THEORY.md's staleness of M workers."""
     return geometric
+
+
+# --- a two-CPU machine profile with one gradient table (tests/sim/test_sim_*.py) -----------------
+
+def two_cpu_profile(path: Path, key: str, batch: int, samples_s: list[float], concurrent: dict[str, Any]) -> Path:
+    """Write a ``this`` profile: a 2-core machine and ``[gradient."<key>"]`` with ``samples_s`` and a
+    ``concurrent`` sub-table (``k2`` samples, and whatever else the test calibrates)."""
+    lines = ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1", "local_latency_ns = 90.0",
+             "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0", "link_bandwidth_gbs = 10.0",
+             "gflops_per_core = 1.0", "quantum_s = 0.004", "context_switch_s = 2e-6", "",
+             f'[gradient."{key}"]', f"batch_size = {batch}", f"samples_s = {list(samples_s)}", "",
+             f'[gradient."{key}".concurrent]'] + [f"{k} = {v!r}" for k, v in concurrent.items()] + [""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+@pytest.fixture(scope="session", name="two_cpu_profile")
+def two_cpu_profile_fixture() -> Callable[..., Path]:
+    """``two_cpu_profile(path, key, batch, samples_s, concurrent)``: a 2-CPU ``this`` profile file."""
+    return two_cpu_profile

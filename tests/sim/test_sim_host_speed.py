@@ -131,18 +131,11 @@ def _scenario(**switches):  # noqa: ANN202
 
 
 @pytest.fixture
-def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) -> Path:  # noqa: ANN001
     from simasgd.profile import workload_key
 
-    key = workload_key(_scenario().workload)
-    path = tmp_path / "this.toml"
-    path.write_text("\n".join([
-        "[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1", "local_latency_ns = 90.0",
-        "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0", "link_bandwidth_gbs = 10.0",
-        "gflops_per_core = 1.0", "quantum_s = 0.004", "context_switch_s = 2e-6", "",
-        f'[gradient."{key}"]', "batch_size = 8", f"samples_s = {SAMPLES.tolist()}", "",
-        f'[gradient."{key}".concurrent]', f"k2 = {SAMPLES.tolist()}", "k2_speed_corr = 0.9", f"k2_speed_time_s = {T}",
-        ""]))
+    path = two_cpu_profile(tmp_path / "this.toml", workload_key(_scenario().workload), 8, SAMPLES.tolist(),
+                           {"k2": SAMPLES.tolist(), "k2_speed_corr": 0.9, "k2_speed_time_s": T})
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     return path
 

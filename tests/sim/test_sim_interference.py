@@ -35,17 +35,11 @@ def _scenario(workers: int, stagger: float = 0.0, **switches):  # noqa: ANN202
 
 
 @pytest.fixture
-def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) -> Path:  # noqa: ANN001
     from simasgd.profile import workload_key
 
-    key = workload_key(_scenario(1).workload)
-    path = tmp_path / "this.toml"
-    path.write_text("\n".join([
-        "[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1", "local_latency_ns = 90.0",
-        "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0", "link_bandwidth_gbs = 10.0",
-        "gflops_per_core = 1.0", "quantum_s = 0.004", "context_switch_s = 2e-6", "",
-        f'[gradient."{key}"]', "batch_size = 8", f"samples_s = {[W] * 20}", "",
-        f'[gradient."{key}".concurrent]', f"k2 = {[S * W] * 20}", ""]))
+    path = two_cpu_profile(tmp_path / "this.toml", workload_key(_scenario(1).workload), 8, [W] * 20,
+                           {"k2": [S * W] * 20})
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     return path
 
