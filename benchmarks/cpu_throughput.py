@@ -71,20 +71,22 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
 
     import numpy as np
 
-    from executors.calibrate import time_gradient
+    from executors.calibrate import NO_STARTS, time_gradient
     from simasgd.workloads import build_workload
 
     sc = scenario("sequential", 1, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
     theta = wl.init_theta(np.random.default_rng(0))
     probe = np.zeros(20, dtype=np.int64)
-    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype))
-    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype))
+    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype),
+                  NO_STARTS)
+    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype),
+                  NO_STARTS)
     n = int(seconds / (np.median(probe) * 1e-9))
     outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
     none = np.zeros(0, dtype=theta.dtype)  # no cycle traffic: back-to-back gradients
     ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
-                                                        batch, o, k, none)) for k, o in enumerate(outs)]
+                                                        batch, o, k, none, NO_STARTS)) for k, o in enumerate(outs)]
     from executors.cpu.runner import single_threaded_blas
 
     with single_threaded_blas():  # as in the runs: idle BLAS threads would spin and steal a core

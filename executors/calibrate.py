@@ -41,7 +41,7 @@ from numba import njit
 from executors import atomics as A
 from executors import settle
 from executors.c2c import ping_pong as _ping_pong
-from executors.calibrate_speed import host_speed, stamped
+from executors.calibrate_speed import speed_from_stamps
 from executors.calibrate_steps import step_samples, time_steps
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
@@ -64,8 +64,10 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
     """The gradient timer, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def time_gradient(theta, X, y, shape, n_rows, batch, out_ns, seed, shared):  # noqa: ANN001
-        """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``.
+    def time_gradient(theta, X, y, shape, n_rows, batch, out_ns, seed, shared, starts_ns):  # noqa: ANN001
+        """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``; with a
+        ``starts_ns`` as long as it (else :data:`NO_STARTS`), each call's start on the shared monotonic
+        clock too (two threads' calls paired by time: :mod:`executors.calibrate_speed`).
 
         With a model-sized ``shared`` buffer, each call is preceded (untimed) by a worker's memory
         traffic around its gradient: an update of the shared model (``shared -= η·g``) and a copy of
@@ -78,6 +80,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
         g = np.zeros_like(theta)
         idx = np.empty(batch, dtype=np.int64)
         cycle = shared.shape[0] == theta.shape[0]
+        stamp = starts_ns.shape[0] == out_ns.shape[0]
         for k in range(out_ns.shape[0]):
             for i in range(batch):
                 idx[i] = np.random.randint(0, n_rows)
@@ -88,11 +91,14 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
             t0 = A.now_ns()
             loss_and_grad(theta, X, y, idx, g, shape)
             out_ns[k] = A.now_ns() - t0
+            if stamp:
+                starts_ns[k] = t0
 
     return time_gradient
 
 
 time_gradient = _make()
+NO_STARTS = np.zeros(0, dtype=np.int64)  # time_gradient's starts_ns when the starts are not wanted
 
 
 @njit(nogil=True, cache=True)
@@ -212,13 +218,14 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
     none = np.zeros(0, dtype=theta.dtype)
     with single_threaded_blas():
         timer = with_kernel(time_gradient, wl.kernel)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed, none)  # compile
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed, none, NO_STARTS)  # compile
         per_call = max(float(np.median(probe)) * 1e-9, 1e-7)
         n = int(min(20000, max(20, seconds / per_call)))
         out = np.zeros(n, dtype=np.int64)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1, none)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1, none, NO_STARTS)
         in_cycle = np.zeros(n, dtype=np.int64)
-        timer(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, in_cycle, seed + 1, theta.copy())
+        timer(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, in_cycle, seed + 1, theta.copy(),
+              NO_STARTS)
         steps = {}  # the model's steps inside a one-thread worker's cycle (executors/calibrate_steps.py)
         for name, ns in step_samples(with_kernel(time_steps, wl.kernel), theta, wl, n_rows, cfg.batch_size,
                                      max(20, min(n // 2, 5000)), seed + 1).items():
@@ -231,14 +238,15 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
             # then the same with each thread's cycle traffic around its calls (``cycle_k<k>``)
             for prefix, shared in (("", False), ("cycle_", True)):
                 outs = [np.zeros(n, dtype=np.int64) for _ in range(k)]
+                # the plain k = 2 calls' starts too: the host's speed as its CPUs share it (calibrate_speed.py)
+                starts = [np.zeros(n if k == 2 and not shared else 0, dtype=np.int64) for _ in range(k)]
                 args = [(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, outs[i], seed + 2 + i,
-                         theta.copy() if shared else none) for i in range(k)]
+                         theta.copy() if shared else none, starts[i]) for i in range(k)]
                 _threads(timer, args)
                 # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
                 add_concurrent(concurrent, f"{prefix}k{k}", np.stack(outs, axis=1).reshape(-1), k)
-        # the host's speed as its CPUs share it: two threads' calls paired by time (calibrate_speed.py)
-        concurrent.update(host_speed(with_kernel(stamped, wl.kernel), theta, wl.X, wl.y, wl.shape, n_rows,
-                                     cfg.batch_size, min(n, 4000), seed + 9))
+                if len(starts[0]):
+                    concurrent.update(speed_from_stamps(starts[0], starts[0] + outs[0], starts[1], starts[1] + outs[1]))
     return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype), **steps)
 
 

@@ -230,8 +230,9 @@ class Platform:
             if speed is None:
                 self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
             else:  # the copula over the same samples; pauses and host noise added as without it
+                adds = pause is not None and st.probability > 0 or noise is not None
                 self._grad.append(SharedDraw(grad.samples, speed[0], speed[1], lambda: env.now, slow, rg,
-                                             _additions(st.probability, pause, rp, noise, rn)))
+                                             _additions(st.probability, pause, rp, noise, rn) if adds else None))
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]

@@ -17,18 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import norm, rankdata
 
-from executors.calibrate_speed import overlap_pairs, speed_from_stamps
+from executors.calibrate_speed import normal_scores, overlap_pairs, speed_from_stamps
 from simasgd import loader, machine
 from simasgd.sim.host_speed import HostSpeed, SharedDraw, speed_params
 
 T = 4e-4
 SAMPLES = np.exp(np.random.default_rng(1).normal(np.log(1.5e-4), 0.1, 400))  # a gradient's calibrated times
-
-
-def _z(x: np.ndarray) -> np.ndarray:
-    return norm.ppf(rankdata(x) / (len(x) + 1))
 
 
 def _fisher_ok(r: float, want: float, n: int) -> bool:
@@ -73,7 +68,7 @@ def test_two_workers_at_the_same_instant_correlate_at_rho(rho: float) -> None:
         now[0] = i * 20 * T
         xa.append(a())
         xb.append(b())
-    r = float(np.corrcoef(_z(np.array(xa)), _z(np.array(xb)))[0, 1])
+    r = float(np.corrcoef(normal_scores(np.array(xa)), normal_scores(np.array(xb)))[0, 1])
     # the normal scores of draws from 400 discrete samples are z up to the quantile's rounding
     assert abs(math.atanh(r) - math.atanh(rho)) <= 3.5 / math.sqrt(4000 - 3) + 0.02
 
@@ -148,7 +143,7 @@ def _overlap_corr(sc) -> tuple[float, int]:  # noqa: ANN001
     b = u[u.worker == 1].sort_values("t_grad_start")
     a0, a1, b0, b1 = (x.to_numpy() for x in (a.t_grad_start, a.t_grad_end, b.t_grad_start, b.t_grad_end))
     p = overlap_pairs(a0, a1, b0, b1)
-    return float(np.corrcoef(_z(a1 - a0)[p[:, 0]], _z(b1 - b0)[p[:, 1]])[0, 1]), len(p)
+    return float(np.corrcoef(normal_scores(a1 - a0)[p[:, 0]], normal_scores(b1 - b0)[p[:, 1]])[0, 1]), len(p)
 
 
 def test_a_simulated_run_correlates_overlapping_gradients_only_with_the_switch_on(profile: Path) -> None:
