@@ -396,9 +396,9 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
     @njit(nogil=True, cache=True)
     def seq_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
                    ctrl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
-        """A lone writer's update (sequential, sync's worker 0; the Lopez master: :func:`seq_update_scaled`), staleness 0: the step
-        inside the seqlock, the version bumped, θ copied into the loss ring when that version is one it
-        keeps. Returns the new version."""
+        """A lone writer's update (sequential, sync's worker 0; the Lopez master: :func:`seq_update_scaled`),
+        staleness 0: the step inside the seqlock, the version bumped, θ copied into the loss ring when that
+        version is one it keeps. Returns the new version."""
         return seq_update_scaled(theta, vel, g, 1.0, cfg_i, cfg_f, ctrl, ring, meta)
 
     return apply_update, update_into, seq_update, seq_update_scaled
