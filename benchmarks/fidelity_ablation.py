@@ -33,13 +33,14 @@ VARIANTS: dict[str, dict[str, object]] = {
     "coherence on every step (no last writer)": {"coherence_recency": False},
     "steps timed warm (not in the cycle)": {"steps_in_cycle": False},
     "no racing writers": {"racing_writes": False},
+    "no held lines (a shared line's write at the private rate)": {"held_lines": False},
     "no loss snapshots": {"loss_snapshots": False},
     "gradient interference on": {"gradient_interference": True},
-    "no shared host speed (independent draws)": {"shared_speed": False},
-    "none of the eleven": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+    "shared host speed on (copula)": {"shared_speed": True},
+    "none of the twelve": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
                            "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
                            "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
-                           "loss_snapshots": False, "shared_speed": False},
+                           "loss_snapshots": False, "shared_speed": False, "held_lines": False},
 }
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 

@@ -295,6 +295,11 @@ class SimConfig(Section):
     # updating one buffer at once (profile [coherence] race_gbs) while another worker is inside its own
     # (simasgd/sim/costs.py Platform._racing); false = each update as if alone.
     racing_writes: bool = True
+    # With coherence: a read or update of lines valid in this worker's cache and in another's (another worker
+    # read them since they were last written) runs at the calibrated rates of such lines (profile
+    # [coherence] held_read_gbs, held_write_gbs: each write must first invalidate the other's copy;
+    # simasgd/sim/caches.py LastWriter); false = at the private rates.
+    held_lines: bool = True
     # Reads, updates and Leashed's fresh-vector pass at the times calibrated inside a one-thread worker's
     # cycle (profile cycle_read/update/fresh_median_s): the gradient's traffic evicts part of the model's
     # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);
@@ -312,8 +317,11 @@ class SimConfig(Section):
     gradient_interference: bool = False
     # The host's speed, shared by its CPUs (profile concurrent.k2_speed_corr and k2_speed_time_s,
     # simasgd/sim/host_speed.py): gradients drawn from the same samples, but those computing at once, and a
-    # worker's successive ones, take alike times as on the machine; false = every draw independent.
-    shared_speed: bool = True
+    # worker's successive ones, take alike times as on the machine; false (the default) = every draw
+    # independent. Off by default: with held lines on, it took 4 cells of the 2-vCPU Intel Xeon's sweep
+    # (33 of 54 without it, 29 with; the lock algorithms fall into lockstep too often) and it makes a
+    # profile-timed 2-worker simulation 12% slower (benchmarks/fidelity.md, 2026-11-25 01:39).
+    shared_speed: bool = False
     # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
     # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
     socket_model: bool = True

@@ -33,7 +33,7 @@ import simpy
 from simasgd import distributions, seeds
 from simasgd.machine import Machine, place
 from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
-from simasgd.sim.caches import CacheModel, LastWriter
+from simasgd.sim.caches import HELD, OTHERS, CacheModel, LastWriter
 from simasgd.sim.cpu import Cores
 from simasgd.sim.interference import Overlap, slowdowns
 from simasgd.sim.host_speed import HostSpeed, SharedDraw, speed_params
@@ -175,7 +175,8 @@ class Platform:
         self._caches = caches if caches is not None and caches.in_cache(self.model_bytes, n) else None
         self._coherent = n > 1 and sc.sim.coherence  # the model's lines may have been written by another core
         self._in_cycle = sc.sim.steps_in_cycle
-        cached, shared = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {})
+        self._held = sc.sim.held_lines
+        cached, shared, held = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {})
         # a copy between two of a worker's own buffers (no other core wrote them)
         self._private_copy_s = None if self._caches is None else self._caches.read_s(self.model_bytes)
         # the executor's loss snapshot: θ copied into a ring slot in no cache (calibrated in a worker's cycle)
@@ -183,6 +184,7 @@ class Platform:
             if sc.sim.loss_snapshots and sc.timing.update is None and dim else None
         self._cached_s: list[dict[int, float] | None] = [cached] * n
         self._shared_s: list[dict[int, float] | None] = [shared] * n
+        self._held_s: list[dict[int, float] | None] = [held] * n  # lines valid here and in another cache
         self._lines = LastWriter(n, sc.sim.coherence_recency)
         self._touched_at = [0.0] * n  # when each worker last read or wrote the model
         # an update racing another on the same lines (HOGWILD!): [coherence] race_gbs, when calibrated
@@ -237,20 +239,26 @@ class Platform:
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
 
-    def _rates(self, steps: dict[int, float]) -> tuple[dict[int, float] | None, dict[int, float] | None]:
-        """Step times by streams moved, on a worker's own lines and on another core's: the warm
-        ``[copy_by_size]`` rates, replaced by ``steps`` (timed in a worker's cycle) where given; another
-        core's lines cost the slower of those and ``[coherence]``'s rate (they come from that core's cache
-        or, where the cycle evicted them, from the next level: not both). (None, None) off the cache model."""
+    def _rates(self, steps: dict[int, float]) -> tuple[dict[int, float] | None, ...]:
+        """Step times by streams moved, on a worker's own lines, on another core's, and on lines both hold
+        (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates, replaced by ``steps`` (timed in
+        a worker's cycle) where given; another core's lines cost the slower of those and ``[coherence]``'s
+        rate (they come from that core's cache or, where the cycle evicted them, from the next level: not
+        both), and so do held lines (``held_read_gbs``/``held_write_gbs``, when calibrated and ``[sim]
+        held_lines``). (None, None, None) off the cache model."""
         c, s = self._caches, self.model_bytes
         if c is None:
-            return None, None
+            return None, None, None
         own = {READ_COPIES: c.read_s(s), UPDATE_COPIES: c.update_s(s), FRESH_COPIES: c.update_into_s(s), **steps}
         if not self._coherent:
-            return own, None
-        return own, {READ_COPIES: max(own[READ_COPIES], c.read_s(s, True)),
-                     UPDATE_COPIES: max(own[UPDATE_COPIES], c.update_s(s, True)),
-                     FRESH_COPIES: max(own[FRESH_COPIES], c.update_into_s(s, True))}
+            return own, None, None
+        shared = {READ_COPIES: max(own[READ_COPIES], c.read_s(s, True)),
+                  UPDATE_COPIES: max(own[UPDATE_COPIES], c.update_s(s, True)),
+                  FRESH_COPIES: max(own[FRESH_COPIES], c.update_into_s(s, True))}
+        read, update = c.held_s(s, False), c.held_s(s, True)
+        if not self._held or read is None or update is None:
+            return own, shared, None
+        return own, shared, {READ_COPIES: max(own[READ_COPIES], read), UPDATE_COPIES: max(own[UPDATE_COPIES], update)}
 
     def lopez_master(self, w: int) -> None:
         """Worker ``w`` is a Lopez master: it steps back to back with no gradient between (a read of g, an
@@ -261,14 +269,15 @@ class Platform:
         cache), not those timed in a worker's cycle; so too with ``[sim] steps_in_cycle = false``."""
         if self._caches is None:
             return
-        own, shared = self._rates({})
+        own, shared, _ = self._rates({})
         alone, beside = pass_costs(self.machine, self.model_bytes, "step_s", "step_shared_s")
         if alone is not None and beside is not None and self._update[w] is None and self._in_cycle:
             part = own[READ_COPIES] / (own[READ_COPIES] + own[UPDATE_COPIES])
             own = {READ_COPIES: part * alone, UPDATE_COPIES: (1 - part) * alone}
             shared = {READ_COPIES: part * beside, UPDATE_COPIES: (1 - part) * beside} if self._coherent else None
             self._master = w
-        self._cached_s[w], self._shared_s[w] = own, shared
+        # the master alone writes θ: lines it holds with a reader are the reader's to lose (its next read)
+        self._cached_s[w], self._shared_s[w], self._held_s[w] = own, shared, None
 
     def _socket_shares(self, sc: Scenario, m: Machine, cpus: list[int | None], dim: int | None,
                        itemsize: int, derived: bool) -> sockets.SocketShares | None:
@@ -284,6 +293,7 @@ class Platform:
                 if h > 0:  # θ's home L3 serves the hit part at the cache's per-core rate
                     self._cached_s[w] = self._shared_s[w] = {c: h * c * self.model_bytes / (m.llc_gbs * 1e9)
                                                              for c in (READ_COPIES, UPDATE_COPIES)}
+                    self._held_s[w] = None
                     self._model_miss[w] = 1.0 - h
         return ss
 
@@ -367,15 +377,18 @@ class Platform:
     def _begin(self, w: int, writes: bool) -> None:
         """A read or update of the shared model begins: the rates it runs at (private, or another core's
         lines: :class:`LastWriter`) hold for all its chunks."""
-        other = self._lines.touch(w, writes)
+        where = self._lines.touch(w, writes)
         # time-shared CPU: the other threads' turns since this worker's last step evicted its lines
         # (a worker's cycle is about as large as a core's private cache)
-        other = other or self._lines.recency and self.cores.turned_since(w, self._touched_at[w])
+        if where != OTHERS and self._lines.recency and self.cores.turned_since(w, self._touched_at[w]):
+            where = OTHERS
         self._touched_at[w] = self.env.now
         if w == self._master:  # the master's g is the workers' to write: is a pass under way?
             other = writes and self._table[w] is self._shared_s[w] or \
                 not writes and any(t > self.env.now for t in self._pass_until)
-        self._table[w] = self._shared_s[w] if other and self._shared_s[w] is not None else self._cached_s[w]
+            where = OTHERS if other else where
+        table = self._shared_s[w] if where == OTHERS else self._held_s[w] if where == HELD else None
+        self._table[w] = table if table is not None else self._cached_s[w]
 
     def update_into(self, w: int) -> simpy.Event:
         """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): at a calibrated

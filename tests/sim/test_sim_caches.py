@@ -171,18 +171,82 @@ def _steps(u, racing: bool = False):  # noqa: ANN001, ANN202
 
 
 def test_last_writer_rule() -> None:
-    from simasgd.sim.caches import LastWriter
+    from simasgd.sim.caches import HELD, OTHERS, OWN, LastWriter
 
     lw = LastWriter(3)
-    assert not lw.touch(0, writes=False)        # nobody wrote yet
-    assert not lw.touch(0, writes=True)         # its own lines
-    assert lw.touch(1, writes=False)            # worker 0 wrote since worker 1 last looked
-    assert not lw.touch(1, writes=False)        # and now it has them
-    assert not lw.touch(0, writes=False)        # a read right after its own update: its own lines
-    assert lw.touch(2, writes=True)             # worker 0 wrote first
-    assert lw.touch(0, writes=True) and lw.touch(1, writes=False)
-    always = LastWriter(2, recency=False)       # [sim] coherence_recency = false
-    assert always.touch(0, writes=True) and always.touch(0, writes=False)
+    assert lw.touch(0, writes=False) == OWN       # nobody wrote yet
+    assert lw.touch(0, writes=True) == OWN        # its own lines, in its cache alone
+    assert lw.touch(1, writes=False) == OTHERS    # worker 0 wrote since worker 1 last looked
+    assert lw.touch(1, writes=False) == HELD      # now it has them, and so has worker 0
+    assert lw.touch(0, writes=False) == HELD      # worker 0's lines were downgraded by worker 1's read
+    assert lw.touch(0, writes=True) == HELD       # its write must invalidate worker 1's copies
+    assert lw.touch(0, writes=False) == OWN       # a read right after its own update: its lines alone
+    assert lw.touch(2, writes=True) == OTHERS     # worker 0 wrote first
+    assert lw.touch(0, writes=True) == OTHERS and lw.touch(1, writes=False) == OTHERS
+    # lockstep, as the executor's mutex at 2 threads runs: update A, update B, read A, read B, update A
+    ls = LastWriter(2)
+    assert [ls.touch(0, False), ls.touch(0, True), ls.touch(1, False), ls.touch(1, True)] == [OWN, OWN, OTHERS, HELD]
+    assert [ls.touch(0, False), ls.touch(1, False), ls.touch(0, True)] == [OTHERS, HELD, HELD]
+    always = LastWriter(2, recency=False)         # [sim] coherence_recency = false
+    assert always.touch(0, writes=True) == OTHERS and always.touch(0, writes=False) == OTHERS
+
+
+HELD_READ, HELD_WRITE = [30.0, 25.0, 10.0], [45.0, 35.0, 15.0]  # slower than the coherent rates above
+
+
+def _replayed(u):  # noqa: ANN001, ANN202
+    """A mutex run's reads and updates in the order the lock let them happen, each with its duration and where
+    its lines were (0 own, 1 another core's, 2 held by both), replayed as MESI states per worker (I, S, M):
+    a write leaves the writer M and the others I; a read makes the reader S (a writer keeps M) and
+    downgrades another's M to S."""
+    steps = [(r.t_grad_start, r.t_start, int(r.worker), False) for r in u.itertuples()]
+    steps += [(r.t_write, r.t_grad_end, int(r.worker), True) for r in u.itertuples()]
+    steps.sort()
+    n = int(u["worker"].max()) + 1
+    state, wrote, prev_end, out = ["I"] * n, False, 0.0, []
+    for end, begin, w, writes in steps:
+        others = [state[v] for v in range(n) if v != w]
+        if state[w] == "I" and wrote:
+            where = 1
+        elif any(x != "I" for x in others) and (writes or state[w] == "S"):
+            where = 2
+        else:
+            where = 0
+        if writes:
+            state, wrote = ["I"] * n, True
+            state[w] = "M"
+        else:
+            state = ["S" if (x == "M" and v != w) else x for v, x in enumerate(state)]
+            state[w] = "M" if state[w] == "M" else "S"
+        out.append((writes, where, end - max(begin, prev_end)))  # the lock was free, or came free then
+        prev_end = end
+    return out
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_steps_of_lines_both_caches_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held: bool) -> None:
+    """Mutex at 2 workers: every read and update takes the rate of where its lines were as it began — its own
+    cache alone, another core's, or both (``held_read_gbs``/``held_write_gbs``); ``[sim] held_lines = false``
+    puts the held ones back at the private rates."""
+    from simasgd.sim import backend
+
+    path = _profile(tmp_path, coherence=True)
+    path.write_text(path.read_text().replace(
+        "[coherence]\n", f"[coherence]\nheld_read_gbs = {HELD_READ}\nheld_write_gbs = {HELD_WRITE}\n"))
+    sc = loader.from_dict({**_scenario(2).to_dict(), "workload": {
+        "model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 32768, "samples": 64}})
+    sc = _with_sim(sc, held_lines=held)
+    s, model = _prepared(monkeypatch, path, sc)
+    assert model.held_s(s, True) > model.update_s(s, True) > model.update_s(s)
+    steps = _replayed(backend.run_once(sc, 0).updates)
+    expected = {(False, 0): model.read_s(s), (True, 0): model.update_s(s),
+                (False, 1): model.read_s(s, True), (True, 1): model.update_s(s, True),
+                (False, 2): model.held_s(s, False) if held else model.read_s(s),
+                (True, 2): model.held_s(s, True) if held else model.update_s(s)}
+    seen = {key: np.array([d for wr, wh, d in steps if (wr, wh) == key]) for key in expected}
+    assert all(len(v) > 20 for v in seen.values()), {k: len(v) for k, v in seen.items()}
+    for key, times in seen.items():  # a lock handed over adds its latency (90 ns here), nothing else
+        np.testing.assert_allclose(times, expected[key], rtol=0, atol=0.2e-6, err_msg=str(key))
 
 
 @pytest.mark.parametrize("workers,switch", [(1, True), (2, True), (2, False)])

@@ -147,7 +147,7 @@ def _overlap_corr(sc) -> tuple[float, int]:  # noqa: ANN001
 
 
 def test_a_simulated_run_correlates_overlapping_gradients_only_with_the_switch_on(profile: Path) -> None:
-    r, n = _overlap_corr(_scenario())
+    r, n = _overlap_corr(_scenario(shared_speed=True))
     # paired calls start up to half a gradient apart: ρ·e^(−Δ/T) with Δ ≤ 75 µs at least
     assert math.atanh(r) >= math.atanh(0.9 * math.exp(-7.5e-5 / T)) - 3.5 / math.sqrt(n - 3)
     r_off, n_off = _overlap_corr(_scenario(shared_speed=False))
