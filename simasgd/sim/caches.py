@@ -116,19 +116,22 @@ class CacheModel:
     def race_s(self, model_bytes: float) -> float | None:
         """One core's update of the model while another core updates it too, both having read its lines
         (``[coherence] race_gbs``: HOGWILD!'s two writers at once); None when not calibrated."""
-        if self.race_gbs is None or self.shared_sizes is None:
-            return None
-        return 3 * model_bytes / self._rate(self.race_gbs, model_bytes, self.shared_sizes)
+        return self._coherent_s(self.race_gbs, 3, model_bytes)
 
     def held_s(self, model_bytes: float, writes: bool) -> float | None:
         """A copy (``writes``: an update) of the model by a core whose lines are valid while another core's
         cache holds them too (:data:`HELD`: it read them since they were last written), calibrated as B's
         copy / update of a buffer B wrote and A then copied (``[coherence] held_read_gbs`` /
         ``held_write_gbs``: each write must first invalidate A's copy); None when not calibrated."""
-        table = self.held_update_gbs if writes else self.held_copy_gbs
+        if writes:
+            return self._coherent_s(self.held_update_gbs, 3, model_bytes)
+        return self._coherent_s(self.held_copy_gbs, 2, model_bytes)
+
+    def _coherent_s(self, table: np.ndarray | None, streams: int, model_bytes: float) -> float | None:
+        """``streams`` model-sized streams at an optional ``[coherence]`` column's rate; None without it."""
         if table is None or self.shared_sizes is None:
             return None
-        return (3 if writes else 2) * model_bytes / self._rate(table, model_bytes, self.shared_sizes)
+        return streams * model_bytes / self._rate(table, model_bytes, self.shared_sizes)
 
     def update_into_s(self, model_bytes: float, shared: bool = False) -> float:
         """θ' = θ − η·g written into *another* buffer (Leashed's fresh vector): four model-sized streams at

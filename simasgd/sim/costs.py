@@ -33,7 +33,7 @@ import simpy
 from simasgd import distributions, seeds
 from simasgd.machine import Machine, place
 from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
-from simasgd.sim.caches import HELD, OTHERS, CacheModel, LastWriter
+from simasgd.sim.caches import HELD, OTHERS, OWN, CacheModel, LastWriter
 from simasgd.sim.cpu import Cores
 from simasgd.sim.interference import Overlap, slowdowns
 from simasgd.sim.host_speed import HostSpeed, SharedDraw, speed_params
@@ -232,9 +232,8 @@ class Platform:
             if speed is None:
                 self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
             else:  # the copula over the same samples; pauses and host noise added as without it
-                adds = pause is not None and st.probability > 0 or noise is not None
                 self._grad.append(SharedDraw(grad.samples, speed[0], speed[1], lambda: env.now, slow, rg,
-                                             _additions(st.probability, pause, rp, noise, rn) if adds else None))
+                                             _additions(st.probability, pause, rp, noise, rn)))
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
@@ -386,7 +385,7 @@ class Platform:
         if w == self._master:  # the master's g is the workers' to write: is a pass under way?
             other = writes and self._table[w] is self._shared_s[w] or \
                 not writes and any(t > self.env.now for t in self._pass_until)
-            where = OTHERS if other else where
+            where = OTHERS if other else OWN
         table = self._shared_s[w] if where == OTHERS else self._held_s[w] if where == HELD else None
         self._table[w] = table if table is not None else self._cached_s[w]
 
@@ -512,12 +511,18 @@ def _host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy
 
 def _additions(probability: float, pause: distributions.Distribution | None, prng: np.random.Generator,
                noise: HostNoise | None = None, nrng: np.random.Generator | None = None
-               ) -> Callable[[np.ndarray], np.ndarray]:
-    """Gradient times with a straggler's pauses (drawn with ``probability``) and the host's long pauses added."""
+               ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """Gradient times with a straggler's pauses (drawn with ``probability``) and the host's long pauses added;
+    None when there are neither."""
+    pauses = pause is not None and probability > 0
+    noisy = noise is not None and nrng is not None
+    if not (pauses or noisy):
+        return None
+
     def add(x: np.ndarray) -> np.ndarray:
-        if pause is not None and probability > 0:
+        if pauses:
             x = x + (prng.random(len(x)) < probability) * np.asarray(pause.sample(prng, len(x)), dtype=float)
-        if noise is not None and nrng is not None:
+        if noisy:
             x = noise.add(nrng, x)
         return x
     return add
@@ -528,6 +533,8 @@ def _gradient_draw(dist: distributions.Distribution, rng: np.random.Generator, s
                    prng: np.random.Generator, noise: HostNoise | None = None,
                    nrng: np.random.Generator | None = None) -> Callable[[int], np.ndarray]:
     add = _additions(probability, pause, prng, noise, nrng)
+    if add is None:
+        return lambda k: np.asarray(dist.sample(rng, k), dtype=float) * slowdown
     return lambda k: add(np.asarray(dist.sample(rng, k), dtype=float) * slowdown)
 
 
