@@ -37,10 +37,13 @@ VARIANTS: dict[str, dict[str, object]] = {
     "no loss snapshots": {"loss_snapshots": False},
     "gradient interference on": {"gradient_interference": True},
     "shared host speed on (copula)": {"shared_speed": True},
-    "none of the twelve": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
-                           "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
-                           "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
-                           "loss_snapshots": False, "shared_speed": False, "held_lines": False},
+    "a spinner yields at once (no pauses before sched_yield)": {"spin_before_yield": False},
+    "one run queue for all CPUs (\"os\" threads)": {"run_queues": "shared"},
+    "none of the fourteen": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+                             "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
+                             "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
+                             "loss_snapshots": False, "shared_speed": False, "held_lines": False,
+                             "spin_before_yield": False, "run_queues": "shared"},
 }
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 

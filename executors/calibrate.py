@@ -43,6 +43,7 @@ from executors import settle
 from executors.c2c import ping_pong as _ping_pong
 from executors.calibrate_speed import speed_from_stamps
 from executors.calibrate_steps import step_samples, time_steps
+from executors.cpu.shared import SPINS_BEFORE_YIELD, new_ctrl, spin_pause, stopped
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
 from simasgd import profile as _profile
@@ -172,6 +173,28 @@ def _yield_loop(n: int) -> int:
     for _ in range(n):
         A.sched_yield()
     return A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _spin_period(word: np.ndarray, ctrl: np.ndarray, yields: int) -> int:
+    """The executor's lock-waiting loop (``shared.word_lock``'s inner loop) on a word that stays taken, for
+    ``yields`` of its sched_yield calls; ns taken."""
+    t0 = A.now_ns()
+    spins = 0
+    while A.load_relaxed(word, 0) != 0 and spins < yields * SPINS_BEFORE_YIELD:
+        spins += 1
+        spin_pause(spins)
+        if spins % SPINS_BEFORE_YIELD == 0 and stopped(ctrl):
+            break
+    return A.now_ns() - t0
+
+
+def spin_yield_s(yields: int = 20000) -> float:
+    """Seconds between two sched_yield calls of a spinning lock waiter, alone on its CPU (the call returns
+    at once): the least time it holds a CPU it shares before offering it (simasgd/sim/cpu.py spin_wait)."""
+    word, ctrl = np.ones(1, dtype=np.int64), new_ctrl()
+    _spin_period(word, ctrl, 10)
+    return min(_spin_period(word, ctrl, yields) for _ in range(3)) * 1e-9 / yields
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -349,8 +372,10 @@ def scheduler(seconds: float) -> dict[str, Any]:
     n = 20000
     ns = _threads(_yield_loop, [(n,), (n,)], cpus=[cpu, cpu])
     switch = max(ns) * 1e-9 / (2 * n)
-    return {"quantum_s": quantum, "context_switch_s": switch, "runs": int(len(runs)),
-            "source": "two spinning threads pinned to one CPU; sched_yield ping-pong"}
+    spin = _threads(spin_yield_s, [()], cpus=[cpu])[0]
+    return {"quantum_s": quantum, "context_switch_s": switch, "runs": int(len(runs)), "spin_yield_s": spin,
+            "source": "two spinning threads pinned to one CPU; sched_yield ping-pong; spin_yield_s: the "
+                      "executor's lock-waiting loop alone on a CPU, time between its sched_yield calls"}
 
 
 def topology() -> dict[str, int]:

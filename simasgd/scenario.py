@@ -284,6 +284,15 @@ class SimConfig(Section):
     # so contended waiters leave the CPU to threads that can work; "holder" = FIFO run queue, and a
     # spinner yields only to a descheduled lock holder (it otherwise burns its quantum).
     sched_yield: Literal["eevdf", "holder"] = "eevdf"
+    # A spinning waiter calls sched_yield only after its pauses (the executor's 64 between calls: profile
+    # [scheduler] spin_yield_s), so it holds its CPU that long at least and takes a lock released meanwhile;
+    # false, or uncalibrated = it decides at once.
+    spin_before_yield: bool = True
+    # Threads placed by the OS ("os") that outnumber the CPUs: "per_cpu" = each joins one CPU's run queue,
+    # spread evenly as Linux's balancer leaves them (on the 2-vCPU Intel Xeon, 4 and 8 mutex threads placed
+    # by the OS and pinned round robin gave the same staleness: benchmarks/fidelity.md, 2026-11-25 03:30);
+    # "shared" = one queue for all the CPUs.
+    run_queues: Literal["per_cpu", "shared"] = "per_cpu"
     # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
     # (profile [coherence], simasgd/sim/caches.py); false = the private-buffer rates.
     coherence: bool = True

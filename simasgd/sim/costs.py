@@ -139,6 +139,14 @@ def profile_latency(machine: Machine, table: str, key: str) -> float | None:
     return float(lat) if isinstance(lat, (int, float)) and lat >= 0 else None
 
 
+def _spin_yield_s(sc: Scenario, machine: Machine) -> float:
+    """A spinning lock waiter's time between two sched_yield calls (profile ``[scheduler] spin_yield_s``)."""
+    if not sc.sim.spin_before_yield:
+        return 0.0
+    v = ((machine.profile or {}).get("scheduler") or {}).get("spin_yield_s")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else 0.0
+
+
 def pass_costs(machine: Machine, model_bytes: float, alone_key: str = "add_s",
                shared_key: str = "add_shared_s") -> tuple[float | None, float | None]:
     """``[passes]`` (executors/calibrate_passes.py): seconds per locked add of a pass over a buffer of
@@ -166,7 +174,8 @@ class Platform:
         # "os" placement: the OS spreads threads over sockets like numa does (for memory paths).
         spread = place(machine, n, "numa")
         self.sockets = [machine.socket_of(c if c is not None else s) for c, s in zip(cpus, spread)]
-        self.cores = Cores(env, machine, cpus, sc.sim.sched_yield)
+        self.cores = Cores(env, machine, cpus, sc.sim.sched_yield, _spin_yield_s(sc, machine),
+                           spread if sc.sim.run_queues == "per_cpu" else None)
         self.memory = Memory(env, machine, self.sockets)
         self.model_bytes = (dim or 0) * itemsize
         self.dim = dim or 0

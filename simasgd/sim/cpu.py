@@ -54,10 +54,16 @@ class Cores:
     """The CPUs of the machine and the threads placed on them."""
 
     def __init__(self, env: simpy.Environment, machine: Machine, cpus: list[int | None],
-                 sched_yield: str = "eevdf"):
+                 sched_yield: str = "eevdf", spin_yield_s: float = 0.0, queues: list[int] | None = None):
+        """``queues``: for threads the OS places (``cpus[w] is None``) when they outnumber the CPUs, the CPU
+        whose run queue each joins — Linux keeps one a CPU and its balancer spreads the threads evenly;
+        None = one queue for all the CPUs (any CPU runs the next thread)."""
+        if queues is not None and cpus.count(None) > machine.hw_threads:
+            cpus = [queues[w] if c is None else c for w, c in enumerate(cpus)]
         self.env = env
         self.quantum = machine.quantum_s
         self.switch = machine.context_switch_s
+        self.spin_yield = spin_yield_s  # a spinner's pauses between two sched_yield calls (0: it yields at once)
         self.fair = sched_yield == "eevdf"
         kind = simpy.PriorityResource if self.fair else simpy.Resource
         pools: dict[int | None, simpy.Resource] = {}
@@ -112,12 +118,21 @@ class Cores:
             return req
         pending: simpy.Event | None = req
         parked: simpy.Event | None = None
+        spun = self.env.now  # since when it has spun on this CPU without calling sched_yield
         while pending is None or not pending.triggered:
             if th.req is None:  # spinning takes a CPU; back on one, it asks for the lock again
                 yield from take_cpu(self.env, self, th)
+                spun = self.env.now
                 if pending is None:
                     pending = _again(parked, request)
                 continue
+            if self.env.now < spun + self.spin_yield:  # its pauses before the next sched_yield: on its
+                yield from self._spin_for(th, pending, spun + self.spin_yield - self.env.now)  # CPU, it
+                if not pending.triggered and th.left <= 1e-15 and self.quantum_over(th):  # may take the lock
+                    _withdraw(pending)
+                    parked, pending = pending, None
+                continue
+            spun = self.env.now
             behind = self._behind(th) if self.fair else None
             if (behind is not None and behind <= _EPS) or self._holder_waiting(th.pool):  # sched_yield
                 _withdraw(pending)
@@ -136,6 +151,12 @@ class Cores:
                 _withdraw(pending)  # preempted while spinning: withdrawn, back to the run queue
                 parked, pending = pending, None
         return pending
+
+    def _spin_for(self, th: Thread, pending: simpy.Event, seconds: float) -> Generator[simpy.Event, object, None]:
+        """Spin on the CPU for up to ``seconds`` (less when the lock comes or the quantum ends)."""
+        t0 = self.env.now
+        yield self.env.any_of([pending, self.env.timeout(max(0.0, min(seconds, th.left)))])
+        th.left -= self.env.now - t0
 
     def vruntime(self, th: Thread) -> float:
         """CPU time ``th`` has received, its current turn included."""

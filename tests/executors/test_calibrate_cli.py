@@ -37,6 +37,8 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     for key in ("local_latency_ns", "mem_bandwidth_gbs", "gflops_per_core", "quantum_s", "context_switch_s"):
         v = getattr(m, key)
         assert math.isfinite(v) and v > 0, key
+    # a lock waiter's pauses between two sched_yield calls: far below a time slice
+    assert 0 < doc["scheduler"]["spin_yield_s"] < m.quantum_s / 100
     (grad,) = doc["gradient"].values()
     assert grad["batch_size"] == 16 and 0 < grad["p10_s"] <= grad["median_s"] <= grad["p90_s"]
     assert len(grad["samples_s"]) > 10 and min(grad["samples_s"]) > 0

@@ -206,3 +206,18 @@ def test_quick_tables_round_trip_through_the_profile(tables: dict[str, Any], tmp
     assert doc["noise"]["k1"] == tables["noise"]["k1"]  # the nested [noise.k1] table
     assert doc["noise"]["min_gap_s"] == cm.MIN_GAP_S
 
+
+
+@pytest.mark.hardware
+def test_spin_yield_period_is_the_lock_loops_own() -> None:
+    """``[scheduler] spin_yield_s``: the executor's lock-waiting loop on a taken word runs 64 pauses a
+    sched_yield, each pause at least a nanosecond; on a free word it leaves at once."""
+    from executors.calibrate import _spin_period, spin_yield_s
+    from executors.cpu.shared import SPINS_BEFORE_YIELD, new_ctrl
+
+    taken, free, ctrl = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), new_ctrl()
+    _spin_period(taken, ctrl, 1)
+    ns = _spin_period(taken, ctrl, 1000)
+    assert ns > 1000 * SPINS_BEFORE_YIELD * 1.0
+    assert _spin_period(free, ctrl, 1000) < ns / 100
+    assert 1e-9 * SPINS_BEFORE_YIELD < spin_yield_s(2000) < 1e-3

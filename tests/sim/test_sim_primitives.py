@@ -353,3 +353,67 @@ def test_turned_since_tells_a_thread_that_lost_its_cpu() -> None:
     env.run()
     assert seen == {"mid first turn": False, "in the other's turn": True, "back, since before": True,
                     "back, since its return": False, "own CPU": False}
+
+
+@pytest.mark.parametrize("held_for,spinner_keeps_cpu", [(8e-6, True), (0.5e-3, False)])
+def test_a_spinner_holds_its_cpu_for_its_pauses_before_it_yields(held_for: float, spinner_keeps_cpu: bool) -> None:
+    # One CPU, two threads; thread 0 spins for a lock another party holds for ``held_for``, thread 1 has
+    # 0.2 ms of work queued. The spinner (on its CPU from 3 µs, a context switch) calls sched_yield only
+    # after 10 µs of pauses: a lock released within them is its at once and thread 1 waits for the
+    # spinner's CPU; held longer, the spinner yields 10 µs after it asked (EEVDF) and thread 1 starts then.
+    env, got = simpy.Environment(), {}
+    m = PRESETS["laptop-2core"]
+    spin = 10e-6
+    cores = Cores(env, m, [0, 0], "eevdf", spin_yield_s=spin)
+    lock = Mutex(env)
+
+    def owner() -> object:
+        req = lock.request()
+        yield req
+        yield env.timeout(held_for)
+        lock.release(req)
+
+    def spinner() -> object:
+        yield env.timeout(1e-9)  # after the owner took the lock
+        yield cores.work(0, 1e-9)  # on the CPU
+        got["asked"] = env.now
+        req = yield from cores.spin_wait(0, lock.request(), lock.request)
+        got["lock"] = env.now
+        yield cores.work(0, 0.1e-3)  # its critical section, on its CPU
+        lock.release(req)
+        cores.block(0)
+
+    def worker() -> object:
+        yield env.timeout(2e-9)
+        t0 = env.now
+        yield cores.work(1, 0.2e-3)
+        got["worker_waited"] = env.now - t0 - 0.2e-3
+        cores.block(1)
+
+    env.process(owner())
+    env.process(spinner())
+    env.process(worker())
+    env.run()
+    if spinner_keeps_cpu:  # the lock at its release, and the worker behind the spinner's whole turn
+        assert got["asked"] < held_for < got["asked"] + spin
+        assert got["lock"] == pytest.approx(held_for, abs=1e-12)
+        assert got["worker_waited"] >= got["lock"] + 0.1e-3 - 1e-9
+    else:  # the spinner left after its pauses; the worker waited for them and a context switch only
+        assert got["lock"] >= held_for
+        assert got["worker_waited"] <= got["asked"] + spin + 2 * m.context_switch_s + 1e-9
+
+
+def test_threads_the_os_places_join_one_cpus_run_queue_each() -> None:
+    # Four OS-placed threads on a 2-CPU machine: with per-CPU run queues they are spread as given
+    # (0 and 2 on one CPU, 1 and 3 on the other), each queue one CPU; with one shared queue, any CPU
+    # runs any of them. Two threads on two CPUs share nothing, whatever the queues.
+    env = simpy.Environment()
+    m = PRESETS["laptop-2core"]
+    per_cpu = Cores(env, m, [None] * 4, queues=[0, 1, 0, 1])
+    t = per_cpu.threads
+    assert t[0].pool is t[2].pool and t[1].pool is t[3].pool and t[0].pool is not t[1].pool
+    assert all(th.pool.capacity == 1 and th.sliced for th in t)
+    shared = Cores(env, m, [None] * 4).threads
+    assert all(th.pool is shared[0].pool for th in shared) and shared[0].pool.capacity == m.hw_threads
+    two = Cores(env, m, [None] * 2, queues=[0, 1]).threads
+    assert two[0].pool is two[1].pool and not any(th.sliced for th in two)
