@@ -290,7 +290,7 @@ class SimConfig(Section):
     spin_before_yield: bool = True
     # Threads placed by the OS ("os") that outnumber the CPUs: "per_cpu" = each joins one CPU's run queue,
     # spread evenly as Linux's balancer leaves them (on the 2-vCPU Intel Xeon, 4 and 8 mutex threads placed
-    # by the OS and pinned round robin gave the same staleness: benchmarks/fidelity.md, 2026-11-25 03:30);
+    # by the OS and pinned round robin gave the same staleness: benchmarks/fidelity.md, 2026-11-25 03:09);
     # "shared" = one queue for all the CPUs.
     run_queues: Literal["per_cpu", "shared"] = "per_cpu"
     # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
