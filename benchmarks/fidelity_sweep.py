@@ -86,7 +86,8 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
             fmt_value("ks", o["ks"].value) + " " + verdict_mark(o["ks"].ok),
             f"{mean(sim, 'updates_per_s'):.4g}", f"{mean(cpu, 'updates_per_s'):.4g}",
             fmt_value("updates_per_s_rel_err", o["updates_per_s_rel_err"].value) + _ci(o["updates_per_s_rel_err"]),
-            fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] + _phase_cols(fid) \
+            fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] \
+        + _phase_cols(fid, _master_step(results) if label.split()[0] == "lopez" else None) \
         + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}",
            absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid)]
 
@@ -141,15 +142,29 @@ def gradient_drift(fid: fidelity.Fidelity) -> float:
     return float(ph.table.loc["gradient", "median_rel_err"])
 
 
-def _phase_cols(fid: fidelity.Fidelity) -> list[str]:
+def _master_step(results: dict) -> tuple[float, float]:
+    """A Lopez master's mean step (s), simulated and measured: a run's time over its versions, each one step."""
+    def one(r: Any) -> float:
+        vals = [x.time_s / x.updates for x in r.runs if x.updates]
+        return sum(vals) / len(vals) if vals else math.nan
+    return one(results["sim"]), one(results["cpu"])
+
+
+def _phase_cols(fid: fidelity.Fidelity, master: tuple[float, float] | None = None) -> list[str]:
     """The phase that explains most of the cycle-time error, and the gradient's median error
     (simulated from the calibrated samples, against measured): a host that ran slower or faster
-    than at calibration shows there, whatever the model."""
+    than at calibration shows there, whatever the model. A Lopez cell's staleness counts the master's
+    steps in a worker's cycle, so its first column gives the master's mean step, simulated / measured,
+    instead (⚠ memory drift beyond ``DRIFT``: the memory-bound step moves with the host as gradients do)."""
     ph = fid.phases
     if ph is None or not ph.available or ph.explanation is None:
         return ["·", "·"]
     e = ph.explanation
     main = f"{e.phase} {e.delta_s * 1e6:+.1f} µs of {e.cycle_delta_s * 1e6:+.1f}"
+    if master is not None and all(math.isfinite(v) and v > 0 for v in master):
+        err = master[0] / master[1] - 1
+        main = (f"master step {master[0] * 1e6:.1f} / {master[1] * 1e6:.1f} µs ({err:+.0%})"
+                + (" ⚠ memory drift" if abs(err) > DRIFT else ""))
     g = gradient_drift(fid)
     drift = f"{g:+.1%}" + (" ⚠ host drift" if math.isfinite(g) and abs(g) > DRIFT else "")
     return [main, drift]
@@ -180,7 +195,8 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
         "bootstrap interval over runs. Goals: mean staleness within 5%, KS ≤ 0.1, updates/s within 10%, "
         "updates to ε within 15% (✓ met, ✗ missed, · not computable). \"cycle err: main phase\": the phase whose "
-        "mean error explains most of the mean cycle-time error (simasgd.phases); \"grad median err\": the "
+        "mean error explains most of the mean cycle-time error (simasgd.phases), for Lopez the master's mean "
+        "step simulated / measured (its staleness counts them); \"grad median err\": the "
         "simulated (calibrated) gradient's median against the measured one — beyond ±10% the machine itself ran "
         "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\"); "
         "\"grad. at once\": workers inside a gradient at once, time-averaged (simasgd.phases.gradient_concurrency) — "
