@@ -21,7 +21,8 @@ from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
 from simasgd.sim.algorithms import STARTERS
-from simasgd.sim.costs import Platform, profile_gradient
+from simasgd.sim.costs import Platform
+from simasgd.sim.profile_tables import profile_gradient
 from simasgd.sim import gpu
 from simasgd.sim.engine import SimRun
 from simasgd.sim.numerics import Model

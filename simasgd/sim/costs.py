@@ -23,27 +23,27 @@ blocks, so the hot path is an index into a list.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import simpy
 
 from simasgd import distributions, seeds
 from simasgd.machine import Machine, place
-from simasgd.scenario import DistSpec, Scenario, WorkloadConfig
+from simasgd.scenario import DistSpec, Scenario
 from simasgd.sim.caches import HELD, OTHERS, OWN, CacheModel, LastWriter
 from simasgd.sim.cpu import Cores
 from simasgd.sim.interference import Overlap, slowdowns
 from simasgd.sim.host_speed import HostSpeed, SharedDraw, speed_params
 from simasgd.sim.noise import HostNoise
+from simasgd.sim.profile_tables import (FRESH_COPIES, READ_COPIES, UPDATE_COPIES, pass_costs, profile_gradient,
+                                        profile_latency, profile_machine, profile_snapshot, profile_steps,
+                                        spin_yield_s, workload_table)
 from simasgd.sim.memory import Memory
 from simasgd.sim import sockets
 
 BLOCK = 1024
-READ_COPIES, UPDATE_COPIES = 2, 3  # model-sized streams per read / per update
-FRESH_COPIES = 4  # an update written into another buffer: its lines are read for ownership first
 
 
 class Sampler:
@@ -75,93 +75,6 @@ def _dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distribution
         raise ScenarioError([f"{key}.path = \"{spec.path}\": {e}"]) from None
 
 
-def workload_table(profile: dict[str, Any] | None, workload: WorkloadConfig) -> tuple[int, dict[str, Any]] | None:
-    """The profile's ``[gradient."<workload>"]`` table of this workload at the nearest measured batch size
-    (its batch size, the table), or None when the workload was not calibrated."""
-    tables = (profile or {}).get("gradient")
-    if not isinstance(tables, dict) or not tables:
-        return None
-    from simasgd.profile import workload_key
-
-    def key(batch: int) -> str:
-        return workload_key(workload.model_copy(update={"batch_size": batch}))
-
-    same = {int(t["batch_size"]): t for k, t in tables.items()
-            if isinstance(t, dict) and t.get("samples_s") and "batch_size" in t and k == key(int(t["batch_size"]))}
-    if not same:
-        return None
-    near = min(same, key=lambda b: (abs(math.log(b / workload.batch_size)), b))
-    return near, same[near]
-
-
-def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
-                     concurrent: int = 1, in_cycle: bool = False) -> distributions.Distribution | None:
-    """Gradient times measured by ``simasgd calibrate`` for this workload (executors/PROFILE.md).
-
-    The table of the same workload and batch size when there is one; else the
-    same workload at the nearest measured batch size, scaled by the batch ratio;
-    else None (the time is then derived from ``gflops_per_core``). With
-    ``concurrent`` = k > 1 gradients computing at once, the table's samples
-    measured with the largest k' ≤ k threads at once (``concurrent.k<k'>``) when
-    it has them, else the single-thread ``samples_s``. With ``in_cycle``, the
-    samples timed after a worker's copy and update traffic (``cycle_samples_s``,
-    ``concurrent.cycle_k<k'>``) where the profile has them: the gradient as a
-    worker computes it, with part of its operands evicted by that traffic.
-    """
-    found = workload_table(profile, workload)
-    if found is None:
-        return None
-    near, table = found
-    batch = workload.batch_size
-    prefix = "cycle_" if in_cycle and table.get("cycle_samples_s") else ""
-    samples = table[f"{prefix}samples_s"]
-    conc = table.get("concurrent")
-    if concurrent > 1 and isinstance(conc, dict):
-        ks = [k for k in range(2, concurrent + 1)
-              if isinstance(conc.get(f"{prefix}k{k}"), list) and conc[f"{prefix}k{k}"]]
-        if ks:
-            samples = conc[f"{prefix}k{max(ks)}"]
-    samples = np.asarray(samples, dtype=float)
-    return distributions.Empirical(samples * (batch / near))
-
-
-def profile_machine(machine: Machine) -> Machine:
-    """The machine with the profile's single-thread copy bandwidth, when calibrated."""
-    gbs = ((machine.profile or {}).get("copy") or {}).get("gbs")
-    if isinstance(gbs, list) and gbs and gbs[0] > 0:
-        return replace(machine, core_bandwidth_gbs=float(gbs[0]))
-    return machine
-
-
-def profile_latency(machine: Machine, table: str, key: str) -> float | None:
-    """A calibrated latency (``[cas] latency_s``, ``[locks] handoff_s``), if the profile has it."""
-    lat = ((machine.profile or {}).get(table) or {}).get(key)
-    return float(lat) if isinstance(lat, (int, float)) and lat >= 0 else None
-
-
-def _spin_yield_s(sc: Scenario, machine: Machine) -> float:
-    """A spinning lock waiter's time between two sched_yield calls (profile ``[scheduler] spin_yield_s``)."""
-    if not sc.sim.spin_before_yield:
-        return 0.0
-    v = ((machine.profile or {}).get("scheduler") or {}).get("spin_yield_s")
-    return float(v) if isinstance(v, (int, float)) and v > 0 else 0.0
-
-
-def pass_costs(machine: Machine, model_bytes: float, alone_key: str = "add_s",
-               shared_key: str = "add_shared_s") -> tuple[float | None, float | None]:
-    """``[passes]`` (executors/calibrate_passes.py): seconds per locked add of a pass over a buffer of
-    ``model_bytes``, alone and beside a reader (or, with ``"step_s", "step_shared_s"``, the Lopez master's
-    step alone and beside passes), interpolated in log size between the calibrated sizes (held at the
-    ends); (None, None) without them."""
-    t = (machine.profile or {}).get("passes") or {}
-    sizes, alone, shared = t.get("sizes_bytes"), t.get(alone_key), t.get(shared_key)
-    if not isinstance(sizes, list) or not isinstance(alone, list) or not isinstance(shared, list) or not sizes \
-            or not len(sizes) == len(alone) == len(shared):
-        return None, None
-    x, at = math.log(max(model_bytes, 1.0)), np.log(np.asarray(sizes, dtype=float))
-    return tuple(float(math.exp(np.interp(x, at, np.log(np.asarray(v, dtype=float))))) for v in (alone, shared))
-
-
 class Platform:
     """The machine as the workers see it: ``gradient(w)``, ``read(w)``, ``update(w)`` are events."""
 
@@ -174,7 +87,7 @@ class Platform:
         # "os" placement: the OS spreads threads over sockets like numa does (for memory paths).
         spread = place(machine, n, "numa")
         self.sockets = [machine.socket_of(c if c is not None else s) for c, s in zip(cpus, spread)]
-        self.cores = Cores(env, machine, cpus, sc.sim.sched_yield, _spin_yield_s(sc, machine),
+        self.cores = Cores(env, machine, cpus, sc.sim.sched_yield, spin_yield_s(sc, machine),
                            spread if sc.sim.run_queues == "per_cpu" else None)
         self.memory = Memory(env, machine, self.sockets)
         self.model_bytes = (dim or 0) * itemsize
@@ -487,27 +400,6 @@ class Platform:
 
     def block(self, w: int) -> None:
         self.cores.block(w)
-
-
-def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[int, float]:
-    """The model's steps timed inside a one-thread worker's cycle for this workload (the gradient table of
-    the nearest batch size: ``cycle_read_median_s``, ``cycle_update_median_s``, ``cycle_fresh_median_s``,
-    executors/PROFILE.md), by the streams they move; empty when the profile has none."""
-    found = workload_table(profile, workload)
-    if found is None:
-        return {}
-    table = found[1]
-    keys = {READ_COPIES: "cycle_read_median_s", UPDATE_COPIES: "cycle_update_median_s",
-            FRESH_COPIES: "cycle_fresh_median_s"}
-    return {c: float(table[k]) for c, k in keys.items() if isinstance(table.get(k), (int, float)) and table[k] > 0}
-
-
-def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
-    """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
-    table at the nearest batch size, executors/PROFILE.md); None when the profile has none."""
-    found = workload_table(profile, workload)
-    t = None if found is None else found[1].get("cycle_snapshot_median_s")
-    return float(t) if isinstance(t, (int, float)) and t > 0 else None
 
 
 def _host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy: int) -> HostNoise | None:

@@ -15,7 +15,7 @@ import pytest
 from executors.calibrate import workload_key
 from simasgd import machine
 from simasgd.scenario import WorkloadConfig
-from simasgd.sim.costs import profile_gradient
+from simasgd.sim.profile_tables import profile_gradient
 
 LAYERS = [64, 256, 256, 10]
 

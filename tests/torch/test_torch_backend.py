@@ -17,7 +17,7 @@ from executors.cpu.runner import ExecutorError
 from simasgd import backends
 from simasgd.cli import app
 from simasgd.profile import workload_key
-from simasgd.sim.costs import profile_gradient
+from simasgd.sim.profile_tables import profile_gradient
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "scenarios" / "torch" / "cnn.toml"
