@@ -2,7 +2,7 @@
 
 - :mod:`.cpu` cores and the OS scheduler, :mod:`.memory` bandwidth and NUMA,
   :mod:`.costs` what each step costs (:mod:`.profile_tables` what it reads from a
-  calibrated profile), :mod:`.primitives` locks, CAS, barriers,
+  calibrated profile, :mod:`.draws` how it draws durations), :mod:`.primitives` locks, CAS, barriers,
   backoff, :mod:`.numerics` the real math in simulated order,
   :mod:`.engine` the run (versions, records, stop), :mod:`.algorithms` one
   module per family, :mod:`.backend` the backend interface.

@@ -15,15 +15,14 @@ scenario gives them; otherwise they follow from the machine and the workload:
 - atomic adds (Lopez accumulation): d × the calibrated ``[cas] latency_s``, else an update.
 
 A worker's gradient time is a draw times its straggler slowdown, plus a
-transient pause with the configured probability. Every draw comes from the
-worker's own ``Role.TIMING`` stream (one child stream per step kind), in
-blocks, so the hot path is an index into a list.
+transient pause with the configured probability (:mod:`draws`: every draw from
+the worker's own ``Role.TIMING`` stream, one child stream per step kind, in
+blocks). What the profile holds is read in :mod:`profile_tables`.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -31,48 +30,18 @@ import simpy
 
 from simasgd import distributions, seeds
 from simasgd.machine import Machine, place
-from simasgd.scenario import DistSpec, Scenario
+from simasgd.scenario import Scenario
 from simasgd.sim.caches import HELD, OTHERS, OWN, CacheModel, LastWriter
 from simasgd.sim.cpu import Cores
 from simasgd.sim.interference import Overlap, slowdowns
-from simasgd.sim.host_speed import HostSpeed, SharedDraw, speed_params
-from simasgd.sim.noise import HostNoise
+from simasgd.sim.host_speed import SharedDraw
+from simasgd.sim.draws import Sampler, additions, gradient_draw, host_noise, host_speed, timing_dist
 from simasgd.sim.profile_tables import (FRESH_COPIES, READ_COPIES, UPDATE_COPIES, pass_costs, profile_gradient,
                                         profile_latency, profile_machine, profile_snapshot, profile_steps,
                                         spin_yield_s, workload_table)
 from simasgd.sim.memory import Memory
 from simasgd.sim import sockets
 
-BLOCK = 1024
-
-
-class Sampler:
-    """Draws from a distribution in blocks; ``sampler()`` is the next duration."""
-
-    __slots__ = ("_draw", "_buf", "_i")
-
-    def __init__(self, draw: Callable[[int], np.ndarray]):
-        self._draw = draw
-        self._buf: list[float] = []
-        self._i = 0
-
-    def __call__(self) -> float:
-        i = self._i
-        if i == len(self._buf):
-            self._buf = self._draw(BLOCK).tolist()
-            i = 0
-        self._i = i + 1
-        return self._buf[i]
-
-
-def _dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distributions.Distribution | None:
-    if spec is None:
-        return None
-    try:
-        return spec.build(Path(base_dir) if base_dir else None)
-    except (OSError, ValueError) as e:  # an empirical samples file that is missing or malformed
-        from simasgd.loader import ScenarioError
-        raise ScenarioError([f"{key}.path = \"{spec.path}\": {e}"]) from None
 
 
 class Platform:
@@ -136,26 +105,26 @@ class Platform:
         ss = self.socket_shares
         self._grad_slow = [1.0] * n if ss is None or not derived else ss.slowdown
         self._grad_miss = [0.0] * n if ss is None or not derived else ss.miss_bytes
-        noise = _host_noise(sc, machine, grad, at_once)
-        read = _dist(sc.timing.read, sc.base_dir, "timing.read")
-        update = _dist(sc.timing.update, sc.base_dir, "timing.update")
+        noise = host_noise(sc, machine, grad, at_once)
+        read = timing_dist(sc.timing.read, sc.base_dir, "timing.read")
+        update = timing_dist(sc.timing.update, sc.base_dir, "timing.update")
         if (read is None or update is None) and dim is None:
             raise ValueError("derived read/update costs need the model dimension (give [timing] read and update)")
         st = sc.workers.stragglers
-        pause = _dist(st.pause, sc.base_dir, "workers.stragglers.pause") if st.probability > 0 else None
+        pause = timing_dist(st.pause, sc.base_dir, "workers.stragglers.pause") if st.probability > 0 else None
         self._grad: list[Callable[[], float]] = []
         self._read: list[Sampler | None] = []
         self._update: list[Sampler | None] = []
-        speed = _host_speed(sc, machine, grad, run)
+        speed = host_speed(sc, machine, grad, run)
         for w in range(n):
             rg, rr, ru, rp, rn = (np.random.default_rng(s) for s in
                                   seeds.sequence(sc.seed, run, seeds.Role.TIMING, w).spawn(5))
             slow = (st.slowdown if w < st.count else 1.0) * self._grad_slow[w]
             if speed is None:
-                self._grad.append(Sampler(_gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
+                self._grad.append(Sampler(gradient_draw(grad, rg, slow, st.probability, pause, rp, noise, rn)))
             else:  # the copula over the same samples; pauses and host noise added as without it
                 self._grad.append(SharedDraw(grad.samples, speed[0], speed[1], lambda: env.now, slow, rg,
-                                             _additions(st.probability, pause, rp, noise, rn)))
+                                             additions(st.probability, pause, rp, noise, rn)))
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
@@ -230,7 +199,7 @@ class Platform:
     @staticmethod
     def _gradient_dist(sc: Scenario, m: Machine, flops: float | None,
                        at_once: int = 1) -> distributions.Distribution:
-        given = _dist(sc.timing.gradient, sc.base_dir, "timing.gradient")
+        given = timing_dist(sc.timing.gradient, sc.base_dir, "timing.gradient")
         if given is not None:
             return given
         prof = profile_gradient(m.profile, sc.workload, at_once, in_cycle=sc.sim.gradient_in_cycle)
@@ -400,54 +369,3 @@ class Platform:
 
     def block(self, w: int) -> None:
         self.cores.block(w)
-
-
-def _host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy: int) -> HostNoise | None:
-    """The calibrated long pauses (:mod:`noise`) when the gradient times are the profile's samples."""
-    if not sc.sim.host_noise or sc.timing.gradient is not None or not isinstance(grad, distributions.Empirical):
-        return None
-    x = np.asarray(grad.samples, dtype=float)
-    return HostNoise.from_profile(m.profile, busy, float(np.percentile(x, 99) - np.median(x)))
-
-
-def _additions(probability: float, pause: distributions.Distribution | None, prng: np.random.Generator,
-               noise: HostNoise | None = None, nrng: np.random.Generator | None = None
-               ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """Gradient times with a straggler's pauses (drawn with ``probability``) and the host's long pauses added;
-    None when there are neither."""
-    pauses = pause is not None and probability > 0
-    noisy = noise is not None and nrng is not None
-    if not (pauses or noisy):
-        return None
-
-    def add(x: np.ndarray) -> np.ndarray:
-        if pauses:
-            x = x + (prng.random(len(x)) < probability) * np.asarray(pause.sample(prng, len(x)), dtype=float)
-        if noisy:
-            x = noise.add(nrng, x)
-        return x
-    return add
-
-
-def _gradient_draw(dist: distributions.Distribution, rng: np.random.Generator, slowdown: float,
-                   probability: float, pause: distributions.Distribution | None,
-                   prng: np.random.Generator, noise: HostNoise | None = None,
-                   nrng: np.random.Generator | None = None) -> Callable[[int], np.ndarray]:
-    add = _additions(probability, pause, prng, noise, nrng)
-    if add is None:
-        return lambda k: np.asarray(dist.sample(rng, k), dtype=float) * slowdown
-    return lambda k: add(np.asarray(dist.sample(rng, k), dtype=float) * slowdown)
-
-
-def _host_speed(sc: Scenario, m: Machine, grad: distributions.Distribution,
-                run: int) -> tuple[float, HostSpeed] | None:
-    """(ρ, the shared S(t)) when gradient times are the profile's samples and it calibrated the host's
-    shared speed (:mod:`host_speed`); its stream is the 6th child of worker 0's timing stream."""
-    if not sc.sim.shared_speed or sc.timing.gradient is not None or not isinstance(grad, distributions.Empirical):
-        return None
-    found = workload_table(m.profile, sc.workload)
-    params = None if found is None else speed_params(found[1])
-    if params is None:
-        return None
-    stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(6)[5]
-    return params[0], HostSpeed(np.random.default_rng(stream), params[1])
