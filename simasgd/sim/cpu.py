@@ -126,37 +126,29 @@ class Cores:
                 if pending is None:
                     pending = _again(parked, request)
                 continue
-            if self.env.now < spun + self.spin_yield:  # its pauses before the next sched_yield: on its
-                yield from self._spin_for(th, pending, spun + self.spin_yield - self.env.now)  # CPU, it
-                if not pending.triggered and th.left <= 1e-15 and self.quantum_over(th):  # may take the lock
+            if self.env.now < spun + self.spin_yield:
+                # its pauses before the next sched_yield: still on its CPU, it takes a lock released meanwhile
+                wake = [pending, self.env.timeout(min(spun + self.spin_yield - self.env.now, max(th.left, 0.0)))]
+            else:  # it calls sched_yield
+                spun = self.env.now
+                behind = self._behind(th) if self.fair else None
+                if (behind is not None and behind <= _EPS) or self._holder_waiting(th.pool):  # sched_yield
                     _withdraw(pending)
+                    self.give_up(th)
                     parked, pending = pending, None
-                continue
-            spun = self.env.now
-            behind = self._behind(th) if self.fair else None
-            if (behind is not None and behind <= _EPS) or self._holder_waiting(th.pool):  # sched_yield
-                _withdraw(pending)
-                self.give_up(th)
-                parked, pending = pending, None
-                continue
+                    continue
+                wake = [pending, self.env.timeout(max(th.left, 0.0)), self.holder_out]
+                if self.fair:  # someone joined the queue, or this one passes the least-served queued thread
+                    wake.append(self.arrived)
+                    if behind is not None:
+                        wake.append(self.env.timeout(behind))
             t0 = self.env.now
-            wake = [pending, self.env.timeout(max(th.left, 0.0)), self.holder_out]
-            if self.fair:  # someone joined the queue, or this one passes the least-served queued thread
-                wake.append(self.arrived)
-                if behind is not None:
-                    wake.append(self.env.timeout(behind))
             yield self.env.any_of(wake)
             th.left -= self.env.now - t0
             if not pending.triggered and th.left <= 1e-15 and self.quantum_over(th):
                 _withdraw(pending)  # preempted while spinning: withdrawn, back to the run queue
                 parked, pending = pending, None
         return pending
-
-    def _spin_for(self, th: Thread, pending: simpy.Event, seconds: float) -> Generator[simpy.Event, object, None]:
-        """Spin on the CPU for up to ``seconds`` (less when the lock comes or the quantum ends)."""
-        t0 = self.env.now
-        yield self.env.any_of([pending, self.env.timeout(max(0.0, min(seconds, th.left)))])
-        th.left -= self.env.now - t0
 
     def vruntime(self, th: Thread) -> float:
         """CPU time ``th`` has received, its current turn included."""
