@@ -87,7 +87,7 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
             f"{mean(sim, 'updates_per_s'):.4g}", f"{mean(cpu, 'updates_per_s'):.4g}",
             fmt_value("updates_per_s_rel_err", o["updates_per_s_rel_err"].value) + _ci(o["updates_per_s_rel_err"]),
             fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] \
-        + _phase_cols(fid, _master_step(results) if label.split()[0] == "lopez" else None) \
+        + _phase_cols(fid, _master_step(label, results)) \
         + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}",
            absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid)]
 
@@ -142,20 +142,28 @@ def gradient_drift(fid: fidelity.Fidelity) -> float:
     return float(ph.table.loc["gradient", "median_rel_err"])
 
 
-def _master_step(results: dict) -> tuple[float, float]:
-    """A Lopez master's mean step (s), simulated and measured: a run's time over its versions, each one step."""
+def _master_step(label: str, results: dict) -> tuple[float, float] | None:
+    """A Lopez master's mean step (s), simulated and measured: a run's time over its versions, each one step;
+    None for other cells."""
+    if label.split()[0] != "lopez":
+        return None
+
     def one(r: Any) -> float:
         vals = [x.time_s / x.updates for x in r.runs if x.updates]
         return sum(vals) / len(vals) if vals else math.nan
     return one(results["sim"]), one(results["cpu"])
 
 
-def master_drift(label: str, results: dict) -> float:
-    """A Lopez cell's master step, simulated (calibrated) against measured, relative; NaN for other cells."""
-    if label.split()[0] != "lopez":
+def _step_err(step: tuple[float, float] | None) -> float:
+    """A master step, simulated (calibrated) against measured, relative; NaN without both."""
+    if step is None or not all(math.isfinite(v) and v > 0 for v in step):
         return math.nan
-    sim, cpu = _master_step(results)
-    return sim / cpu - 1 if math.isfinite(sim) and math.isfinite(cpu) and cpu > 0 else math.nan
+    return step[0] / step[1] - 1
+
+
+def master_drift(label: str, results: dict) -> float:
+    """A Lopez cell's master step, simulated against measured, relative; NaN for other cells."""
+    return _step_err(_master_step(label, results))
 
 
 def _phase_cols(fid: fidelity.Fidelity, master: tuple[float, float] | None = None) -> list[str]:
@@ -169,8 +177,8 @@ def _phase_cols(fid: fidelity.Fidelity, master: tuple[float, float] | None = Non
         return ["·", "·"]
     e = ph.explanation
     main = f"{e.phase} {e.delta_s * 1e6:+.1f} µs of {e.cycle_delta_s * 1e6:+.1f}"
-    if master is not None and all(math.isfinite(v) and v > 0 for v in master):
-        err = master[0] / master[1] - 1
+    err = _step_err(master)
+    if math.isfinite(err):
         main = (f"master step {master[0] * 1e6:.1f} / {master[1] * 1e6:.1f} µs ({err:+.0%})"
                 + (" ⚠ memory drift" if abs(err) > DRIFT else ""))
     g = gradient_drift(fid)
