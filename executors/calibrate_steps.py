@@ -31,7 +31,7 @@ from executors import atomics as A
 from simasgd import update_rule
 from simasgd.memops import copy_into
 from simasgd.update_rule import step, step_into
-from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
+from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 
 
 def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_rule.SOURCE_HASH) -> Any:
@@ -42,7 +42,8 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
         """A one-thread worker's cycle with its model steps timed (ns), as the executor runs them.
 
         In place (``fresh`` false; locks, HOGWILD!): ``pool[0]`` is the shared model, ``pool[1]`` the
-        private copy; a gradient on the copy, then the update ``θ −= η·g`` (``out_ns[k, 0]``) and the
+        private copy; a gradient on the copy (written over it where ``kernels.grad_over_theta`` allows,
+        as the executor's loops do), then the update ``θ −= η·g`` (``out_ns[k, 0]``) and the
         read ``θ → copy`` (``out_ns[k, 1]``). Fresh (Leashed-SGD): the gradient on ``pool[cur]``, then
         ``θ' = pool[cur] − η·g`` built in the next vector of the pool (``out_ns[k, 0]``), which becomes
         the current one. Between two steps the gradient's own traffic (weights, activations, g)
@@ -70,9 +71,10 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
                 out_ns[k, 0] = A.now_ns() - t0
                 cur = nxt
             else:
-                loss_and_grad(pool[1], X, y, idx, g, shape)
+                gr = pool[1] if grad_over_theta(X, idx, shape) else g  # over the copy, as the executor does
+                loss_and_grad(pool[1], X, y, idx, gr, shape)
                 t0 = A.now_ns()
-                step(pool[0], none, g, 1e-12, 0.0, 0, False)
+                step(pool[0], none, gr, 1e-12, 0.0, 0, False)
                 t1 = A.now_ns()
                 out_ns[k, 0] = t1 - t0
                 if ring.shape[0] > 0 and (k + 1) % every == 0:

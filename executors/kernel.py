@@ -18,7 +18,9 @@ follows edits of ``kernels.py`` (see that module's docstring)::
 
 A workload may bring its own kernel (the executor tests' constant gradient):
 :func:`with_kernel` compiles the very same function — same code object, same
-closure — with the global ``loss_and_grad`` bound to that kernel, uncached.
+closure — with the global ``loss_and_grad`` bound to that kernel, uncached, and
+the global ``grad_over_theta`` (``kernels.grad_over_theta``: may the gradient be
+written over the θ it is taken at?) bound to :func:`never_over`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ from numba import njit
 from simasgd.workloads import kernels
 
 GLOBAL = "loss_and_grad"  # the name every executor function calls the kernel by
+OVER = "grad_over_theta"  # kernels.grad_over_theta: whether the kernel may write g over the θ it reads
+
+
+@njit(nogil=True, cache=True)
+def never_over(X, idx, shape):  # noqa: ANN001, ANN201
+    """``grad_over_theta`` for a workload's own kernel: its gradient always goes to its own buffer."""
+    return False
 
 _bound: dict[tuple[Any, Any], Any] = {}
 _lock = threading.Lock()
@@ -52,6 +61,8 @@ def with_kernel(fn: Any, kernel: Any) -> Any:
                 raise ValueError(f"{py.__qualname__} does not call the global {GLOBAL!r}")
             glob = dict(py.__globals__)
             glob[GLOBAL] = kernel
+            if OVER in glob:  # a kernel we do not know: never handed θ as its gradient buffer
+                glob[OVER] = never_over
             copy = types.FunctionType(py.__code__, glob, py.__name__, py.__defaults__, py.__closure__)
             copy.__qualname__, copy.__doc__, copy.__kwdefaults__ = py.__qualname__, py.__doc__, py.__kwdefaults__
             options = {k: v for k, v in fn.targetoptions.items() if k != "nopython"}  # njit sets it

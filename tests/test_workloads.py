@@ -93,6 +93,40 @@ def test_softmax_gradient_over_several_blocks_matches_torch() -> None:
     assert kernels.loss(theta, X, y, idx, spec.shape) == pytest.approx(ref_loss, rel=1e-12)
 
 
+@pytest.mark.parametrize("layers", [[5, 3], [6, 4, 3], [8, 7, 5, 4]])
+@pytest.mark.parametrize("b", range(len(BATCHES)))
+def test_softmax_gradient_written_over_theta_is_the_same_gradient(layers: list[int], b: int) -> None:
+    # A worker's private copy takes its own gradient (kernels.grad_over_theta): each layer's weights
+    # must be read for the last time before its gradient overwrites them.
+    spec, theta, X, y = _softmax_problem(layers)
+    idx = BATCHES[b].astype(np.int64)
+    g = np.empty(spec.dim)
+    loss = kernels.loss_and_grad(theta, X, y, idx, g, spec.shape)
+    assert kernels.grad_over_theta(X, idx, spec.shape)
+    over = theta.copy()
+    loss_over = kernels.loss_and_grad(over, X, y, idx, over, spec.shape)
+    assert loss_over == loss
+    assert np.array_equal(over, g)  # the same operations in the same order: bit for bit
+    assert _rel(over, _torch_softmax(theta, X, y, idx, layers)[1]) < 1e-10
+
+
+def test_grad_over_theta_only_where_the_kernel_allows_it() -> None:
+    spec, theta, X, y = _softmax_problem([6, 4, 3], n=40)
+    one_block = np.arange(kernels.CHUNK, dtype=np.int64) % 40
+    two_blocks = np.arange(kernels.CHUNK + 1, dtype=np.int64) % 40  # the next block's forward needs θ
+    assert kernels.grad_over_theta(X, one_block, spec.shape)
+    assert not kernels.grad_over_theta(X, two_blocks, spec.shape)
+    lsq = np.array([kernels.LEAST_SQUARES, 6], dtype=np.int64)  # zeroes grad_out before reading θ
+    assert not kernels.grad_over_theta(X, one_block[:4], lsq)
+    assert not kernels.grad_over_theta(to_csr(X), one_block[:4], spec.shape)  # the sparse row kernels
+    # what would go wrong: least squares written over its θ is not its gradient
+    Xl, yl, t = np.random.default_rng(3).standard_normal((12, 6)), np.zeros(12), np.ones(7)
+    g, over = np.empty(7), t.copy()
+    kernels.loss_and_grad(t, Xl, yl, one_block[:4], g, lsq)
+    kernels.loss_and_grad(over, Xl, yl, one_block[:4], over, lsq)
+    assert not np.allclose(over, g)
+
+
 def test_softmax_is_stable_for_huge_logits() -> None:
     spec, theta, X, y = _softmax_problem([4, 3])
     theta = theta * 1e4  # exp would overflow without the log-sum-exp shift

@@ -37,7 +37,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKE
                                   straggle, take_snapshot, wait_go)
 from simasgd.memops import copy_into
 from simasgd import compression
-from simasgd.workloads.kernels import loss_and_grad
+from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
 
 ARRIVE = 0  # arrive[ARRIVE]: places taken in the current round
 
@@ -104,7 +104,8 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
             lock_out(ctrl, False, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            loss_and_grad(local, X, y, idx, g, shape)
+            gr = local if grad_over_theta(X, idx, shape) else g  # the copy is not read again
+            loss_and_grad(local, X, y, idx, gr, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()
             wait2 = lock_in(ctrl, cfg_i, cfg_f, False, False)
@@ -114,7 +115,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
             if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
                 lock_out(ctrl, False, False)
                 break
-            apply_update(theta, vel, g, cfg_i, cfg_f, cur - rv)
+            apply_update(theta, vel, gr, cfg_i, cfg_f, cur - rv)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)

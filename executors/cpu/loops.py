@@ -38,7 +38,7 @@ from simasgd.memops import copy_into
 from simasgd import compression, update_rule
 from simasgd.compression import quantize
 from simasgd.update_rule import divisor, heavy_ball_range, plain_range
-from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
+from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 
 # The loops' numba cache key: the kernels' source and the update rule's (a cached caller is not
 # recompiled when a callee's file changes; closure values are part of the key).
@@ -186,7 +186,8 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             lock_out(ctrl, rw, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            loss_and_grad(local, X, y, idx, g, shape)
+            gr = local if grad_over_theta(X, idx, shape) else g  # the copy is not read again
+            loss_and_grad(local, X, y, idx, gr, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()
             wait2 = lock_in(ctrl, cfg_i, cfg_f, rw, False)
@@ -196,7 +197,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
                 lock_out(ctrl, rw, False)
                 break
-            apply_update(theta, vel, g, cfg_i, cfg_f, cur - rv)
+            apply_update(theta, vel, gr, cfg_i, cfg_f, cur - rv)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
@@ -231,14 +232,16 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
                 # between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
                 copy_into(own, theta)
                 t_r = A.now_ns()
-                loss_and_grad(own, X, y, idx, g, shape)
+                gr = own if grad_over_theta(X, idx, shape) else g  # the copy is not read again
+                loss_and_grad(own, X, y, idx, gr, shape)
             else:
                 t_r = t_s
+                gr = g
                 loss_and_grad(theta, X, y, idx, g, shape)
             straggle(slowdown, t_s)
             t_ge = A.now_ns()
             cur = A.load(ctrl, S_VERSION * LINE)
-            hogwild_step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], divisor(cur - rv, aware), canary, probes)
+            hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], divisor(cur - rv, aware), canary, probes)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads

@@ -30,7 +30,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_STALE
 from simasgd import compression
 from simasgd.compression import quantize
 from simasgd.update_rule import divisor, step_range
-from simasgd.workloads.kernels import loss_and_grad
+from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
 
 
 def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
@@ -64,11 +64,12 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
                 lock_release(locks, s * LINE)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            loss_and_grad(local, X, y, idx, g, shape)
+            gr = local if grad_over_theta(X, idx, shape) else g  # the pulled copy is not read again
+            loss_and_grad(local, X, y, idx, gr, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()
             if onebit:
-                quantize(g, resid, g)
+                quantize(gr, resid, gr)
             ver = 0
             for s in range(S):  # push, shard by shard
                 lo, hi = s * d // S, (s + 1) * d // S
@@ -80,7 +81,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
                 if s == 0 and cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: not applied
                     lock_release(locks, s * LINE)
                     return OK
-                step_range(theta, vel, g, lr, mom, divisor(cur - rv, aware), lo, hi)
+                step_range(theta, vel, gr, lr, mom, divisor(cur - rv, aware), lo, hi)
                 if s == S - 1:
                     ver = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
                     if snapshot_due(cfg_i, ctrl, ver):

@@ -148,7 +148,10 @@ def _softmax_ce(Z, y, idx, lo, scale, grad):
 
 @njit(**_JIT)
 def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
-    """Overwrite g with the gradient; the output delta sits in Z_L's place."""
+    """Overwrite g with the gradient; the output delta sits in Z_L's place.
+
+    Layer by layer from the top, W_l is read (for the next delta) before g's W_l and b_l are
+    written, and never after: ``g`` may be ``theta`` itself (:func:`loss_and_grad_over`)."""
     L = shape.shape[0] - 2
     nout = shape[L + 1]
     D = buf[aoff[L]:aoff[L] + m * nout].reshape((m, nout))
@@ -157,12 +160,7 @@ def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
     for l in range(L - 1, -1, -1):
         nin, nout = shape[l + 1], shape[l + 2]
         A = buf[aoff[l]:aoff[l] + m * nin].reshape((m, nin))
-        np.dot(A.T, D, g[woff[l]:woff[l] + nin * nout].reshape((nin, nout)))
-        gb = g[boff[l]:boff[l] + nout]
-        gb[:] = 0
-        for i in range(m):
-            for j in range(nout):
-                gb[j] += D[i, j]
+        Dn = D
         if l > 0:  # no delta for the input layer: it has no parameters
             W = theta[woff[l]:woff[l] + nin * nout].reshape((nin, nout))
             Dn = buf[nxt:nxt + m * nin].reshape((m, nin))
@@ -171,8 +169,14 @@ def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
                 for j in range(nin):
                     if A[i, j] <= 0:  # ReLU'(z) = [z > 0]; A = max(z, 0)
                         Dn[i, j] = 0
-            D = Dn
             nxt = dbuf + half if nxt == dbuf else dbuf
+        np.dot(A.T, D, g[woff[l]:woff[l] + nin * nout].reshape((nin, nout)))
+        gb = g[boff[l]:boff[l] + nout]
+        gb[:] = 0
+        for i in range(m):
+            for j in range(nout):
+                gb[j] += D[i, j]
+        D = Dn
 
 
 @njit(**_JIT)
@@ -335,6 +339,10 @@ def _by_layout_grad(theta, X, y, idx, grad_out, shape):  # pragma: no cover - ty
     raise NotImplementedError
 
 
+def _by_layout_over(X, idx, shape):  # pragma: no cover - typed by overload
+    raise NotImplementedError
+
+
 def _by_layout_loss(theta, X, y, idx, shape):  # pragma: no cover
     raise NotImplementedError
 
@@ -362,6 +370,20 @@ def _ov_grad(theta, X, y, idx, grad_out, shape):
         if shape[0] == CNN:
             return cnn_rows(theta, X, y, idx, grad_out, shape, 0)
         raise ValueError("loss_and_grad: unknown model tag in shape[0] (dense X)")
+    return dense
+
+
+@overload(_by_layout_over, jit_options={"nogil": True})
+def _ov_over(X, idx, shape):
+    if isinstance(X, types.BaseTuple):
+        def sparse(X, idx, shape):
+            return False  # the row kernels zero grad_out before they read θ
+        return sparse
+
+    def dense(X, idx, shape):
+        # The MLP in one block reads each W_l for the last time before writing its gradient
+        # (_backward); more blocks need θ again for the next block's forward pass.
+        return shape[0] == SOFTMAX and idx.shape[0] <= CHUNK
     return dense
 
 
@@ -411,6 +433,20 @@ def _ov_predict(theta, X, idx, shape, out):
 def loss_and_grad(theta, X, y, idx, grad_out, shape):
     """Mean loss over rows ``idx``; writes the mean gradient into ``grad_out``."""
     return _by_layout_grad(theta, X, y, idx, grad_out, shape)
+
+
+@njit(**_JIT)
+def grad_over_theta(X, idx, shape):
+    """Whether ``loss_and_grad(theta, X, y, idx, theta, shape)`` is right: the gradient written over
+    the θ it is taken at (the MLP with at most ``CHUNK`` rows; never the row kernels or the CNN).
+
+    For a worker's private copy of θ, discarded after its gradient: a worker that copies θ and
+    computes the gradient beside the copy keeps three model-sized vectors hot (the shared θ, the
+    copy, g), and with them past a core's L2 the copy cost the mutex 0.77 of sequential SGD's rate
+    at B = 16 float64 on a 2 MB-L2 Xeon; over the copy it keeps two, as sequential SGD does (θ, g)
+    (benchmarks/README_cpu.md). A worker loop that uses it calls it as a global, like
+    ``loss_and_grad``: a workload's own kernel gets ``executors.kernel.never_over`` in its place."""
+    return _by_layout_over(X, idx, shape)
 
 
 @njit(**_JIT)

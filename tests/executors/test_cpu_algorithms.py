@@ -127,3 +127,31 @@ def test_leashed_persistence_bounds_the_retries(persistence: int, run_const: Run
     assert (u.loc[~u["applied"], "retries"] == persistence + 1).all()    # dropped exactly past it
     assert (u["staleness"] >= u["retries"]).all()                        # each failed CAS: a newer version
     assert np.all(theta == 1.0 - run.updates * STEP)
+
+
+# -- the gradient written over a worker's private copy (kernels.grad_over_theta) ---------------------------
+
+OVER_COPY = [{"name": "mutex"}, {"name": "rwlock"}, {"name": "hogwild", "local_copy": True},
+             {"name": "ssp", "bound": 2}, {"name": "param_server", "shards": 3}]
+
+
+@pytest.fixture(scope="module")
+def mlp_final_theta(scenario: Callable[..., Any]) -> Callable[[dict], np.ndarray]:
+    from simasgd.workloads import build_workload
+
+    def run(alg: dict) -> np.ndarray:
+        sc = scenario(alg, workers=1, max_updates=150, workload={"model": "mlp", "layers": [784, 16, 12, 10],
+                                                               "dataset": "synthetic", "batch_size": 8})
+        state: dict = {}
+        run_workload(sc, 0, build_workload(sc.workload, sc.seed), state=state)
+        return state["theta"]
+    return run
+
+
+@pytest.mark.parametrize("alg", OVER_COPY, ids=[a["name"] for a in OVER_COPY])
+def test_one_worker_writing_its_gradient_over_its_copy_is_sequential_sgd(alg: dict, mlp_final_theta: Any) -> None:
+    # At one worker every read is of the latest θ, so a loop that reads a copy and writes its gradient
+    # over it must walk θ exactly as sequential SGD does, the same batches in the same order.
+    # A layer whose weights were overwritten before their last read would not.
+    seq = mlp_final_theta({"name": "sequential"})
+    assert np.array_equal(mlp_final_theta(alg), seq)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from executors.cpu import leashed, loops, lopez, wiring
+from executors.kernel import never_over
 from simasgd.workloads import kernels
 from simasgd.workloads.constant import ConstWorkload, const_grad
 
@@ -88,6 +89,10 @@ def test_production_loops_are_cached_and_custom_kernels_get_the_same_code() -> N
         custom = wiring.loop_for(name, const_grad)
         assert custom is not loop and custom.py_func.__code__ is loop.py_func.__code__, name
         assert custom.py_func.__globals__["loss_and_grad"] is const_grad, name
+        if "grad_over_theta" in loop.py_func.__code__.co_names:  # a kernel we do not know never gets θ as g
+            assert custom.py_func.__globals__["grad_over_theta"] is never_over, name
         assert wiring.loop_for(name, const_grad) is custom, name  # built once per kernel
     assert {loops.run_locked, leashed.run_leashed, lopez.run_lopez} <= set(wiring.LOOPS.values())
+    over = {n for n, loop in wiring.LOOPS.items() if "grad_over_theta" in loop.py_func.__code__.co_names}
+    assert {"mutex", "rwlock", "hogwild", "ssp", "param_server"} <= over, over
     assert ConstWorkload().kernel is const_grad
