@@ -72,7 +72,8 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 
         With a model-sized ``shared`` buffer, each call is preceded (untimed) by a worker's memory
         traffic around its gradient: an update of the shared model (``shared -= η·g``) and a copy of
-        it into the buffer the gradient reads (``copy_into(theta, shared)``). Those 5 model-sized streams
+        it into the buffer the gradient reads (``copy_into(theta, shared)``; the gradient then written over that
+        copy where the executor's loops write it, ``kernels.grad_over_theta``). Those 5 model-sized streams
         evict part of the gradient's operands from the core's private cache, which a gradient timed
         back to back on one warm buffer never pays (executors/PROFILE.md, ``cycle_samples_s``)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key

@@ -2,7 +2,8 @@
 
 ``[copy_by_size]`` times a copy and an update of a warm buffer back to back: the buffer is all a core
 touches. A worker touches more between two steps: its gradient reads the weights, writes the
-activations and the gradient (a 680 KB model at B = 16: about three model-sized buffers in all). On a
+activations and the gradient (a 680 KB model at B = 16: two or three model-sized buffers in all, two where the
+gradient is written over the copy, ``kernels.grad_over_theta``). On a
 core whose private cache holds a model but not a worker's whole cycle (the 2-vCPU Intel Xeon: 2 MB of
 L2 a core), part of the model's lines are in the next level when the update and the read begin, and
 warm rates predicted a 1-thread update of 17.6 µs where the executor took 23.7. So calibration runs a
