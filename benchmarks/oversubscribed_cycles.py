@@ -8,8 +8,9 @@ model-sized buffers a worker (2 MB at 680 KB, this core's whole L2). With K = 3 
 the OS switches between them, and a worker whose lines were evicted meanwhile refills them. The script prints
 the CPU time per cycle (wall time ÷ all threads' cycles) for K = 1, 3, 7, in interleaved rounds.
 
-On the 2-vCPU Intel Xeon (benchmarks/fidelity.md, 2026-11-25 05:47): K = 7 against K = 1 was +1.6% at B = 16
-and +4.5% at B = 64. That is too little to explain the simulator's Lopez workers contributing 8–13% faster
+On the 2-vCPU Intel Xeon (benchmarks/fidelity.md, 2026-11-25 05:47): K = 7 against K = 1 was +1.6% and +0.6%
+at B = 16 (two runs), +4.5% at B = 64, and +3.6% at B = 16 with ``--atomic`` (623 µs a cycle, the atomic pass
+about 340 µs of it). That is too little to explain the simulator's Lopez workers contributing 8–13% faster
 than measured at 4 and 8 threads.
 """
 
@@ -23,6 +24,7 @@ import time
 import numpy as np
 from numba import njit
 
+from executors import atomics as A
 from simasgd.loader import from_dict
 from simasgd.memops import copy_into
 from simasgd.workloads import build_workload
@@ -30,8 +32,8 @@ from simasgd.workloads.kernels import loss_and_grad
 
 
 @njit(nogil=True, cache=True)
-def cycles(theta, acc, X, y, shape, batch, n, seed):  # noqa: ANN001, ANN201
-    """``n`` Lopez-like worker cycles (without the atomics: the memory traffic is what is tested)."""
+def cycles(theta, acc, X, y, shape, batch, n, seed, atomic):  # noqa: ANN001, ANN201
+    """``n`` Lopez-like worker cycles; the pass into ``acc`` with plain adds, or atomic ones as Lopez's."""
     np.random.seed(seed)
     local, g, old = np.empty_like(theta), np.empty_like(theta), np.zeros_like(theta)
     idx = np.empty(batch, np.int64)
@@ -40,8 +42,12 @@ def cycles(theta, acc, X, y, shape, batch, n, seed):  # noqa: ANN001, ANN201
         for i in range(batch):
             idx[i] = np.random.randint(0, X.shape[0])
         loss_and_grad(local, X, y, idx, g, shape)
-        for i in range(g.shape[0]):
-            acc[i] += g[i] - old[i]
+        if atomic:
+            for i in range(g.shape[0]):
+                A.fetch_add(acc, i, g[i] - old[i])
+        else:
+            for i in range(g.shape[0]):
+                acc[i] += g[i] - old[i]
         copy_into(old, g)
 
 
@@ -49,6 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--atomic", action="store_true", help="the pass with atomic adds, as a Lopez worker's")
     ap.add_argument("--cpu", type=int, default=1, help="the CPU the K threads share (this thread sits elsewhere)")
     args = ap.parse_args()
     sc = from_dict({"name": "oversubscribed", "seed": 1, "workload": {
@@ -56,7 +63,7 @@ def main() -> None:
     wl = build_workload(sc.workload, sc.seed)
     theta = wl.init_theta(np.random.default_rng(0))
     acc = np.zeros_like(theta)
-    cycles(theta, acc, wl.X, wl.y, wl.shape, args.batch, 5, 0)  # compile (or load) first
+    cycles(theta, acc, wl.X, wl.y, wl.shape, args.batch, 5, 0, args.atomic)  # compile (or load) first
     others = sorted(os.sched_getaffinity(0) - {args.cpu})
     if others:
         os.sched_setaffinity(0, set(others))
@@ -67,7 +74,7 @@ def main() -> None:
 
         def body(w: int) -> None:
             os.sched_setaffinity(0, {args.cpu})
-            cycles(theta, acc, wl.X, wl.y, wl.shape, args.batch, n, w)
+            cycles(theta, acc, wl.X, wl.y, wl.shape, args.batch, n, w, args.atomic)
         threads = [threading.Thread(target=body, args=(w,)) for w in range(k)]
         t0 = time.perf_counter()
         for t in threads:
