@@ -83,19 +83,17 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
         idx = np.empty(batch, dtype=np.int64)
         cycle = shared.shape[0] == theta.shape[0]
         stamp = starts_ns.shape[0] == out_ns.shape[0]
-        last = g  # where the previous call left its gradient
+        # in a cycle, over the copy where the executor's loops write it (kernels.grad_over_theta)
+        gr = theta if cycle and grad_over_theta(X, idx, shape) else g
         for k in range(out_ns.shape[0]):
             for i in range(batch):
                 idx[i] = np.random.randint(0, n_rows)
             if cycle:
                 for j in range(shared.shape[0]):
-                    shared[j] -= 1e-12 * last[j]
+                    shared[j] -= 1e-12 * gr[j]  # the previous call's gradient (at first: θ or zeros, as small)
                 copy_into(theta, shared)
-            # over the copy where the executor's loops write it (kernels.grad_over_theta)
-            gr = theta if cycle and grad_over_theta(X, idx, shape) else g
             t0 = A.now_ns()
             loss_and_grad(theta, X, y, idx, gr, shape)
-            last = gr
             out_ns[k] = A.now_ns() - t0
             if stamp:
                 starts_ns[k] = t0

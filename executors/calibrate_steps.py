@@ -60,6 +60,7 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
         g = np.zeros(d, dtype=pool.dtype)
         none = np.zeros(0, dtype=pool.dtype)
         idx = np.empty(batch, dtype=np.int64)
+        gr = pool[1] if grad_over_theta(X, idx, shape) else g  # in place: over the copy, as the executor does
         cur, slot = 0, 0
         for k in range(out_ns.shape[0]):
             for i in range(batch):
@@ -72,7 +73,6 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
                 out_ns[k, 0] = A.now_ns() - t0
                 cur = nxt
             else:
-                gr = pool[1] if grad_over_theta(X, idx, shape) else g  # over the copy, as the executor does
                 loss_and_grad(pool[1], X, y, idx, gr, shape)
                 t0 = A.now_ns()
                 step(pool[0], none, gr, 1e-12, 0.0, 0, False)

@@ -90,6 +90,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
         n = cfg_i[C_WORKERS]
         local, g = np.empty_like(theta), np.empty_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        gr = local if grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
@@ -104,7 +105,6 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
             lock_out(ctrl, False, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            gr = local if grad_over_theta(X, idx, shape) else g  # the copy is not read again
             loss_and_grad(local, X, y, idx, gr, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()

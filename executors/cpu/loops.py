@@ -173,6 +173,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         np.random.seed(seed)
         local, g = np.empty_like(theta), np.empty_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        gr = local if grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
         rw = cfg_i[C_RWLOCK] != 0
         if not wait_go(ctrl):
             return STOPPED_WAITING
@@ -186,7 +187,6 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             lock_out(ctrl, rw, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            gr = local if grad_over_theta(X, idx, shape) else g  # the copy is not read again
             loss_and_grad(local, X, y, idx, gr, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()
@@ -218,6 +218,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         local = cfg_i[C_LOCAL_COPY] != 0
         own = np.empty_like(theta) if local else theta[:0]
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        gr = own if local and grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
         probes = cfg_i[C_PROBES] != 0
         aware = cfg_i[C_STALE_AWARE] != 0
         if not wait_go(ctrl):
@@ -232,11 +233,9 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
                 # between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
                 copy_into(own, theta)
                 t_r = A.now_ns()
-                gr = own if grad_over_theta(X, idx, shape) else g  # the copy is not read again
                 loss_and_grad(own, X, y, idx, gr, shape)
             else:
                 t_r = t_s
-                gr = g
                 loss_and_grad(theta, X, y, idx, g, shape)
             straggle(slowdown, t_s)
             t_ge = A.now_ns()

@@ -47,6 +47,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
         local, g = np.empty_like(theta), np.empty_like(theta)
         resid = np.zeros_like(theta) if onebit else np.empty(0, theta.dtype)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        gr = local if grad_over_theta(X, idx, shape) else g  # over the pulled copy where it may: not read again
         lr, mom, aware = cfg_f[F_LR], cfg_f[F_MOM], cfg_i[C_STALE_AWARE] != 0
         if not wait_go(ctrl):
             return STOPPED_WAITING
@@ -64,7 +65,6 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
                 lock_release(locks, s * LINE)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
-            gr = local if grad_over_theta(X, idx, shape) else g  # the pulled copy is not read again
             loss_and_grad(local, X, y, idx, gr, shape)
             straggle(slowdown, t_r)
             t_ge = A.now_ns()

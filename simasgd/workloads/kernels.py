@@ -155,7 +155,7 @@ def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
     """Overwrite g with the gradient; the output delta sits in Z_L's place.
 
     Layer by layer from the top, W_l is read (for the next delta) before g's W_l and b_l are
-    written, and never after: ``g`` may be ``theta`` itself (:func:`loss_and_grad_over`)."""
+    written, and never after: ``g`` may be ``theta`` itself (:func:`grad_over_theta`)."""
     L = shape.shape[0] - 2
     nout = shape[L + 1]
     D = buf[aoff[L]:aoff[L] + m * nout].reshape((m, nout))
