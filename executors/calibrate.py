@@ -42,7 +42,7 @@ from executors import atomics as A
 from executors import settle
 from executors.c2c import ping_pong as _ping_pong
 from executors.calibrate_speed import speed_from_stamps
-from executors.calibrate_steps import step_samples, time_steps
+from executors.calibrate_steps import shared_fresh_samples, step_samples, time_shared_fresh, time_steps
 from executors.cpu.shared import SPINS_BEFORE_YIELD, new_ctrl, spin_pause, stopped
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
@@ -257,6 +257,12 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
                                      max(20, min(n // 2, 5000)), seed + 1).items():
             st = _stats(ns * 1e-9, keep=200)
             steps[f"cycle_{name}_s"], steps[f"cycle_{name}_median_s"] = st["samples_s"], st["median_s"]
+        # Leashed's pass with two workers on two CPUs: its destination's lines held by the other's cache
+        two = shared_fresh_samples(with_kernel(time_shared_fresh, wl.kernel), theta, wl, n_rows, cfg.batch_size,
+                                   max(20, min(n // 4, 2000)), seed + 3, sorted(os.sched_getaffinity(0)), _threads)
+        if two is not None:
+            steps["cycle_fresh_k2_s"] = _stats(two[0] * 1e-9, keep=200)["samples_s"]
+            steps["cycle_fresh_k2_median_s"] = two[1] * 1e-9
         concurrent = {}
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             # k independent threads, each its own θ copy and output (no shared model): what one

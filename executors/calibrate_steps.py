@@ -91,6 +91,65 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
 
 
 time_steps = _make_steps()
+
+
+def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = update_rule.SOURCE_HASH) -> Any:
+    """The two-thread Leashed pass timer, in a closure over the kernel's and the update rule's source hashes."""
+
+    @njit(nogil=True, cache=True)
+    def time_shared_fresh(pool, X, y, shape, n_rows, batch, out_ns, seed, latest, rc):  # noqa: ANN001
+        """One of two threads sharing a pool of published vectors as Leashed-SGD's workers do
+        (executors/cpu/leashed.py), without its CAS: a gradient on the latest vector in place
+        (``pool[latest[0]]``, a reader reference ``rc`` held meanwhile), then ``θ' = latest − η·g`` built
+        in the lowest-index vector that is neither the latest nor in use (``out_ns[k]``), which it then
+        publishes. So the destination is a vector one core wrote and both gradients read in place a
+        publication or two before: its lines may be valid in the other core's cache, and each write
+        first invalidates them (the held lines of ``[coherence] held_write_gbs``), while the gradients'
+        traffic in between has evicted some of them (the subject of the in-cycle steps)."""
+        if len(kernels_version) == 0 or len(rule_version) == 0:  # never: closure cells, in the cache key
+            return
+        np.random.seed(seed)
+        g = np.zeros(pool.shape[1], dtype=pool.dtype)
+        none = np.zeros(0, dtype=pool.dtype)
+        idx = np.empty(batch, dtype=np.int64)
+        for k in range(out_ns.shape[0]):
+            for i in range(batch):
+                idx[i] = np.random.randint(0, n_rows)
+            p = _acquire(latest, rc)
+            loss_and_grad(pool[p], X, y, idx, g, shape)
+            A.fetch_add(rc, p, -1)
+            mine = -1
+            while mine < 0:  # a claimed vector is in use: only its claimer publishes it
+                for q in range(pool.shape[0]):
+                    if q != A.load(latest, 0) and A.cas(rc, q, 0, _CLAIMED) == 0:
+                        mine = q
+                        break
+            base = _acquire(latest, rc)
+            t0 = A.now_ns()
+            step_into(pool[mine], none, pool[base], none, g, 1e-12, 0.0, 0, False)
+            out_ns[k] = A.now_ns() - t0
+            A.store(latest, 0, mine)
+            A.fetch_add(rc, mine, -_CLAIMED)
+            A.fetch_add(rc, base, -1)
+
+    return time_shared_fresh
+
+
+_CLAIMED = 1 << 20  # a claimed vector's reader count (as executors/cpu/shared.py's CLAIMED)
+
+
+@njit(nogil=True, cache=True)
+def _acquire(latest: np.ndarray, rc: np.ndarray) -> int:
+    """A reader reference on the latest vector: count in, then check it is still the latest."""
+    while True:
+        p = A.load(latest, 0)
+        A.fetch_add(rc, p, 1)
+        if A.load(latest, 0) == p:
+            return p
+        A.fetch_add(rc, p, -1)
+
+
+time_shared_fresh = _make_shared_fresh()
 # Leashed-SGD's vectors a one-thread worker alternates between: with the pool's lowest free slot
 # claimed, it builds each vector in the one it published before the current (executors/cpu/leashed.py).
 FRESH_POOL = 2
@@ -118,3 +177,28 @@ def step_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int
     snaps = place[:, 2][place[:, 2] > 0]
     return {"update": place[warm:, 0], "read": place[warm:, 1], "fresh": fresh[warm:, 0],
             "snapshot": snaps[len(snaps) // 20:]}
+
+
+SHARED_FRESH_TRIES = 3  # runs of the two-thread pass; the median of their medians (a host's bad minute is one run)
+
+
+def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int, n: int, seed: int,
+                         cpus: list[int], threads: Any) -> tuple[np.ndarray, float] | None:
+    """Leashed-SGD's pass as two workers on two CPUs make it (:func:`time_shared_fresh`, ``n`` cycles each,
+    the first 5% dropped): every thread's samples (ns) of the median run, and the median of the runs'
+    medians. ``threads`` runs one call per thread pinned to ``cpus`` (``executors.calibrate._threads``);
+    None with fewer than two CPUs."""
+    if len(cpus) < 2:
+        return None
+    runs = []
+    for t in range(SHARED_FRESH_TRIES):
+        pool = np.stack([theta] * 5)  # the executor's pool for two workers (leashed.pool_size)
+        latest, rc = np.zeros(1, dtype=np.int64), np.zeros(pool.shape[0], dtype=np.int64)
+        outs = [np.zeros(n, dtype=np.int64) for _ in range(2)]
+        threads(timer, [(pool, wl.X, wl.y, wl.shape, n_rows, batch, outs[i], seed + 2 * t + i, latest, rc)
+                        for i in range(2)], cpus=cpus[:2])
+        kept = np.concatenate([o[n // 20:] for o in outs])
+        runs.append((float(np.median(kept)), kept))
+    runs.sort(key=lambda r: r[0])
+    return runs[len(runs) // 2][1], float(np.median([r[0] for r in runs]))
+

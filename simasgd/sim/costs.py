@@ -37,7 +37,7 @@ from simasgd.sim.interference import Overlap, slowdowns
 from simasgd.sim.host_speed import SharedDraw
 from simasgd.sim.draws import Sampler, additions, gradient_draw, host_noise, host_speed, timing_dist
 from simasgd.sim.profile_tables import (FRESH_COPIES, READ_COPIES, UPDATE_COPIES, pass_costs, profile_gradient,
-                                        profile_latency, profile_machine, profile_snapshot, profile_steps,
+                                        profile_latency, profile_machine, profile_shared_fresh, profile_snapshot, profile_steps,
                                         spin_yield_s, workload_table)
 from simasgd.sim.memory import Memory
 from simasgd.sim import sockets
@@ -67,7 +67,9 @@ class Platform:
         self._coherent = n > 1 and sc.sim.coherence  # the model's lines may have been written by another core
         self._in_cycle = sc.sim.steps_in_cycle
         self._held = sc.sim.held_lines
-        cached, shared, held = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {})
+        # Leashed's pass timed with two workers at once (its destination held by the other's cache): in-cycle
+        two = profile_shared_fresh(machine.profile, sc.workload) if self._in_cycle and self._held else None
+        cached, shared, held = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {}, two)
         # a copy between two of a worker's own buffers (no other core wrote them)
         self._private_copy_s = None if self._caches is None else self._caches.read_s(self.model_bytes)
         # the executor's loss snapshot: θ copied into a ring slot in no cache (calibrated in a worker's cycle)
@@ -129,13 +131,17 @@ class Platform:
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
 
-    def _rates(self, steps: dict[int, float]) -> tuple[dict[int, float] | None, ...]:
+    def _rates(self, steps: dict[int, float],
+               shared_fresh: float | None = None) -> tuple[dict[int, float] | None, ...]:
         """Step times by streams moved, on a worker's own lines, on another core's, and on lines both hold
         (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates, replaced by ``steps`` (timed in
         a worker's cycle) where given; another core's lines cost the slower of those and ``[coherence]``'s
         rate (they come from that core's cache or, where the cycle evicted them, from the next level: not
         both), and so do held lines (``held_read_gbs``/``held_write_gbs``, when calibrated and ``[sim]
-        held_lines``). (None, None, None) off the cache model."""
+        held_lines``). ``shared_fresh``: Leashed's pass timed in two workers' cycles at once
+        (``cycle_fresh_k2_median_s``), which is then the fresh pass on another core's lines: its
+        destination is a vector both gradients read, held by the other's cache or evicted by the
+        gradients' traffic in proportions no ping-pong reproduces. (None, None, None) off the cache model."""
         c, s = self._caches, self.model_bytes
         if c is None:
             return None, None, None
@@ -144,7 +150,7 @@ class Platform:
             return own, None, None
         shared = {READ_COPIES: max(own[READ_COPIES], c.read_s(s, True)),
                   UPDATE_COPIES: max(own[UPDATE_COPIES], c.update_s(s, True)),
-                  FRESH_COPIES: max(own[FRESH_COPIES], c.update_into_s(s, True))}
+                  FRESH_COPIES: shared_fresh or max(own[FRESH_COPIES], c.update_into_s(s, True))}
         read, update = c.held_s(s, False), c.held_s(s, True)
         if not self._held or read is None or update is None:
             return own, shared, None
@@ -295,6 +301,7 @@ class Platform:
         # whoever published the source, the destination is a pool vector the other workers' gradients have
         # read in place (Leashed reads every published vector without a copy): its lines must be taken
         # from their caches before they are written, so with 2+ workers a pass is always another core's
+        # (``cycle_fresh_k2_median_s`` where calibrated: on the 2-vCPU EPYC 36-41 µs against 22 alone)
         self._table[w] = self._shared_s[w] or self._cached_s[w]
         return self._step(w, None, FRESH_COPIES, 1.0, None)
 

@@ -120,6 +120,15 @@ def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> d
     return {c: float(table[k]) for c, k in keys.items() if isinstance(table.get(k), (int, float)) and table[k] > 0}
 
 
+def profile_shared_fresh(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
+    """Seconds of Leashed-SGD's pass with two workers on two CPUs for this workload
+    (``cycle_fresh_k2_median_s`` of the gradient table at the nearest batch size, executors/PROFILE.md);
+    None when the profile has none."""
+    found = workload_table(profile, workload)
+    t = None if found is None else found[1].get("cycle_fresh_k2_median_s")
+    return float(t) if isinstance(t, (int, float)) and t > 0 else None
+
+
 def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
     """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
     table at the nearest batch size, executors/PROFILE.md); None when the profile has none."""

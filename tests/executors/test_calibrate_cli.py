@@ -59,6 +59,9 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert len(conc["k2"]) > 10 and min(conc["k2"]) > 0 and conc["k2_n"] >= 2 * 20
         assert conc["k2_median_s"] > 0.5 * grad["median_s"]
         assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
+        # Leashed's pass with two workers sharing a pool: at least a memory latency, below a gradient
+        assert len(grad["cycle_fresh_k2_s"]) > 10
+        assert m.local_latency_ns * 1e-9 < grad["cycle_fresh_k2_median_s"] < grad["median_s"]
         if "k2_speed_corr" in conc:  # the host's shared speed, when enough calls overlapped to tell
             assert 0 <= conc["k2_speed_corr"] <= 1 and conc["k2_speed_time_s"] > 0 and conc["k2_speed_pairs"] >= 50
         assert min(doc["passes"]["add_s"] + doc["passes"]["add_shared_s"]) > 0  # Lopez's passes, per model size

@@ -221,3 +221,32 @@ def test_spin_yield_period_is_the_lock_loops_own() -> None:
     assert ns > 1000 * SPINS_BEFORE_YIELD * 1.0
     assert _spin_period(free, ctrl, 1000) < ns / 100
     assert 1e-9 * SPINS_BEFORE_YIELD < spin_yield_s(2000) < 1e-3
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
+def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
+    """The two-thread Leashed pass timer (``calibrate_steps.time_shared_fresh``) runs its cycles, times
+    every pass, and leaves no claim or reader reference behind; the latest vector is one of the pool's.
+    Each run's vectors moved: the pool no longer holds θ₀ anywhere but was built from it."""
+    from executors.calibrate_steps import shared_fresh_samples, time_shared_fresh
+    from executors.kernel import with_kernel
+    from simasgd import loader
+    from simasgd.workloads import build_workload
+
+    sc = loader.from_dict({"workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits",
+                                        "batch_size": 8}})
+    wl = build_workload(sc.workload, 0, None)
+    theta = wl.init_theta(np.random.default_rng(0))
+    timer = with_kernel(time_shared_fresh, wl.kernel)
+    pool = np.stack([theta] * 5)
+    latest, rc = np.zeros(1, dtype=np.int64), np.zeros(5, dtype=np.int64)
+    outs = [np.zeros(300, dtype=np.int64) for _ in range(2)]
+    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], i, latest, rc) for i in range(2)],
+                 cpus=CPUS[:2])
+    assert all((o > 0).all() for o in outs)
+    assert (rc == 0).all() and 0 <= latest[0] < 5
+    assert not np.array_equal(pool[latest[0]], theta)  # 600 published steps of lr 1e-12 from θ₀ differ from it
+    samples, median = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads)
+    assert len(samples) == 2 * (40 - 2) and median > 0 and (samples > 0).all()
+    assert shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS[:1], cal._threads) is None
+

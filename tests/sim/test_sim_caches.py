@@ -411,6 +411,35 @@ def test_with_two_workers_every_leashed_pass_is_another_cores(tmp_path: Path, mo
     assert phase.min() == pytest.approx(model.update_into_s(s, True) + 90e-9, rel=1e-9)
 
 
+@pytest.mark.parametrize("held", [True, False])
+def test_a_leashed_pass_timed_in_two_workers_cycles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     held: bool) -> None:
+    """With the profile's `cycle_fresh_k2_median_s` (the pass timed with two workers sharing a pool), every
+    pass of a 2-worker Leashed run takes exactly that, and a 1-worker run's the one-thread in-cycle pass;
+    `[sim] held_lines = false` falls back to the coherence rate (the destination as another core's lines)."""
+    from simasgd.sim import backend
+    from simasgd.workloads import build_workload
+
+    path = _profile(tmp_path, coherence=True)
+    base = _scenario(2).to_dict()
+    lea = {**base, "algorithm": {"name": "leashed"}, "sim": {**base["sim"], "held_lines": held}}
+    sc = loader.from_dict(lea, base_dir=tmp_path)
+    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
+    s = wl.dim * np.dtype(wl.dtype).itemsize
+    model = CacheModel.from_profile(machine.load_profile(path).profile)
+    one, two = 3e-6, 11e-6  # the pair's pass slower than either rate the profile's tables give
+    assert two > 1.2 * max(model.update_into_s(s, True), one)
+    _with_steps(path, sc, 1e-6, 1e-6, one)
+    path.write_text(path.read_text() + f"cycle_fresh_k2_median_s = {two!r}\n")
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    cas = 90e-9
+    for workers, expected in ((2, two if held else max(one, model.update_into_s(s, True))), (1, one)):
+        u = backend.run_once(loader.from_dict({**lea, "workers": {"count": workers}}, base_dir=tmp_path), 0).updates
+        once = u[u["applied"] & (u["retries"] == 0)]
+        assert len(once) > 200
+        np.testing.assert_allclose((once["t_write"] - once["t_grad_end"]).to_numpy(), expected + cas, rtol=1e-9)
+
+
 COH_RACE = [30.0, 20.0, 10.0]  # slower than COH_WRITE: two cores updating one buffer at once
 
 
