@@ -87,8 +87,8 @@ OTHERS, OWN, HELD = 0, 1, 2
 
 
 @njit(nogil=True, cache=True)
-def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, fresh: np.ndarray, g: np.ndarray, op: int,
-               lines: int, turn: np.ndarray, out_ns: np.ndarray) -> None:
+def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, op: int, lines: int,
+               turn: np.ndarray, out_ns: np.ndarray) -> None:
     """Threads A (role 0) and B (role 1) take turns on ``buf`` through the acquire/release ``turn`` word.
 
     ``lines`` OTHERS: A writes all of ``buf`` (and of ``dst`` for FRESH), then hands over; OWN (the control
@@ -105,8 +105,6 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, fresh: np.ndarray, g
         if lines == HELD:
             if role == 0:
                 copy_into(dst, buf)
-                if op == FRESH:  # and the fresh vector too: a published vector every gradient read in place
-                    copy_into(dst, fresh)
         elif (role == 0) == (lines == OTHERS):
             _touch(buf)
             if op == FRESH:
@@ -121,7 +119,7 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, fresh: np.ndarray, g
                 copy_into(dst, buf)
             A.compiler_barrier()
             out_ns[r] = A.now_ns() - t0
-            if lines == HELD and op != UPDATE:
+            if lines == HELD and op == COPY:
                 _touch(buf)  # B wrote it last, as a worker whose update the other then read
         A.store_release(turn, 0, 1 - role)
 
@@ -267,7 +265,7 @@ def _median_round(cpus: tuple[int, int], n: int, op: int, lines: int, rounds: in
     dsts = (np.full(n, 0.5) if lines == HELD else dst, dst)
     turn = np.zeros(1, dtype=np.int64)
     outs = [np.zeros(rounds + 1, dtype=np.int64) for _ in range(2)]
-    _threads(_alternate, [(r, buf, dsts[r], dst, g, op, lines, turn, outs[r]) for r in (0, 1)], cpus=list(cpus))
+    _threads(_alternate, [(r, buf, dsts[r], g, op, lines, turn, outs[r]) for r in (0, 1)], cpus=list(cpus))
     return float(np.median(outs[1][1:]))  # round 0 warms B's private buffers
 
 
