@@ -40,6 +40,7 @@ from numba import njit
 
 from executors import atomics as A
 from executors import settle
+from executors.c2c import latency_ns as c2c_latency_ns
 from executors.c2c import ping_pong as _ping_pong
 from executors.calibrate_speed import speed_from_stamps
 from executors.calibrate_steps import shared_fresh_samples, step_samples, time_shared_fresh, time_steps
@@ -259,10 +260,12 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
             steps[f"cycle_{name}_s"], steps[f"cycle_{name}_median_s"] = st["samples_s"], st["median_s"]
         # Leashed's pass with two workers on two CPUs: its destination's lines held by the other's cache
         two = shared_fresh_samples(with_kernel(time_shared_fresh, wl.kernel), theta, wl, n_rows, cfg.batch_size,
-                                   max(20, min(n // 4, 2000)), seed + 3, sorted(os.sched_getaffinity(0)), _threads)
+                                   max(20, min(n // 4, 2000)), seed + 3, sorted(os.sched_getaffinity(0)), _threads,
+                                   probe=c2c_latency_ns)
         if two is not None:
-            steps["cycle_fresh_k2_s"] = _stats(two[0] * 1e-9, keep=200)["samples_s"]
-            steps["cycle_fresh_k2_median_s"] = two[1] * 1e-9
+            steps["cycle_fresh_k2_s"] = _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"]
+            steps["cycle_fresh_k2_median_s"] = two["median_ns"] * 1e-9
+            steps["cycle_fresh_k2_c2c_ns"] = two["c2c_ns"]
         concurrent = {}
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             # k independent threads, each its own θ copy and output (no shared model): what one

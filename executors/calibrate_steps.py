@@ -23,12 +23,15 @@ it took the snapshot (benchmarks/fidelity.md, 2026-11-24). The simulator charges
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.c2c import same_mode
+from executors.cpu.leashed import acquire_latest, claim, pool_size, release
+from executors.cpu.shared import CLAIMED, LINE, S_LATEST, new_ctrl
 from simasgd import update_rule
 from simasgd.memops import copy_into
 from simasgd.update_rule import step, step_into
@@ -97,56 +100,47 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
     """The two-thread Leashed pass timer, in a closure over the kernel's and the update rule's source hashes."""
 
     @njit(nogil=True, cache=True)
-    def time_shared_fresh(pool, X, y, shape, n_rows, batch, out_ns, seed, latest, rc):  # noqa: ANN001
-        """One of two threads sharing a pool of published vectors as Leashed-SGD's workers do
-        (executors/cpu/leashed.py), without its CAS: a gradient on the latest vector in place
-        (``pool[latest[0]]``, a reader reference ``rc`` held meanwhile), then ``θ' = latest − η·g`` built
-        in the lowest-index vector that is neither the latest nor in use (``out_ns[k]``), which it then
-        publishes. So the destination is a vector one core wrote and both gradients read in place a
-        publication or two before: its lines may be valid in the other core's cache, and each write
-        first invalidates them (the held lines of ``[coherence] held_write_gbs``), while the gradients'
-        traffic in between has evicted some of them (the subject of the in-cycle steps)."""
+    def time_shared_fresh(pool, X, y, shape, n_rows, batch, out_ns, seed, ctrl, rc, stale, peak):  # noqa: ANN001
+        """One of two threads sharing a pool of vectors with the executor's Leashed-SGD protocol
+        (executors/cpu/leashed.py: ``acquire_latest``, ``claim``, ``release``, the CAS on the latest
+        index) without its records, versions and budget: a gradient on the latest vector in place, then
+        ``θ' = latest − η·g`` built in the lowest-index free vector (each pass timed, ``out_ns[k]``; a
+        failed CAS builds again, as the executor's retries), which it then publishes. So the destination
+        is a vector one core wrote and both gradients read in place a publication or two before: its
+        lines may be valid in the other core's cache, and each write first invalidates them (the held
+        lines of ``[coherence] held_write_gbs``), while the gradients' traffic in between has evicted
+        some of them (the subject of the in-cycle steps)."""
         if len(kernels_version) == 0 or len(rule_version) == 0:  # never: closure cells, in the cache key
             return
         np.random.seed(seed)
         g = np.zeros(pool.shape[1], dtype=pool.dtype)
         none = np.zeros(0, dtype=pool.dtype)
         idx = np.empty(batch, dtype=np.int64)
-        for k in range(out_ns.shape[0]):
+        mine, k = -1, 0
+        while k < out_ns.shape[0]:
             for i in range(batch):
                 idx[i] = np.random.randint(0, n_rows)
-            p = _acquire(latest, rc)
-            loss_and_grad(pool[p], X, y, idx, g, shape)
-            A.fetch_add(rc, p, -1)
-            mine = -1
-            while mine < 0:  # a claimed vector is in use: only its claimer publishes it
-                for q in range(pool.shape[0]):
-                    if q != A.load(latest, 0) and A.cas(rc, q, 0, _CLAIMED) == 0:
-                        mine = q
-                        break
-            base = _acquire(latest, rc)
-            t0 = A.now_ns()
-            step_into(pool[mine], none, pool[base], none, g, 1e-12, 0.0, 0, False)
-            out_ns[k] = A.now_ns() - t0
-            A.store(latest, 0, mine)
-            A.fetch_add(rc, mine, -_CLAIMED)
-            A.fetch_add(rc, base, -1)
+            pr = acquire_latest(ctrl, rc)
+            loss_and_grad(pool[pr], X, y, idx, g, shape)
+            release(rc, pr)
+            if mine < 0:
+                mine = claim(ctrl, rc, stale, peak)
+            while k < out_ns.shape[0]:
+                base = acquire_latest(ctrl, rc)
+                t0 = A.now_ns()
+                step_into(pool[mine], none, pool[base], none, g, 1e-12, 0.0, 0, False)
+                out_ns[k] = A.now_ns() - t0
+                k += 1
+                A.store(stale, mine * LINE, 0)
+                if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:
+                    A.fetch_add(rc, mine * LINE, -CLAIMED)
+                    A.store(stale, base * LINE, 1)
+                    release(rc, base)
+                    mine = -1
+                    break
+                release(rc, base)
 
     return time_shared_fresh
-
-
-_CLAIMED = 1 << 20  # a claimed vector's reader count (as executors/cpu/shared.py's CLAIMED)
-
-
-@njit(nogil=True, cache=True)
-def _acquire(latest: np.ndarray, rc: np.ndarray) -> int:
-    """A reader reference on the latest vector: count in, then check it is still the latest."""
-    while True:
-        p = A.load(latest, 0)
-        A.fetch_add(rc, p, 1)
-        if A.load(latest, 0) == p:
-            return p
-        A.fetch_add(rc, p, -1)
 
 
 time_shared_fresh = _make_shared_fresh()
@@ -182,23 +176,48 @@ def step_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int
 SHARED_FRESH_TRIES = 3  # runs of the two-thread pass; the median of their medians (a host's bad minute is one run)
 
 
+def leashed_pool(theta: np.ndarray, workers: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The executor's Leashed pool for ``workers`` (``leashed.pool_size``), every vector θ, vector 0 the
+    latest, and its control words as :func:`time_shared_fresh` takes them: (ctrl, rc, stale, peak)."""
+    pool = np.stack([theta] * pool_size(workers))
+    stale = np.zeros(pool.shape[0] * LINE, dtype=np.int64)
+    stale[LINE::LINE] = 1  # every vector but the latest is free
+    return pool, (new_ctrl(), np.zeros(pool.shape[0] * LINE, dtype=np.int64), stale, np.zeros(1, dtype=np.int64))
+
+
+def steady_runs(runs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Of runs ``(..., c2c before, c2c after)``, those whose two probes agree and that are in the first such
+    run's placement; every run when none is steady (nothing better to keep)."""
+    steady = [r for r in runs if same_mode(r[-2], r[-1])]
+    return [r for r in steady if same_mode(r[-2], steady[0][-2])] if steady else list(runs)
+
+
 def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int, n: int, seed: int,
-                         cpus: list[int], threads: Any) -> tuple[np.ndarray, float] | None:
-    """Leashed-SGD's pass as two workers on two CPUs make it (:func:`time_shared_fresh`, ``n`` cycles each,
-    the first 5% dropped): every thread's samples (ns) of the median run, and the median of the runs'
-    medians. ``threads`` runs one call per thread pinned to ``cpus`` (``executors.calibrate._threads``);
-    None with fewer than two CPUs."""
+                         cpus: list[int], threads: Any,
+                         probe: Callable[[], float | None] | None = None) -> dict[str, Any] | None:
+    """Leashed-SGD's pass as two workers on two CPUs make it (:func:`time_shared_fresh`, ``n`` passes each,
+    the first 5% dropped), ``SHARED_FRESH_TRIES`` runs: ``samples_ns`` (every thread's, of the median run),
+    ``median_ns`` (the median of the runs' medians) and ``c2c_ns`` (each run's core-to-core hand-off
+    before and after it, when ``probe`` gives one: ``executors.c2c.latency_ns``). A run whose two probes
+    disagree (the host moved the CPUs during it) is left out while another is not; so are runs in a
+    placement other than the first kept run's. ``threads`` runs one call per thread pinned to ``cpus``
+    (``executors.calibrate._threads``). None with fewer than two CPUs."""
     if len(cpus) < 2:
         return None
     runs = []
     for t in range(SHARED_FRESH_TRIES):
-        pool = np.stack([theta] * 5)  # the executor's pool for two workers (leashed.pool_size)
-        latest, rc = np.zeros(1, dtype=np.int64), np.zeros(pool.shape[0], dtype=np.int64)
+        pool, shared = leashed_pool(theta, 2)
         outs = [np.zeros(n, dtype=np.int64) for _ in range(2)]
-        threads(timer, [(pool, wl.X, wl.y, wl.shape, n_rows, batch, outs[i], seed + 2 * t + i, latest, rc)
+        before = probe() if probe is not None else None
+        threads(timer, [(pool, wl.X, wl.y, wl.shape, n_rows, batch, outs[i], seed + 2 * t + i, *shared)
                         for i in range(2)], cpus=cpus[:2])
+        after = probe() if probe is not None else None
         kept = np.concatenate([o[n // 20:] for o in outs])
-        runs.append((float(np.median(kept)), kept))
-    runs.sort(key=lambda r: r[0])
-    return runs[len(runs) // 2][1], float(np.median([r[0] for r in runs]))
+        runs.append((float(np.median(kept)), kept, before, after))
+    steady = sorted(steady_runs(runs), key=lambda r: r[0])
+    out: dict[str, Any] = {"samples_ns": steady[len(steady) // 2][1],
+                           "median_ns": float(np.median([r[0] for r in steady]))}
+    if probe is not None:
+        out["c2c_ns"] = [float(x) for r in runs for x in (r[2], r[3]) if x is not None]
+    return out
 

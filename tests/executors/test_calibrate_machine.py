@@ -225,10 +225,12 @@ def test_spin_yield_period_is_the_lock_loops_own() -> None:
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
 def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
-    """The two-thread Leashed pass timer (``calibrate_steps.time_shared_fresh``) runs its cycles, times
-    every pass, and leaves no claim or reader reference behind; the latest vector is one of the pool's.
-    Each run's vectors moved: the pool no longer holds θ₀ anywhere but was built from it."""
-    from executors.calibrate_steps import shared_fresh_samples, time_shared_fresh
+    """The two-thread Leashed pass timer (``calibrate_steps.time_shared_fresh``, the executor's pool
+    protocol) times every pass and leaves no reader reference behind: each vector's count is 0, or a
+    thread's claim on the vector it was building when its samples ran out; the latest is one of the pool's,
+    not stale, and was built from θ₀ by published passes."""
+    from executors.calibrate_steps import leashed_pool, shared_fresh_samples, time_shared_fresh
+    from executors.cpu.shared import CLAIMED, LINE, S_LATEST
     from executors.kernel import with_kernel
     from simasgd import loader
     from simasgd.workloads import build_workload
@@ -238,15 +240,30 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     wl = build_workload(sc.workload, 0, None)
     theta = wl.init_theta(np.random.default_rng(0))
     timer = with_kernel(time_shared_fresh, wl.kernel)
-    pool = np.stack([theta] * 5)
-    latest, rc = np.zeros(1, dtype=np.int64), np.zeros(5, dtype=np.int64)
+    pool, (ctrl, rc, stale, peak) = leashed_pool(theta, 2)
     outs = [np.zeros(300, dtype=np.int64) for _ in range(2)]
-    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], i, latest, rc) for i in range(2)],
-                 cpus=CPUS[:2])
+    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], i, ctrl, rc, stale, peak)
+                         for i in range(2)], cpus=CPUS[:2])
     assert all((o > 0).all() for o in outs)
-    assert (rc == 0).all() and 0 <= latest[0] < 5
-    assert not np.array_equal(pool[latest[0]], theta)  # 600 published steps of lr 1e-12 from θ₀ differ from it
-    samples, median = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads)
-    assert len(samples) == 2 * (40 - 2) and median > 0 and (samples > 0).all()
+    counts = rc[::LINE]
+    assert set(counts.tolist()) <= {0, CLAIMED} and (counts == CLAIMED).sum() <= 2
+    latest = int(ctrl[S_LATEST * LINE])
+    assert 0 <= latest < len(pool) and stale[latest * LINE] == 0 and counts[latest] == 0
+    assert not np.array_equal(pool[latest], theta)
+    two = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads)
+    assert len(two["samples_ns"]) == 2 * (40 - 2) and two["median_ns"] > 0 and (two["samples_ns"] > 0).all()
+    # each run between two hand-off probes; a run the host moved the CPUs during is left out
+    probes = iter([30.0, 30.0, 30.0, 150.0, 30.0, 30.0])
+    moved = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads, probe=lambda: next(probes))
+    assert moved["c2c_ns"] == [30.0, 30.0, 30.0, 150.0, 30.0, 30.0] and moved["median_ns"] > 0
     assert shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS[:1], cal._threads) is None
+
+
+def test_steady_runs_leave_out_moved_and_foreign_placements() -> None:
+    from executors.calibrate_steps import steady_runs
+
+    runs = [("a", 30.0, 150.0), ("b", 31.0, 32.0), ("c", 150.0, 155.0), ("d", 33.0, 30.0)]
+    assert [r[0] for r in steady_runs(runs)] == ["b", "d"]  # a moved during it, c in another placement
+    assert [r[0] for r in steady_runs([("a", 30.0, 150.0), ("b", 150.0, 30.0)])] == ["a", "b"]  # none steady
+    assert [r[0] for r in steady_runs([("a", None, None), ("b", None, None)])] == ["a", "b"]  # no probes
 
