@@ -43,7 +43,8 @@ from executors import settle
 from executors.c2c import latency_ns as c2c_latency_ns
 from executors.c2c import ping_pong as _ping_pong
 from executors.calibrate_speed import speed_from_stamps
-from executors.calibrate_steps import shared_fresh_samples, step_samples, time_shared_fresh, time_steps
+from executors.calibrate_steps import (SHARED_FRESH_TRIES, shared_fresh_samples, step_samples, time_shared_fresh,
+                                      time_steps)
 from executors.cpu.shared import SPINS_BEFORE_YIELD, new_ctrl, spin_pause, stopped
 from executors.kernel import with_kernel
 from simasgd.memops import copy_into
@@ -258,14 +259,6 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
                                      max(20, min(n // 2, 5000)), seed + 1).items():
             st = _stats(ns * 1e-9, keep=200)
             steps[f"cycle_{name}_s"], steps[f"cycle_{name}_median_s"] = st["samples_s"], st["median_s"]
-        # Leashed's pass with two workers on two CPUs: its destination's lines held by the other's cache
-        two = shared_fresh_samples(with_kernel(time_shared_fresh, wl.kernel), theta, wl, n_rows, cfg.batch_size,
-                                   max(20, min(n // 4, 2000)), seed + 3, sorted(os.sched_getaffinity(0)), _threads,
-                                   probe=c2c_latency_ns)
-        if two is not None:
-            steps["cycle_fresh_k2_s"] = _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"]
-            steps["cycle_fresh_k2_median_s"] = two["median_ns"] * 1e-9
-            steps["cycle_fresh_k2_c2c_ns"] = two["c2c_ns"]
         concurrent = {}
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             # k independent threads, each its own θ copy and output (no shared model): what one
@@ -283,6 +276,50 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
                 if len(starts[0]):
                     concurrent.update(speed_from_stamps(starts[0], starts[0] + outs[0], starts[1], starts[1] + outs[1]))
     return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype), **steps)
+
+
+def leashed_pass_times(cfg: Any, seed: int, base_dir: str | None, seconds: float,
+                       like: float | None) -> dict[str, Any]:
+    """``cycle_fresh_k2_*`` of a gradient table (executors/PROFILE.md): Leashed-SGD's pass with two workers
+    on two CPUs (:func:`executors.calibrate_steps.shared_fresh_samples`), measured in the placement of the
+    CPUs ``like`` names (the core-to-core hand-off ``[coherence]`` saw): where the host put the two vCPUs
+    in different CCXs of the 2-vCPU EPYC (hand-off 155-165 ns against 32) the pass took 290 µs, against
+    40. Empty for a torch workload or with one usable CPU."""
+    if cfg.model == "torch":
+        return {}
+    from executors.cpu.runner import single_threaded_blas
+    from simasgd.workloads import build_workload
+
+    wl = build_workload(cfg, seed, base_dir)
+    theta = wl.init_theta(np.random.default_rng(seed))
+    n_rows = int(getattr(wl, "n_train", len(wl.y)))
+    timer = with_kernel(time_shared_fresh, wl.kernel)
+    with single_threaded_blas():
+        timer(*_one_cycle(theta, wl, n_rows, cfg.batch_size))  # compile (or load) before anything is timed
+        per = max(float(np.median(_time_one(timer, theta, wl, n_rows, cfg.batch_size))), 1e-6)
+        n = int(min(2000, max(20, seconds / 2 / SHARED_FRESH_TRIES / per)))
+        two = shared_fresh_samples(timer, theta, wl, n_rows, cfg.batch_size, n, seed + 3,
+                                   sorted(os.sched_getaffinity(0)), _threads, probe=c2c_latency_ns, like=like)
+    if two is None:
+        return {}
+    return {"cycle_fresh_k2_s": _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"],
+            "cycle_fresh_k2_median_s": two["median_ns"] * 1e-9, "cycle_fresh_k2_c2c_ns": two["c2c_ns"]}
+
+
+def _one_cycle(theta: np.ndarray, wl: Any, n_rows: int, batch: int, out: np.ndarray | None = None) -> tuple:
+    """Arguments for one thread's :func:`time_shared_fresh` alone (its own pool), ``out`` passes long."""
+    from executors.calibrate_steps import leashed_pool
+
+    pool, shared = leashed_pool(theta, 1)
+    return (pool, wl.X, wl.y, wl.shape, n_rows, batch, np.zeros(2, np.int64) if out is None else out, 0, *shared)
+
+
+def _time_one(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int) -> np.ndarray:
+    """Seconds of a few one-thread cycles' passes plus gradients: a cycle's length, to size the runs."""
+    out = np.zeros(5, np.int64)
+    t0 = time.perf_counter()
+    timer(*_one_cycle(theta, wl, n_rows, batch, out))
+    return np.array([(time.perf_counter() - t0) / len(out)])
 
 
 def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray, threads: int = 1) -> None:
@@ -437,6 +474,9 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     cas = c2c.measured(cas_figures, 0.5 * scale, like=like)  # two threads' CAS on one word move its line too
     sizes = sorted({g["dim"] * np.dtype(g.get("dtype", "float64")).itemsize for g in grads.values()}) or [biggest * 8]
     passes = c2c.measured_rows(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
+    for cfg in cfgs:  # Leashed's pass with two workers, in that placement too
+        log(f"Leashed's pass, two workers: {workload_key(cfg)}")
+        grads[workload_key(cfg)].update(leashed_pass_times(cfg, seed, base_dir, 2.0 * scale, like))
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {

@@ -185,27 +185,29 @@ def leashed_pool(theta: np.ndarray, workers: int) -> tuple[np.ndarray, tuple[np.
     return pool, (new_ctrl(), np.zeros(pool.shape[0] * LINE, dtype=np.int64), stale, np.zeros(1, dtype=np.int64))
 
 
-def steady_runs(runs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Of runs ``(..., c2c before, c2c after)``, those whose two probes agree and that are in the first such
-    run's placement; every run when none is steady (nothing better to keep)."""
+def steady_runs(runs: list[tuple[Any, ...]], like: float | None = None) -> list[tuple[Any, ...]]:
+    """Of runs ``(..., c2c before, c2c after)``, those whose two probes agree and that are in ``like``'s
+    placement (else the first such run's); every run when none is (nothing better to keep)."""
     steady = [r for r in runs if same_mode(r[-2], r[-1])]
-    return [r for r in steady if same_mode(r[-2], steady[0][-2])] if steady else list(runs)
+    mode = like if like is not None else (steady[0][-2] if steady else None)
+    steady = [r for r in steady if same_mode(r[-2], mode)]
+    return steady or list(runs)
 
 
 def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int, n: int, seed: int,
-                         cpus: list[int], threads: Any,
-                         probe: Callable[[], float | None] | None = None) -> dict[str, Any] | None:
+                         cpus: list[int], threads: Any, probe: Callable[[], float | None] | None = None,
+                         like: float | None = None) -> dict[str, Any] | None:
     """Leashed-SGD's pass as two workers on two CPUs make it (:func:`time_shared_fresh`, ``n`` passes each,
-    the first 5% dropped), ``SHARED_FRESH_TRIES`` runs: ``samples_ns`` (every thread's, of the median run),
-    ``median_ns`` (the median of the runs' medians) and ``c2c_ns`` (each run's core-to-core hand-off
-    before and after it, when ``probe`` gives one: ``executors.c2c.latency_ns``). A run whose two probes
-    disagree (the host moved the CPUs during it) is left out while another is not; so are runs in a
-    placement other than the first kept run's. ``threads`` runs one call per thread pinned to ``cpus``
-    (``executors.calibrate._threads``). None with fewer than two CPUs."""
+    the first 5% dropped), ``SHARED_FRESH_TRIES`` steady runs: ``samples_ns`` (every thread's, of the
+    median run), ``median_ns`` (the median of the runs' medians) and ``c2c_ns`` (each run's core-to-core
+    hand-off before and after it, when ``probe`` gives one: ``executors.c2c.latency_ns``). A run whose
+    probes disagree (the host moved the CPUs during it) or are not in ``like``'s placement is measured
+    again, up to twice as many runs in all (:func:`steady_runs`). ``threads`` runs one call per thread
+    pinned to ``cpus`` (``executors.calibrate._threads``). None with fewer than two CPUs."""
     if len(cpus) < 2:
         return None
-    runs = []
-    for t in range(SHARED_FRESH_TRIES):
+    runs: list[tuple[Any, ...]] = []
+    for t in range(2 * SHARED_FRESH_TRIES):
         pool, shared = leashed_pool(theta, 2)
         outs = [np.zeros(n, dtype=np.int64) for _ in range(2)]
         before = probe() if probe is not None else None
@@ -214,7 +216,10 @@ def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, ba
         after = probe() if probe is not None else None
         kept = np.concatenate([o[n // 20:] for o in outs])
         runs.append((float(np.median(kept)), kept, before, after))
-    steady = sorted(steady_runs(runs), key=lambda r: r[0])
+        good = [r for r in steady_runs(runs, like) if same_mode(r[-2], r[-1]) and same_mode(r[-2], like)]
+        if len(good) >= SHARED_FRESH_TRIES or (probe is None and len(runs) >= SHARED_FRESH_TRIES):
+            break
+    steady = sorted(steady_runs(runs, like), key=lambda r: r[0])
     out: dict[str, Any] = {"samples_ns": steady[len(steady) // 2][1],
                            "median_ns": float(np.median([r[0] for r in steady]))}
     if probe is not None:

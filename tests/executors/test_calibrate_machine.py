@@ -252,10 +252,15 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     assert not np.array_equal(pool[latest], theta)
     two = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads)
     assert len(two["samples_ns"]) == 2 * (40 - 2) and two["median_ns"] > 0 and (two["samples_ns"] > 0).all()
-    # each run between two hand-off probes; a run the host moved the CPUs during is left out
-    probes = iter([30.0, 30.0, 30.0, 150.0, 30.0, 30.0])
-    moved = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads, probe=lambda: next(probes))
-    assert moved["c2c_ns"] == [30.0, 30.0, 30.0, 150.0, 30.0, 30.0] and moved["median_ns"] > 0
+    # each run between two hand-off probes; a run the host moved the CPUs during, or in another placement
+    # than `like`'s, is measured again until three are steady (at most six runs)
+    probes = iter([30.0, 30.0, 30.0, 150.0, 150.0, 150.0, 30.0, 31.0, 32.0, 30.0, 99.0, 99.0])
+    moved = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads,
+                                 probe=lambda: next(probes), like=30.0)
+    assert moved["c2c_ns"] == [30.0, 30.0, 30.0, 150.0, 150.0, 150.0, 30.0, 31.0, 32.0, 30.0]  # 5 runs: 3 steady
+    always = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads,
+                                  probe=lambda: 150.0, like=30.0)
+    assert len(always["c2c_ns"]) == 12 and always["median_ns"] > 0  # never in that placement: six runs, all kept
     assert shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS[:1], cal._threads) is None
 
 
@@ -266,4 +271,6 @@ def test_steady_runs_leave_out_moved_and_foreign_placements() -> None:
     assert [r[0] for r in steady_runs(runs)] == ["b", "d"]  # a moved during it, c in another placement
     assert [r[0] for r in steady_runs([("a", 30.0, 150.0), ("b", 150.0, 30.0)])] == ["a", "b"]  # none steady
     assert [r[0] for r in steady_runs([("a", None, None), ("b", None, None)])] == ["a", "b"]  # no probes
+    assert [r[0] for r in steady_runs(runs, like=150.0)] == ["c"]  # in the placement asked for
+    assert [r[0] for r in steady_runs(runs[:2], like=150.0)] == ["a", "b"]  # none there: all kept
 
