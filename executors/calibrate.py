@@ -237,11 +237,8 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
         from executors.torchmp.calibrate import gradient_times as torch_gradient_times
         return torch_gradient_times(cfg, seed, base_dir, seconds)
     from executors.cpu.runner import single_threaded_blas
-    from simasgd.workloads import build_workload
 
-    wl = build_workload(cfg, seed, base_dir)
-    theta = wl.init_theta(np.random.default_rng(seed))
-    n_rows = int(getattr(wl, "n_train", len(wl.y)))
+    wl, theta, n_rows = _prepared(cfg, seed, base_dir)
     probe = np.zeros(3, dtype=np.int64)
     none = np.zeros(0, dtype=theta.dtype)
     with single_threaded_blas():
@@ -278,48 +275,40 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
     return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype), **steps)
 
 
-def leashed_pass_times(cfg: Any, seed: int, base_dir: str | None, seconds: float,
+def _prepared(cfg: Any, seed: int, base_dir: str | None) -> tuple[Any, np.ndarray, int]:
+    """The workload, its initial θ and its training rows, as the timers take them."""
+    from simasgd.workloads import build_workload
+
+    wl = build_workload(cfg, seed, base_dir)
+    return wl, wl.init_theta(np.random.default_rng(seed)), int(getattr(wl, "n_train", len(wl.y)))
+
+
+def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str | None, seconds: float,
                        like: float | None) -> dict[str, Any]:
     """``cycle_fresh_k2_*`` of a gradient table (executors/PROFILE.md): Leashed-SGD's pass with two workers
     on two CPUs (:func:`executors.calibrate_steps.shared_fresh_samples`), measured in the placement of the
     CPUs ``like`` names (the core-to-core hand-off ``[coherence]`` saw): where the host put the two vCPUs
     in different CCXs of the 2-vCPU EPYC (hand-off 155-165 ns against 32) the pass took 290 µs, against
-    40. Empty for a torch workload or with one usable CPU."""
+    40. ``table``: the workload's gradient table, whose in-cycle gradient and pass size the runs. Empty
+    for a torch workload or with one usable CPU."""
     if cfg.model == "torch":
         return {}
+    from executors.calibrate_steps import leashed_pool
     from executors.cpu.runner import single_threaded_blas
-    from simasgd.workloads import build_workload
 
-    wl = build_workload(cfg, seed, base_dir)
-    theta = wl.init_theta(np.random.default_rng(seed))
-    n_rows = int(getattr(wl, "n_train", len(wl.y)))
+    wl, theta, n_rows = _prepared(cfg, seed, base_dir)
     timer = with_kernel(time_shared_fresh, wl.kernel)
+    cycle = max(table["cycle_median_s"] + table.get("cycle_fresh_median_s", 0.0), 1e-6)
+    n = int(min(2000, max(20, seconds / 2 / SHARED_FRESH_TRIES / cycle)))
     with single_threaded_blas():
-        timer(*_one_cycle(theta, wl, n_rows, cfg.batch_size))  # compile (or load) before anything is timed
-        per = max(float(np.median(_time_one(timer, theta, wl, n_rows, cfg.batch_size))), 1e-6)
-        n = int(min(2000, max(20, seconds / 2 / SHARED_FRESH_TRIES / per)))
+        pool, shared = leashed_pool(theta, 1)  # compile (or load) before anything is timed: one pass alone
+        timer(pool, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, np.zeros(1, np.int64), seed, *shared)
         two = shared_fresh_samples(timer, theta, wl, n_rows, cfg.batch_size, n, seed + 3,
                                    sorted(os.sched_getaffinity(0)), _threads, probe=c2c_latency_ns, like=like)
     if two is None:
         return {}
     return {"cycle_fresh_k2_s": _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"],
             "cycle_fresh_k2_median_s": two["median_ns"] * 1e-9, "cycle_fresh_k2_c2c_ns": two["c2c_ns"]}
-
-
-def _one_cycle(theta: np.ndarray, wl: Any, n_rows: int, batch: int, out: np.ndarray | None = None) -> tuple:
-    """Arguments for one thread's :func:`time_shared_fresh` alone (its own pool), ``out`` passes long."""
-    from executors.calibrate_steps import leashed_pool
-
-    pool, shared = leashed_pool(theta, 1)
-    return (pool, wl.X, wl.y, wl.shape, n_rows, batch, np.zeros(2, np.int64) if out is None else out, 0, *shared)
-
-
-def _time_one(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int) -> np.ndarray:
-    """Seconds of a few one-thread cycles' passes plus gradients: a cycle's length, to size the runs."""
-    out = np.zeros(5, np.int64)
-    t0 = time.perf_counter()
-    timer(*_one_cycle(theta, wl, n_rows, batch, out))
-    return np.array([(time.perf_counter() - t0) / len(out)])
 
 
 def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray, threads: int = 1) -> None:
@@ -476,7 +465,8 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     passes = c2c.measured_rows(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
     for cfg in cfgs:  # Leashed's pass with two workers, in that placement too
         log(f"Leashed's pass, two workers: {workload_key(cfg)}")
-        grads[workload_key(cfg)].update(leashed_pass_times(cfg, seed, base_dir, 2.0 * scale, like))
+        key = workload_key(cfg)
+        grads[key].update(leashed_pass_times(cfg, grads[key], seed, base_dir, 2.0 * scale, like))
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {

@@ -185,13 +185,17 @@ def leashed_pool(theta: np.ndarray, workers: int) -> tuple[np.ndarray, tuple[np.
     return pool, (new_ctrl(), np.zeros(pool.shape[0] * LINE, dtype=np.int64), stale, np.zeros(1, dtype=np.int64))
 
 
-def steady_runs(runs: list[tuple[Any, ...]], like: float | None = None) -> list[tuple[Any, ...]]:
+def _in_placement(runs: list[tuple[Any, ...]], like: float | None) -> list[tuple[Any, ...]]:
     """Of runs ``(..., c2c before, c2c after)``, those whose two probes agree and that are in ``like``'s
-    placement (else the first such run's); every run when none is (nothing better to keep)."""
+    placement (else the first such run's)."""
     steady = [r for r in runs if same_mode(r[-2], r[-1])]
     mode = like if like is not None else (steady[0][-2] if steady else None)
-    steady = [r for r in steady if same_mode(r[-2], mode)]
-    return steady or list(runs)
+    return [r for r in steady if same_mode(r[-2], mode)]
+
+
+def steady_runs(runs: list[tuple[Any, ...]], like: float | None = None) -> list[tuple[Any, ...]]:
+    """The runs :func:`_in_placement` keeps; every run when it keeps none (nothing better to keep)."""
+    return _in_placement(runs, like) or list(runs)
 
 
 def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int, n: int, seed: int,
@@ -216,8 +220,7 @@ def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, ba
         after = probe() if probe is not None else None
         kept = np.concatenate([o[n // 20:] for o in outs])
         runs.append((float(np.median(kept)), kept, before, after))
-        good = [r for r in steady_runs(runs, like) if same_mode(r[-2], r[-1]) and same_mode(r[-2], like)]
-        if len(good) >= SHARED_FRESH_TRIES or (probe is None and len(runs) >= SHARED_FRESH_TRIES):
+        if len(_in_placement(runs, like)) >= SHARED_FRESH_TRIES:  # without probes every run is steady
             break
     steady = sorted(steady_runs(runs, like), key=lambda r: r[0])
     out: dict[str, Any] = {"samples_ns": steady[len(steady) // 2][1],
