@@ -11,6 +11,12 @@ The goals are issue 14's (``GOAL_*`` below; ``verdicts`` prints one row per goal
 sequential SGD, two threads against ideal, against a PyTorch baseline in the style of pytorch/examples
 mnist_hogwild (``model.share_memory()``, one process per worker, ``torch.set_num_threads(1)``), the
 GEMM peak measured in the same run, and no bimodal rounds (benchmarks/README_cpu.md).
+
+Where the host puts the two vCPUs changes during a run on a VM (executors/c2c.py: one CCX, two CCXs, one
+core's two hardware threads), and every line of the shared model that moves between the workers follows
+it. So each 2-thread run sits between two core-to-core probes and is measured again (``--retries``)
+while they are not in the placement measured at the start (``home``); the attempts set aside are kept
+(``moved``), and the placement table compares them with the same configuration at home.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
 GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
 GOAL_TORCH, BIMODAL, GOAL_PEAK = 2.0, 1.5, 0.6
 TURNS = 0.75  # a round's gradient concurrency below this share of the configuration's best: taking turns
+RETRIES = 2  # a 2-thread run out of the home placement is measured again up to this many times
 
 
 def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "float64") -> Any:
@@ -50,18 +57,44 @@ def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "f
     })
 
 
-def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> tuple[float, float, float, float]:
-    """Updates/s; the workers inside a gradient and inside an update at once on average; the share of
-    the time two were inside an update at once (``simasgd.phases.gradient_concurrency``,
-    ``update_concurrency``, ``both_updating``)."""
+def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> dict[str, float]:
+    """``updates_per_s``; the workers inside a gradient (``concurrency``) and inside an update at once on
+    average; the share of the time two were inside an update at once
+    (``simasgd.phases.gradient_concurrency``, ``update_concurrency``, ``both_updating``)."""
     from executors.cpu.runner import run_workload
     from simasgd.workloads import build_workload
 
     sc = scenario(alg, threads, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
     r = run_workload(sc, 0, wl).runs[0]
-    return (r.updates / r.time_s, *(float(r.extra.get(k, float("nan")))
-                                     for k in ("gradient_concurrency", "update_concurrency", "both_updating")))
+    out = {"updates_per_s": r.updates / r.time_s}
+    for key, extra in (("concurrency", "gradient_concurrency"), ("update_concurrency", "update_concurrency"),
+                       ("both_updating", "both_updating")):
+        out[key] = float(r.extra.get(extra, float("nan")))
+    return out
+
+
+def home_placement(probes: int = 5, gap_s: float = 0.5) -> float | None:
+    """The hand-off latency (ns) of where the host keeps the two CPUs: the median of ``probes`` probes
+    ``gap_s`` apart, so a passing move does not become the placement every 2-thread run is held to."""
+    import statistics
+
+    from executors import c2c
+
+    ns = []
+    for k in range(probes):
+        time.sleep(gap_s if k else 0.0)
+        ns.append(c2c.latency_ns())
+    known = [x for x in ns if x is not None]
+    return statistics.median(known) if known else None
+
+
+def placed(fn: Any, home: float | None, retries: int, moved: list[dict[str, Any]]) -> dict[str, Any]:
+    """``fn()`` (a dict of figures) between two core-to-core probes, measured again up to ``retries`` times
+    while the probes are not both in the ``home`` placement; the attempts set aside go to ``moved``."""
+    from executors import c2c
+
+    return c2c.measured(fn, tries=retries + 1, like=home, moved=moved)
 
 
 def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
@@ -155,40 +188,61 @@ def _torch_rate_here(threads: int, batch: int, seconds: float) -> float:
     return counter.value / seconds
 
 
-def one_round(seconds: float, with_torch: bool) -> list[dict[str, Any]]:
+def one_round(seconds: float, with_torch: bool, home: float | None = None,
+              retries: int = RETRIES) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for batch in (16, 64):
         for dtype in ("float64", "float32"):
-            serial, conc, _, _ = ours("sequential", 1, batch, seconds, dtype)
+            seq = ours("sequential", 1, batch, seconds, dtype)
+            serial = seq["updates_per_s"]
             rows.append({"batch": batch, "dtype": dtype, "algorithm": "sequential", "threads": 1,
-                         "updates_per_s": serial, "ideal": serial, "capacity": serial, "concurrency": conc})
-            cap = capacity(2, batch, seconds, dtype) / capacity(1, batch, seconds, dtype)
+                         "updates_per_s": serial, "ideal": serial, "capacity": serial,
+                         "concurrency": seq["concurrency"]})
+            # one core's two hardware threads share its FMA units: the yardstick sees the placement too
+            two = placed(lambda: {"rate": capacity(2, batch, seconds, dtype)}, home, retries, [])
+            cap = two["rate"] / capacity(1, batch, seconds, dtype)
             for alg in ALGORITHMS:
                 for threads in (1, 2):
-                    rate, conc, upd, both = ours(alg, threads, batch, seconds, dtype)
-                    rows.append({"batch": batch, "dtype": dtype, "algorithm": alg, "threads": threads,
-                                 "updates_per_s": rate, "concurrency": conc, "update_concurrency": upd,
-                                 "both_updating": both,
+                    moved: list[dict[str, Any]] = []
+                    if threads == 1:
+                        r = ours(alg, threads, batch, seconds, dtype)
+                    else:
+                        r = placed(functools.partial(ours, alg, threads, batch, seconds, dtype), home, retries,
+                                   moved)
+                    rows.append({"batch": batch, "dtype": dtype, "algorithm": alg, "threads": threads, **r,
+                                 "moved": moved, "capacity_c2c_ns": two.get("c2c_ns") if threads == 2 else None,
                                  "ideal": threads * serial, "capacity": (cap if threads == 2 else 1.0) * serial})
         if with_torch:
             serial32 = next(r["updates_per_s"] for r in rows if r["batch"] == batch and r["dtype"] == "float32")
             for threads in (1, 2):
+                moved = []  # its two processes share the model too: held to the same placement
+                r = {"updates_per_s": torch_rate(threads, batch, seconds)} if threads == 1 else placed(
+                    lambda: {"updates_per_s": torch_rate(2, batch, seconds)}, home, retries, moved)
                 rows.append({"batch": batch, "dtype": "float32", "algorithm": "torch-hogwild", "threads": threads,
-                             "updates_per_s": torch_rate(threads, batch, seconds), "ideal": threads * serial32,
-                             "capacity": None})
+                             **r, "moved": moved, "ideal": threads * serial32, "capacity": None})
     return rows
 
 
-def median_rows(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per configuration, the median of each figure over the rounds (load on a shared machine drifts)."""
+def median_rows(rounds: list[list[dict[str, Any]]], home: float | None = None) -> list[dict[str, Any]]:
+    """Per configuration, the median of each figure over the rounds (load on a shared machine drifts) that
+    ran in the ``home`` placement of the CPUs (all rounds when none did). ``rounds`` and the other
+    per-round lists keep every round; ``home_rounds`` says which ones the medians used."""
     import statistics
+
+    from executors.c2c import in_placement
 
     out = []
     for i, first in enumerate(rounds[0]):
         row = dict(first)
+        home_ = [in_placement(r[i].get("c2c_ns"), home) for r in rounds]
+        used = [r for r, h in zip(rounds, home_) if h] or rounds
         for key in ("updates_per_s", "ideal", "capacity"):
-            vals = [r[i][key] for r in rounds if r[i][key] is not None]
+            vals = [r[i][key] for r in used if r[i][key] is not None]
             row[key] = statistics.median(vals) if vals else None
+        row.pop("c2c_ns", None)
+        row["home_rounds"] = home_
+        row["c2c_rounds"] = [r[i].get("c2c_ns") for r in rounds]
+        row["moved"] = [{**m, "round": k + 1} for k, r in enumerate(rounds) for m in r[i].get("moved") or []]
         row["rounds"] = [r[i]["updates_per_s"] for r in rounds]
         row["concurrency_rounds"] = [r[i].get("concurrency") for r in rounds]
         row["update_concurrency_rounds"] = [r[i].get("update_concurrency") for r in rounds]
@@ -220,7 +274,7 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "of_ideal", t)
     goal("≥ 2× PyTorch (float32)", [r for r in ours_ if r["dtype"] == "float32"], "vs_torch", GOAL_TORCH)
     for key, what in (("rounds", "updates/s"), ("of_capacity_rounds", "of capacity")):
-        spread = [(max(v) / min(v), r) for r in ours_ if len(v := [x for x in r.get(key, []) if x]) > 1 and min(v) > 0]
+        spread = [(max(v) / min(v), r) for r in ours_ if len(v := _at_home(r, key)) > 1 and min(v) > 0]
         worst = max(spread, key=lambda x: x[0]) if spread else None
         out.append({"goal": f"no bimodal runs (rounds' {what} within {BIMODAL}×)", "worst": worst[0] if worst else None,
                     "target": BIMODAL, "met": None if worst is None else worst[0] <= BIMODAL,
@@ -230,22 +284,68 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out.append({"goal": f"rounds where 2 workers took turns (gradients at once < {TURNS:.0%} of the best round)",
                 "worst": float(len(turns)), "target": 0.0, "met": not turns,
                 "where": "; ".join(turns[:4]) + (" …" if len(turns) > 4 else "") if turns else "none"})
+    moved = [(m, r) for r in ours_ for m in r.get("moved") or []]
+    away = [r for r in ours_ if not all(r.get("home_rounds") or [True])]
+    out.append({"goal": "2-thread runs the host moved out of the home placement (measured again; not a goal)",
+                "worst": float(len(moved)), "target": 0.0, "met": None,
+                "where": (f"{len(away)} configurations kept a round out of it" if away else "every round at home")})
     seq = [r for r in rows if r["algorithm"] == "sequential" and r["batch"] == 64 and r["dtype"] == "float32"
            and r.get("of_peak") is not None]
     goal(f"sequential B = 64 float32 ≥ {GOAL_PEAK:.0%} of the GEMM peak", seq, "of_peak", GOAL_PEAK)
     return out
 
 
+def _at_home(row: dict[str, Any], key: str) -> list[float]:
+    """The row's per-round ``key`` values from the rounds run in the home placement (all of them when the
+    row has no placement record), Nones and NaNs left out."""
+    home = row.get("home_rounds") or [True] * len(row.get(key, []))
+    return [x for x, h in zip(row.get(key, []), home) if h and x is not None and x == x and x]
+
+
 def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
-    """2-thread rounds whose workers computed gradients at once for less than ``TURNS`` of the best round
-    of the same configuration: the two CPUs did not run them in parallel (the slow mode of this VM)."""
+    """2-thread rounds in the home placement whose workers computed gradients at once for less than
+    ``TURNS`` of the best such round of the same configuration: the two CPUs did not run them in parallel."""
     out = []
     for r in rows:
-        conc = [c for c in r.get("concurrency_rounds", []) if c is not None and c == c]
+        conc = _at_home(r, "concurrency_rounds")
         if r["threads"] == 2 and len(conc) > 1:
+            home = r.get("home_rounds") or [True] * len(r["concurrency_rounds"])
             out += [f"{r['algorithm']} B={r['batch']} {r['dtype']} round {k + 1} ({c:.2f} of {max(conc):.2f})"
-                    for k, c in enumerate(r["concurrency_rounds"]) if c is not None and c < TURNS * max(conc)]
+                    for k, (c, h) in enumerate(zip(r["concurrency_rounds"], home))
+                    if h and c is not None and c < TURNS * max(conc)]
     return out
+
+
+def placement_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each 2-thread attempt measured out of the home placement beside its configuration at home: its
+    probes, its updates/s and gradient concurrency over the configuration's home median."""
+    out = []
+    for r in rows:
+        conc = _at_home(r, "concurrency_rounds")
+        for m in r.get("moved") or []:
+            out.append({"config": f"{r['algorithm']} B={r['batch']} {r['dtype']}", "round": m.get("round"),
+                        "c2c_ns": m["c2c_ns"], "of_home": m["updates_per_s"] / r["updates_per_s"],
+                        "concurrency": m.get("concurrency"),
+                        "home_concurrency": sorted(conc)[len(conc) // 2] if conc else None})
+    return out
+
+
+def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
+    moved = placement_rows(rows)
+    if not moved:
+        return f"Every 2-thread run in the home placement (hand-off {home or float('nan'):.0f} ns)."
+
+    def f(v: Any) -> str:
+        return "—" if v is None or v != v else f"{v:.2f}"
+
+    lines = [f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, set aside:", "",
+             "| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home |",
+             "|---|---|---|---|---|---|"]
+    for m in moved:
+        ns = ", ".join("—" if x is None else f"{x:.0f}" for x in m["c2c_ns"])
+        lines.append(f"| {m['config']} | {m['round']} | {ns} | {f(m['of_home'])} | {f(m['concurrency'])} | "
+                     f"{f(m['home_concurrency'])} |")
+    return "\n".join(lines)
 
 
 @functools.lru_cache(maxsize=None)  # building the workload loads its data: once per batch size
@@ -321,6 +421,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="Rounds over all configurations; medians reported.")
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("cpu_throughput.json"))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--retries", type=int, default=RETRIES,
+                    help="Measure a 2-thread run again up to this many times while out of the home placement.")
     ap.add_argument("--table", type=Path, help="Only print the markdown table of a saved JSON.")
     ap.add_argument("--torch-rate", nargs=3, help=argparse.SUPPRESS)  # THREADS BATCH SECONDS, child mode
     args = ap.parse_args()
@@ -336,13 +438,21 @@ def main() -> None:
         if "verdicts" in doc:
             print()
             print(verdict_markdown(doc["verdicts"]))
+        if "c2c_home_ns" in doc["meta"]:
+            print()
+            print(placement_markdown(doc["rows"], doc["meta"]["c2c_home_ns"]))
         return
     load_before = os.getloadavg()
     from executors.peak import peak_table
 
     peak = peak_table()  # the roofline, measured in this run (executors/peak.py)
     print("peak", json.dumps({k: round(v, 1) for k, v in peak.items()}))
-    rows = median_rows([one_round(args.seconds, not args.no_torch) for _ in range(args.rounds)])
+    from executors import c2c
+
+    home = home_placement()
+    print(f"home placement: hand-off {home} ns")
+    rows = median_rows([one_round(args.seconds, not args.no_torch, home, args.retries)
+                        for _ in range(args.rounds)], home)
     roofline(rows, peak)
     for r in rows:
         r["of_ideal"] = r["updates_per_s"] / r["ideal"]
@@ -355,7 +465,7 @@ def main() -> None:
         r["vs_torch"] = r["updates_per_s"] / t["updates_per_s"] if t else None
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "rounds"}))
     meta = {**machine(), "peak": peak, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-            "seconds": args.seconds, "rounds": args.rounds,
+            "seconds": args.seconds, "rounds": args.rounds, "c2c_home_ns": home, "retries": args.retries,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     doc = {"meta": meta, "rows": rows, "verdicts": verdicts(rows)}
     args.out.write_text(json.dumps(doc, indent=1))
@@ -365,6 +475,8 @@ def main() -> None:
     print(roofline_markdown(rows, peak))
     print()
     print(verdict_markdown(doc["verdicts"]))
+    print()
+    print(placement_markdown(rows, home))
 
 
 if __name__ == "__main__":

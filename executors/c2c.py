@@ -92,19 +92,32 @@ def same_mode(a: float | None, b: float | None, ratio: float = 2.0) -> bool:
     return max(a, b) / min(a, b) <= ratio
 
 
-def measured(fn: Any, *args: Any, tries: int = 3, like: float | None = None, **kwargs: Any) -> dict[str, Any]:
+def measured(fn: Any, *args: Any, tries: int = 3, like: float | None = None,
+             moved: list[dict[str, Any]] | None = None, **kwargs: Any) -> dict[str, Any]:
     """``fn(*args, **kwargs)`` (a profile table) between two probes; measured again (up to ``tries``
     times) while the two disagree (the host moved the CPUs during it) or, given ``like`` (another
-    table's latency), while they are not in its mode. The table gets ``c2c_ns = [before, after]``."""
-    for _ in range(tries):
+    table's latency), while they are not in its mode. The table gets ``c2c_ns = [before, after]``.
+    Given ``moved``, each attempt set aside for another try is appended to it with its probes: the
+    evidence of what the other placement did to the measurement."""
+    for k in range(tries):
         before = latency_ns()
         table = fn(*args, **kwargs)
         after = latency_ns()
         if same_mode(before, after) and same_mode(before, like):
             break
+        if moved is not None and k < tries - 1:
+            moved.append({**table, "c2c_ns": [before, after]})
     if before is not None and "reason" not in table:
         table["c2c_ns"] = [before, after]
     return table
+
+
+def in_placement(ns: Sequence[float | None] | None, like: float | None) -> bool:
+    """Whether both probes around a measurement (``c2c_ns``) are in ``like``'s placement and agree:
+    the measurement saw one placement of the CPUs, the wanted one. True with nothing to compare."""
+    if not ns:
+        return True
+    return same_mode(ns[0], ns[-1]) and all(same_mode(x, like) for x in ns)
 
 
 def measured_rows(fn: Any, sizes: Sequence[int], seconds: float, *args: Any, tries: int = 3,

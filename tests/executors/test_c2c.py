@@ -79,3 +79,20 @@ def test_rows_follow_the_placement_they_are_given(monkeypatch: pytest.MonkeyPatc
     # one usable CPU: the table's reason, not a row
     monkeypatch.setattr(c2c, "latency_ns", lambda: None)
     assert c2c.measured_rows(lambda sizes, s: {"reason": "one CPU"}, [64, 128], 1.0) == {"reason": "one CPU"}
+
+
+def test_the_attempts_set_aside_are_kept_with_their_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 33 → 160 (moved during it), 160 → 160 (not home), 33 → 34 (kept)
+    probes = iter([33.0, 160.0, 160.0, 160.0, 33.0, 34.0])
+    monkeypatch.setattr(c2c, "latency_ns", lambda: next(probes))
+    moved: list[dict] = []
+    n = iter(range(1, 10))
+    table = c2c.measured(lambda: {"v": next(n)}, like=33.0, moved=moved)
+    assert table == {"v": 3, "c2c_ns": [33.0, 34.0]}
+    assert moved == [{"v": 1, "c2c_ns": [33.0, 160.0]}, {"v": 2, "c2c_ns": [160.0, 160.0]}]
+
+
+def test_in_placement_needs_both_probes_home_and_agreeing() -> None:
+    assert c2c.in_placement([33.0, 35.0], 33.0) and c2c.in_placement(None, 33.0) and c2c.in_placement([160, 160], None)
+    assert not c2c.in_placement([33.0, 160.0], 33.0) and not c2c.in_placement([160.0, 158.0], 33.0)
+    assert not c2c.in_placement([33.0, 160.0], None)  # moved during it
