@@ -40,7 +40,8 @@ ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
 GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
 GOAL_TORCH, BIMODAL, GOAL_PEAK = 2.0, 1.5, 0.6
 TURNS = 0.75  # a round's gradient concurrency below this share of the configuration's best: taking turns
-RETRIES = 2  # a 2-thread run out of the home placement is measured again up to this many times
+RETRIES = 3  # a 2-thread run out of the home placement is measured again up to this many times
+SETTLE_S = 10.0  # before each try, wait up to this long for the CPUs to come home
 
 
 def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "float64") -> Any:
@@ -89,12 +90,14 @@ def home_placement(probes: int = 5, gap_s: float = 0.5) -> float | None:
     return statistics.median(known) if known else None
 
 
-def placed(fn: Any, home: float | None, retries: int, moved: list[dict[str, Any]]) -> dict[str, Any]:
-    """``fn()`` (a dict of figures) between two core-to-core probes, measured again up to ``retries`` times
-    while the probes are not both in the ``home`` placement; the attempts set aside go to ``moved``."""
+def placed(fn: Any, home: float | None, retries: int, moved: list[dict[str, Any]],
+           settle_s: float = SETTLE_S) -> dict[str, Any]:
+    """``fn()`` (a dict of figures) between two core-to-core probes, each try started once the CPUs are
+    home (waiting up to ``settle_s``), measured again up to ``retries`` times while the probes are not both
+    in the ``home`` placement; the attempts set aside go to ``moved``."""
     from executors import c2c
 
-    return c2c.measured(fn, tries=retries + 1, like=home, moved=moved)
+    return c2c.measured(fn, tries=retries + 1, like=home, moved=moved, settle_s=settle_s)
 
 
 def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
@@ -189,7 +192,7 @@ def _torch_rate_here(threads: int, batch: int, seconds: float) -> float:
 
 
 def one_round(seconds: float, with_torch: bool, home: float | None = None,
-              retries: int = RETRIES) -> list[dict[str, Any]]:
+              retries: int = RETRIES, settle_s: float = SETTLE_S) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for batch in (16, 64):
         for dtype in ("float64", "float32"):
@@ -199,7 +202,7 @@ def one_round(seconds: float, with_torch: bool, home: float | None = None,
                          "updates_per_s": serial, "ideal": serial, "capacity": serial,
                          "concurrency": seq["concurrency"]})
             # one core's two hardware threads share its FMA units: the yardstick sees the placement too
-            two = placed(lambda: {"rate": capacity(2, batch, seconds, dtype)}, home, retries, [])
+            two = placed(lambda: {"rate": capacity(2, batch, seconds, dtype)}, home, retries, [], settle_s)
             cap = two["rate"] / capacity(1, batch, seconds, dtype)
             for alg in ALGORITHMS:
                 for threads in (1, 2):
@@ -208,7 +211,7 @@ def one_round(seconds: float, with_torch: bool, home: float | None = None,
                         r = ours(alg, threads, batch, seconds, dtype)
                     else:
                         r = placed(functools.partial(ours, alg, threads, batch, seconds, dtype), home, retries,
-                                   moved)
+                                   moved, settle_s)
                     rows.append({"batch": batch, "dtype": dtype, "algorithm": alg, "threads": threads, **r,
                                  "moved": moved, "capacity_c2c_ns": two.get("c2c_ns") if threads == 2 else None,
                                  "ideal": threads * serial, "capacity": (cap if threads == 2 else 1.0) * serial})
@@ -217,7 +220,7 @@ def one_round(seconds: float, with_torch: bool, home: float | None = None,
             for threads in (1, 2):
                 moved = []  # its two processes share the model too: held to the same placement
                 r = {"updates_per_s": torch_rate(threads, batch, seconds)} if threads == 1 else placed(
-                    lambda: {"updates_per_s": torch_rate(2, batch, seconds)}, home, retries, moved)
+                    lambda: {"updates_per_s": torch_rate(2, batch, seconds)}, home, retries, moved, settle_s)
                 rows.append({"batch": batch, "dtype": "float32", "algorithm": "torch-hogwild", "threads": threads,
                              **r, "moved": moved, "ideal": threads * serial32, "capacity": None})
     return rows
@@ -423,6 +426,8 @@ def main() -> None:
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--retries", type=int, default=RETRIES,
                     help="Measure a 2-thread run again up to this many times while out of the home placement.")
+    ap.add_argument("--settle", type=float, default=SETTLE_S,
+                    help="Before each 2-thread try, wait up to this many seconds for the CPUs to come home.")
     ap.add_argument("--table", type=Path, help="Only print the markdown table of a saved JSON.")
     ap.add_argument("--torch-rate", nargs=3, help=argparse.SUPPRESS)  # THREADS BATCH SECONDS, child mode
     args = ap.parse_args()
@@ -451,7 +456,7 @@ def main() -> None:
 
     home = home_placement()
     print(f"home placement: hand-off {home} ns")
-    rows = median_rows([one_round(args.seconds, not args.no_torch, home, args.retries)
+    rows = median_rows([one_round(args.seconds, not args.no_torch, home, args.retries, args.settle)
                         for _ in range(args.rounds)], home)
     roofline(rows, peak)
     for r in rows:
@@ -466,6 +471,7 @@ def main() -> None:
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "rounds"}))
     meta = {**machine(), "peak": peak, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
             "seconds": args.seconds, "rounds": args.rounds, "c2c_home_ns": home, "retries": args.retries,
+            "settle_s": args.settle,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     doc = {"meta": meta, "rows": rows, "verdicts": verdicts(rows)}
     args.out.write_text(json.dumps(doc, indent=1))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -92,14 +93,29 @@ def same_mode(a: float | None, b: float | None, ratio: float = 2.0) -> bool:
     return max(a, b) / min(a, b) <= ratio
 
 
+def wait_for(like: float | None, timeout_s: float, gap_s: float = 0.25) -> float | None:
+    """Probe every ``gap_s`` until the CPUs are in ``like``'s placement, for at most ``timeout_s``; the
+    last probe. The host moves a VM's vCPUs back and forth every few seconds at times: a measurement
+    started right after they came home is likelier to stay there than one started at random."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ns = latency_ns()
+        if same_mode(ns, like) or time.monotonic() >= deadline:
+            return ns
+        time.sleep(gap_s)
+
+
 def measured(fn: Any, *args: Any, tries: int = 3, like: float | None = None,
-             moved: list[dict[str, Any]] | None = None, **kwargs: Any) -> dict[str, Any]:
+             moved: list[dict[str, Any]] | None = None, settle_s: float = 0.0, **kwargs: Any) -> dict[str, Any]:
     """``fn(*args, **kwargs)`` (a profile table) between two probes; measured again (up to ``tries``
     times) while the two disagree (the host moved the CPUs during it) or, given ``like`` (another
     table's latency), while they are not in its mode. The table gets ``c2c_ns = [before, after]``.
     Given ``moved``, each attempt set aside for another try is appended to it with its probes: the
-    evidence of what the other placement did to the measurement."""
+    evidence of what the other placement did to the measurement. Given ``settle_s`` and ``like``, each
+    try first waits up to that long for the CPUs to be in ``like``'s placement (:func:`wait_for`)."""
     for k in range(tries):
+        if settle_s > 0 and like is not None:
+            wait_for(like, settle_s)
         before = latency_ns()
         table = fn(*args, **kwargs)
         after = latency_ns()

@@ -96,3 +96,22 @@ def test_in_placement_needs_both_probes_home_and_agreeing() -> None:
     assert c2c.in_placement([33.0, 35.0], 33.0) and c2c.in_placement(None, 33.0) and c2c.in_placement([160, 160], None)
     assert not c2c.in_placement([33.0, 160.0], 33.0) and not c2c.in_placement([160.0, 158.0], 33.0)
     assert not c2c.in_placement([33.0, 160.0], None)  # moved during it
+
+
+def test_a_try_waits_for_the_placement_to_come_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    # waiting: 160, 158, then 34 (home); the try's probes 33 → 35
+    probes = iter([160.0, 158.0, 34.0, 33.0, 35.0])
+    slept: list[float] = []
+    monkeypatch.setattr(c2c, "latency_ns", lambda: next(probes))
+    monkeypatch.setattr(c2c.time, "sleep", slept.append)
+    table = c2c.measured(lambda: {"v": 1}, like=33.0, settle_s=60.0)
+    assert table == {"v": 1, "c2c_ns": [33.0, 35.0]} and slept == [0.25, 0.25]
+
+
+def test_waiting_for_a_placement_gives_up_at_its_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([0.0, 0.5, 1.2, 2.5])  # the deadline (1.0 s) passes at the third probe
+    monkeypatch.setattr(c2c, "latency_ns", lambda: 160.0)
+    monkeypatch.setattr(c2c.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(c2c.time, "sleep", lambda s: None)
+    assert c2c.wait_for(33.0, 1.0) == 160.0
+    assert c2c.wait_for(None, 1.0) == 160.0  # nothing to wait for: the first probe

@@ -63,19 +63,19 @@ def test_a_run_out_of_the_home_placement_is_measured_again_and_kept_aside(bench:
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from executors import c2c
 
-    # probes around each 2-thread run: the host has the CPUs in two CCXs (160 ns) for the first mutex
-    # run, then back home (33 ns); every other run stays home
+    # probes: each try waits for home (one probe), then one probe before and one after it. The host has
+    # the CPUs in two CCXs (160 ns) through the first mutex run, then back home (33 ns)
     far = {"n": 0}
 
     def probe() -> float:
         far["n"] += 1
-        return 160.0 if far["n"] in (3, 4) else 33.0  # capacity's two probes first, then mutex's first try
+        return 160.0 if far["n"] in (5, 6) else 33.0  # capacity's wait and probes first (1-3), mutex's wait (4)
 
     calls: list[tuple[str, int]] = []
 
     def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> dict[str, float]:
         calls.append((alg, threads))
-        slow = threads == 2 and far["n"] in (3, 4)  # the far try runs at half the rate with half the overlap
+        slow = threads == 2 and far["n"] == 5  # the far try runs at half the rate with half the overlap
         return {"updates_per_s": 1000.0 * threads * (0.5 if slow else 0.9), "concurrency": 0.8 if slow else 1.6,
                 "update_concurrency": 0.0, "both_updating": 0.0}
 
