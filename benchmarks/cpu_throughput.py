@@ -61,14 +61,21 @@ def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "f
 def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> dict[str, float]:
     """``updates_per_s``; the workers inside a gradient (``concurrency``) and inside an update at once on
     average; the share of the time two were inside an update at once
-    (``simasgd.phases.gradient_concurrency``, ``update_concurrency``, ``both_updating``)."""
+    (``simasgd.phases.gradient_concurrency``, ``update_concurrency``, ``both_updating``); the median
+    read, gradient and update phase of a cycle (``read_us``, ``gradient_us``, ``update_us``)."""
+    from simasgd import phases
+
     from executors.cpu.runner import run_workload
     from simasgd.workloads import build_workload
 
     sc = scenario(alg, threads, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
-    r = run_workload(sc, 0, wl).runs[0]
+    res = run_workload(sc, 0, wl)
+    r = res.runs[0]
     out = {"updates_per_s": r.updates / r.time_s}
+    cycles = phases.cycle_table(res.updates)
+    for name in ("read", "gradient", "update"):
+        out[f"{name}_us"] = float(cycles[name].median() * 1e6) if len(cycles) else float("nan")
     for key, extra in (("concurrency", "gradient_concurrency"), ("update_concurrency", "update_concurrency"),
                        ("both_updating", "both_updating")):
         out[key] = float(r.extra.get(extra, float("nan")))
@@ -248,6 +255,7 @@ def median_rows(rounds: list[list[dict[str, Any]]], home: float | None = None) -
         row["moved"] = [{**m, "round": k + 1} for k, r in enumerate(rounds) for m in r[i].get("moved") or []]
         row["rounds"] = [r[i]["updates_per_s"] for r in rounds]
         row["concurrency_rounds"] = [r[i].get("concurrency") for r in rounds]
+        row["update_us_rounds"] = [r[i].get("update_us") for r in rounds]
         row["update_concurrency_rounds"] = [r[i].get("update_concurrency") for r in rounds]
         row["both_updating_rounds"] = [r[i].get("both_updating") for r in rounds]
         # the same round's yardstick: its rate over what two independent loops got then (host noise out)
@@ -322,14 +330,17 @@ def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
 def placement_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each 2-thread attempt measured out of the home placement beside its configuration at home: its
     probes, its updates/s and gradient concurrency over the configuration's home median."""
+    def median(v: list[float]) -> float | None:
+        return sorted(v)[len(v) // 2] if v else None
+
     out = []
     for r in rows:
-        conc = _at_home(r, "concurrency_rounds")
+        conc, upd = _at_home(r, "concurrency_rounds"), _at_home(r, "update_us_rounds")
         for m in r.get("moved") or []:
             out.append({"config": f"{r['algorithm']} B={r['batch']} {r['dtype']}", "round": m.get("round"),
                         "c2c_ns": m["c2c_ns"], "of_home": m["updates_per_s"] / r["updates_per_s"],
-                        "concurrency": m.get("concurrency"),
-                        "home_concurrency": sorted(conc)[len(conc) // 2] if conc else None})
+                        "concurrency": m.get("concurrency"), "home_concurrency": median(conc),
+                        "update_us": m.get("update_us"), "home_update_us": median(upd)})
     return out
 
 
@@ -341,13 +352,16 @@ def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
     def f(v: Any) -> str:
         return "—" if v is None or v != v else f"{v:.2f}"
 
+    def f0(v: Any) -> str:
+        return "—" if v is None or v != v else f"{v:.0f}"
+
     lines = [f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, set aside:", "",
-             "| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home |",
-             "|---|---|---|---|---|---|"]
+             "| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home "
+             "| update phase µs | at home |", "|---|---|---|---|---|---|---|---|"]
     for m in moved:
         ns = ", ".join("—" if x is None else f"{x:.0f}" for x in m["c2c_ns"])
         lines.append(f"| {m['config']} | {m['round']} | {ns} | {f(m['of_home'])} | {f(m['concurrency'])} | "
-                     f"{f(m['home_concurrency'])} |")
+                     f"{f(m['home_concurrency'])} | {f0(m.get('update_us'))} | {f0(m.get('home_update_us'))} |")
     return "\n".join(lines)
 
 

@@ -77,7 +77,7 @@ def test_a_run_out_of_the_home_placement_is_measured_again_and_kept_aside(bench:
         calls.append((alg, threads))
         slow = threads == 2 and far["n"] == 5  # the far try runs at half the rate with half the overlap
         return {"updates_per_s": 1000.0 * threads * (0.5 if slow else 0.9), "concurrency": 0.8 if slow else 1.6,
-                "update_concurrency": 0.0, "both_updating": 0.0}
+                "update_concurrency": 0.0, "both_updating": 0.0, "update_us": 480.0 if slow else 30.0}
 
     monkeypatch.setattr(c2c, "latency_ns", probe)
     monkeypatch.setattr(bench, "ours", ours)
@@ -93,7 +93,8 @@ def test_a_run_out_of_the_home_placement_is_measured_again_and_kept_aside(bench:
     pl = bench.placement_rows(med)
     assert [p["round"] for p in pl] == [1, 2] and pl[0]["of_home"] == pytest.approx(1000 / 1800)
     assert pl[0]["concurrency"] == pytest.approx(0.8) and pl[0]["home_concurrency"] == pytest.approx(1.6)
-    assert "160, 160" in bench.placement_markdown(med, 33.0)
+    assert pl[0]["update_us"] == pytest.approx(480.0) and pl[0]["home_update_us"] == pytest.approx(30.0)
+    assert "| 160, 160 | 0.56 | 0.80 | 1.60 | 480 | 30 |" in bench.placement_markdown(med, 33.0)
 
 
 def test_medians_and_bimodality_use_the_rounds_in_the_home_placement(bench: Any) -> None:
@@ -117,3 +118,21 @@ def test_medians_and_bimodality_use_the_rounds_in_the_home_placement(bench: Any)
     # without a home placement every round counts, and the far one shows as bimodal
     row = bench.median_rows(rounds, home=None)[0]
     assert row["home_rounds"] == [True, True, True] and row["updates_per_s"] == pytest.approx(5400.0)
+
+
+def test_placement_phases_groups_runs_by_where_their_probes_put_the_cpus() -> None:
+    spec = importlib.util.spec_from_file_location("placement_phases", ROOT / "benchmarks" / "placement_phases.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.placement([33.0, 35.0]) == "one CCX" and mod.placement([160.0, 170.0]) == "two CCXs"
+    assert mod.placement([14.0, 16.0]) == "one core (SMT)"
+    assert mod.placement([33.0, 160.0]) is None and mod.placement([None, 33.0]) is None  # moved, or one CPU
+
+    def run(rate: float, upd: float, ns: list[float]) -> dict[str, Any]:
+        return {"algorithm": "hogwild", "updates_per_s": rate, "concurrency": rate / 3500, "read_us": 25.0,
+                "gradient_us": 265.0, "update_us": upd, "c2c_ns": ns}
+
+    rows = [run(5800, 40, [33, 34]), run(5600, 60, [34, 33]), run(2400, 500, [165, 166]), run(3000, 300, [33, 160])]
+    table = mod.summary(rows)
+    assert table[2] == "| hogwild | one CCX | 2 | 5700 | 1.63 | 25 | 265 | 50 |"  # the median of two: their mean
+    assert table[3] == "| hogwild | two CCXs | 1 | 2400 | 0.69 | 25 | 265 | 500 |" and len(table) == 4  # moved: out
