@@ -62,8 +62,10 @@ def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> dict
     """``updates_per_s``; the workers inside a gradient (``concurrency``) and inside an update at once on
     average; the share of the time two were inside an update at once
     (``simasgd.phases.gradient_concurrency``, ``update_concurrency``, ``both_updating``); the median
-    read, gradient and update phase of a cycle (``read_us``, ``gradient_us``, ``update_us``)."""
+    read, gradient and update phase of a cycle (``read_us``, ``gradient_us``, ``update_us``); the slowest
+    over the fastest span's median cycle (``regime``, ``simasgd.stability.regime_ratios``)."""
     from simasgd import phases
+    from simasgd.stability import regime_ratios
 
     from executors.cpu.runner import run_workload
     from simasgd.workloads import build_workload
@@ -76,6 +78,8 @@ def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> dict
     cycles = phases.cycle_table(res.updates)
     for name in ("read", "gradient", "update"):
         out[f"{name}_us"] = float(cycles[name].median() * 1e6) if len(cycles) else float("nan")
+    # a move of the CPUs and back between the probes shows only in the run's own cycles
+    out["regime"] = regime_ratios(res.updates).get(0, float("nan"))
     for key, extra in (("concurrency", "gradient_concurrency"), ("update_concurrency", "update_concurrency"),
                        ("both_updating", "both_updating")):
         out[key] = float(r.extra.get(extra, float("nan")))
@@ -101,10 +105,16 @@ def placed(fn: Any, home: float | None, retries: int, moved: list[dict[str, Any]
            settle_s: float = SETTLE_S) -> dict[str, Any]:
     """``fn()`` (a dict of figures) between two core-to-core probes, each try started once the CPUs are
     home (waiting up to ``settle_s``), measured again up to ``retries`` times while the probes are not both
-    in the ``home`` placement; the attempts set aside go to ``moved``."""
+    in the ``home`` placement or the run's cycle changed regime partway (``regime`` past
+    ``simasgd.stability.SHIFT``: the host moved the CPUs away and back between the probes); the attempts
+    set aside go to ``moved``."""
     from executors import c2c
+    from simasgd.stability import SHIFT
 
-    return c2c.measured(fn, tries=retries + 1, like=home, moved=moved, settle_s=settle_s)
+    def steady(table: dict[str, Any]) -> bool:
+        return not table.get("regime", 1.0) > SHIFT  # NaN (too short to tell) passes
+
+    return c2c.measured(fn, tries=retries + 1, like=home, moved=moved, settle_s=settle_s, accept=steady)
 
 
 def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
@@ -340,7 +350,8 @@ def placement_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"config": f"{r['algorithm']} B={r['batch']} {r['dtype']}", "round": m.get("round"),
                         "c2c_ns": m["c2c_ns"], "of_home": m["updates_per_s"] / r["updates_per_s"],
                         "concurrency": m.get("concurrency"), "home_concurrency": median(conc),
-                        "update_us": m.get("update_us"), "home_update_us": median(upd)})
+                        "update_us": m.get("update_us"), "home_update_us": median(upd),
+                        "regime": m.get("regime")})
     return out
 
 
@@ -355,13 +366,15 @@ def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
     def f0(v: Any) -> str:
         return "—" if v is None or v != v else f"{v:.0f}"
 
-    lines = [f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, set aside:", "",
+    lines = [f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, or whose median "
+             "cycle shifted partway (the slowest over the fastest span, simasgd.stability), set aside:", "",
              "| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home "
-             "| update phase µs | at home |", "|---|---|---|---|---|---|---|---|"]
+             "| update phase µs | at home | cycle shift |", "|---|---|---|---|---|---|---|---|---|"]
     for m in moved:
         ns = ", ".join("—" if x is None else f"{x:.0f}" for x in m["c2c_ns"])
         lines.append(f"| {m['config']} | {m['round']} | {ns} | {f(m['of_home'])} | {f(m['concurrency'])} | "
-                     f"{f(m['home_concurrency'])} | {f0(m.get('update_us'))} | {f0(m.get('home_update_us'))} |")
+                     f"{f(m['home_concurrency'])} | {f0(m.get('update_us'))} | {f0(m.get('home_update_us'))} | "
+                     f"{f(m.get('regime'))} |")
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from simasgd import algorithms, analysis, fidelity, loader, metadata, phases
+from simasgd import algorithms, analysis, fidelity, loader, metadata, phases, stability
 from simasgd.plots import fmt_value, verdict_mark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attempts", type=int, default=3,
                    help="runs of a cell whose measured gradient drifts >10%% from calibration (host contention), whose "
                         "Lopez master (on a CPU of its own) steps >10%% off its calibrated speed, whose CPUs the host "
-                        "moved, or whose workers the host kept off their CPUs more than at calibration")
+                        "moved (by the probes, or by a run's cycle shifting partway), or whose workers the host kept "
+                        "off their CPUs more than at calibration")
     p.add_argument("--drift-wait-s", type=float, default=20.0, help="pause before measuring a drifting cell again")
     p.add_argument("--timing-only", action="store_true", help="sim without numerics (no updates to ε)")
     p.add_argument("--threads", type=int, nargs="*", default=list(THREADS))
@@ -328,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
                 drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) else math.nan
                 # the host had put the CPUs elsewhere than at calibration (executors/c2c.py)
                 moved = metadata.topology_warnings(results["cpu"].metadata, metadata.calibrated_c2c_ns())
+                # ... or away and back between the probes: only the run's own cycles show it (at 2 threads
+                # or fewer on 2 CPUs; time-sliced workers' cycles are not steady enough to tell)
+                if threads <= len(os.sched_getaffinity(0)):
+                    moved += [f"run {k}: its median cycle shifted ×{x:.2f} partway (simasgd.stability)"
+                              for k, x in stability.regime_ratios(results["cpu"].updates).items()
+                              if x > stability.SHIFT]
                 away = host_took_cpus(results["sim"], results["cpu"], threads, len(os.sched_getaffinity(0)))
                 # a Lopez master on a CPU of its own stepping >10% off its calibrated (memory-bound) speed
                 mem = master_drift(label, results) if threads <= len(os.sched_getaffinity(0)) else math.nan

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from numba import njit
@@ -106,20 +106,22 @@ def wait_for(like: float | None, timeout_s: float, gap_s: float = 0.25) -> float
 
 
 def measured(fn: Any, *args: Any, tries: int = 3, like: float | None = None,
-             moved: list[dict[str, Any]] | None = None, settle_s: float = 0.0, **kwargs: Any) -> dict[str, Any]:
+             moved: list[dict[str, Any]] | None = None, settle_s: float = 0.0,
+             accept: Callable[[dict[str, Any]], bool] | None = None, **kwargs: Any) -> dict[str, Any]:
     """``fn(*args, **kwargs)`` (a profile table) between two probes; measured again (up to ``tries``
     times) while the two disagree (the host moved the CPUs during it) or, given ``like`` (another
     table's latency), while they are not in its mode. The table gets ``c2c_ns = [before, after]``.
     Given ``moved``, each attempt set aside for another try is appended to it with its probes: the
     evidence of what the other placement did to the measurement. Given ``settle_s`` and ``like``, each
-    try first waits up to that long for the CPUs to be in ``like``'s placement (:func:`wait_for`)."""
+    try first waits up to that long for the CPUs to be in ``like``'s placement (:func:`wait_for`). Given
+    ``accept``, a table it refuses is measured again too (a run that shows a move its probes missed)."""
     for k in range(tries):
         if settle_s > 0 and like is not None:
             wait_for(like, settle_s)
         before = latency_ns()
         table = fn(*args, **kwargs)
         after = latency_ns()
-        if same_mode(before, after) and same_mode(before, like):
+        if same_mode(before, after) and same_mode(before, like) and (accept is None or accept(table)):
             break
         if moved is not None and k < tries - 1:
             moved.append({**table, "c2c_ns": [before, after]})

@@ -1,14 +1,32 @@
-"""Warnings when a measurement is too unstable to trust one number (pyperf-style)."""
+"""Warnings when a measurement is too unstable to trust one number (pyperf-style).
+
+Two kinds: repeats that disagree with each other (:func:`stability_warnings`' coefficient of
+variation), and one run whose machine changed under it (:func:`regime_ratios`). On a VM the host
+may move the vCPUs between placements every few seconds (executors/c2c.py): on the 2-vCPU EPYC of
+benchmarks/README_cpu.md a 2-thread cycle went from 340 to 800 µs when the two vCPUs landed in two
+CCXs, and back, within one 2 s run. Probes before and after the run read the same placement, so
+only the run's own cycles can tell.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 UNSTABLE_CV = 0.10
+WINDOWS = 8  # a run is cut into this many equal spans of its time
+MIN_PER_WINDOW = 10  # cycles a window needs for its median to count
+# Slowest over fastest window median past this: the run changed regime. Measured on the 2-vCPU EPYC
+# (2026-11-25 20:58, 1 s runs, B = 16): steady runs 1.00-1.21 (one thread's host bursts, HOGWILD!'s
+# overlapping writes at 2 threads up to 1.26); a move into or out of two CCXs during the run 2.27, into one
+# core's two hardware threads 1.41-1.57.
+SHIFT = 1.4
+WARMUP = 0.05  # the first share of a run's time left out (start-up, first-touch)
 
 
 def stability_warnings(result) -> list[str]:
-    """pyperf-style warnings: repeats that disagree too much to trust one number."""
+    """pyperf-style warnings: repeats that disagree too much to trust one number, runs whose cycle time
+    changed regime partway (:func:`regime_ratios`), crashed runs."""
     out = []
     rates = np.array([r.updates_per_s for r in result.runs if r.updates_per_s > 0])
     if len(rates) >= 2:
@@ -16,7 +34,47 @@ def stability_warnings(result) -> list[str]:
         if cv > UNSTABLE_CV:
             out.append(f"updates/s varies by {cv:.0%} (std/mean) across {len(rates)} repeats: "
                        f"the measurement is unstable (other load on the machine? too short a run?)")
+    for run, ratio in sorted(regime_ratios(result.updates).items()):
+        if ratio > SHIFT:
+            out.append(f"run {run}: its median cycle changed ×{ratio:.2f} between spans of the run: the machine "
+                       "changed under it (on a VM, the host moved the CPUs or gave them to another tenant "
+                       "partway), so its figures mix two machines")
     crashed = sum(r.crashed for r in result.runs)
     if crashed:
         out.append(f"{crashed} of {len(result.runs)} runs crashed (loss NaN/inf or exploded)")
     return out
+
+
+def regime_ratios(updates: pd.DataFrame | None, windows: int = WINDOWS) -> dict[int, float]:
+    """Per run: its slowest time window's median cycle over its fastest's.
+
+    A cycle is the time from one attempt's start to the same worker's next (``t_start``), placed in the
+    window where it starts; the run's span after ``WARMUP`` is cut into ``windows`` equal parts, and the
+    windows with at least ``MIN_PER_WINDOW`` cycles count. 1.0 is a steady run; a run with fewer than two
+    such windows, or without start times, has no entry."""
+    out: dict[int, float] = {}
+    if updates is None or len(updates) == 0 or "t_start" not in updates.columns:
+        return out
+    for run, df in updates.groupby("run"):
+        start, cycle = _cycles(df["t_start"].to_numpy(np.float64), df["worker"].to_numpy())
+        if len(cycle) < 2 * MIN_PER_WINDOW:
+            continue
+        keep = start >= start.min() + WARMUP * (start.max() - start.min())
+        start, cycle = start[keep], cycle[keep]
+        edges = np.linspace(start.min(), start.max(), windows + 1)
+        where = np.clip(np.searchsorted(edges, start, side="right") - 1, 0, windows - 1)
+        medians = [float(np.median(cycle[where == k])) for k in range(windows)
+                   if np.count_nonzero(where == k) >= MIN_PER_WINDOW]
+        if len(medians) >= 2 and min(medians) > 0:
+            out[int(run)] = max(medians) / min(medians)
+    return out
+
+
+def _cycles(t_start: np.ndarray, worker: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of every cycle: consecutive starts of the same worker, unknown starts left out."""
+    ok = np.isfinite(t_start)
+    t, w = t_start[ok], worker[ok]
+    order = np.lexsort((t, w))
+    t, w = t[order], w[order]
+    same = w[1:] == w[:-1]
+    return t[:-1][same], np.diff(t)[same]

@@ -115,3 +115,11 @@ def test_waiting_for_a_placement_gives_up_at_its_timeout(monkeypatch: pytest.Mon
     monkeypatch.setattr(c2c.time, "sleep", lambda s: None)
     assert c2c.wait_for(33.0, 1.0) == 160.0
     assert c2c.wait_for(None, 1.0) == 160.0  # nothing to wait for: the first probe
+
+
+def test_a_table_the_caller_refuses_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(c2c, "latency_ns", lambda: 33.0)  # the probes see nothing
+    n = iter(range(1, 10))
+    moved: list[dict] = []
+    table = c2c.measured(lambda: {"v": next(n)}, like=33.0, moved=moved, accept=lambda t: t["v"] >= 2)
+    assert table == {"v": 2, "c2c_ns": [33.0, 33.0]} and moved == [{"v": 1, "c2c_ns": [33.0, 33.0]}]

@@ -94,7 +94,7 @@ def test_a_run_out_of_the_home_placement_is_measured_again_and_kept_aside(bench:
     assert [p["round"] for p in pl] == [1, 2] and pl[0]["of_home"] == pytest.approx(1000 / 1800)
     assert pl[0]["concurrency"] == pytest.approx(0.8) and pl[0]["home_concurrency"] == pytest.approx(1.6)
     assert pl[0]["update_us"] == pytest.approx(480.0) and pl[0]["home_update_us"] == pytest.approx(30.0)
-    assert "| 160, 160 | 0.56 | 0.80 | 1.60 | 480 | 30 |" in bench.placement_markdown(med, 33.0)
+    assert "| 160, 160 | 0.56 | 0.80 | 1.60 | 480 | 30 | — |" in bench.placement_markdown(med, 33.0)
 
 
 def test_medians_and_bimodality_use_the_rounds_in_the_home_placement(bench: Any) -> None:
@@ -136,3 +136,16 @@ def test_placement_phases_groups_runs_by_where_their_probes_put_the_cpus() -> No
     table = mod.summary(rows)
     assert table[2] == "| hogwild | one CCX | 2 | 5700 | 1.63 | 25 | 265 | 50 |"  # the median of two: their mean
     assert table[3] == "| hogwild | two CCXs | 1 | 2400 | 0.69 | 25 | 265 | 500 |" and len(table) == 4  # moved: out
+
+
+def test_a_run_whose_cycle_shifted_between_home_probes_is_measured_again(bench: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from executors import c2c
+
+    monkeypatch.setattr(c2c, "latency_ns", lambda: 33.0)  # every probe home: the move was between them
+    tries = iter([{"updates_per_s": 2100.0, "regime": 2.3}, {"updates_per_s": 5600.0, "regime": 1.05}])
+    moved: list[dict[str, Any]] = []
+    r = bench.placed(lambda: next(tries), 33.0, 2, moved, settle_s=0.0)
+    assert r["updates_per_s"] == 5600.0 and [m["regime"] for m in moved] == [2.3]
+    # too short a run to tell (NaN) is not a reason to measure again
+    assert bench.placed(lambda: {"updates_per_s": 1.0, "regime": float("nan")}, 33.0, 2, [], 0.0)["updates_per_s"] == 1.0
