@@ -316,11 +316,14 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _home_flags(row: dict[str, Any], key: str) -> list[bool]:
+    """Per round of the row's ``key``: whether it ran in the home placement (all, with no placement record)."""
+    return row.get("home_rounds") or [True] * len(row.get(key, []))
+
+
 def _at_home(row: dict[str, Any], key: str) -> list[float]:
-    """The row's per-round ``key`` values from the rounds run in the home placement (all of them when the
-    row has no placement record), Nones and NaNs left out."""
-    home = row.get("home_rounds") or [True] * len(row.get(key, []))
-    return [x for x, h in zip(row.get(key, []), home) if h and x is not None and x == x and x]
+    """The row's per-round ``key`` values from the rounds run in the home placement, Nones and NaNs left out."""
+    return [x for x, h in zip(row.get(key, []), _home_flags(row, key)) if h and x is not None and x == x and x]
 
 
 def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
@@ -330,7 +333,7 @@ def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         conc = _at_home(r, "concurrency_rounds")
         if r["threads"] == 2 and len(conc) > 1:
-            home = r.get("home_rounds") or [True] * len(r["concurrency_rounds"])
+            home = _home_flags(r, "concurrency_rounds")
             out += [f"{r['algorithm']} B={r['batch']} {r['dtype']} round {k + 1} ({c:.2f} of {max(conc):.2f})"
                     for k, (c, h) in enumerate(zip(r["concurrency_rounds"], home))
                     if h and c is not None and c < TURNS * max(conc)]
@@ -479,8 +482,6 @@ def main() -> None:
 
     peak = peak_table()  # the roofline, measured in this run (executors/peak.py)
     print("peak", json.dumps({k: round(v, 1) for k, v in peak.items()}))
-    from executors import c2c
-
     home = home_placement()
     print(f"home placement: hand-off {home} ns")
     rows = median_rows([one_round(args.seconds, not args.no_torch, home, args.retries, args.settle)

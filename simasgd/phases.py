@@ -36,7 +36,8 @@ Side = RunResult | pd.DataFrame  # a result, or its updates table
 
 
 def cycle_table(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
-    """Wide: one row per (run, worker, attempt) with every phase in seconds (NaN where unknown)."""
+    """Wide: one row per (run, worker, attempt) with every phase in seconds (NaN where unknown), and the
+    attempt's ``start`` (its ``t_start``)."""
     n = len(updates)
     col = {c: (updates[c].to_numpy(np.float64) if c in updates.columns else np.full(n, math.nan)) for c in BOUNDARIES}
     run, worker = updates["run"].to_numpy(), updates["worker"].to_numpy()
@@ -52,7 +53,7 @@ def cycle_table(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:
     nxt = np.append(t["t_start"][1:], math.nan)
     nxt[np.flatnonzero(np.append(first[1:], True))] = math.nan  # a group's last attempt has no next start
     out = pd.DataFrame({
-        "run": run, "worker": worker, "attempt": attempt,
+        "run": run, "worker": worker, "attempt": attempt, "start": t["t_start"],
         "read": t["t_grad_start"] - t["t_start"], "gradient": t["t_grad_end"] - t["t_grad_start"],
         "update": t["t_write"] - t["t_grad_end"], "between": nxt - t["t_write"], "cycle": nxt - t["t_start"],
     })

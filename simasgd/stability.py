@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from simasgd import phases
+
 UNSTABLE_CV = 0.10
 WINDOWS = 8  # a run is cut into this many equal spans of its time
 MIN_PER_WINDOW = 10  # cycles a window needs for its median to count
@@ -48,15 +50,17 @@ def stability_warnings(result) -> list[str]:
 def regime_ratios(updates: pd.DataFrame | None, windows: int = WINDOWS) -> dict[int, float]:
     """Per run: its slowest time window's median cycle over its fastest's.
 
-    A cycle is the time from one attempt's start to the same worker's next (``t_start``), placed in the
-    window where it starts; the run's span after ``WARMUP`` is cut into ``windows`` equal parts, and the
+    A cycle is the time from one attempt's start to the same worker's next (``phases.cycle_table``'s
+    ``cycle``), placed in the window where it starts; the run's span after ``WARMUP`` is cut into ``windows`` equal parts, and the
     windows with at least ``MIN_PER_WINDOW`` cycles count. 1.0 is a steady run; a run with fewer than two
     such windows, or without start times, has no entry."""
     out: dict[int, float] = {}
     if updates is None or len(updates) == 0 or "t_start" not in updates.columns:
         return out
-    for run, df in updates.groupby("run"):
-        start, cycle = _cycles(df["t_start"].to_numpy(np.float64), df["worker"].to_numpy())
+    table = phases.cycle_table(updates, warmup=0.0)
+    table = table[np.isfinite(table["cycle"].to_numpy())]
+    for run, df in table.groupby("run"):
+        start, cycle = df["start"].to_numpy(), df["cycle"].to_numpy()
         if len(cycle) < 2 * MIN_PER_WINDOW:
             continue
         keep = start >= start.min() + WARMUP * (start.max() - start.min())
@@ -68,13 +72,3 @@ def regime_ratios(updates: pd.DataFrame | None, windows: int = WINDOWS) -> dict[
         if len(medians) >= 2 and min(medians) > 0:
             out[int(run)] = max(medians) / min(medians)
     return out
-
-
-def _cycles(t_start: np.ndarray, worker: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start, length) of every cycle: consecutive starts of the same worker, unknown starts left out."""
-    ok = np.isfinite(t_start)
-    t, w = t_start[ok], worker[ok]
-    order = np.lexsort((t, w))
-    t, w = t[order], w[order]
-    same = w[1:] == w[:-1]
-    return t[:-1][same], np.diff(t)[same]
