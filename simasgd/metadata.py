@@ -84,6 +84,13 @@ def host_records(meta: dict[str, object]) -> list[dict[str, object]]:
     return [host] if isinstance(host, dict) else []
 
 
+def run_cpus(meta: dict[str, object]) -> int | None:
+    """The fewest CPUs any run's affinity held at its start (``host`` records: backends that measure this
+    host keep them), or None where no run has one (a simulated result)."""
+    seen = [len(h["affinity_start"]) for h in host_records(meta) if isinstance(h.get("affinity_start"), list)]
+    return min(seen) if seen else None
+
+
 def busy_host_warnings(meta: dict[str, object], workers: int) -> list[str]:
     """One line per run whose 1-minute load average, at its start or end, exceeded the CPUs of its affinity
     minus its own workers plus 0.5: the machine was busy with other work, and the run's timings show it."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simasgd import phases
+from simasgd import metadata, phases
 
 UNSTABLE_CV = 0.10
 WINDOWS = 8  # a run is cut into this many equal spans of its time
@@ -36,7 +36,7 @@ def stability_warnings(result) -> list[str]:
         if cv > UNSTABLE_CV:
             out.append(f"updates/s varies by {cv:.0%} (std/mean) across {len(rates)} repeats: "
                        f"the measurement is unstable (other load on the machine? too short a run?)")
-    for run, ratio in sorted(regime_ratios(result.updates).items()):
+    for run, ratio in sorted(regime_ratios(result.updates).items() if _times_this_host(result) else ()):
         if ratio > SHIFT:
             out.append(f"run {run}: its median cycle changed ×{ratio:.2f} between spans of the run: the machine "
                        "changed under it (on a VM, the host moved the CPUs or gave them to another tenant "
@@ -45,6 +45,16 @@ def stability_warnings(result) -> list[str]:
     if crashed:
         out.append(f"{crashed} of {len(result.runs)} runs crashed (loss NaN/inf or exploded)")
     return out
+
+
+def _times_this_host(result) -> bool:
+    """Whether the run's cycles are this host's timings with a CPU for every worker: a backend that
+    measures the host records its CPUs (``metadata.run_cpus``), and ``SHIFT`` was measured with no more
+    workers than CPUs. A simulated run's virtual time, or time-sliced workers' cycles, can change
+    regime with the machine unchanged (the quickstart's four simulated workers on two cores: ×2.1)."""
+    cpus = metadata.run_cpus(result.metadata)
+    workers = int(((result.scenario or {}).get("workers") or {}).get("count", 1))
+    return cpus is not None and workers <= cpus
 
 
 def regime_ratios(updates: pd.DataFrame | None, windows: int = WINDOWS) -> dict[int, float]:

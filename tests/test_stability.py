@@ -51,8 +51,22 @@ def test_the_warning_names_the_run_that_shifted() -> None:
     shifted = _updates([np.concatenate([np.full(800, 300e-6), np.full(800, 700e-6)])], run=1)
     steady = _updates([np.full(1600, 300e-6)], run=0)
     runs = [SimpleNamespace(updates_per_s=3000.0, crashed=False), SimpleNamespace(updates_per_s=3050.0, crashed=False)]
-    result = SimpleNamespace(runs=runs, updates=pd.concat([steady, shifted]))
+    host = [{"run": k, "affinity_start": [0, 1]} for k in (0, 1)]  # what a backend timing this host records
+    result = SimpleNamespace(runs=runs, updates=pd.concat([steady, shifted]), metadata={"host_runs": host},
+                             scenario={"workers": {"count": 2}})
     warnings = stability.stability_warnings(result)
     assert len(warnings) == 1 and warnings[0].startswith("run 1: its median cycle changed ×2.33")
     result.updates = steady
     assert stability.stability_warnings(result) == []
+
+
+def test_no_regime_warning_for_simulated_or_time_sliced_runs() -> None:
+    shifted = _updates([np.concatenate([np.full(800, 300e-6), np.full(800, 700e-6)])], run=0)
+    runs = [SimpleNamespace(updates_per_s=3000.0, crashed=False)]
+    sim = SimpleNamespace(runs=runs, updates=shifted, metadata={}, scenario={"workers": {"count": 2}})
+    assert stability.stability_warnings(sim) == []  # no host records: virtual time
+    sliced = SimpleNamespace(runs=runs, updates=shifted, metadata={"host": {"affinity_start": [0, 1]}},
+                             scenario={"workers": {"count": 4}})
+    assert stability.stability_warnings(sliced) == []  # 4 workers on 2 CPUs: SHIFT was not measured there
+    sliced.scenario = {"workers": {"count": 2}}
+    assert len(stability.stability_warnings(sliced)) == 1

@@ -66,14 +66,13 @@ def _host_away(results: dict) -> None:
     import os
 
     from simasgd import phases
-    from simasgd.metadata import host_records
+    from simasgd.metadata import run_cpus
 
     if len(results) != 2:
         return
     (la, a), (lb, b) = results.items()
     workers = int((b.scenario.get("workers") or {}).get("count", 1))
-    seen = [len(h["affinity_start"]) for h in host_records(b.metadata) if isinstance(h.get("affinity_start"), list)]
-    cpus = min(seen) if seen else len(os.sched_getaffinity(0))
+    cpus = run_cpus(b.metadata) or len(os.sched_getaffinity(0))
     low = phases.took_turns(a.updates, b.updates, workers, cpus)
     if low is not None:
         console().print(f"warning ({lb}): in one of its runs the workers were inside a gradient at once {low:.0%} as "
