@@ -21,6 +21,7 @@ from pathlib import Path
 
 from simasgd import backends, fidelity, loader
 from simasgd.results import RunResult
+from simasgd.scenario import SimConfig
 
 VARIANTS: dict[str, dict[str, object]] = {
     "all mechanisms": {},
@@ -33,18 +34,23 @@ VARIANTS: dict[str, dict[str, object]] = {
     "coherence on every step (no last writer)": {"coherence_recency": False},
     "steps timed warm (not in the cycle)": {"steps_in_cycle": False},
     "no racing writers": {"racing_writes": False},
+    "racing writers end on their own (no convoys)": {"write_convoys": False},
+    "no executor bookkeeping between cycles": {"bookkeeping": False},
+    "racing writers in convoys (write_convoys on)": {"write_convoys": True},
     "no held lines (a shared line's write at the private rate)": {"held_lines": False},
     "no loss snapshots": {"loss_snapshots": False},
     "gradient interference on": {"gradient_interference": True},
     "shared host speed on (copula)": {"shared_speed": True},
     "a spinner yields at once (no pauses before sched_yield)": {"spin_before_yield": False},
     "one run queue for all CPUs (\"os\" threads)": {"run_queues": "shared"},
-    "none of the fourteen": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+    "none of the sixteen": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
                              "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
                              "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
                              "loss_snapshots": False, "shared_speed": False, "held_lines": False,
-                             "spin_before_yield": False, "run_queues": "shared"},
+                             "spin_before_yield": False, "run_queues": "shared", "write_convoys": False,
+                             "bookkeeping": False},
 }
+MECHANISMS = sorted({k for v in VARIANTS.values() for k in v})
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
 
 
@@ -55,8 +61,11 @@ def cells(root: Path) -> list[Path]:
 def verdicts(cell: Path, overrides: dict[str, object]) -> dict[str, bool | None]:
     cpu = RunResult.load(cell / "cpu")
     sc = loader.from_dict(cpu.scenario, base_dir=Path(__file__).resolve().parents[1])
+    # every mechanism at today's default (the measured run stored the defaults of its day), then the variant's
+    defaults = SimConfig()
+    today = {k: getattr(defaults, k) for k in MECHANISMS}
     sc = sc.model_copy(update={"machine": sc.machine.model_copy(update={"preset": "this"}),
-                               "sim": sc.sim.model_copy(update=overrides)})
+                               "sim": sc.sim.model_copy(update={**today, **overrides})})
     with tempfile.TemporaryDirectory() as tmp:
         sim = backends.run(sc, "sim", out=Path(tmp) / "sim")
     fid = fidelity.compare(sim, cpu, resamples=200, check=False)  # the [sim] switch is the point

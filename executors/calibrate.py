@@ -21,6 +21,8 @@ in short::
     [passes] add_s, add_shared_s (an atomic-add pass alone / beside a reader: executors/calibrate_passes.py)
     [c2c]    latency_ns, samples_ns (core-to-core hand-off around [coherence] and [passes]: executors/c2c.py)
     [memory] latency_ns
+    [executor] bookkeeping_s (a worker's record and checks between its bump of the version and its next
+               read of it: executors/calibrate_bookkeeping.py)
     [scheduler] quantum_s, context_switch_s, source, kernel, latency_s, base_slice_s, ...
     [cache] [copy_by_size] [coherence] [noise.k1] ...   # executors/calibrate_machine.py
     [peak] gemm_n, gemm_gflops_float32, gemm_gflops_float64   # executors/peak.py (not used by the simulator)
@@ -467,6 +469,10 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
         log(f"Leashed's pass, two workers: {workload_key(cfg)}")
         key = workload_key(cfg)
         grads[key].update(leashed_pass_times(cfg, grads[key], seed, base_dir, 2.0 * scale, like))
+    log("the executor's bookkeeping")
+    from executors.calibrate_bookkeeping import bookkeeping_table
+
+    books = bookkeeping_table(rounds=40 if not quick else 8)
     sched.update(machine_tables.pop("scheduler"))
     top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
     mach = {
@@ -485,7 +491,8 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
                             "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
                             "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
-            "scheduler": sched, "peak": peak, "passes": passes, **_c2c_table(like, coh, passes), **machine_tables}
+            "scheduler": sched, "peak": peak, "passes": passes, "executor": books, **_c2c_table(like, coh, passes),
+            **machine_tables}
 
 
 def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:

@@ -302,8 +302,20 @@ class SimConfig(Section):
     coherence_recency: bool = True
     # With coherence: an unlocked update (HOGWILD!, EA-wild's centre) runs at the calibrated rate of two cores
     # updating one buffer at once (profile [coherence] race_gbs) while another worker is inside its own
-    # (simasgd/sim/costs.py Platform._racing); false = each update as if alone.
+    # (simasgd/sim/racing.py Writers.chunk); false = each update as if alone.
     racing_writes: bool = True
+    # With racing writes and a CPU for every worker: a chunk of an unlocked update that another worker began
+    # first ends no earlier than the other's plus a line's hand-off between the cores (profile [c2c]
+    # latency_ns): the later writer cannot overtake the other in the sweep (simasgd/sim/racing.py); false (the
+    # default) = both race and each ends on its own time. Off by default: it gives the measured ends a
+    # hand-off apart and τ = 0 for the leader, but simulated writers that drifted apart met again far more
+    # often than the executor's (2-vCPU AMD EPYC, HOGWILD! 2 threads, B = 16: τ̄ -20% and -28% with it, +14%
+    # and +4% without; simasgd/sim/MODEL.md, benchmarks/fidelity.md, 2026-11-25 23:10).
+    write_convoys: bool = False
+    # HOGWILD! and Leashed: the executor's own work between a worker's bump of the version and its next read
+    # of it (the record, the budget check, the clock; profile [executor] bookkeeping_s); false, or
+    # uncalibrated = none. It decides which of two updates a hand-off apart the next read counts.
+    bookkeeping: bool = True
     # With coherence: a read or update of lines valid in this worker's cache and in another's (another worker
     # read them since they were last written) runs at the calibrated rates of such lines (profile
     # [coherence] held_read_gbs, held_write_gbs: each write must first invalidate the other's copy;

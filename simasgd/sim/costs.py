@@ -40,6 +40,7 @@ from simasgd.sim.profile_tables import (FRESH_COPIES, READ_COPIES, UPDATE_COPIES
                                         profile_latency, profile_machine, profile_shared_fresh, profile_snapshot,
                                         profile_steps, spin_yield_s, workload_table)
 from simasgd.sim.memory import Memory
+from simasgd.sim.racing import Writers
 from simasgd.sim import sockets
 
 
@@ -80,10 +81,8 @@ class Platform:
         self._held_s: list[dict[int, float] | None] = [held] * n  # lines valid here and in another cache
         self._lines = LastWriter(n, sc.sim.coherence_recency)
         self._touched_at = [0.0] * n  # when each worker last read or wrote the model
-        # an update racing another on the same lines (HOGWILD!): [coherence] race_gbs, when calibrated
-        self._race_s = self._caches.race_s(self.model_bytes) \
+        race_s = self._caches.race_s(self.model_bytes) \
             if self._caches is not None and self._coherent and sc.sim.racing_writes else None
-        self._writing = [False] * n  # inside a chunk of a racing update (update(racing=True))
         self._table: list[dict[int, float] | None] = [shared or cached] * n  # the step in progress (chunks)
         self._master: int | None = None  # a Lopez master, whose steps are timed by [passes] (lopez_master)
         self._pass_until = [-math.inf] * n  # when each worker's atomic pass over g ends (Lopez)
@@ -98,6 +97,17 @@ class Platform:
         self.pass_add_s = add if add is not None else cas
         self.pass_shared_add_s = shared_add if shared_add is not None and sc.sim.coherence else self.pass_add_s
         self.handoff_s = list(self.memory.latency) if handoff is None else [handoff] * n
+        # updates racing another on the same lines (HOGWILD!, EA-wild's centre): [coherence] race_gbs, when
+        # calibrated; the later one trails the earlier by a line's hand-off between the cores (racing.py)
+        c2c = profile_latency(machine, "c2c", "latency_ns")
+        line = [c2c * 1e-9] * n if c2c is not None else self.handoff_s
+        # (convoys only where every thread has a CPU of its own: a time-shared leader may lose its CPU
+        # mid-sweep and be overtaken, which a wait on its chunk cannot tell)
+        convoys = sc.sim.write_convoys and not self.cores.oversubscribed
+        self._writers = None if race_s is None else Writers(env, self.cores, race_s, line, convoys)
+        # the executor's record, budget check and clock between a version's bump and the next read of it
+        self.bookkeeping_s = profile_latency(machine, "executor", "bookkeeping_s") \
+            if sc.sim.bookkeeping and sc.timing.update is None else None
         # gradients computing at once: one per worker, at most one per (distinct) CPU
         at_once = min(n, len(set(cpus)) if None not in cpus else machine.hw_threads)
         # ... or, every worker on a CPU of its own, each gradient's work alone at the rate of how many compute
@@ -242,28 +252,22 @@ class Platform:
     def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
                racing: bool = False) -> simpy.Event:
         """Apply (a ``part`` of) the update to the shared model; ``racing``: with no lock, so other workers
-        may be writing the same lines at this moment (HOGWILD!, EA-wild's centre: :meth:`_racing`)."""
+        may be writing the same lines at this moment (HOGWILD!, EA-wild's centre: :mod:`racing`)."""
         s = self._update[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())
+        racing = racing and self._writers is not None
         if first:
             self._begin(w, writes=True)
-        return self._step(w, s, UPDATE_COPIES, part, seconds, first, racing and self._race_s is not None)
+            if racing:
+                self._writers.begin(w)
+        return self._step(w, s, UPDATE_COPIES, part, seconds, first, racing)
 
-    def _racing(self, w: int, part: float, seconds: float) -> simpy.Event:
-        """A chunk of an unlocked update, ``seconds`` alone. While another worker is inside a chunk of its
-        own on its CPU, both write lines both caches hold (each read θ before), and each write must first
-        take the line from the other: the chunk runs at ``[coherence] race_gbs`` (calibrated so: two
-        threads copy a buffer, then update it at once; 680 KB on the 2-vCPU Intel Xeon: 94–121 µs against
-        35 µs for an update after the other's). A slow chunk keeps the two in step, so their next chunks
-        race too: the measured HOGWILD! updates that overlapped the other's took 103–165 µs, 22–35% of
-        them at 2 threads, B = 16 (benchmarks/fidelity.md, 2026-11-24)."""
-        if any(busy and v != w and self.cores.on_cpu(v) for v, busy in enumerate(self._writing)):
-            seconds = max(seconds, self._race_s * part)
-        self._writing[w] = True
-        done = self.cores.work(w, seconds)
-        done.callbacks.append(lambda _: self._writing.__setitem__(w, False))
-        return done
+    def bookkeeping(self, w: int) -> simpy.Event | None:
+        """The executor's own work between a worker's bump of the version and its next read of it (the
+        record, the budget check, the clock: profile ``[executor] bookkeeping_s``), else None. It decides
+        which of two updates ending a line's hand-off apart the next read sees (:mod:`racing`)."""
+        return None if self.bookkeeping_s is None else self.cores.work(w, self.bookkeeping_s)
 
     def touch(self, w: int) -> None:
         """Worker ``w`` reads the shared model in place (Leashed-SGD's gradient on the latest vector): its
@@ -349,7 +353,7 @@ class Platform:
 
     def _step(self, w: int, sampler: Sampler | None, copies: int, part: float, seconds: float | None,
               first: bool = True, racing: bool = False) -> simpy.Event:
-        """``racing``: an unlocked update's chunk at a derived, cache-resident time (:meth:`_racing`)."""
+        """``racing``: an unlocked update's chunk at a derived, cache-resident time (:meth:`racing.Writers.chunk`)."""
         if seconds is None and sampler is not None:
             seconds = sampler() * part
         cached = self._table[w]
@@ -359,7 +363,7 @@ class Platform:
             if miss or own:
                 return self.cores.work(w, cached[copies] * part, lambda: self._misses(w, miss, own, first))
             if racing:
-                return self._racing(w, part, cached[copies] * part)
+                return self._writers.chunk(w, part, cached[copies] * part)
             seconds = cached[copies] * part
         if seconds is not None:
             return self.cores.work(w, seconds)

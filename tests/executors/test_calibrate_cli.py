@@ -74,6 +74,8 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert f"core-to-core hand-off {doc['c2c']['latency_ns']:.0f} ns" in p.stdout
     assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
     assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0
+    books = doc["executor"]  # the executor's record and checks between a bump and the next read of the version
+    assert 0 < books["p10_s"] <= books["bookkeeping_s"] <= books["p90_s"] < 1e-5 and books["rounds"] == 8
     peak = doc["peak"]  # the roofline of issue 14: a GEMM through the kernels' BLAS
     for dt in ("float32", "float64"):
         assert 0 < peak[f"gemm_gflops_{dt}"] < 1e5

@@ -66,6 +66,9 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
         snap = run.snapshot(w, run.applied(w, rv, t_read))
         if snap is not None:  # the loss ring's copy of θ as it is now (as torn as a worker's read)
             yield snap
+        books = p.bookkeeping(w)
+        if books is not None:  # the record and the budget check before the next read of the version
+            yield books
 
 
 def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
@@ -99,6 +102,9 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
             if delay > 0:
                 p.block(w)
                 yield env.timeout(delay)
+        books = p.bookkeeping(w)
+        if books is not None:  # the record and the budget check before the next load of the pointer
+            yield books
 
 
 def start_hogwild(run: SimRun) -> None:

@@ -1,0 +1,90 @@
+"""Unlocked writers of the shared model (HOGWILD!, EA-wild's centre): racing chunks and convoys.
+
+Two workers that update θ without a lock sweep the same lines in the same order. While both are inside
+a chunk, each write must first take its line from the other core, which wants it back: the chunk runs
+at ``[coherence] race_gbs`` (:meth:`Writers.chunk`, ``[sim] racing_writes``).
+
+**Convoys** (``[sim] write_convoys``). The later writer cannot overtake the other: a chunk the other is
+writing now it can finish only after the other's last line of it, one line's hand-off between the cores
+later (the profile's ``[c2c] latency_ns``, else the lock hand-off), and a chunk the other has left
+behind is lines the other wrote, taken at the update's own rate, so the follower catches up with a
+leader slowed by lines both caches held. The two then end one hand-off apart. Measured in the
+executor's HOGWILD! at 2 threads, B = 16, on the 2-vCPU AMD EPYC (2026-11-25, three runs): of the
+updates that overlapped another, 90-96% of those that began within 4 µs of it and 84% of those
+20-30 µs behind ended within 2 µs after it, the median gap between the two ends 25-40 ns, the
+core-to-core hand-off of 31-37 ns (benchmarks/fidelity.md). Chunk by chunk, the first of a worker's
+update alone stays a whole update on its own; a leader that loses its CPU holds its follower.
+
+Where the executor's bookkeeping between a bump of the version and the next read of it (the record, the
+budget check, the clock: ``Platform.bookkeeping``, about 100 ns) outlasts that hand-off, the leader reads a
+version that already counts the follower's update, and its next update has τ = 0 while the follower's has
+τ = 1: the 9-19% of updates at τ = 0 measured there, where a simulator whose writers end apart had 0.3%.
+"""
+
+from __future__ import annotations
+
+from typing import Generator
+
+import simpy
+
+from simasgd.sim.cpu import Cores
+
+
+class Writers:
+    """Who is writing the shared model without a lock, and where in the sweep: the chunk each is inside."""
+
+    __slots__ = ("env", "cores", "race_s", "handoff_s", "convoys", "_next", "_at", "_done")
+
+    def __init__(self, env: simpy.Environment, cores: Cores, race_s: float, handoff_s: list[float],
+                 convoys: bool):
+        self.env, self.cores, self.race_s, self.handoff_s, self.convoys = env, cores, race_s, handoff_s, convoys
+        n = len(handoff_s)
+        self._next = [0] * n  # the index of each worker's next chunk in its update under way
+        self._at = [-1] * n  # the chunk each worker is inside now (-1: none)
+        self._done: list[simpy.Event | None] = [None] * n  # fires when that chunk's last line is written
+
+    def begin(self, w: int) -> None:
+        """Worker ``w`` begins an unlocked update: its next chunk is the sweep's first."""
+        self._next[w] = 0
+
+    def chunk(self, w: int, part: float, seconds: float) -> simpy.Event:
+        """``w``'s next chunk, a ``part`` of its update, ``seconds`` alone.
+
+        Without convoys, while another worker holding its CPU is inside a chunk of its own, both write lines
+        both caches hold and each write must first take its line from the other core, which wants it back:
+        the chunk runs at the racing rate where slower (calibrated so: two threads copy a buffer, meet, then
+        update it at once; 680 KB on the 2-vCPU Intel Xeon: 94–121 µs against 35 µs for an update after
+        the other's). With convoys, where each is in the sweep counts: another inside the chunk before,
+        right behind, makes this one race; another inside this same chunk, begun first, is ahead, and this
+        chunk ends no earlier than the other's plus one line's hand-off, its lines taken as the other
+        leaves them. A chunk the others have left behind holds lines they wrote, taken at the update's
+        own rate (another core's lines), so a follower catches up with a leader slowed by lines both caches
+        held, and the two then move together, a hand-off apart."""
+        i = self._next[w]
+        self._next[w] = i + 1
+        on = [v for v in range(len(self._at)) if v != w and self.cores.on_cpu(v) and self._at[v] >= 0]
+        if not self.convoys:  # inside any chunk: both race, each on its own time
+            ahead, race = [], bool(on)
+        else:
+            ahead, race = [v for v in on if self._at[v] == i], i > 0 and any(self._at[v] == i - 1 for v in on)
+        if race:
+            seconds = max(seconds, self.race_s * part)
+        waits = [e for e in (self._done[v] for v in ahead) if e is not None]
+        done = self.cores.work(w, seconds) if not waits else self.env.process(self._behind(w, seconds, waits))
+        mine = self.env.event()
+        self._at[w], self._done[w] = i, mine
+
+        def leave(_: simpy.Event) -> None:
+            if self._done[w] is mine:
+                self._at[w], self._done[w] = -1, None
+            mine.succeed()
+
+        done.callbacks.append(leave)
+        return done
+
+    def _behind(self, w: int, seconds: float, ahead: list[simpy.Event]) -> Generator[simpy.Event, object, None]:
+        """A chunk written behind another writer of it: its own time, and not before the other's last line."""
+        yield self.cores.work(w, seconds)
+        if not all(e.triggered for e in ahead):
+            yield self.env.all_of(ahead)
+            yield self.cores.work(w, self.handoff_s[w])  # the leader's last line, taken from its core
