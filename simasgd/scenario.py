@@ -310,7 +310,7 @@ class SimConfig(Section):
     # default) = both race and each ends on its own time. Off by default: it gives the measured ends a
     # hand-off apart and τ = 0 for the leader, but simulated writers that drifted apart met again far more
     # often than the executor's (2-vCPU AMD EPYC, HOGWILD! 2 threads, B = 16: τ̄ -20% and -28% with it, +14%
-    # and +4% without; simasgd/sim/MODEL.md, benchmarks/fidelity.md, 2026-11-25 23:10).
+    # and +4% without; simasgd/sim/MODEL.md, benchmarks/fidelity.md, 2026-11-25 22:50).
     write_convoys: bool = False
     # HOGWILD! and Leashed: the executor's own work between a worker's bump of the version and its next read
     # of it (the record, the budget check, the clock; profile [executor] bookkeeping_s); false, or
