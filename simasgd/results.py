@@ -124,7 +124,8 @@ class RunResult:
         atomic_write(out / "curve.parquet", lambda p: _typed(self.curve, CURVE_COLUMNS).to_parquet(p, index=False))
         doc = {
             "format": FORMAT, "format_version": FORMAT_VERSION,
-            "backend": self.backend, "metadata": self.metadata, "scenario": self.scenario,
+            # a diverged run's θ has no finite norm: its metadata says so instead of losing the run
+            "backend": self.backend, "metadata": _json_float(self.metadata), "scenario": self.scenario,
             "rows": {"updates": len(self.updates), "curve": len(self.curve)},
             "runs": [r.to_json() for r in self.runs],
         }
@@ -266,6 +267,8 @@ def _json_float(v: Any) -> Any:
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     if isinstance(v, dict):
         return {k: _json_float(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_float(x) for x in v]
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating,)):

@@ -50,6 +50,17 @@ def test_round_trip_every_field(tmp_path: Path) -> None:
     assert loader.from_dict(back.scenario).hash == back.scenario_hash
 
 
+def test_a_diverged_runs_non_finite_metadata_is_saved_not_lost(tmp_path: Path) -> None:
+    """A run whose θ went to NaN (the cpu executor's `final_theta_norm`) is saved: the value as the string
+    the summary's own non-finite fields use, nested in lists and tables too."""
+    r = make_result()
+    r.metadata.update({"final_theta_norm": math.nan, "probes": [1.0, math.inf, {"x": -math.inf}]})
+    r.save(tmp_path / "r")
+    back = RunResult.load(tmp_path / "r")
+    assert back.metadata["final_theta_norm"] == "nan" and back.metadata["probes"] == [1.0, "inf", {"x": "-inf"}]
+    assert len(back.updates) == len(r.updates)
+
+
 def test_metadata_carries_provenance() -> None:
     md = make_result().metadata
     for key in ("scenario_hash", "git_commit", "cpu_model", "cpu_count", "versions", "backend", "created"):
