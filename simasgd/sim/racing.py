@@ -77,14 +77,17 @@ class Writers:
         def leave(_: simpy.Event) -> None:
             if self._done[w] is mine:
                 self._at[w], self._done[w] = -1, None
-            mine.succeed()
+            mine.succeed(self.env.now)  # its value: when the chunk's last line was written
 
         done.callbacks.append(leave)
         return done
 
     def _behind(self, w: int, seconds: float, ahead: list[simpy.Event]) -> Generator[simpy.Event, object, None]:
-        """A chunk written behind another writer of it: its own time, and not before the other's last line."""
+        """A chunk written behind another writer of it: its own time, and no earlier than one hand-off after the
+        other's last line of it (taken from the other's core)."""
         yield self.cores.work(w, seconds)
         if not all(e.triggered for e in ahead):
             yield self.env.all_of(ahead)
-            yield self.cores.work(w, self.handoff_s[w])  # the leader's last line, taken from its core
+        wait = max(float(e.value) for e in ahead) + self.handoff_s[w] - self.env.now
+        if wait > 0:
+            yield self.cores.work(w, wait)
