@@ -197,13 +197,24 @@ def _short(k: str) -> str:
             "updates_to_eps_rel_err": "upd→ε"}.get(k, k)
 
 
+def _calibrated_at(path: object) -> str:
+    """", calibrated <when>" from the profile's ``[calibration] created``, or nothing where it has none."""
+    try:
+        from simasgd import machine
+
+        created = (machine.load_profile(Path(str(path))).profile or {}).get("calibration", {}).get("created")
+    except Exception:  # noqa: BLE001 - a header note only: an unreadable profile fails elsewhere, loudly
+        return ""
+    return f", calibrated {created}" if created else ""
+
+
 def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) -> str:
     head = [
         "# Fidelity: the simulator (calibrated `this` profile) against real threads on this machine", "",
         f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {metadata.cpu_model()} "
         f"({os.cpu_count()} logical CPUs), simasgd "
         f"{metadata.git_commit()}, in {seconds / 60:.1f} min, by `benchmarks/fidelity_sweep.py "
-        f"{' '.join(sys.argv[1:])}`. Profile: `{args.profile_used}`. Load average (1, 5, 15 min) at the "
+        f"{' '.join(sys.argv[1:])}`. Profile: `{args.profile_used}`{_calibrated_at(args.profile_used)}. Load average (1, 5, 15 min) at the "
         f"start {_load(args.load_before)}, now {_load(os.getloadavg())}: other work on the machine skews the "
         "measured side.", "",
         f"Each cell: {args.repeats} runs per backend, at most {args.max_updates} updates or "
@@ -309,9 +320,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="run nothing: rebuild the table from the cells already in --out (their sim and cpu folders)")
     p.add_argument("--profile", type=Path, default=None,
                    help="machine profile to use (calibrated there if absent); default: SIMASGD_PROFILE or profiles/this.toml")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
+                        "the host drifts within the hour, and the goals assume a profile measured right before")
     args = p.parse_args(argv)
     if args.profile is not None:
         os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
+    if args.recalibrate and not args.from_folders:
+        from simasgd import machine
+
+        old = machine.profile_path()
+        if old.exists():
+            old.replace(old.with_name(old.name + ".prev"))
     start = time.perf_counter()
     if args.from_folders:
         return from_folders(args)

@@ -4,7 +4,8 @@ Oracle: two identical HOGWILD! workers with deterministic times stay in one conv
 Each round the follower ends one line's hand-off h after the leader, and where the bookkeeping between a
 bump and the next read of the version (γ) outlasts h, the leader's next read already counts the
 follower's update: one update of each round has τ = 0 and the other τ = 1, so τ̄ = 1/2 exactly (an even
-budget). Without convoys the two end microseconds apart and every update but the first has τ = 1.
+budget). Without convoys each ends on its own time, and τ = 0 only after the rounds whose ends happen to
+fall closer than γ.
 """
 
 from __future__ import annotations
@@ -116,9 +117,9 @@ def test_bookkeeping_between_a_bump_and_the_next_cycle(tmp_path: Path, monkeypat
 
 
 def test_random_writers_follow_by_a_hand_off_or_end_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Exponential gradients about as long as an update: the writers meet often, at any offset. An update that began while the other's was
-    under way never ends less than h after it; some end exactly h after (a convoy), others later (the
-    leader was done before the follower caught up: the follower's own time)."""
+    """Exponential gradients about as long as an update: the writers meet often, at any offset. An update
+    that began while the other's was under way never ends less than h after it; some end exactly h after
+    (a convoy), others later (the leader was done before the follower caught up: the follower's own time)."""
     u = _run(tmp_path, monkeypatch, _hogwild(3000, {"dist": "exponential", "mean_s": 3e-6}, write_convoys=True))
     gaps = _pairs(u)
     h = H_NS * 1e-9
