@@ -34,7 +34,6 @@ VARIANTS: dict[str, dict[str, object]] = {
     "coherence on every step (no last writer)": {"coherence_recency": False},
     "steps timed warm (not in the cycle)": {"steps_in_cycle": False},
     "no racing writers": {"racing_writes": False},
-    "racing writers end on their own (no convoys)": {"write_convoys": False},
     "no executor bookkeeping between cycles": {"bookkeeping": False},
     "racing writers in convoys (write_convoys on)": {"write_convoys": True},
     "no held lines (a shared line's write at the private rate)": {"held_lines": False},

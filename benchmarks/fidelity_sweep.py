@@ -214,7 +214,8 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {metadata.cpu_model()} "
         f"({os.cpu_count()} logical CPUs), simasgd "
         f"{metadata.git_commit()}, in {seconds / 60:.1f} min, by `benchmarks/fidelity_sweep.py "
-        f"{' '.join(sys.argv[1:])}`. Profile: `{args.profile_used}`{_calibrated_at(args.profile_used)}. Load average (1, 5, 15 min) at the "
+        f"{' '.join(sys.argv[1:])}`. Profile: `{args.profile_used}`{_calibrated_at(args.profile_used)}. "
+        "Load average (1, 5, 15 min) at the "
         f"start {_load(args.load_before)}, now {_load(os.getloadavg())}: other work on the machine skews the "
         "measured side.", "",
         f"Each cell: {args.repeats} runs per backend, at most {args.max_updates} updates or "

@@ -41,7 +41,7 @@ class Writers:
         n = len(handoff_s)
         self._next = [0] * n  # the index of each worker's next chunk in its update under way
         self._at = [-1] * n  # the chunk each worker is inside now (-1: none)
-        self._done: list[simpy.Event | None] = [None] * n  # fires when that chunk's last line is written
+        self._done: list[simpy.Event | None] = [None] * n  # with convoys: fires when that chunk's last line is written
 
     def begin(self, w: int) -> None:
         """Worker ``w`` begins an unlocked update: its next chunk is the sweep's first."""
@@ -71,13 +71,14 @@ class Writers:
             seconds = max(seconds, self.race_s * part)
         waits = [e for e in (self._done[v] for v in ahead) if e is not None]
         done = self.cores.work(w, seconds) if not waits else self.env.process(self._behind(w, seconds, waits))
-        mine = self.env.event()
+        # only a convoy's follower waits on a chunk's end: no event per chunk without convoys (the hot path)
+        mine = self.env.event() if self.convoys else None
         self._at[w], self._done[w] = i, mine
 
         def leave(_: simpy.Event) -> None:
-            if self._done[w] is mine:
-                self._at[w], self._done[w] = -1, None
-            mine.succeed(self.env.now)  # its value: when the chunk's last line was written
+            self._at[w], self._done[w] = -1, None
+            if mine is not None:
+                mine.succeed(self.env.now)  # its value: when the chunk's last line was written
 
         done.callbacks.append(leave)
         return done
