@@ -25,6 +25,8 @@ in short::
                read of it: executors/calibrate_bookkeeping.py)
     [scheduler] quantum_s, context_switch_s, source, kernel, latency_s, base_slice_s, ...
     [cache] [copy_by_size] [coherence] [noise.k1] ...   # executors/calibrate_machine.py
+    [tick]   hz, period_s, hit_rate, pause_s, skew_s (the timer that stops every CPU at once:
+             executors/calibrate_tick.py)
     [peak] gemm_n, gemm_gflops_float32, gemm_gflops_float64   # executors/peak.py (not used by the simulator)
 """
 
@@ -291,7 +293,9 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
     on two CPUs (:func:`executors.calibrate_steps.shared_fresh_samples`), measured in the placement of the
     CPUs ``like`` names (the core-to-core hand-off ``[coherence]`` saw): where the host put the two vCPUs
     in different CCXs of the 2-vCPU EPYC (hand-off 155-165 ns against 32) the pass took 290 µs, against
-    40. ``table``: the workload's gradient table, whose in-cycle gradient and pass size the runs. Empty
+    40. ``table``: the workload's gradient table, whose in-cycle gradient and pass size the runs. With
+    unbounded retries, then (half as many passes) with persistence 0: ``cycle_fresh_k2_<kind>_median_s``
+    for a claimed destination, a retry's and a kept one's (``calibrate_steps.PASS_KINDS``). Empty
     for a torch workload or with one usable CPU."""
     if cfg.model == "torch":
         return {}
@@ -304,13 +308,23 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
     n = int(min(2000, max(20, seconds / 2 / SHARED_FRESH_TRIES / cycle)))
     with single_threaded_blas():
         pool, shared = leashed_pool(theta, 1)  # compile (or load) before anything is timed: one pass alone
-        timer(pool, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, np.zeros(1, np.int64), seed, *shared)
+        timer(pool, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, np.zeros(1, np.int64), np.zeros(1, np.int64),
+              -1, seed, *shared)
         two = shared_fresh_samples(timer, theta, wl, n_rows, cfg.batch_size, n, seed + 3,
                                    sorted(os.sched_getaffinity(0)), _threads, probe=c2c_latency_ns, like=like)
+        # persistence 0: the vector an attempt dropped is built in again after the next gradient
+        dropping = None if two is None else shared_fresh_samples(
+            timer, theta, wl, n_rows, cfg.batch_size, max(20, n // 2), seed + 5, sorted(os.sched_getaffinity(0)),
+            _threads, probe=c2c_latency_ns, like=like, persistence=0)
     if two is None:
         return {}
-    return {"cycle_fresh_k2_s": _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"],
-            "cycle_fresh_k2_median_s": two["median_ns"] * 1e-9, "cycle_fresh_k2_c2c_ns": two["c2c_ns"]}
+    out = {"cycle_fresh_k2_s": _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"],
+           "cycle_fresh_k2_median_s": two["median_ns"] * 1e-9, "cycle_fresh_k2_c2c_ns": two["c2c_ns"]}
+    by_kind = dict(two["by_kind_ns"])  # claimed and retry; kept from the dropping runs
+    if dropping is not None and "kept" in dropping["by_kind_ns"]:
+        by_kind["kept"] = dropping["by_kind_ns"]["kept"]
+    out.update({f"cycle_fresh_k2_{kind}_median_s": ns * 1e-9 for kind, ns in by_kind.items()})
+    return out
 
 
 def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray, threads: int = 1) -> None:
@@ -503,9 +517,9 @@ def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:
 
 
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
-    """[cache], [copy_by_size], [coherence], [noise] and the kernel's scheduler parameters.
+    """[cache], [copy_by_size], [coherence], [noise], [tick] and the kernel's scheduler parameters.
 
-    About 7 s on a 2-CPU machine (under 1.5 s when quick): copy 2.5 s, coherence 2.5 s, noise 2 s.
+    About 8 s on a 2-CPU machine (under 1.5 s when quick): copy 2.5 s, coherence 2.5 s, noise 2 s, tick 1 s.
     """
     from executors import calibrate_machine as cm
 
@@ -525,7 +539,11 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     log("host noise")
     n_cpus = len(os.sched_getaffinity(0))
     noise = cm.noise(max(0.05, 4.0 * scale / n_cpus))  # long pauses are rare: seconds to see a few dozen
-    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "noise": noise,
+    log("timer tick")
+    from executors.calibrate_tick import tick_table
+
+    tick = tick_table(max(0.2, 1.0 * scale))  # 250 periods of a 250 Hz timer
+    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "noise": noise, "tick": tick,
             "scheduler": cm.scheduler_params()}
 
 

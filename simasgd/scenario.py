@@ -321,6 +321,21 @@ class SimConfig(Section):
     # [coherence] held_read_gbs, held_write_gbs: each write must first invalidate the other's copy;
     # simasgd/sim/caches.py LastWriter); false = at the private rates.
     held_lines: bool = True
+    # With held lines: Leashed's pass timed by what it is built into (profile cycle_fresh_k2_claimed/retry/
+    # kept_median_s): a vector claimed after a publication (the other core read it: its lines are taken
+    # back first), or the worker's own vector again after a failed CAS, at once (a retry) or after the next
+    # gradient (persistence reached, the attempt dropped): its lines are in this core's cache. On the 2-vCPU
+    # AMD EPYC, B = 16: 45, 23 and 22 µs, and the executor's claimed passes 49-51 µs against 22 for kept
+    # ones; that asymmetry keeps two persistence-0 workers in step, one dropping every round
+    # (benchmarks/fidelity.md, 2026-11-26). False, or uncalibrated = every pass cycle_fresh_k2_median_s.
+    leashed_destinations: bool = True
+    # A periodic timer that stops every CPU at the same instant (profile [tick], executors/calibrate_tick.py:
+    # 250 Hz on the 2-vCPU AMD EPYC): the gradient samples' slowest share (hit·median/period) are the calls
+    # a tick fell into; a gradient that runs over a tick instant is stalled by that tick's draw of their
+    # excess, the same for every worker it falls on (simasgd/sim/tick.py). Two workers computing at once
+    # are slowed together and keep their offset, as measured. False, or no [tick] = the samples drawn
+    # as they are.
+    timer_tick: bool = True
     # Reads, updates and Leashed's fresh-vector pass at the times calibrated inside a one-thread worker's
     # cycle (profile cycle_read/update/fresh_median_s): the gradient's traffic evicts part of the model's
     # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);

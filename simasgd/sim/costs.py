@@ -37,10 +37,12 @@ from simasgd.sim.interference import Overlap, slowdowns
 from simasgd.sim.host_speed import SharedDraw
 from simasgd.sim.draws import Sampler, additions, gradient_draw, host_noise, host_speed, timing_dist
 from simasgd.sim.profile_tables import (FRESH_COPIES, READ_COPIES, UPDATE_COPIES, pass_costs, profile_gradient,
-                                        profile_latency, profile_machine, profile_shared_fresh, profile_snapshot,
+                                        profile_fresh_destinations, profile_latency, profile_machine, profile_shared_fresh,
+                                        profile_snapshot,
                                         profile_steps, spin_yield_s, workload_table)
 from simasgd.sim.memory import Memory
 from simasgd.sim.racing import Writers
+from simasgd.sim.tick import Tick, split, tick_params
 from simasgd.sim import sockets
 
 
@@ -70,6 +72,12 @@ class Platform:
         self._held = sc.sim.held_lines
         # Leashed's pass timed with two workers at once (its destination held by the other's cache): in-cycle
         two = profile_shared_fresh(machine.profile, sc.workload) if self._in_cycle and self._held else None
+        # ... by what it is built into: a claimed vector, or the worker's own again (a retry, or kept from a
+        # dropped attempt), whose lines are in its cache
+        dest = profile_fresh_destinations(machine.profile, sc.workload) \
+            if two is not None and sc.sim.leashed_destinations else {}
+        two = dest.get("claimed", two)
+        self._own_fresh_s = {k: dest[k] for k in ("retry", "kept") if k in dest} if self._coherent else {}
         cached, shared, held = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {}, two)
         # a copy between two of a worker's own buffers (no other core wrote them)
         self._private_copy_s = None if self._caches is None else self._caches.read_s(self.model_bytes)
@@ -117,7 +125,8 @@ class Platform:
         ss = self.socket_shares
         self._grad_slow = [1.0] * n if ss is None or not derived else ss.slowdown
         self._grad_miss = [0.0] * n if ss is None or not derived else ss.miss_bytes
-        noise = host_noise(sc, machine, grad, at_once)
+        noise = host_noise(sc, machine, grad, at_once)  # pauses beyond the calibrated calls' own spread
+        grad, self._tick = self._timer_tick(sc, machine, grad, run)
         read = timing_dist(sc.timing.read, sc.base_dir, "timing.read")
         update = timing_dist(sc.timing.update, sc.base_dir, "timing.update")
         if (read is None or update is None) and dim is None:
@@ -140,6 +149,20 @@ class Platform:
             self._read.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
             self._update.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
         self._fast = [not t.sliced and not self._grad_miss[w] for w, t in enumerate(self.cores.threads)]
+
+    @staticmethod
+    def _timer_tick(sc: Scenario, machine: Machine, grad: distributions.Distribution,
+                    run: int) -> tuple[distributions.Distribution, Tick | None]:
+        """The gradient samples without the calls a timer tick fell into, and the run's timer (:mod:`tick`),
+        where the profile found one (``[tick]``) and ``[sim] timer_tick``; else ``grad`` and None."""
+        params = tick_params(machine.profile) if sc.sim.timer_tick and sc.timing.gradient is None else None
+        if params is None or not isinstance(grad, distributions.Empirical):
+            return grad, None
+        parts = split(grad.samples, *params)
+        if parts is None:
+            return grad, None
+        stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # 6th: host_speed's
+        return distributions.Empirical(parts[0]), Tick(params[0], params[1], parts[1], np.random.default_rng(stream))
 
     def _rates(self, steps: dict[int, float],
                shared_fresh: float | None = None) -> tuple[dict[int, float] | None, ...]:
@@ -228,14 +251,17 @@ class Platform:
         return distributions.Deterministic(mean) if cv == 0 else distributions.Gamma(mean, 1.0 / cv**2)
 
     def gradient(self, w: int) -> simpy.Event:
+        seconds = self._grad[w]()
+        if self._tick is not None:  # the timer's instants it runs over (on a time-shared CPU: as if it ran on)
+            seconds += self._tick.stall(self.env.now, seconds)
         if self._fast[w]:
             if self._overlap is not None:
-                return self.env.process(self._overlap.gradient(self._grad[w]()))
-            return self.env.timeout(self._grad[w]())
+                return self.env.process(self._overlap.gradient(seconds))
+            return self.env.timeout(seconds)
         miss = self._grad_miss[w]
         if miss:  # the part of its traffic the socket's L3 cannot hold streams from the socket's DRAM
-            return self.cores.work(w, self._grad[w](), lambda: self.memory.stream(w, miss))
-        return self.cores.work(w, self._grad[w]())
+            return self.cores.work(w, seconds, lambda: self.memory.stream(w, miss))
+        return self.cores.work(w, seconds)
 
     def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
         """Copy (a ``part`` of) the model; ``seconds`` imposes a duration drawn earlier (chunked reads).
@@ -290,22 +316,32 @@ class Platform:
         table = self._shared_s[w] if where == OTHERS else self._held_s[w] if where == HELD else None
         self._table[w] = table if table is not None else self._cached_s[w]
 
-    def update_into(self, w: int) -> simpy.Event:
+    def update_into(self, w: int, dest: str = "claimed") -> simpy.Event:
         """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): at a calibrated
         profile's rates for a cache-resident model, the update's streams plus the fresh buffer's lines
         read for ownership (``CacheModel.update_into_s``: measured so); at a preset's estimated L3 rate,
         through the memory model, or with a given ``[timing] update``: an update, as before (unmeasured
         there: on the Ek 2021 Xeon preset four streams turned Leashed's NUMA/UMA rate at 8 threads from
-        above 1.1 to 1.06, the study's S1 measured 1.6-1.8)."""
+        above 1.1 to 1.06, the study's S1 measured 1.6-1.8). ``dest``: what the pass is built into,
+        ``"claimed"`` (a free pool vector, after a publication), ``"retry"`` (the worker's own vector again
+        after a failed CAS) or ``"kept"`` (the same after a dropped attempt and the next gradient); the
+        last two at their calibrated times (``[sim] leashed_destinations``) unless other threads ran on
+        this worker's CPU since its last pass (their traffic evicted the vector's lines)."""
         cached = self._cached_s[w]
         # no fresh-vector rate: a given update, the memory model, or a preset's estimated L3 (read/update only)
         if self._update[w] is not None or cached is None or FRESH_COPIES not in cached:
             return self.update(w)
+        own = self._own_fresh_s.get(dest)
+        if own is not None and self.cores.turned_since(w, self._touched_at[w]):
+            own = None
         self._begin(w, writes=True)
+        if own is not None:
+            return self.cores.work(w, own)
         # whoever published the source, the destination is a pool vector the other workers' gradients have
         # read in place (Leashed reads every published vector without a copy): its lines must be taken
         # from their caches before they are written, so with 2+ workers a pass is always another core's
-        # (``cycle_fresh_k2_median_s`` where calibrated: on the 2-vCPU EPYC 36-41 µs against 22 alone)
+        # (``cycle_fresh_k2_median_s`` where calibrated: on the 2-vCPU EPYC 36-41 µs against 22 alone;
+        # ``cycle_fresh_k2_claimed_median_s`` with destinations)
         self._table[w] = self._shared_s[w] or self._cached_s[w]
         return self._step(w, None, FRESH_COPIES, 1.0, None)
 

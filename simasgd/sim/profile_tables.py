@@ -129,6 +129,19 @@ def profile_shared_fresh(profile: dict[str, Any] | None, workload: WorkloadConfi
     return float(t) if isinstance(t, (int, float)) and t > 0 else None
 
 
+FRESH_DESTINATIONS = ("claimed", "retry", "kept")  # executors.calibrate_steps.PASS_KINDS
+
+
+def profile_fresh_destinations(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[str, float]:
+    """Seconds of Leashed-SGD's two-worker pass by what it is built into (``cycle_fresh_k2_<kind>_median_s``
+    of the gradient table at the nearest batch size, kinds :data:`FRESH_DESTINATIONS`,
+    executors/PROFILE.md): the kinds the profile has."""
+    found = workload_table(profile, workload)
+    table = {} if found is None else found[1]
+    out = {k: table.get(f"cycle_fresh_k2_{k}_median_s") for k in FRESH_DESTINATIONS}
+    return {k: float(t) for k, t in out.items() if isinstance(t, (int, float)) and t > 0}
+
+
 def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
     """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
     table at the nearest batch size, executors/PROFILE.md); None when the profile has none."""

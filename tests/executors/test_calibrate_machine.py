@@ -229,7 +229,8 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     protocol) times every pass and leaves no reader reference behind: each vector's count is 0, or a
     thread's claim on the vector it was building when its samples ran out; the latest is one of the pool's,
     not stale, and was built from θ₀ by published passes."""
-    from executors.calibrate_steps import leashed_pool, shared_fresh_samples, time_shared_fresh
+    from executors.calibrate_steps import (PASS_CLAIMED, PASS_KEPT, PASS_RETRY, leashed_pool, shared_fresh_samples,
+                                           time_shared_fresh)
     from executors.cpu.shared import CLAIMED, LINE, S_LATEST
     from executors.kernel import with_kernel
     from simasgd import loader
@@ -242,9 +243,12 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     timer = with_kernel(time_shared_fresh, wl.kernel)
     pool, (ctrl, rc, stale, peak) = leashed_pool(theta, 2)
     outs = [np.zeros(300, dtype=np.int64) for _ in range(2)]
-    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], i, ctrl, rc, stale, peak)
-                         for i in range(2)], cpus=CPUS[:2])
+    kinds = [np.full(300, -1, dtype=np.int64) for _ in range(2)]
+    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], kinds[i], -1, i, ctrl, rc, stale,
+                          peak) for i in range(2)], cpus=CPUS[:2])
     assert all((o > 0).all() for o in outs)
+    # unbounded retries: every pass is into a claimed vector or a retry, and a retry follows a pass
+    assert all(set(k.tolist()) <= {PASS_CLAIMED, PASS_RETRY} and k[0] == PASS_CLAIMED for k in kinds)
     counts = rc[::LINE]
     assert set(counts.tolist()) <= {0, CLAIMED} and (counts == CLAIMED).sum() <= 2
     latest = int(ctrl[S_LATEST * LINE])
@@ -252,6 +256,15 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     assert not np.array_equal(pool[latest], theta)
     two = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads)
     assert len(two["samples_ns"]) == 2 * (40 - 2) and two["median_ns"] > 0 and (two["samples_ns"] > 0).all()
+    assert set(two["kinds"].tolist()) <= {PASS_CLAIMED, PASS_RETRY} and "kept" not in two["by_kind_ns"]
+    assert two["by_kind_ns"]["claimed"] > 0
+    # persistence 0: a failed CAS drops the attempt, the thread keeps its vector for the next gradient's pass
+    pool, (ctrl, rc, stale, peak) = leashed_pool(theta, 2)
+    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], kinds[i], 0, i, ctrl, rc, stale,
+                          peak) for i in range(2)], cpus=CPUS[:2])
+    assert all(set(k.tolist()) <= {PASS_CLAIMED, PASS_KEPT} for k in kinds)
+    counts = rc[::LINE]
+    assert set(counts.tolist()) <= {0, CLAIMED} and (counts == CLAIMED).sum() <= 2
     # each run between two hand-off probes; a run the host moved the CPUs during, or in another placement
     # than `like`'s, is measured again until three are steady (at most six runs)
     probes = iter([30.0, 30.0, 30.0, 150.0, 150.0, 150.0, 30.0, 31.0, 32.0, 30.0, 99.0, 99.0])

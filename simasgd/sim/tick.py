@@ -1,0 +1,84 @@
+"""The timer tick: a periodic interrupt that stops every CPU at the same instant.
+
+On the 2-vCPU AMD EPYC (2026-11-26) the host's pauses were mostly a timer: every 4.000 ms, on both
+vCPUs within 0.3 µs, ~16 µs on a spinning thread (profile ``[tick]``, executors/calibrate_tick.py).
+A gradient that contains such an instant took 20–45 µs longer (the interrupt disturbs its caches
+too). The calibrated gradient samples hold those slow calls, but a draw from them puts the slow
+ones at random moments, independently for each worker. In the executor's runs (2 threads, B = 16)
+the slow gradients came at one phase of the 4 ms period, and two workers computing at once were
+slowed together (60–80% of one worker's slow gradients had a slow partner in the other's same
+round, the two excesses a median 3 µs apart), so the two kept their offset where independent
+draws kicked it by 20 µs and more. Leashed-SGD with persistence 0 stays in step that way, one
+worker dropping every round (τ̄ 0.17 measured, 0.76 simulated without the tick).
+
+So with a ``[tick]`` table (``[sim] timer_tick``), the gradient samples are split
+(:func:`split`): a call of median length m contains a tick with probability hit·m/P, and a tick adds
+more than the calls' own spread, so the slowest hit·m/P share of the samples are those calls. The
+rest are drawn as before; the excess of the slowest over the rest's median is a tick's stall. A
+gradient running over a tick instant (every P from a phase drawn once a run) is stalled by that
+tick's draw, the same draw for every worker it falls on (:class:`Tick`). Reads, updates and passes
+(20–50 µs, a tick in 1% of them) are not.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+MAX_SHARE = 0.5  # a split that would call more than half of the calls slow has no body left to trust
+
+
+def split(samples: np.ndarray, period_s: float, hit_rate: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the samples without the calls a tick fell into, what a tick added to those), or None when the
+    samples hold no such call (fewer than one expected)."""
+    s = np.sort(np.asarray(samples, dtype=float))
+    share = min(MAX_SHARE, hit_rate * float(np.median(s)) / period_s)
+    k = int(round(share * len(s)))
+    if k < 1 or k >= len(s):
+        return None
+    base = s[:-k]
+    return base, np.maximum(s[-k:] - float(np.median(base)), 0.0)
+
+
+class Tick:
+    """The run's timer: instants ``phase_s + k·period_s``; tick k stalls a gradient it falls into by its
+    own draw from ``stalls_s`` (with probability ``hit_rate``), the same for every worker."""
+
+    def __init__(self, period_s: float, hit_rate: float, stalls_s: np.ndarray, rng: np.random.Generator):
+        self.period_s = period_s
+        self.hit_rate = hit_rate
+        self.stalls_s = np.asarray(stalls_s, dtype=float)
+        self.phase_s = float(rng.uniform(0.0, period_s))  # where the run's start falls in the period
+        self._rng = rng
+        self._drawn = np.zeros(0)  # tick k's stall (0: it missed), drawn in order as the run reaches it
+
+    def _stall(self, k: int) -> float:
+        if k >= len(self._drawn):
+            n = max(k + 1 - len(self._drawn), 256)
+            hit = self._rng.random(n) < self.hit_rate
+            more = np.where(hit, self.stalls_s[self._rng.integers(len(self.stalls_s), size=n)], 0.0)
+            self._drawn = np.concatenate([self._drawn, more])
+        return float(self._drawn[k])
+
+    def stall(self, start: float, seconds: float) -> float:
+        """What the ticks add to ``seconds`` of work that starts at ``start`` and runs through (a stall
+        lengthens it, so a later tick may fall into it too)."""
+        k = max(0, math.ceil((start - self.phase_s) / self.period_s))
+        extra = 0.0
+        while self.phase_s + k * self.period_s < start + seconds + extra:
+            extra += self._stall(k)
+            k += 1
+        return extra
+
+
+def tick_params(profile: dict[str, Any] | None) -> tuple[float, float] | None:
+    """(period, hit rate) of the profile's ``[tick]``, when it found a timer; else None."""
+    t = (profile or {}).get("tick") or {}
+    period, hit = t.get("period_s"), t.get("hit_rate")
+    if not isinstance(period, (int, float)) or not isinstance(hit, (int, float)) or period <= 0 or hit <= 0:
+        return None
+    if "pause_s" not in t:  # calibrate_tick found no timer (its hit rate below MIN_HIT)
+        return None
+    return float(period), float(hit)

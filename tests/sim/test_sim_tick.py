@@ -1,0 +1,188 @@
+"""The timer tick (simasgd/sim/tick.py) and Leashed-SGD's pass by destination (``[sim] leashed_destinations``).
+
+Oracles, closed forms:
+- a sample of calls of median m, a share hit·m/P of them slowed by a stall s, splits back into the body
+  and s exactly;
+- a gradient of length g < P starting uniformly at random contains a tick instant with probability g/P,
+  so with hit rate 1 the share of stalled gradients is g/P (tolerance from its binomial standard error),
+  and every stalled gradient, of every worker, runs over an instant φ + kP with one φ for the run;
+- a stall lengthens the work it falls into, so a call that would have ended just before the next
+  instant takes that tick too;
+- a Leashed pass takes the calibrated time of what it is built into: a claimed vector after a
+  publication, the worker's own vector after a dropped attempt (persistence 0), and again at once after
+  a failed CAS (a retry).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simasgd import loader, machine
+from simasgd.profile import workload_key
+from simasgd.sim.tick import Tick, split, tick_params
+
+P = 4e-3  # the timer's period
+G = 200e-6  # the body of the calibrated gradient samples: 199-201 µs
+STALL = 30e-6
+
+
+def test_split_gives_back_the_body_and_the_stall() -> None:
+    rng = np.random.default_rng(0)
+    body = rng.uniform(G - 1e-6, G + 1e-6, 950)
+    slow = rng.uniform(G - 1e-6, G + 1e-6, 50) + STALL  # 50 of 1000 = G / P
+    base, stalls = split(np.concatenate([body, slow]), P, 1.0)
+    assert len(base) == 950 and base.max() <= G + 1e-6
+    np.testing.assert_allclose(stalls, STALL, atol=2.1e-6)
+    assert split(body[:8], P, 1.0) is None  # 0.4 of a call expected: none to split off
+
+
+def test_a_tick_stalls_the_work_that_runs_over_it() -> None:
+    t = Tick(P, 1.0, np.array([STALL]), np.random.default_rng(1))
+    phi = t.phase_s
+    assert 0 <= phi < P
+    assert t.stall(phi - 100e-6, 95e-6) == 0.0  # ends before the instant
+    assert t.stall(phi - 100e-6, 150e-6) == STALL  # runs over it
+    assert t.stall(phi + 1e-6, 100e-6) == 0.0  # begins after it
+    assert t.stall(phi + 2 * P - 1e-6, 10e-6) == STALL  # every period
+    # a call that would end 11 µs before the next instant is lengthened into it by the first stall
+    assert t.stall(phi - 1e-6, P - 10e-6) == pytest.approx(2 * STALL)
+
+
+def test_each_tick_is_one_draw_for_every_worker_it_falls_on() -> None:
+    t = Tick(P, 0.5, np.array([10e-6, 20e-6, 30e-6]), np.random.default_rng(2))
+    starts = t.phase_s + P * np.arange(2000) - 50e-6
+    first = np.array([t.stall(s, 100e-6) for s in starts])
+    second = np.array([t.stall(s + 20e-6, 100e-6) for s in starts])  # another worker, 20 µs behind
+    np.testing.assert_array_equal(first, second)
+    hit = (first > 0).mean()
+    assert abs(hit - 0.5) < 4 * np.sqrt(0.25 / len(first))
+    assert set(np.unique(first)) <= {0.0, 10e-6, 20e-6, 30e-6}
+
+
+def test_tick_params_need_a_timer_found() -> None:
+    assert tick_params({"tick": {"period_s": P, "hit_rate": 1.0, "pause_s": 1.6e-5}}) == (P, 1.0)
+    assert tick_params({"tick": {"period_s": 1 / 300, "hit_rate": 0.3}}) is None  # no pause_s: no timer
+    assert tick_params(None) is None
+
+
+def _profile(tmp_path: Path, tables: dict[str, str], tick: bool = True) -> Path:
+    lines = ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1",
+             "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
+             "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
+             "context_switch_s = 2e-6", "", "[cache]", "line_bytes = 64", "levels = [1, 2, 3]",
+             "sizes_bytes = [49152, 1048576, 33554432]", "shared_by = [1, 1, 2]", "",
+             "[copy_by_size]", "sizes_bytes = [65536, 262144, 1048576, 4194304]", "gbs = [100.0, 80.0, 60.0, 20.0]",
+             "update_gbs = [300.0, 200.0, 150.0, 50.0]", "",
+             "[coherence]", "sizes_bytes = [65536, 1048576, 4194304]", "read_gbs = [100.0, 60.0, 20.0]",
+             "write_gbs = [120.0, 90.0, 40.0]", "held_read_gbs = [100.0, 60.0, 20.0]",
+             "held_write_gbs = [40.0, 30.0, 15.0]", ""]
+    if tick:
+        lines += ["[tick]", f"period_s = {P!r}", "hit_rate = 1.0", "pause_s = 1.6e-05", ""]
+    for key, body in tables.items():
+        lines += [f'[gradient."{key}"]', body, ""]
+    path = tmp_path / "this.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _scenario(algorithm: dict, workers: int, max_updates: int, timing: dict | None = None):  # noqa: ANN202
+    return loader.from_dict({
+        "name": "t", "seed": 3, "workers": {"count": workers, "placement": "uma"}, "machine": {"preset": "this"},
+        "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 2000},
+        **({"timing": timing} if timing else {}),
+        "algorithm": algorithm, "stop": {"max_updates": max_updates, "max_time_s": 100},
+        "sim": {"numerics": False, "loss_snapshots": False, "host_noise": False, "bookkeeping": False}})
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sc, tables: dict[str, str], tick: bool = True):  # noqa: ANN001, ANN202
+    from simasgd.sim import backend
+
+    monkeypatch.setenv(machine.PROFILE_ENV, str(_profile(tmp_path, tables, tick)))
+    return backend.run_once(sc, 0).updates
+
+
+def _gradient_table(sc, samples: np.ndarray) -> dict[str, str]:  # noqa: ANN001
+    return {workload_key(sc.workload): f"batch_size = {sc.workload.batch_size}\n"
+                                       f"samples_s = {[float(x) for x in samples]}"}
+
+
+@pytest.mark.parametrize("switch", [True, False])
+def test_stalled_gradients_run_over_one_instant_of_the_run_on_every_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, switch: bool) -> None:
+    """HOGWILD!, 2 workers. Calibrated samples: a body of 199-201 µs and a share G/P of them 30 µs slower.
+    With the tick, the stalled gradients (more than 15 µs over the body) are G/P of all, and every one
+    of them, of either worker, covers the phase φ of the run's timer, which no other gradient covers.
+    Without (``timer_tick = false``) the slow samples are drawn at any moment."""
+    rng = np.random.default_rng(4)
+    samples = np.sort(np.concatenate([rng.uniform(G - 1e-6, G + 1e-6, 380), rng.uniform(G - 1e-6, G + 1e-6, 20) + STALL]))
+    sc = _scenario({"name": "hogwild"}, 2, 8000)
+    sc = sc.model_copy(update={"sim": sc.sim.model_copy(update={"timer_tick": switch})})
+    u = _run(tmp_path, monkeypatch, sc, _gradient_table(sc, samples))
+    start, end = u["t_grad_start"].to_numpy(), u["t_grad_end"].to_numpy()
+    slow = end - start > G + 1e-6 + STALL / 2
+    share, n = slow.mean(), len(u)
+    assert abs(share - G / P) < 4 * np.sqrt(G / P * (1 - G / P) / n)  # slow as often either way
+    # the instants φ + kP in [start, end): every stalled gradient holds one, no other gradient does
+    grid = np.linspace(0, P, 4001)[:-1]
+    lo, hi = start % P, end % P
+    covers = ((grid[None, :] >= lo[:, None]) & (grid[None, :] < hi[:, None])) | \
+        ((hi < lo)[:, None] & ((grid[None, :] >= lo[:, None]) | (grid[None, :] < hi[:, None])))
+    common = covers[slow].all(axis=0)
+    assert common.any() == switch
+    if switch:
+        assert set(u.loc[slow, "worker"]) == {0, 1}
+        # phases rotated so that the common ones sit at 0 (no wrap: a gradient is far shorter than P)
+        c = grid[common].mean()
+        s_rot, e_rot = (start - c + P / 2) % P - P / 2, (end - c + P / 2) % P - P / 2
+        left, right = s_rot[slow].max(), e_rot[slow].min()  # φ is in [left, right)
+        assert left < right
+        assert _uncovered(left, right, s_rot[~slow], e_rot[~slow])
+
+
+def _uncovered(left: float, right: float, starts: np.ndarray, ends: np.ndarray) -> bool:
+    """Some point of [left, right) lies in none of the intervals [starts, ends)."""
+    at = left
+    for s, e in sorted(zip(starts, ends)):
+        if e <= at or s >= right:
+            continue
+        if s > at:
+            return True
+        at = max(at, e)
+        if at >= right:
+            return False
+    return at < right
+
+
+def _leashed_table(sc, claimed: float, retry: float, kept: float) -> dict[str, str]:  # noqa: ANN001
+    return {workload_key(sc.workload): "\n".join([
+        f"batch_size = {sc.workload.batch_size}", f"samples_s = {[G] * 4}", "cycle_fresh_median_s = 5e-06",
+        "cycle_fresh_k2_median_s = 1e-05", f"cycle_fresh_k2_claimed_median_s = {claimed!r}",
+        f"cycle_fresh_k2_retry_median_s = {retry!r}", f"cycle_fresh_k2_kept_median_s = {kept!r}"])}
+
+
+@pytest.mark.parametrize("persistence", [0, 1])
+def test_a_leashed_pass_takes_the_time_of_what_it_is_built_into(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, persistence: int) -> None:
+    """Two Leashed workers computing alike: a pass after the worker published builds in a claimed vector
+    (C), one after its dropped attempt in its own (K), a retry in its own at once (R): each update's pass
+    phase (the CAS's line move aside) is C or K, plus R per retry. With the switch off every pass takes
+    ``cycle_fresh_k2_median_s``."""
+    c, r, k = 40e-6, 25e-6, 20e-6
+    sc = _scenario({"name": "leashed", "persistence": persistence}, 2, 600,
+                   timing={"gradient": {"dist": "exponential", "mean_s": 60e-6}})
+    u = _run(tmp_path, monkeypatch, sc, _leashed_table(sc, c, r, k), tick=False).sort_values(["worker", "t_start"])
+    phase = (u["t_write"] - u["t_grad_end"]).to_numpy()
+    after_drop = ~u.groupby("worker")["applied"].shift(1, fill_value=True).to_numpy(dtype=bool)
+    retries = u["retries"].to_numpy() - (~u["applied"].to_numpy())  # a dropped attempt's last pass: no retry
+    expected = np.where(after_drop, k, c) + r * retries
+    cas = phase - expected
+    assert np.all((cas >= 0) & (cas < 1e-6))
+    assert after_drop.any() and (retries > 0).any() == (persistence == 1)  # every kind of pass occurred
+    sc = sc.model_copy(update={"sim": sc.sim.model_copy(update={"leashed_destinations": False})})
+    u = _run(tmp_path, monkeypatch, sc, _leashed_table(sc, c, r, k), tick=False)
+    attempts = 1 + u["retries"].to_numpy() - (~u["applied"].to_numpy())
+    cas = (u["t_write"] - u["t_grad_end"]).to_numpy() - 1e-5 * attempts
+    assert np.all((cas >= 0) & (cas < 1e-6))
