@@ -155,10 +155,15 @@ def time_to_eps_boxes(results: Mapping[str, RunResult]) -> "Figure":
     order = list(results)
     fig, ax = plt.subplots(figsize=(max(4.5, 1.6 * len(order)), 4.2))
     if not df.empty:
-        sns.boxplot(df, x="label", y="time_to_eps", order=order, ax=ax, color="lightsteelblue")
+        groups = [df.loc[df["label"] == label, "time_to_eps"].to_numpy() for label in order]
+        at = [i for i, g in enumerate(groups) if len(g)]
+        # Matplotlib's own boxes: seaborn 0.13's boxplot passes bxp the `vert` that Matplotlib 3.11
+        # deprecated and 3.13 removes
+        ax.boxplot([groups[i] for i in at], positions=at, orientation="vertical", widths=0.6, patch_artist=True,
+                   showfliers=False, manage_ticks=False, boxprops={"facecolor": "lightsteelblue"},
+                   medianprops={"color": "black"})
         sns.stripplot(df, x="label", y="time_to_eps", order=order, ax=ax, color="black", size=4)
-    else:
-        ax.set_xticks(range(len(order)), order)
+    ax.set_xticks(range(len(order)), order)
     top = float(df["time_to_eps"].max()) if not df.empty else 1.0
     for i, label in enumerate(order):
         o = analysis.outcomes(results[label])

@@ -53,9 +53,16 @@ def test_loss_curves_draw_one_line_per_run_per_result(pair):
 
 
 def test_time_to_eps_boxes_count_outcomes(pair):
-    fig = plots.time_to_eps_boxes(pair)
-    texts = [t.get_text() for t in fig.axes[0].texts]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # Matplotlib's deprecations included
+        fig = plots.time_to_eps_boxes(pair)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
     assert "reached 2/3\ncrashed 0 · diverged 1" in texts and "reached 3/3\ncrashed 0 · diverged 0" in texts
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(pair)  # one box per result, in order
+    assert len(ax.patches) == len(pair)
 
 
 def test_throughput_vs_threads_x_is_the_thread_count(make_result, geometric):

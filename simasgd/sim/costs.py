@@ -158,11 +158,12 @@ class Platform:
         params = tick_params(machine.profile) if sc.sim.timer_tick and sc.timing.gradient is None else None
         if params is None or not isinstance(grad, distributions.Empirical):
             return grad, None
-        parts = split(grad.samples, *params)
+        period, hit, longest = params
+        parts = split(grad.samples, period, hit, longest)
         if parts is None:
             return grad, None
         stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # 6th: host_speed's
-        return distributions.Empirical(parts[0]), Tick(params[0], params[1], parts[1], np.random.default_rng(stream))
+        return distributions.Empirical(parts[0]), Tick(period, hit, parts[1], np.random.default_rng(stream))
 
     def _rates(self, steps: dict[int, float],
                shared_fresh: float | None = None) -> tuple[dict[int, float] | None, ...]:

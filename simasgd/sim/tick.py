@@ -13,8 +13,9 @@ worker dropping every round (τ̄ 0.17 measured, 0.76 simulated without the tick
 
 So with a ``[tick]`` table (``[sim] timer_tick``), the gradient samples are split
 (:func:`split`): a call of median length m contains a tick with probability hit·m/P, and a tick adds
-more than the calls' own spread, so the slowest hit·m/P share of the samples are those calls. The
-rest are drawn as before; the excess of the slowest over the rest's median is a tick's stall. A
+more than the calls' own spread, so the slowest hit·m/P share of the samples are those calls (of
+those a tick could have slowed: up to ``MAX_STALL_PAUSES`` pauses over the body). The rest are drawn
+as before; the excess of the slowest over the rest's median is a tick's stall. A
 gradient running over a tick instant (every P from a phase drawn once a run) is stalled by that
 tick's draw, the same draw for every worker it falls on (:class:`Tick`). Reads, updates and passes
 (20–50 µs, a tick in 1% of them) are not.
@@ -28,18 +29,27 @@ from typing import Any
 import numpy as np
 
 MAX_SHARE = 0.5  # a split that would call more than half of the calls slow has no body left to trust
+# A tick stalls a gradient by its pause plus what the interrupt evicted: the executor's excesses were 20-45 µs
+# for a 16-19 µs pause (1.2-2.8 pauses). A calibrated call slower than the body by more than this many pauses
+# lost its CPU for longer than a tick holds it (the host ran something else: 1-4.2 ms in 15 of the 200
+# two-thread B = 64 samples at 01:24), and stays in the body, drawn at random as before; taken as a tick's
+# stall it would be drawn at every tick, and a stall longer than the period meets the next tick.
+MAX_STALL_PAUSES = 5.0
 
 
-def split(samples: np.ndarray, period_s: float, hit_rate: float) -> tuple[np.ndarray, np.ndarray] | None:
+def split(samples: np.ndarray, period_s: float, hit_rate: float,
+          max_stall_s: float) -> tuple[np.ndarray, np.ndarray] | None:
     """(the samples without the calls a tick fell into, what a tick added to those), or None when the
-    samples hold no such call (fewer than one expected)."""
+    samples hold no such call (fewer than one expected, or no call within ``max_stall_s`` of the body)."""
     s = np.sort(np.asarray(samples, dtype=float))
     share = min(MAX_SHARE, hit_rate * float(np.median(s)) / period_s)
     k = int(round(share * len(s)))
-    if k < 1 or k >= len(s):
+    could = np.flatnonzero(s - float(np.median(s)) <= max_stall_s)  # the calls a tick could have slowed
+    if k < 1 or len(could) <= k:
         return None
-    base = s[:-k]
-    return base, np.maximum(s[-k:] - float(np.median(base)), 0.0)
+    ticked = could[-k:]  # the slowest of them
+    base = np.delete(s, ticked)
+    return base, np.maximum(s[ticked] - float(np.median(base)), 0.0)
 
 
 class Tick:
@@ -73,12 +83,11 @@ class Tick:
         return extra
 
 
-def tick_params(profile: dict[str, Any] | None) -> tuple[float, float] | None:
-    """(period, hit rate) of the profile's ``[tick]``, when it found a timer; else None."""
+def tick_params(profile: dict[str, Any] | None) -> tuple[float, float, float] | None:
+    """(period, hit rate, the longest stall a tick can cause) of the profile's ``[tick]``, when it found a
+    timer; else None."""
     t = (profile or {}).get("tick") or {}
-    period, hit = t.get("period_s"), t.get("hit_rate")
-    if not isinstance(period, (int, float)) or not isinstance(hit, (int, float)) or period <= 0 or hit <= 0:
-        return None
-    if "pause_s" not in t:  # calibrate_tick found no timer (its hit rate below MIN_HIT)
-        return None
-    return float(period), float(hit)
+    period, hit, pause = t.get("period_s"), t.get("hit_rate"), t.get("pause_s")
+    if not all(isinstance(x, (int, float)) and x > 0 for x in (period, hit, pause)):
+        return None  # no pause_s: calibrate_tick found no timer (its hit rate below MIN_HIT)
+    return float(period), float(hit), MAX_STALL_PAUSES * float(pause)

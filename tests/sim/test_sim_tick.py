@@ -27,16 +27,24 @@ from simasgd.sim.tick import Tick, split, tick_params
 P = 4e-3  # the timer's period
 G = 200e-6  # the body of the calibrated gradient samples: 199-201 µs
 STALL = 30e-6
+CAP = 85e-6  # the longest stall a tick can cause: 5 pauses of 17 µs (tick.MAX_STALL_PAUSES)
 
 
 def test_split_gives_back_the_body_and_the_stall() -> None:
     rng = np.random.default_rng(0)
     body = rng.uniform(G - 1e-6, G + 1e-6, 950)
     slow = rng.uniform(G - 1e-6, G + 1e-6, 50) + STALL  # 50 of 1000 = G / P
-    base, stalls = split(np.concatenate([body, slow]), P, 1.0)
+    base, stalls = split(np.concatenate([body, slow]), P, 1.0, CAP)
     assert len(base) == 950 and base.max() <= G + 1e-6
     np.testing.assert_allclose(stalls, STALL, atol=2.1e-6)
-    assert split(body[:8], P, 1.0) is None  # 0.4 of a call expected: none to split off
+    assert split(body[:8], P, 1.0, CAP) is None  # 0.4 of a call expected: none to split off
+    # calls the host held for milliseconds are no tick's: they stay in the body, drawn as before
+    held = np.full(20, 4e-3)
+    base, stalls = split(np.concatenate([body, slow, held]), P, 1.0, CAP)
+    assert (base == 4e-3).sum() == 20 and len(stalls) == 51 and stalls.max() < CAP
+    # no tick in the samples: the body's slowest are split off, their stall the body's own spread
+    _, stalls = split(np.concatenate([body[:60], held]), P, 1.0, CAP)
+    assert len(stalls) == 4 and stalls.max() <= 2e-6  # 80 calls × 200 µs / 4 ms
 
 
 def test_a_tick_stalls_the_work_that_runs_over_it() -> None:
@@ -63,7 +71,7 @@ def test_each_tick_is_one_draw_for_every_worker_it_falls_on() -> None:
 
 
 def test_tick_params_need_a_timer_found() -> None:
-    assert tick_params({"tick": {"period_s": P, "hit_rate": 1.0, "pause_s": 1.6e-5}}) == (P, 1.0)
+    assert tick_params({"tick": {"period_s": P, "hit_rate": 1.0, "pause_s": 1.7e-5}}) == pytest.approx((P, 1.0, CAP))
     assert tick_params({"tick": {"period_s": 1 / 300, "hit_rate": 0.3}}) is None  # no pause_s: no timer
     assert tick_params(None) is None
 
