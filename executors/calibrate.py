@@ -310,12 +310,13 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
         pool, shared = leashed_pool(theta, 1)  # compile (or load) before anything is timed: one pass alone
         timer(pool, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, np.zeros(1, np.int64), np.zeros(1, np.int64),
               -1, seed, *shared)
-        two = shared_fresh_samples(timer, theta, wl, n_rows, cfg.batch_size, n, seed + 3,
-                                   sorted(os.sched_getaffinity(0)), _threads, probe=c2c_latency_ns, like=like)
+        cpus = sorted(os.sched_getaffinity(0))
+        two = shared_fresh_samples(timer, theta, wl, n_rows, cfg.batch_size, n, seed + 3, cpus, _threads,
+                                   probe=c2c_latency_ns, like=like)
         # persistence 0: the vector an attempt dropped is built in again after the next gradient
         dropping = None if two is None else shared_fresh_samples(
-            timer, theta, wl, n_rows, cfg.batch_size, max(20, n // 2), seed + 5, sorted(os.sched_getaffinity(0)),
-            _threads, probe=c2c_latency_ns, like=like, persistence=0)
+            timer, theta, wl, n_rows, cfg.batch_size, max(20, n // 2), seed + 5, cpus, _threads,
+            probe=c2c_latency_ns, like=like, persistence=0)
     if two is None:
         return {}
     out = {"cycle_fresh_k2_s": _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"],

@@ -134,7 +134,7 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
             pr = acquire_latest(ctrl, rc)
             loss_and_grad(pool[pr], X, y, idx, g, shape)
             release(rc, pr)
-            kind = 2 if mine >= 0 else 0  # PASS_KEPT: held over from a dropped attempt; else PASS_CLAIMED
+            kind = PASS_KEPT if mine >= 0 else PASS_CLAIMED  # kept: held over from a dropped attempt
             if mine < 0:
                 mine = claim(ctrl, rc, stale, peak)
             failures = 0
@@ -156,7 +156,7 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
                 failures += 1
                 if persistence >= 0 and failures > persistence:
                     break  # dropped: the vector stays this thread's (the executor's ``mine``)
-                kind = 1  # PASS_RETRY
+                kind = PASS_RETRY
 
     return time_shared_fresh
 

@@ -36,10 +36,10 @@ from simasgd.sim.cpu import Cores
 from simasgd.sim.interference import Overlap, slowdowns
 from simasgd.sim.host_speed import SharedDraw
 from simasgd.sim.draws import Sampler, additions, gradient_draw, host_noise, host_speed, timing_dist
-from simasgd.sim.profile_tables import (FRESH_COPIES, READ_COPIES, UPDATE_COPIES, pass_costs, profile_gradient,
-                                        profile_fresh_destinations, profile_latency, profile_machine, profile_shared_fresh,
-                                        profile_snapshot,
-                                        profile_steps, spin_yield_s, workload_table)
+from simasgd.sim.profile_tables import (FRESH_COPIES, READ_COPIES, UPDATE_COPIES, pass_costs,
+                                        profile_fresh_destinations, profile_gradient, profile_latency,
+                                        profile_machine, profile_shared_fresh, profile_snapshot, profile_steps,
+                                        spin_yield_s, workload_table)
 from simasgd.sim.memory import Memory
 from simasgd.sim.racing import Writers
 from simasgd.sim.tick import Tick, split, tick_params

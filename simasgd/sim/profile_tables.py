@@ -107,26 +107,27 @@ def pass_costs(machine: Machine, model_bytes: float, alone_key: str = "add_s",
     return tuple(float(math.exp(np.interp(x, at, np.log(np.asarray(v, dtype=float))))) for v in (alone, shared))
 
 
+def _seconds(profile: dict[str, Any] | None, workload: WorkloadConfig, keys: dict[Any, str]) -> dict[Any, float]:
+    """The positive figures ``keys`` name in this workload's gradient table at the nearest batch size, by
+    the same labels; those the table lacks (or the whole table) left out."""
+    found = workload_table(profile, workload)
+    table = {} if found is None else found[1]
+    return {c: float(table[k]) for c, k in keys.items() if isinstance(table.get(k), (int, float)) and table[k] > 0}
+
+
 def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[int, float]:
     """The model's steps timed inside a one-thread worker's cycle for this workload (the gradient table of
     the nearest batch size: ``cycle_read_median_s``, ``cycle_update_median_s``, ``cycle_fresh_median_s``,
     executors/PROFILE.md), by the streams they move; empty when the profile has none."""
-    found = workload_table(profile, workload)
-    if found is None:
-        return {}
-    table = found[1]
-    keys = {READ_COPIES: "cycle_read_median_s", UPDATE_COPIES: "cycle_update_median_s",
-            FRESH_COPIES: "cycle_fresh_median_s"}
-    return {c: float(table[k]) for c, k in keys.items() if isinstance(table.get(k), (int, float)) and table[k] > 0}
+    return _seconds(profile, workload, {READ_COPIES: "cycle_read_median_s", UPDATE_COPIES: "cycle_update_median_s",
+                                        FRESH_COPIES: "cycle_fresh_median_s"})
 
 
 def profile_shared_fresh(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
     """Seconds of Leashed-SGD's pass with two workers on two CPUs for this workload
     (``cycle_fresh_k2_median_s`` of the gradient table at the nearest batch size, executors/PROFILE.md);
     None when the profile has none."""
-    found = workload_table(profile, workload)
-    t = None if found is None else found[1].get("cycle_fresh_k2_median_s")
-    return float(t) if isinstance(t, (int, float)) and t > 0 else None
+    return _seconds(profile, workload, {0: "cycle_fresh_k2_median_s"}).get(0)
 
 
 FRESH_DESTINATIONS = ("claimed", "retry", "kept")  # executors.calibrate_steps.PASS_KINDS
@@ -136,15 +137,10 @@ def profile_fresh_destinations(profile: dict[str, Any] | None, workload: Workloa
     """Seconds of Leashed-SGD's two-worker pass by what it is built into (``cycle_fresh_k2_<kind>_median_s``
     of the gradient table at the nearest batch size, kinds :data:`FRESH_DESTINATIONS`,
     executors/PROFILE.md): the kinds the profile has."""
-    found = workload_table(profile, workload)
-    table = {} if found is None else found[1]
-    out = {k: table.get(f"cycle_fresh_k2_{k}_median_s") for k in FRESH_DESTINATIONS}
-    return {k: float(t) for k, t in out.items() if isinstance(t, (int, float)) and t > 0}
+    return _seconds(profile, workload, {k: f"cycle_fresh_k2_{k}_median_s" for k in FRESH_DESTINATIONS})
 
 
 def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
     """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
     table at the nearest batch size, executors/PROFILE.md); None when the profile has none."""
-    found = workload_table(profile, workload)
-    t = None if found is None else found[1].get("cycle_snapshot_median_s")
-    return float(t) if isinstance(t, (int, float)) and t > 0 else None
+    return _seconds(profile, workload, {0: "cycle_snapshot_median_s"}).get(0)

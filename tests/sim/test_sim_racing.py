@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from simasgd import loader, machine
+from two_core_profile import two_core_lines
 
 H_NS = 40.0  # the profile's core-to-core hand-off
 BOOKS_S = 1e-7  # the executor's bookkeeping: longer than the hand-off
@@ -28,17 +29,7 @@ HELD_WRITE = [40.0, 30.0, 15.0]
 
 
 def _profile(tmp_path: Path, books: float | None = BOOKS_S) -> Path:
-    lines = ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1",
-             "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
-             "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
-             "context_switch_s = 2e-6", "", "[cache]", "line_bytes = 64", "levels = [1, 2, 3]",
-             "sizes_bytes = [49152, 1048576, 33554432]", "shared_by = [1, 1, 2]", "",
-             "[copy_by_size]", "sizes_bytes = [65536, 262144, 1048576, 4194304]", "gbs = [100.0, 80.0, 60.0, 20.0]",
-             "update_gbs = [300.0, 200.0, 150.0, 50.0]", "",
-             "[coherence]", "sizes_bytes = [65536, 1048576, 4194304]", "read_gbs = [100.0, 60.0, 20.0]",
-             "write_gbs = [120.0, 90.0, 40.0]", "held_read_gbs = [100.0, 60.0, 20.0]",
-             f"held_write_gbs = {HELD_WRITE}", f"race_gbs = {RACE}", "",
-             "[c2c]", f"latency_ns = {H_NS}", ""]
+    lines = two_core_lines(HELD_WRITE, RACE) + ["[c2c]", f"latency_ns = {H_NS}", ""]
     if books is not None:
         lines += ["[executor]", f"bookkeeping_s = {books!r}", ""]
     path = tmp_path / "this.toml"

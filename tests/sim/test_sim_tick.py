@@ -23,6 +23,7 @@ import pytest
 from simasgd import loader, machine
 from simasgd.profile import workload_key
 from simasgd.sim.tick import Tick, split, tick_params
+from two_core_profile import two_core_lines
 
 P = 4e-3  # the timer's period
 G = 200e-6  # the body of the calibrated gradient samples: 199-201 µs
@@ -77,16 +78,7 @@ def test_tick_params_need_a_timer_found() -> None:
 
 
 def _profile(tmp_path: Path, tables: dict[str, str], tick: bool = True) -> Path:
-    lines = ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1",
-             "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
-             "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
-             "context_switch_s = 2e-6", "", "[cache]", "line_bytes = 64", "levels = [1, 2, 3]",
-             "sizes_bytes = [49152, 1048576, 33554432]", "shared_by = [1, 1, 2]", "",
-             "[copy_by_size]", "sizes_bytes = [65536, 262144, 1048576, 4194304]", "gbs = [100.0, 80.0, 60.0, 20.0]",
-             "update_gbs = [300.0, 200.0, 150.0, 50.0]", "",
-             "[coherence]", "sizes_bytes = [65536, 1048576, 4194304]", "read_gbs = [100.0, 60.0, 20.0]",
-             "write_gbs = [120.0, 90.0, 40.0]", "held_read_gbs = [100.0, 60.0, 20.0]",
-             "held_write_gbs = [40.0, 30.0, 15.0]", ""]
+    lines = two_core_lines([40.0, 30.0, 15.0])
     if tick:
         lines += ["[tick]", f"period_s = {P!r}", "hit_rate = 1.0", "pause_s = 1.6e-05", ""]
     for key, body in tables.items():
