@@ -48,6 +48,18 @@ def _timer(cuda: Any, sim: bool) -> Callable[[Callable[[], None], Any], float]:
     return timed
 
 
+def _attribute(d: Any, *names: str) -> int:
+    """A device attribute by the first of its spellings this numba has: the driver's enum says
+    ``MAX_THREADS_PER_MULTIPROCESSOR`` (numba-cuda >= 0.2x, on cuda-python); numba's older ctypes
+    enums said ``MAX_THREADS_PER_MULTI_PROCESSOR``."""
+    for n in names[:-1]:
+        try:
+            return int(getattr(d, n))
+        except AttributeError:
+            pass
+    return int(getattr(d, names[-1]))
+
+
 def _attributes(cuda: Any, sim: bool) -> dict[str, Any]:
     if sim:
         return {"device": "numba CUDA simulator", "sms": 2, "clock_ghz": 1.0, "threads_per_sm": 64,
@@ -56,7 +68,7 @@ def _attributes(cuda: Any, sim: bool) -> dict[str, Any]:
     cc = tuple(d.compute_capability)
     return {"device": d.name.decode() if isinstance(d.name, bytes) else str(d.name),
             "sms": int(d.MULTIPROCESSOR_COUNT), "clock_ghz": int(d.CLOCK_RATE) / 1e6,
-            "threads_per_sm": int(d.MAX_THREADS_PER_MULTI_PROCESSOR),
+            "threads_per_sm": _attribute(d, "MAX_THREADS_PER_MULTIPROCESSOR", "MAX_THREADS_PER_MULTI_PROCESSOR"),
             "fp32_lanes_per_sm": FP32_LANES.get(cc, 64), "compute_capability": list(cc)}
 
 

@@ -27,6 +27,8 @@ from executors.cuda.device import simulator
 # Tiles: 16×16 threads on a GPU; 8×8 under the simulator, where every thread is a Python thread.
 TILE = 8 if simulator() else 16
 THREADS = 32 if simulator() else 256  # threads per block of the element-wise kernels
+REDUCE = 4 if simulator() else 128    # at most this many threads per block of a reduction (conv_grad)
+REDUCE_BLOCKS = 8                      # a reduction's blocks under the simulator (reduce_blocks)
 CLAIMED = 1 << 40  # a pool vector's reader count while a writer owns it (as executors/cpu/shared.py)
 
 
@@ -169,29 +171,55 @@ def max_pool(conv, dims, pool, arg):  # noqa: ANN001
 
 @cuda.jit(cache=True)
 def conv_grad(X, idx, dpool, pool, arg, dims, g):  # noqa: ANN001
-    """One thread per conv weight or bias: Σ over the batch and the pooled outputs whose (positive)
-    maximum came from a window touching it. dims = [C, H, W, K, k, Ho, Wo, Hp, Wp]."""
-    t = cuda.grid(1)
+    """A block per conv weight or bias (block b → g[b], g[b + blocks], …): its threads split the Σ over the
+    batch and the pooled outputs whose (positive) maximum came from a window touching it, then add their
+    parts in shared memory. dims = [C, H, W, K, k, Ho, Wo, Hp, Wp]; the block's size is a power of two
+    ≤ ``REDUCE``.
+
+    One thread per weight looping over all of them (≈ 1 200 threads for the study's CNN) left an H200's
+    132 SMs nearly idle: 3.3 ms of a 3.6 ms gradient (2026-11-26, benchmarks/README_cuda.md)."""
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     C, H, W, K, k, Ho, Wo, Hp, Wp = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
                                      dims[7], dims[8])
     nw = K * C * k * k
-    if t >= nw + K:
-        return
-    f = t // (C * k * k) if t < nw else t - nw
-    r = t % (C * k * k)
-    c, ab = r // (k * k), r % (k * k)
-    a, b = ab // k, ab % k
-    acc = 0.0
-    for s in range(pool.shape[0]):
-        row = idx[s]
-        for o in range(f * Hp * Wp, (f + 1) * Hp * Wp):
+    per = Hp * Wp
+    part = cuda.shared.array(REDUCE, float64)
+    for t in range(cuda.blockIdx.x, nw + K, cuda.gridDim.x):  # the same t for all the block's threads
+        f = t // (C * k * k) if t < nw else t - nw
+        r = t % (C * k * k)
+        c, ab = r // (k * k), r % (k * k)
+        a, b = ab // k, ab % k
+        acc = 0.0
+        for n in range(tid, pool.shape[0] * per, nt):
+            s, o = n // per, f * per + n % per
             d = dpool[s, o]
-            if d == 0.0 or pool[s, o] <= 0:
-                continue
-            q = arg[s, o] - f * Ho * Wo
-            i, j = q // Wo, q % Wo
-            acc += d if t >= nw else d * X[row, (c * H + i + a) * W + j + b]
-    g[t] = acc
+            if d != 0.0 and pool[s, o] > 0:
+                if t >= nw:
+                    acc += d
+                else:
+                    q = arg[s, o] - f * Ho * Wo
+                    acc += d * X[idx[s], (c * H + q // Wo + a) * W + q % Wo + b]
+        part[tid] = acc
+        cuda.syncthreads()
+        half = nt // 2
+        while half > 0:
+            if tid < half:
+                part[tid] += part[tid + half]
+            cuda.syncthreads()
+            half //= 2
+        if tid == 0:
+            g[t] = part[0]  # thread 0 alone reads part[0] and alone writes it next: no barrier needed here
+
+
+def reduce_blocks(items: int) -> int:
+    """Blocks of a reduction over ``items`` sums: one each on a GPU; a few under the simulator, where every
+    thread is a Python thread (each block then takes several sums in turn)."""
+    return min(items, REDUCE_BLOCKS) if simulator() else items
+
+
+def reduce_threads(items: int) -> int:
+    """A reduction block's size: the power of two ≥ ``items``, at most ``REDUCE``."""
+    return min(REDUCE, 1 << max(0, (items - 1).bit_length()))
 
 
 # --------------------------------------------------------------------------- updates

@@ -152,7 +152,9 @@ class ConvNet(DenseNet):
         D1 = self.backward(theta, g)  # delta at the first hidden layer (masked by its ReLU)
         W1, _ = self._views(theta, 0)
         matmul(D1, W1, self.dpool, False, True, st)  # δ_pool = δ_1·W1ᵀ
-        launch(K.conv_grad, s["conv"], st, self.X, self.idx, self.dpool, pool, self.arg, self.gdims, g[:s["conv"]])
+        tpb = K.reduce_threads(pool.shape[0] * s["Hp"] * s["Wp"])
+        with launch_lock():
+            K.conv_grad[K.reduce_blocks(s["conv"]), tpb, st](self.X, self.idx, self.dpool, pool, self.arg, self.gdims, g[:s["conv"]])
 
 
 class HostGradient(Gradient):

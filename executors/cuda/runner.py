@@ -10,9 +10,11 @@ format (``results.updates_frame``), so ``compare`` works unchanged.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,6 +32,11 @@ from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
 
 POLL_S = 2e-3  # the monitor's sleep between looks at the version counter
+REHEARSAL_UPDATES = 3  # updates a stream in the rehearsal before a scenario's first run (_rehearse)
+REHEARSAL_MASTER = 50  # a Lopez master's steps per gradient, about (tests/conformance: UPDATES_BY_APPLIES)
+REHEARSAL_S = 120.0    # the rehearsal's time budget: compiling every kernel takes seconds on a GPU
+_REHEARSED: set[str] = set()  # scenarios (less their stop, seed and name) this process has rehearsed
+REHEARSE_ON_SIMULATOR = False  # numba's CUDA simulator compiles nothing: no rehearsal there (tests set it)
 
 
 class ExecutorError(RuntimeError):
@@ -83,8 +90,7 @@ def _state(sc: Scenario, run: int, wl: Any, cuda: Any) -> Any:
     r.grads = [cls(cuda, wl, X_dev, y_dev, s, batch) for s in r.streams]
     r.local = [cuda.device_array(dim, dtype=dt, stream=s) for s in r.streams]
     r.g = [cuda.device_array(dim, dtype=dt, stream=s) for s in r.streams]
-    _warmup(r, theta0, batch)
-    r.clock = Clock(cuda, device.simulator())  # after the warm-up: compilation is not part of the run
+    r.clock = Clock(cuda, device.simulator())
     r.records = [Records(cuda, s, r.clock, w) for w, s in enumerate(r.streams)]
     rngs = [seeds.rng(sc.seed, run, seeds.Role.BATCH, w) for w in range(n)]
     r.batch = lambda w: wl.sample_batch(rngs[w], batch)
@@ -102,22 +108,6 @@ def _state(sc: Scenario, run: int, wl: Any, cuda: Any) -> Any:
     for s in (*r.streams, r.master_stream):
         s.synchronize()
     return r
-
-
-def _warmup(r: Any, theta0: np.ndarray, batch: int) -> None:
-    """Compile (or load from numba's cache) the gradient and update kernels on scratch copies, off the clock."""
-    from executors.cuda import kernels as K
-    from executors.cuda.model import launch, launch1
-
-    cuda, s, dim = r.cuda, r.streams[0], r.dim
-    theta, vel = cuda.to_device(theta0, stream=s), cuda.to_device(np.zeros(dim, theta0.dtype), stream=s)
-    ctr, rec = cuda.to_device(np.zeros(1, np.int64), stream=s), cuda.to_device(np.zeros(1, np.int64), stream=s)
-    launch(K.read_into, dim, s, r.local[0], theta, ctr, rec, 0)
-    r.grads[0].compute(r.local[0], np.zeros(batch, np.int64), r.g[0])
-    launch1(K.bump, s, ctr, rec, 0)
-    launch(K.step, dim, s, theta, vel, r.g[0], 1.0, 0.0, 0.0, False, rec, rec, -1)
-    launch(K.accumulate, dim, s, vel, r.g[0])
-    s.synchronize()
 
 
 def _snapshot(r: Any) -> tuple[int, np.ndarray]:
@@ -142,7 +132,40 @@ def _snapshot(r: Any) -> tuple[int, np.ndarray]:
 
 
 def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None) -> RunResult:
+    """One run, after a rehearsal of the same scenario the first time this process runs it (:func:`_rehearse`)."""
     cuda = device.require()
+    _rehearse(sc, run, wl)
+    return _run(sc, run, wl, cuda, advance)
+
+
+def rehearsal(sc: Scenario) -> Scenario:
+    """The scenario, briefly: a few updates a stream (a Lopez master steps tens of times a gradient), never
+    more than its own budget, the monitor looking twice, no ε."""
+    from simasgd import algorithms, loader
+
+    master = algorithms.ALGORITHMS[sc.algorithm.name].applies == "latest_sum"
+    n = min(REHEARSAL_UPDATES * (REHEARSAL_MASTER if master else 1) * sc.workers.count, sc.stop.max_updates)
+    doc = sc.to_dict()
+    doc["stop"] = {**doc["stop"], "epsilon": 0.0, "max_updates": n, "max_time_s": REHEARSAL_S,
+                   "eval_every_updates": max(1, n // 2), "eval_every_s": None}
+    return loader.from_dict(doc, f"{sc.name} (rehearsal)", Path(sc.base_dir) if sc.base_dir else None)
+
+
+def _rehearse(sc: Scenario, run: int, wl: Any) -> None:
+    """Run ``sc`` once, briefly, off the record, the first time this process runs it. numba compiles a kernel
+    at its first launch with each signature of argument types. A compile inside the timed run is counted as
+    the algorithm's time: on an H200 (2026-11-26) the first update came 0.3–0.6 s into 2 s runs, and 8 s into
+    the first sync run. Running the scenario itself compiles every kernel its loops, monitor and snapshot
+    launch, with the types they launch it with; a list of kernels to warm would be the loops written twice."""
+    key = json.dumps({k: v for k, v in sc.to_dict().items() if k not in ("stop", "seed", "name", "repeats")},
+                     sort_keys=True, default=str)
+    if key in _REHEARSED or (device.simulator() and not REHEARSE_ON_SIMULATOR):
+        return
+    _run(rehearsal(sc), run, wl, device.require(), None)
+    _REHEARSED.add(key)
+
+
+def _run(sc: Scenario, run: int, wl: Any, cuda: Any, advance: Advance | None) -> RunResult:
     r = _state(sc, run, wl, cuda)
     loop = LOOPS[sc.algorithm.name]
     errors: dict[int, BaseException] = {}

@@ -242,7 +242,10 @@ class GpuPlatform:
             return self.env.timeout(seconds)
         return self.kernel(0.0, 2 * self.model_bytes * part, 0.0, self.dim * part)
 
-    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
+               racing: bool = False) -> simpy.Event:
+        """An update's kernel; ``racing`` (HOGWILD!'s unlocked writers) costs nothing more on a GPU model whose
+        streams share the SMs and the memory system, not cache lines."""
         if seconds is not None:
             return self.env.timeout(seconds)
         return self.kernel(2 * self.dim * part, 3 * self.model_bytes * part, 0.0, self.dim * part)
@@ -259,6 +262,17 @@ class GpuPlatform:
         """``g[i] += δ[i]`` for every i with ``cuda.atomic.add`` (Lopez accumulation, sync's sum); a
         reader's traffic shares the device's memory system like any kernel's (``reader`` unused)."""
         return self.kernel(0.0, 2 * self.model_bytes, self.dim, self.dim)
+
+    def bookkeeping(self, w: int) -> simpy.Event | None:
+        """The CPU executor's per-cycle work between a bump and the next read: not calibrated on a GPU."""
+        return None
+
+    def touch(self, w: int) -> None:
+        """Leashed-SGD's gradient reads the latest vector in place: no cache on the GPU model to warm."""
+
+    def lopez_master(self, w: int) -> None:
+        """A Lopez master's steps are kernels on its stream like any other's (the CPU platform's cache tiers
+        and calibrated step times have no GPU counterpart): nothing to set."""
 
     def read_time(self, w: int) -> float | None:
         return None

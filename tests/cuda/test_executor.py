@@ -157,3 +157,53 @@ def test_listing_the_backend_imports_no_numba_cuda() -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr[-1500:]
     assert "lopez" in p.stdout and "sync" in p.stdout
+
+
+def _signature(a: Any) -> tuple[Any, ...]:
+    """What numba compiles a kernel for: an array's dtype, rank and contiguity, a scalar's type."""
+    if hasattr(a, "dtype") and hasattr(a, "ndim") and getattr(a, "ndim", 0) > 0:
+        c = a.is_c_contiguous() if hasattr(a, "is_c_contiguous") else bool(np.asarray(a).flags.c_contiguous)
+        return ("array", str(a.dtype), a.ndim, c)
+    return ("scalar", str(a.dtype) if hasattr(a, "dtype") else type(a).__name__)
+
+
+@pytest.mark.parametrize("model,algorithm", [("mlp", {"name": "sync"}), ("mlp", {"name": "leashed", "persistence": 0}),
+                                             ("mlp", {"name": "lopez"}), ("mlp", {"name": "hogwild"})])
+def test_the_rehearsal_launches_every_kernel_signature_the_run_launches(cuda: Any, tiny: Any, model: str,
+                                                                          algorithm: dict[str, Any]) -> None:
+    # numba compiles a kernel at its first launch with each signature of argument types; a launch in the
+    # timed run with a signature the rehearsal did not launch is a compile counted as the algorithm's time.
+    from executors.cuda import kernels as K
+    from executors.cuda import runner
+
+    phases: list[set[tuple[Any, ...]]] = []
+    dispatcher = type(K.step)
+    getitem = dispatcher.__getitem__
+
+    def recording(kernel: Any, config: Any) -> Any:
+        launcher = getitem(kernel, config)
+        name = getattr(kernel, "__name__", None) or kernel.py_func.__name__
+
+        def launch(*args: Any) -> Any:
+            phases[-1].add((name, *map(_signature, args)))
+            return launcher(*args)
+        return launch
+
+    run = runner._run
+
+    def phase(*args: Any) -> Any:
+        phases.append(set())
+        return run(*args)
+
+    sc = tiny(model, workers={"count": 2}, algorithm=algorithm, stop={"max_updates": 8, "eval_every_updates": 4})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dispatcher, "__getitem__", recording)
+        mp.setattr(runner, "_run", phase)
+        mp.setattr(runner, "_REHEARSED", set())
+        mp.setattr(runner, "REHEARSE_ON_SIMULATOR", True)  # the simulator compiles nothing; a GPU would
+        _run(sc)
+        assert len(runner._REHEARSED) == 1, "the scenario is not rehearsed again in this process"
+    assert len(phases) == 2, "one rehearsal, then the run"
+    rehearsed, timed = phases
+    assert timed, "the runs launched nothing"
+    assert timed <= rehearsed, sorted(timed - rehearsed)

@@ -25,9 +25,17 @@ def _device_gradient(cuda: Any, wl: Any, theta: np.ndarray, idx: np.ndarray) -> 
     return g.copy_to_host()
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
+# "cnn-wide": 16×16 images, so each conv weight's sum (4 rows × 7×7 pooled outputs) is split over more
+# items than a reduction block has threads, on a GPU (128) as under the simulator (4) (kernels.conv_grad).
+@pytest.mark.parametrize("model", ["mlp", "cnn", "cnn-wide"])
 def test_gpu_gradient_equals_the_cpu_kernels(cuda: Any, tiny: Any, model: str) -> None:
-    wl = build_workload(tiny(model).workload, 5)
+    from executors.cuda import kernels as K
+
+    sc = tiny("cnn", workload={"features": 3 * 16 * 16}) if model == "cnn-wide" else tiny(model)
+    wl = build_workload(sc.workload, 5)
+    if model == "cnn-wide":
+        s = sizes(wl.shape)
+        assert 4 * s["Hp"] * s["Wp"] > K.reduce_threads(4 * s["Hp"] * s["Wp"])
     theta = wl.init_theta(seeds.rng(5, 0, seeds.Role.INIT))
     theta += np.random.default_rng(1).standard_normal(wl.dim) * 0.05  # nonzero biases too
     idx = np.array([3, 0, 7, 3], dtype=np.int64)  # a repeated row, as sampling with replacement gives
