@@ -38,7 +38,7 @@ BATCHES = (16, 64)
 LOPEZ_STEPS_PER_GRADIENT = 25  # master steps per worker gradient at 2 threads (simulated τ̄ ≈ 25)
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
            "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "grad. at once sim / cpu",
-           "absent sim / cpu", "c2c ns", "cpu floor τ̄ / KS / upd/s", "tries")
+           "absent sim / cpu", "c2c ns", "cpu floor τ̄ / KS / upd/s", "cpu as prediction", "tries")
 # A measured gradient median this far from the calibrated one means the machine itself ran
 # differently than at calibration (another tenant on the host, clocks): flagged in the table.
 DRIFT = 0.10
@@ -89,7 +89,15 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
             fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] \
         + _phase_cols(fid, _master_step(label, results)) \
         + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}",
-           absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid)]
+           absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid),
+           _self(results["cpu"])]
+
+
+def _self(cpu: Any) -> str:
+    """The share of the measured runs that, each taken as the prediction of the others, meet all four goals
+    (fidelity.self_prediction): what a simulator that ran exactly like the machine would score here."""
+    share = fidelity.self_prediction(cpu)
+    return "·" if share is None else f"{share:.2f}"
 
 
 def _floor(fid: fidelity.Fidelity) -> str:
@@ -240,7 +248,10 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "not; a cell whose runs were not in the profile's placement (⚠ CPUs moved) is measured again, up to "
         "--attempts times. \"cpu floor\": the measured side's repeatability (simasgd.fidelity.repeatability): each "
         "measured run against the others pooled, root mean square, scaled to the error a simulator that ran exactly "
-        "like the machine would show with as many runs; ⚠ unstable where that misses a goal.", "",
+        "like the machine would show with as many runs; ⚠ unstable where that misses a goal. \"cpu as prediction\": "
+        "the share of the measured runs that, each taken as the prediction of the others pooled, meet all four "
+        "goals, errors scaled to as many runs as the simulator's (simasgd.fidelity.self_prediction); summed over "
+        "the cells, about the count a simulator that ran exactly like this machine would meet.", "",
         f"**Headline: {headline(rows)}**", "",
         "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
@@ -253,7 +264,12 @@ def headline(rows: list[list[str]]) -> str:
     kept = [p and not r[COLUMNS.index("absent sim / cpu")].endswith("host took CPUs") for p, r in zip(placed, done)]
     moved = len(done) - sum(placed)
     steady = [not r[COLUMNS.index("cpu floor τ̄ / KS / upd/s")].endswith("unstable") for r in done]
+    shares = [float(r[COLUMNS.index("cpu as prediction")]) for r in done
+              if r[COLUMNS.index("cpu as prediction")] not in ("·", "—")]
     return f"{sum(ok)} of {len(done)} cells meet all four goals" + (
+        f"; a simulator that ran exactly like this machine would meet about {sum(shares):.1f} of the "
+        f"{len(shares)} cells it could be judged on (the measured runs as predictions of each other)"
+        if shares else "") + (
         f"; {sum(o and s for o, s in zip(ok, steady))} of the {sum(steady)} whose measured runs meet every goal among "
         "themselves" if sum(steady) < len(done) else "") + (
         f"; {sum(o and p for o, p in zip(ok, placed))} of the {sum(placed)} measured in the profile's placement of the "

@@ -97,6 +97,7 @@ class Fidelity:
     info: dict[str, Any] = field(default_factory=dict)  # scenario name, folders, simasgd commit
     phases: _phases.PhaseComparison | None = None  # where a cycle's time goes, both sides
     floor: dict[str, float] = field(default_factory=dict)  # the reference's repeatability, per goal
+    self_share: float | None = None  # the reference's runs that predict the others within every goal (self_prediction)
 
     @property
     def reproducible(self) -> dict[str, bool | None]:
@@ -119,6 +120,7 @@ class Fidelity:
             "per_worker": {str(w): {k: m.to_json() for k, m in ms.items()} for w, ms in self.per_worker.items()},
             "metadata": self.info,
             "reference_floor": {k: _num(v) for k, v in self.floor.items()},
+            "reference_self_prediction": self.self_share,
         } | ({"phases": self.phases.to_json()} if self.phases is not None else {})
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -182,7 +184,8 @@ def compare(predicted: RunResult, reference: RunResult, *, level: float = 0.95, 
             "up_to_version": cut}
     breakdown = _phases.breakdown(predicted, reference, (la, lb))
     return Fidelity(_side(predicted, la), _side(reference, lb), overall, per_worker, diffs, level, resamples, info,
-                    breakdown, repeatability(reference, len(predicted.runs)))
+                    breakdown, repeatability(reference, len(predicted.runs)),
+                    self_prediction(reference, len(predicted.runs)))
 
 
 def repeatability(r: RunResult, predicted_runs: int | None = None) -> dict[str, float]:
@@ -207,6 +210,30 @@ def repeatability(r: RunResult, predicted_runs: int | None = None) -> dict[str, 
         e = loo[k][np.isfinite(loo[k])]
         out[k] = float(np.sqrt(np.mean(e ** 2)) * scale) if len(e) >= 2 else math.nan
     return out
+
+
+def self_prediction(r: RunResult, predicted_runs: int | None = None) -> float | None:
+    """The share of ``r``'s runs that, each taken as the prediction of the other runs pooled, meet every goal
+    of :data:`GOALS` (a goal the run cannot be judged on, such as ε never reached, does not count against it).
+
+    Each leave-one-out error is scaled as :func:`repeatability` scales them, to the error of
+    ``predicted_runs`` (default n) runs against n. The ceiling of any predictor against this reference: a
+    simulator that behaved exactly like the machine would meet all four goals in about this share of
+    comparisons; summed over a sweep's cells, it is the number of cells such a simulator would meet.
+    None with fewer than 2 runs."""
+    h, s = _run_hist(r, None), _run_scalars(r, None)
+    n = h.shape[0]
+    if n < 2:
+        return None
+    m = predicted_runs or n
+    scale = math.sqrt((1 / m + 1 / n) / (1 + 1 / (n - 1)))
+    one, rest = np.eye(n), 1.0 - np.eye(n)
+    loo = _metrics(one @ h, rest @ h, s, s, one, rest)
+    met = np.ones(n, dtype=bool)
+    for k, goal in GOALS.items():
+        e = np.asarray(loo[k], dtype=float) * scale
+        met &= ~(np.isfinite(e) & (np.abs(e) > goal))
+    return float(met.mean())
 
 
 def _side(r: RunResult, label: str) -> Side:

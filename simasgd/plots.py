@@ -371,10 +371,17 @@ def window_line(fid: "Fidelity") -> str:
 
 def unstable(fid: "Fidelity") -> list[str]:
     """Plain warnings for each goal the reference misses against itself (``Fidelity.floor``): there, a
-    simulator that ran exactly like the machine would miss it too, about as often."""
-    return [f"{label(k)}: the {fid.reference.label} runs differ among themselves by ±{fmt_value(k, fid.floor[k]).lstrip('+')} "
-            f"(|·| {fmt_goal(k, GOALS[k])} is the goal); more or longer runs narrow that"
-            for k, ok in fid.reproducible.items() if ok is False]
+    simulator that ran exactly like the machine would miss it too, about as often; and how many of the
+    reference's runs, each taken as the prediction of the others, meet every goal (``Fidelity.self_share``)."""
+    out = [f"{label(k)}: the {fid.reference.label} runs differ among themselves by ±{fmt_value(k, fid.floor[k]).lstrip('+')} "
+           f"(|·| {fmt_goal(k, GOALS[k])} is the goal); more or longer runs narrow that"
+           for k, ok in fid.reproducible.items() if ok is False]
+    share = getattr(fid, "self_share", None)
+    if share is not None and share < 1.0:
+        n = fid.reference.runs
+        out.append(f"{round(share * n)} of the {n} {fid.reference.label} runs, each taken as the prediction of the "
+                   "others, meet every goal: a predictor that ran exactly like this machine would meet them as rarely")
+    return out
 
 
 def undefined(fid: "Fidelity") -> list[str]:

@@ -346,3 +346,28 @@ def test_compare_is_over_the_versions_both_sides_made(make_result, geometric):
     assert cut_cpu.runs[0].updates_per_s == pytest.approx(400 / t400, rel=1e-9)
     assert cut_cpu.runs[0].mean_staleness == pytest.approx(ran_on[0][:400].mean(), rel=1e-12)
     assert "versions 1–" in plots.to_markdown(f)
+
+
+def test_self_prediction_counts_the_runs_that_meet_every_goal_against_the_rest(make_result):
+    """Three runs of τ = 2 except a share of τ = 3: run i against the other two pooled has τ̄ error
+    mean_i / mean(rest) − 1 and KS |share_i − share(rest)|, updates/s error rate_i / mean(rest) − 1, each
+    × √((1/3 + 1/3) / (1 + 1/2)) = 2/3 (three predicted runs against three, as ``repeatability``)."""
+    def run(share: float, n: int = 1000) -> np.ndarray:
+        return np.where(np.arange(n) < share * n, 3, 2)
+
+    same = make_result([run(0.1)] * 3, rates=[1000.0] * 3, backend="cpu")
+    assert fidelity.self_prediction(same) == 1.0
+    # run 2's τ̄ 2.5 against 2.1 (+19%, scaled 12.7%): it misses; runs 0 and 1 against (2.1 + 2.5)/2 = 2.3
+    # (−8.7%, scaled −5.8%) miss too
+    odd = make_result([run(0.1), run(0.1), run(0.5)], rates=[1000.0] * 3, backend="cpu")
+    assert fidelity.self_prediction(odd) == 0.0
+    # only the updates/s differ: 1000, 1000, 1200 → run 2 errs +20% (scaled 13.3%, missed), runs 0 and 1
+    # −9.1% (scaled −6.1%, met)
+    fast = make_result([run(0.1)] * 3, rates=[1000.0, 1000.0, 1200.0], backend="cpu")
+    assert fidelity.self_prediction(fast) == pytest.approx(2 / 3)
+    # 1000, 1000, 1140: run 2's +14% scales to 9.3% for three predicted runs (met), to 13.2% for one
+    # (× √((1 + 1/3) / 1.5) = 0.943: missed); runs 0 and 1 (−6.5%) meet it either way
+    edge = make_result([run(0.1)] * 3, rates=[1000.0, 1000.0, 1140.0], backend="cpu")
+    assert fidelity.self_prediction(edge) == 1.0
+    assert fidelity.self_prediction(edge, predicted_runs=1) == pytest.approx(2 / 3)
+    assert fidelity.self_prediction(make_result([run(0.1)], backend="cpu")) is None
