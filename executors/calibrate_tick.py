@@ -76,12 +76,16 @@ def fold(starts: np.ndarray, period_s: float, span_s: float) -> tuple[float, flo
     if not len(starts) or span_s < period_s:
         return 0.0, 0.0
     bins = 100
-    phase = (starts % period_s) / period_s
-    hist = np.bincount((phase * bins).astype(int) % bins, minlength=bins)
-    mode = (np.argmax(hist) + 0.5) / bins
-    near = np.abs((phase - mode + 0.5) % 1.0 - 0.5) <= WINDOW
+    hist = np.bincount(((starts % period_s) / period_s * bins).astype(int) % bins, minlength=bins)
+    mode = (np.argmax(hist) + 0.5) / bins * period_s
+    near = np.abs(_from_mode(starts, period_s, mode)) <= WINDOW
     periods = np.unique(np.floor(starts[near] / period_s)).size
-    return mode * period_s, min(1.0, periods / (span_s / period_s))
+    return mode, min(1.0, periods / (span_s / period_s))
+
+
+def _from_mode(starts: np.ndarray, period_s: float, mode_s: float) -> np.ndarray:
+    """Each start's phase minus the modal phase ``mode_s``, in periods, wrapped to [−½, ½)."""
+    return ((starts % period_s) / period_s - mode_s / period_s + 0.5) % 1.0 - 0.5
 
 
 def tick_table(duration_s: float, max_cpus: int = 4) -> dict[str, Any]:
@@ -114,8 +118,7 @@ def timer(per_cpu: list[tuple[np.ndarray, np.ndarray]], span_s: float) -> dict[s
     phases, lengths = [], []
     for t, g in per_cpu:
         mode, _ = fold(t - t0, period, span_s)
-        ph = ((t - t0) % period) / period
-        dev = (ph - mode / period + 0.5) % 1.0 - 0.5  # from the mode, in periods
+        dev = _from_mode(t - t0, period, mode)
         near = np.abs(dev) <= WINDOW
         lengths.append(g[near])
         # the timer's instant on this CPU: the median start near the mode (a pause at random there is rare)

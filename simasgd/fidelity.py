@@ -197,18 +197,13 @@ def repeatability(r: RunResult, predicted_runs: int | None = None) -> dict[str, 
     against n independent ones has variance ∝ 1/m + 1/n, and a leave-one-out error ∝ 1 + 1/(n − 1);
     so the floor is the root mean square of the leave-one-out errors × √((1/m + 1/n) / (1 + 1/(n − 1))),
     m = ``predicted_runs`` (default n). Empty with fewer than 2 runs."""
-    h, s = _run_hist(r, None), _run_scalars(r, None)
-    n = h.shape[0]
-    if n < 2:
+    scaled = _scaled_leave_one_out(r, predicted_runs)
+    if scaled is None:
         return {}
-    m = predicted_runs or n
-    one, rest = np.eye(n), 1.0 - np.eye(n)
-    loo = _metrics(one @ h, rest @ h, s, s, one, rest)
-    scale = math.sqrt((1 / m + 1 / n) / (1 + 1 / (n - 1)))
     out = {}
     for k in GOALS:
-        e = loo[k][np.isfinite(loo[k])]
-        out[k] = float(np.sqrt(np.mean(e ** 2)) * scale) if len(e) >= 2 else math.nan
+        e = scaled[k][np.isfinite(scaled[k])]
+        out[k] = float(np.sqrt(np.mean(e ** 2))) if len(e) >= 2 else math.nan
     return out
 
 
@@ -221,19 +216,27 @@ def self_prediction(r: RunResult, predicted_runs: int | None = None) -> float | 
     simulator that behaved exactly like the machine would meet all four goals in about this share of
     comparisons; summed over a sweep's cells, it is the number of cells such a simulator would meet.
     None with fewer than 2 runs."""
+    scaled = _scaled_leave_one_out(r, predicted_runs)
+    if scaled is None:
+        return None
+    met = np.ones(len(next(iter(scaled.values()))), dtype=bool)
+    for k, goal in GOALS.items():
+        met &= ~(np.isfinite(scaled[k]) & (np.abs(scaled[k]) > goal))
+    return float(met.mean())
+
+
+def _scaled_leave_one_out(r: RunResult, predicted_runs: int | None) -> dict[str, np.ndarray] | None:
+    """Per goal, each of ``r``'s n runs' error against the other n − 1 pooled, × √((1/m + 1/n) / (1 + 1/(n − 1)))
+    with m = ``predicted_runs`` (default n) (:func:`repeatability`); None with fewer than 2 runs."""
     h, s = _run_hist(r, None), _run_scalars(r, None)
     n = h.shape[0]
     if n < 2:
         return None
     m = predicted_runs or n
-    scale = math.sqrt((1 / m + 1 / n) / (1 + 1 / (n - 1)))
     one, rest = np.eye(n), 1.0 - np.eye(n)
     loo = _metrics(one @ h, rest @ h, s, s, one, rest)
-    met = np.ones(n, dtype=bool)
-    for k, goal in GOALS.items():
-        e = np.asarray(loo[k], dtype=float) * scale
-        met &= ~(np.isfinite(e) & (np.abs(e) > goal))
-    return float(met.mean())
+    scale = math.sqrt((1 / m + 1 / n) / (1 + 1 / (n - 1)))
+    return {k: np.asarray(loo[k], dtype=float) * scale for k in GOALS}
 
 
 def _side(r: RunResult, label: str) -> Side:

@@ -376,7 +376,7 @@ def unstable(fid: "Fidelity") -> list[str]:
     out = [f"{label(k)}: the {fid.reference.label} runs differ among themselves by ±{fmt_value(k, fid.floor[k]).lstrip('+')} "
            f"(|·| {fmt_goal(k, GOALS[k])} is the goal); more or longer runs narrow that"
            for k, ok in fid.reproducible.items() if ok is False]
-    share = getattr(fid, "self_share", None)
+    share = fid.self_share
     if share is not None and share < 1.0:
         n = fid.reference.runs
         out.append(f"{round(share * n)} of the {n} {fid.reference.label} runs, each taken as the prediction of the "

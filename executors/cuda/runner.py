@@ -134,7 +134,7 @@ def _snapshot(r: Any) -> tuple[int, np.ndarray]:
 def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None) -> RunResult:
     """One run, after a rehearsal of the same scenario the first time this process runs it (:func:`_rehearse`)."""
     cuda = device.require()
-    _rehearse(sc, run, wl)
+    _rehearse(sc, run, wl, cuda)
     return _run(sc, run, wl, cuda, advance)
 
 
@@ -151,7 +151,7 @@ def rehearsal(sc: Scenario) -> Scenario:
     return loader.from_dict(doc, f"{sc.name} (rehearsal)", Path(sc.base_dir) if sc.base_dir else None)
 
 
-def _rehearse(sc: Scenario, run: int, wl: Any) -> None:
+def _rehearse(sc: Scenario, run: int, wl: Any, cuda: Any) -> None:
     """Run ``sc`` once, briefly, off the record, the first time this process runs it. numba compiles a kernel
     at its first launch with each signature of argument types. A compile inside the timed run is counted as
     the algorithm's time: on an H200 (2026-11-26) the first update came 0.3–0.6 s into 2 s runs, and 8 s into
@@ -161,7 +161,7 @@ def _rehearse(sc: Scenario, run: int, wl: Any) -> None:
                      sort_keys=True, default=str)
     if key in _REHEARSED or (device.simulator() and not REHEARSE_ON_SIMULATOR):
         return
-    _run(rehearsal(sc), run, wl, device.require(), None)
+    _run(rehearsal(sc), run, wl, cuda, None)
     _REHEARSED.add(key)
 
 
