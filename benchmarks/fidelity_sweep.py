@@ -90,14 +90,14 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
         + _phase_cols(fid, _master_step(label, results)) \
         + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}",
            absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid),
-           _self(results["cpu"])]
+           _self(fid)]
 
 
-def _self(cpu: Any) -> str:
+def _self(fid: fidelity.Fidelity) -> str:
     """The share of the measured runs that, each taken as the prediction of the others, meet all four goals
-    (fidelity.self_prediction): what a simulator that ran exactly like the machine would score here."""
-    share = fidelity.self_prediction(cpu)
-    return "·" if share is None else f"{share:.2f}"
+    (fidelity.self_prediction, as compare computed it): what a simulator that ran exactly like the machine
+    would score here."""
+    return "·" if fid.self_share is None else f"{fid.self_share:.2f}"
 
 
 def _floor(fid: fidelity.Fidelity) -> str:
