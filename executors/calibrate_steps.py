@@ -34,7 +34,7 @@ from executors.cpu.leashed import acquire_latest, claim, pool_size, release
 from executors.cpu.shared import CLAIMED, LINE, S_LATEST, new_ctrl
 from simasgd import update_rule
 from simasgd.memops import copy_into
-from simasgd.update_rule import step, step_into
+from simasgd.update_rule import step_into, step_mirrored
 from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 
 
@@ -47,8 +47,9 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
 
         In place (``fresh`` false; locks, HOGWILD!): ``pool[0]`` is the shared model, ``pool[1]`` the
         private copy; a gradient on the copy (written over it where ``kernels.grad_over_theta`` allows,
-        as the executor's loops do), then the update ``θ −= η·g`` (``out_ns[k, 0]``) and the
-        read ``θ → copy`` (``out_ns[k, 1]``). Fresh (Leashed-SGD): the gradient on ``pool[cur]``, then
+        as the executor's loops do), then the update ``θ −= η·g`` that leaves the new θ in the copy too
+        (``out_ns[k, 0]``, ``update_rule.step_mirrored``) and the read ``θ → copy`` (``out_ns[k, 1]``): a
+        read the executor makes when another worker has updated θ since (at one thread it makes none). Fresh (Leashed-SGD): the gradient on ``pool[cur]``, then
         ``θ' = pool[cur] − η·g`` built in the next vector of the pool (``out_ns[k, 0]``), which becomes
         the current one. Between two steps the gradient's own traffic (weights, activations, g)
         passes through the core's caches: on a core whose private cache holds a model but not a
@@ -78,7 +79,7 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
             else:
                 loss_and_grad(pool[1], X, y, idx, gr, shape)
                 t0 = A.now_ns()
-                step(pool[0], none, gr, 1e-12, 0.0, 0, False)
+                step_mirrored(pool[0], none, gr, pool[1], 1e-12, 0.0, 1.0)  # the new θ into the copy too
                 t1 = A.now_ns()
                 out_ns[k, 0] = t1 - t0
                 if ring.shape[0] > 0 and (k + 1) % every == 0:

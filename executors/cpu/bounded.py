@@ -31,10 +31,9 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.loops import CODE_VERSION, lock_in, lock_out
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKERS, LINE, OK, S_DEADLINE,
-                                  S_ROUND_STOP, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING, apply_update,
-                                  barrier,
-                                  out_of_budget, record, sample_batch, seq_update, snapshot_due, spin_pause,
-                                  straggle, take_snapshot, wait_go)
+                                  S_ELIDED, S_ROUND_STOP, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING,
+                                  apply_update, apply_update_mirrored, barrier, out_of_budget, record, sample_batch,
+                                  seq_update, snapshot_due, spin_pause, straggle, take_snapshot, wait_go)
 from simasgd.memops import copy_into
 from simasgd import compression
 from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
@@ -91,6 +90,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
         local, g = np.empty_like(theta), np.empty_like(theta)
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         gr = local if grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
+        mine = -1  # the version this worker's last update made: its copy of θ holds it (mirrored)
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
@@ -100,8 +100,11 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
             wait = lock_in(ctrl, cfg_i, cfg_f, False, True)
             if wait < 0:
                 return STOPPED_WAITING
-            copy_into(local, theta)
             rv = A.load(ctrl, S_VERSION * LINE)
+            if rv == mine:  # no one has updated θ since this worker did: its copy already is θ (loops.run_locked)
+                A.fetch_add(ctrl, S_ELIDED * LINE, 1)
+            else:
+                copy_into(local, theta)
             lock_out(ctrl, False, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
@@ -115,8 +118,9 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
             if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
                 lock_out(ctrl, False, False)
                 break
-            apply_update(theta, vel, gr, cfg_i, cfg_f, cur - rv)
+            apply_update_mirrored(theta, vel, gr, local, cfg_i, cfg_f, cur - rv)  # the new θ into the copy too
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            mine = v
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
             lock_out(ctrl, False, False)
@@ -195,11 +199,11 @@ run_ssp, run_backup = _make()
 
 def wire_ssp(r: Any) -> Any:
     """``run_ssp``'s arrays (``wiring.TABLE``): the clocks, each on its own cache line, and the bound s."""
-    from executors.cpu.wiring import Wiring
+    from executors.cpu.wiring import Wiring, elided
 
     clocks = np.zeros(r.workers * LINE, dtype=np.int64)
     bound = np.array([r.scenario.algorithm.param("bound")], dtype=np.int64)
-    return Wiring(r.loop, lambda w: (clocks, bound), lambda: r.theta)
+    return Wiring(r.loop, lambda w: (clocks, bound), lambda: r.theta, lambda applied: elided(r.ctrl))
 
 
 def wire_backup(r: Any) -> Any:

@@ -30,14 +30,14 @@ from numba import njit
 
 from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
-                                  C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
-                                  STOPPED_WAITING, apply_update, barrier, lock_acquire, lock_release, out_of_budget,
+                                  C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ELIDED, S_LOCK, S_ROUND_STOP, S_STARTED,
+                                  S_STOP, S_VERSION, STOPPED_WAITING, apply_update, apply_update_mirrored, barrier, lock_acquire, lock_release, out_of_budget,
                                   read_acquire, read_release, record, sample_batch, seq_update, snapshot_due,
                                   straggle, take_snapshot, wait_go, write_acquire, write_release)
 from simasgd.memops import copy_into
 from simasgd import compression, update_rule
 from simasgd.compression import quantize
-from simasgd.update_rule import divisor, heavy_ball_range, plain_range
+from simasgd.update_rule import divisor, heavy_ball_range, plain_range, step_mirrored
 from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 
 # The loops' numba cache key: the kernels' source and the update rule's (a cached caller is not
@@ -175,6 +175,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         gr = local if grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
         rw = cfg_i[C_RWLOCK] != 0
+        mine = -1  # the version this worker's last update made: its copy of θ holds it (mirrored)
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
@@ -182,8 +183,11 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             wait = lock_in(ctrl, cfg_i, cfg_f, rw, True)
             if wait < 0:
                 return STOPPED_WAITING
-            copy_into(local, theta)
             rv = A.load(ctrl, S_VERSION * LINE)
+            if rv == mine:  # no one has updated θ since this worker did: its copy already is θ
+                A.fetch_add(ctrl, S_ELIDED * LINE, 1)
+            else:
+                copy_into(local, theta)
             lock_out(ctrl, rw, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
@@ -197,8 +201,9 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             if cur >= cfg_i[C_MAXU]:  # the budget ran out while computing: the gradient is not applied
                 lock_out(ctrl, rw, False)
                 break
-            apply_update(theta, vel, gr, cfg_i, cfg_f, cur - rv)
+            apply_update_mirrored(theta, vel, gr, local, cfg_i, cfg_f, cur - rv)  # the new θ into the copy too
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            mine = v
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)
             lock_out(ctrl, rw, False)
@@ -221,6 +226,8 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         gr = own if local and grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
         probes = cfg_i[C_PROBES] != 0
         aware = cfg_i[C_STALE_AWARE] != 0
+        mirror = local and not probes  # the probes' chunked write keeps the plain update
+        mine = -1  # S_STARTED once this worker's last update began, if it ran alone: its copy holds θ
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
@@ -228,10 +235,14 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
             if local:
-                # component-wise, racing with the writers: x86 loads each aligned element whole while the
-                # copy as a whole may mix versions (a copy chunked by cache line with a compiler barrier
-                # between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
-                copy_into(own, theta)
+                if mirror and A.load(ctrl, S_STARTED * LINE) == mine:
+                    # no update has begun since this worker's, which ran alone: its copy already is θ
+                    A.fetch_add(ctrl, S_ELIDED * LINE, 1)
+                else:
+                    # component-wise, racing with the writers: x86 loads each aligned element whole while
+                    # the copy as a whole may mix versions (a copy chunked by cache line with a compiler
+                    # barrier between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
+                    copy_into(own, theta)
                 t_r = A.now_ns()
                 loss_and_grad(own, X, y, idx, gr, shape)
             else:
@@ -240,7 +251,17 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             straggle(slowdown, t_s)
             t_ge = A.now_ns()
             cur = A.load(ctrl, S_VERSION * LINE)
-            hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], divisor(cur - rv, aware), canary, probes)
+            div = divisor(cur - rv, aware)
+            alone = False
+            if mirror:
+                begun = A.fetch_add(ctrl, S_STARTED * LINE, 1)
+                alone = A.load(ctrl, S_VERSION * LINE) == begun  # every update begun before has ended
+            if alone:  # the same element-wise writes, the new θ left in the copy too
+                step_mirrored(theta, vel, gr, own, cfg_f[F_LR], cfg_f[F_MOM], div)
+                mine = begun + 1
+            else:
+                hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], div, canary, probes)
+                mine = -1
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads

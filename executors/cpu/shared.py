@@ -29,14 +29,15 @@ from numba import njit
 from executors import atomics as A
 from simasgd.memops import copy_into
 from simasgd import update_rule
-from simasgd.update_rule import step, step_into, step_scaled
+from simasgd.update_rule import divisor, step, step_into, step_mirrored, step_scaled
 
 LINE = 8  # int64 words per cache line
 
 # ctrl slots (multiply by LINE)
 S_VERSION, S_STOP, S_GO, S_T0, S_LOCK, S_RW, S_RW_WAITW, S_BAR_COUNT, S_BAR_SENSE, S_SEQ, \
-    S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL, S_MASTER_DONE = range(18)
-N_SLOTS = 18
+    S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL, S_MASTER_DONE, \
+    S_STARTED, S_ELIDED = range(20)
+N_SLOTS = 20  # S_STARTED: HOGWILD! updates begun; S_ELIDED: reads of θ skipped, θ unchanged since (loops.py)
 
 # values of the stop word: RUN, STOP (budget/ε: finish cleanly), ABORT (a worker failed: bail out anywhere)
 RUN, STOP, ABORT = 0, 1, 2
@@ -370,6 +371,15 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
 
     @njit(nogil=True, cache=True)
+    def apply_update_mirrored(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, mirror: np.ndarray,
+                              cfg_i: np.ndarray, cfg_f: np.ndarray, staleness: int) -> None:
+        """:func:`apply_update`, the new θ also left in ``mirror`` (:func:`simasgd.update_rule.step_mirrored`)."""
+        if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        step_mirrored(theta, vel, g, mirror, cfg_f[F_LR], cfg_f[F_MOM],
+                      divisor(staleness, cfg_i[C_STALE_AWARE] != 0))
+
+    @njit(nogil=True, cache=True)
     def update_into(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndarray, g: np.ndarray,
                     cfg_i: np.ndarray, cfg_f: np.ndarray, staleness: int) -> None:
         """:func:`apply_update` on a copy of θ, built in ``out`` in one pass (:func:`simasgd.update_rule.step_into`)."""
@@ -401,7 +411,7 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         version is one it keeps. Returns the new version."""
         return seq_update_scaled(theta, vel, g, 1.0, cfg_i, cfg_f, ctrl, ring, meta)
 
-    return apply_update, update_into, seq_update, seq_update_scaled
+    return apply_update, apply_update_mirrored, update_into, seq_update, seq_update_scaled
 
 
-apply_update, update_into, seq_update, seq_update_scaled = _make_update()
+apply_update, apply_update_mirrored, update_into, seq_update, seq_update_scaled = _make_update()

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from executors.cpu import bounded, decentral, elastic, leashed, loops, lopez, param_server
-from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_ELIDED, S_EXHAUSTED, S_LATEST, slot
 from executors.kernel import with_kernel
 
 
@@ -53,6 +53,17 @@ class Run:
 def _plain(r: Run) -> Wiring:
     """θ (and v) are the whole shared state; no extra arguments."""
     return Wiring(r.loop, lambda w: (), lambda: r.theta)
+
+
+def _copies(r: Run) -> Wiring:
+    """θ (and v) the whole shared state, read into a worker's copy that its update keeps (loops.run_locked):
+    the summary counts the reads skipped because θ was unchanged since the worker's own update."""
+    return Wiring(r.loop, lambda w: (), lambda: r.theta, lambda applied: elided(r.ctrl))
+
+
+def elided(ctrl: np.ndarray) -> dict[str, Any]:
+    """The summary's count of reads of θ skipped, θ unchanged since the worker's own update (``S_ELIDED``)."""
+    return {"reads_elided": int(ctrl[slot(S_ELIDED)])}
 
 
 def _no_config(algorithm: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
@@ -94,7 +105,7 @@ def _hogwild(r: Run) -> Wiring:
 
     def extra(applied: int) -> dict[str, Any]:
         if not probes:
-            return {}
+            return elided(r.ctrl)
         # Every update adds 1 to its chunk's probe with a racy read-modify-write like the chunk's;
         # what a probe lacks was overwritten by a concurrent writer (or by this thread resuming a
         # preempted write). Mean over chunks: an estimate of the updates lost per element as θ
@@ -172,8 +183,8 @@ def _rwlock_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
 TABLE: dict[str, Entry] = {
     "sequential": Entry(loops.run_sequential),
     "sync": Entry(loops.run_sync, _sync),
-    "mutex": Entry(loops.run_locked),
-    "rwlock": Entry(loops.run_locked, configure=_rwlock_config),
+    "mutex": Entry(loops.run_locked, _copies),
+    "rwlock": Entry(loops.run_locked, _copies, _rwlock_config),
     "hogwild": Entry(loops.run_hogwild, _hogwild, _hogwild_config),
     "leashed": Entry(leashed.run_leashed, _leashed, _leashed_config),
     "lopez": Entry(lopez.run_lopez, _lopez, _lopez_config),

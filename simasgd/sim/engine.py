@@ -91,6 +91,9 @@ class SimRun:
         self.stop = env.event()
         self.stopped = False
         self.stagger = sc.sim.startup_stagger_s or 0.0
+        # A worker whose copy of θ still is θ skips its read, as the executor's do (the locks, HOGWILD!); a
+        # read time given in [timing] describes a system that copies every time.
+        self.elide_reads = sc.sim.read_elision and sc.timing.read is None
         env.timeout(sc.stop.max_time_s).callbacks.append(lambda _ev: self.finish())
 
     def finish(self) -> None:

@@ -166,3 +166,24 @@ def test_the_lopez_masters_one_pass_step_is_the_scaled_copy_then_the_step(dtype:
     assert shared.seq_update_scaled(t, v, acc, scale, cfg_i, cfg_f, ctrl, ring, meta) == 1  # version 1
     assert np.array_equal(t, want_t) and (not momentum or np.array_equal(v, want_v))
     assert not np.array_equal(want_t, theta)  # the step moved θ
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+@pytest.mark.parametrize("staleness", [1, 3])
+@pytest.mark.parametrize("over_copy", [True, False], ids=["g-is-the-mirror", "g-apart"])
+def test_the_mirrored_step_is_the_step_then_a_copy(dtype: type, momentum: float, staleness: int,
+                                                   over_copy: bool) -> None:
+    # The locks' and HOGWILD!'s update leaves the new θ in the worker's copy too, so that an unchanged θ
+    # is not read again: its bits must be the step's, then a copy, including when g *is* that copy (the
+    # gradient written over it) and each element of g is read just before its mirror element is written.
+    rng = np.random.default_rng(7)
+    theta, vel, g, mirror = (rng.standard_normal(1001).astype(dtype) for _ in range(4))  # odd: a loop tail
+    if over_copy:
+        g = mirror
+    want_t, want_v = theta.copy(), vel.copy()
+    update_rule.step(want_t, want_v, g.copy(), LR, momentum, staleness, True)
+    v = vel if momentum else vel[:0]
+    update_rule.step_mirrored(theta, v, g, mirror, LR, momentum, update_rule.divisor(staleness, True))
+    assert np.array_equal(theta, want_t) and np.array_equal(mirror, want_t)
+    assert not momentum or np.array_equal(vel, want_v)

@@ -72,7 +72,8 @@ def _scenario(workers: int, cache_model: bool = True):  # noqa: ANN202
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8},
         "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-4}},
         "algorithm": {"name": "mutex"}, "stop": {"max_updates": 3000, "max_time_s": 10},
-        "sim": {"numerics": False, "cache_model": cache_model}})
+        # every read copies θ: these tests time the copies (test_sim_read_elision.py, which ones are skipped)
+        "sim": {"numerics": False, "cache_model": cache_model, "read_elision": False}})
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -533,3 +534,71 @@ def test_a_lopez_master_pays_the_snapshot_every_kth_step(tmp_path: Path, monkeyp
     for switch, each in ((True, step + SNAP_S / sc.stop.eval_updates()), (False, step)):
         (run,) = backend.run_once(_with_sim(sc, loss_snapshots=switch), 0).runs
         assert run.updates_per_s * each == pytest.approx(1.0, rel=0.01)
+
+
+def _previous(u, col: str):  # noqa: ANN001, ANN202
+    """Per row (rows sorted by worker, then t_start), the same worker's previous row's ``col`` (NaN first)."""
+    return u.groupby("worker")[col].shift(1).to_numpy()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_lock_worker_skips_its_read_exactly_when_theta_is_at_its_own_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """[sim] read_elision, the executor's run_locked: a read (lock-free here, so its phase is the copy
+    alone) costs nothing when θ is at the version this worker's own last update made, else the copy's time;
+    `read_elision = false`, or a read time given in [timing]: every read copies."""
+    from simasgd.sim import backend
+
+    sc = _with_sim(_scenario(workers), read_elision=True, read_lock=False)
+    s, model = _prepared(monkeypatch, _profile(tmp_path), sc)
+    u = backend.run_once(sc, 0).updates.sort_values(["worker", "t_start"]).reset_index(drop=True)
+    read = (u["t_grad_start"] - u["t_start"]).to_numpy()
+    own = u["read_version"].to_numpy() == _previous(u, "version")
+    assert own.any() and (workers == 1 or (~own[1:]).any())
+    np.testing.assert_allclose(read, np.where(own, 0.0, model.read_s(s)), rtol=1e-9, atol=0)
+    off = backend.run_once(_with_sim(sc, read_elision=False), 0).updates
+    np.testing.assert_allclose(off["t_grad_start"] - off["t_start"], model.read_s(s), rtol=1e-9)
+    given = loader.from_dict({**sc.to_dict(), "timing": {**sc.to_dict()["timing"], "read": {"dist": "deterministic",
+                                                                                            "mean_s": 3e-6}}})
+    u = backend.run_once(given, 0).updates
+    np.testing.assert_allclose(u["t_grad_start"] - u["t_start"], 3e-6, rtol=1e-9)
+
+
+def test_a_hogwild_worker_skips_its_read_when_its_last_update_ran_alone_and_none_began_since(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor's run_hogwild: an update that began while no other was under way leaves θ in the
+    worker's copy, and the worker's next read costs nothing unless another update began in between."""
+    from simasgd.sim import backend
+
+    sc = _hogwild(2, read_elision=True)
+    # gradients as short as the steps, so that updates often begin while the other's is under way
+    sc = sc.model_copy(update={"timing": sc.timing.model_copy(update={"gradient": sc.timing.gradient.model_copy(
+        update={"mean_s": 4e-6})})})
+    s, model = _prepared(monkeypatch, _profile(tmp_path), sc)
+    u = backend.run_once(sc, 0).updates.sort_values(["worker", "t_start"]).reset_index(drop=True)
+    read, read_after, _, _, racing = _steps(u, racing=True)  # rows with ties left out, in the same order
+    keep = _kept(u)
+    alone_before = ~_previous_racing(u, racing, keep)
+    skipped = alone_before & ~read_after
+    assert skipped.any() and (~skipped).any()
+    np.testing.assert_allclose(read, np.where(skipped, 0.0, model.read_s(s)), rtol=1e-9, atol=0)
+
+
+def _kept(u):  # noqa: ANN001, ANN202
+    """The rows :func:`_steps` keeps (no two instants tie), as a mask over ``u``'s rows."""
+    starts, who = u["t_grad_end"].to_numpy(), u["worker"].to_numpy()
+    prev = u.groupby("worker")["t_grad_end"].shift(1).fillna(-1.0).to_numpy()
+
+    def tie(i: int, t: float) -> bool:
+        return bool(np.any(np.isclose(starts[who != who[i]], t, rtol=0, atol=1e-12)))
+    return np.array([not (tie(i, prev[i]) or tie(i, u["t_start"][i]) or tie(i, starts[i])) for i in range(len(u))])
+
+
+def _previous_racing(u, racing, keep):  # noqa: ANN001, ANN202
+    """Per kept row, whether the same worker's previous update began while another was under way (True for
+    a worker's first row: it has no copy to keep)."""
+    starts, end, who = u["t_grad_end"].to_numpy(), u["t_write"].to_numpy(), u["worker"].to_numpy()
+    under = np.array([bool(np.any((who != who[i]) & (starts < starts[i]) & (end > starts[i]))) for i in range(len(u))])
+    first = u.groupby("worker").cumcount().to_numpy() == 0
+    prev = np.concatenate([[True], under[:-1]])
+    return np.where(first, True, prev)[keep]

@@ -1,5 +1,8 @@
 """Lock-based AsyncSGD (Ek 2021, Alg. 2): read a copy under the lock, compute, update under the lock.
 
+The update leaves the new θ in the worker's copy too, so a read that finds θ at the version the
+worker's own update made costs nothing (``[sim] read_elision``, as the executor's ``run_locked``).
+
 ``mutex`` uses one :class:`~simasgd.sim.primitives.Mutex`; ``rwlock`` reads
 under a shared read lock and updates under the exclusive write lock. With
 ``[sim] read_lock = false`` the read is a lock-free snapshot and each cycle
@@ -31,6 +34,8 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     # a spinning one keeps it, burning its quantum (the executor's locks spin)
     spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.sc.sim.lock_waiters == "spin" else None
     hold = lambda held: p.cores.hold(w, held)  # noqa: E731 - spinners yield to a descheduled holder
+    elide = run.elide_reads
+    mine = -1  # the version this worker's last update made: its copy of θ holds it
     yield from run.start(w)
     while True:
         wait = 0.0
@@ -46,10 +51,11 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
                 yield req
             wait = env.now - t0
             hold(True)
-            yield p.read(w)
+            if not (elide and run.version == mine):  # else no one updated θ since: the copy is θ
+                yield p.read(w)
             hold(False)
             release(req)
-        else:
+        elif not (elide and run.version == mine):
             yield p.read(w)
         t_read, rv = env.now, run.version
         yield from run.compute(w)
@@ -64,7 +70,8 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         yield p.update(w)
         if model is not None:
             model.step(model.grad[w], run.version - rv)
-        snap = run.snapshot(w, run.applied(w, rv, t_read, wait))
+        mine = run.applied(w, rv, t_read, wait)
+        snap = run.snapshot(w, mine)
         if snap is not None:  # the loss ring's copy, taken inside the lock as the executor takes it
             yield snap
         hold(False)
