@@ -341,9 +341,9 @@ class SimConfig(Section):
     # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);
     # false = warm buffers timed back to back ([copy_by_size]).
     steps_in_cycle: bool = True
-    # A lock-based or HOGWILD! worker whose update ran alone leaves the new θ in its copy (update_rule.
-    # step_mirrored) and skips its next read when no update has begun since (executors/cpu/loops.py): at
-    # one thread every read. False, or a [timing] read given = every read copies θ.
+    # A lock-based worker's update leaves the new θ in its copy (update_rule.step_mirrored), and its read
+    # is skipped when θ is still at that version (executors/cpu/loops.py); HOGWILD!'s only with one worker.
+    # False, a [timing] read given, or a GPU (the cuda executor copies) = every read copies θ.
     read_elision: bool = True
     # The executor's loss snapshot: the worker that makes every k-th version (k = stop.eval_updates) copies θ
     # into a ring slot inside its update phase, under its lock where it holds one, at the time calibrated in

@@ -29,7 +29,8 @@ Callers:
   that chooses the form once and then writes cache line by cache line (the
   cpu executor's element-wise racy HOGWILD! write, ``executors/cpu/loops.py``);
 - :func:`step_mirrored` — :func:`step_range` over the whole vector that also leaves the new θ in the
-  worker's copy (the cpu loops' locked and HOGWILD! updates, so that an unchanged θ need not be read again);
+  worker's copy (the cpu loops' locked updates, and HOGWILD!'s with one worker), so that an unchanged θ
+  need not be read again;
 - :func:`step_scaled` — a staleness-0 step on ĝ = c·g, reading g element by
   element in the same pass (the Lopez master: g is the shared sum, c = 1/(N−1));
   bit for bit the product into a vector of its own, then :func:`step`;

@@ -30,10 +30,11 @@ from numba import njit
 
 from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
-                                  C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ELIDED, S_LOCK, S_ROUND_STOP, S_STARTED,
-                                  S_STOP, S_VERSION, STOPPED_WAITING, apply_update, apply_update_mirrored, barrier, lock_acquire, lock_release, out_of_budget,
-                                  read_acquire, read_release, record, sample_batch, seq_update, snapshot_due,
-                                  straggle, take_snapshot, wait_go, write_acquire, write_release)
+                                  C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ELIDED, S_LOCK, S_ROUND_STOP, S_STOP,
+                                  S_VERSION, STOPPED_WAITING, apply_update, apply_update_mirrored, barrier, lock_acquire,
+                                  lock_release, out_of_budget, read_acquire, read_release, record, sample_batch,
+                                  seq_update, snapshot_due, straggle, take_snapshot, wait_go, write_acquire,
+                                  write_release)
 from simasgd.memops import copy_into
 from simasgd import compression, update_rule
 from simasgd.compression import quantize
@@ -226,8 +227,12 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         gr = own if local and grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
         probes = cfg_i[C_PROBES] != 0
         aware = cfg_i[C_STALE_AWARE] != 0
-        mirror = local and not probes  # the probes' chunked write keeps the plain update
-        mine = -1  # S_STARTED once this worker's last update began, if it ran alone: its copy holds θ
+        # Alone in the run, a worker's copy is θ after its own update: the update leaves the new θ in the copy
+        # too, and no read after the first copies. Not with two or more: a read skipped when no update began
+        # since one's own pulled the workers into convoys (the earlier of two updates pays the copy, the
+        # later not, so the later catches up): -10% at 2 threads, B = 16 (benchmarks/README_cpu.md, 2026-11-26).
+        keep = local and not probes and cfg_i[C_WORKERS] == 1
+        held = False  # the copy holds θ
         if not wait_go(ctrl):
             return STOPPED_WAITING
         while not out_of_budget(ctrl, cfg_i):
@@ -235,8 +240,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
             if local:
-                if mirror and A.load(ctrl, S_STARTED * LINE) == mine:
-                    # no update has begun since this worker's, which ran alone: its copy already is θ
+                if held:
                     A.fetch_add(ctrl, S_ELIDED * LINE, 1)
                 else:
                     # component-wise, racing with the writers: x86 loads each aligned element whole while
@@ -252,16 +256,11 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             t_ge = A.now_ns()
             cur = A.load(ctrl, S_VERSION * LINE)
             div = divisor(cur - rv, aware)
-            alone = False
-            if mirror:
-                begun = A.fetch_add(ctrl, S_STARTED * LINE, 1)
-                alone = A.load(ctrl, S_VERSION * LINE) == begun  # every update begun before has ended
-            if alone:  # the same element-wise writes, the new θ left in the copy too
+            if keep:  # the same element-wise writes, the new θ left in the copy too
                 step_mirrored(theta, vel, gr, own, cfg_f[F_LR], cfg_f[F_MOM], div)
-                mine = begun + 1
+                held = True
             else:
                 hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], div, canary, probes)
-                mine = -1
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads

@@ -36,8 +36,8 @@ LINE = 8  # int64 words per cache line
 # ctrl slots (multiply by LINE)
 S_VERSION, S_STOP, S_GO, S_T0, S_LOCK, S_RW, S_RW_WAITW, S_BAR_COUNT, S_BAR_SENSE, S_SEQ, \
     S_LATEST, S_ROUND_STOP, S_EXHAUSTED, S_CONTRIB, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL, S_MASTER_DONE, \
-    S_STARTED, S_ELIDED = range(20)
-N_SLOTS = 20  # S_STARTED: HOGWILD! updates begun; S_ELIDED: reads of θ skipped, θ unchanged since (loops.py)
+    S_ELIDED = range(19)
+N_SLOTS = 19  # S_ELIDED: reads of θ skipped, the worker's copy being θ already (loops.py)
 
 # values of the stop word: RUN, STOP (budget/ε: finish cleanly), ABORT (a worker failed: bail out anywhere)
 RUN, STOP, ABORT = 0, 1, 2

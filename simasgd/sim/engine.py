@@ -15,6 +15,7 @@ import numpy as np
 import simpy
 
 from simasgd.convergence import Monitor
+from simasgd.machine import is_gpu
 from simasgd.progress import Advance
 from simasgd.scenario import Scenario
 from simasgd.sim.costs import Platform
@@ -91,9 +92,9 @@ class SimRun:
         self.stop = env.event()
         self.stopped = False
         self.stagger = sc.sim.startup_stagger_s or 0.0
-        # A worker whose copy of θ still is θ skips its read, as the executor's do (the locks, HOGWILD!); a
-        # read time given in [timing] describes a system that copies every time.
-        self.elide_reads = sc.sim.read_elision and sc.timing.read is None
+        # A worker whose copy of θ still is θ skips its read, as the cpu executor's do (the locks, HOGWILD!); a
+        # read time given in [timing] describes a system that copies every time, as the cuda executor does.
+        self.elide_reads = sc.sim.read_elision and sc.timing.read is None and not is_gpu(sc.machine)
         env.timeout(sc.stop.max_time_s).callbacks.append(lambda _ev: self.finish())
 
     def finish(self) -> None:

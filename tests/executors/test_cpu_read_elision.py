@@ -85,3 +85,9 @@ def test_one_worker_reads_theta_once(alg: dict, scenario: Any) -> None:
 def test_hogwild_without_a_local_copy_reads_nothing_to_skip(scenario: Any) -> None:
     sc = scenario({"name": "hogwild", "local_copy": False}, workers=1, max_updates=100)
     assert run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_grad)).runs[0].extra["reads_elided"] == 0
+
+
+def test_two_hogwild_workers_copy_theta_every_time(scenario: Any) -> None:
+    # a skipped read pulled two HOGWILD! workers into convoys (loops.run_hogwild): with two, every read copies
+    sc = scenario({"name": "hogwild"}, workers=2, max_updates=300)
+    assert run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_grad)).runs[0].extra["reads_elided"] == 0

@@ -2,9 +2,9 @@
 
 HOGWILD!: read without synchronisation into a local copy (``local_copy``, Ek
 2021 §3.1; false: the gradient reads the live θ and the read costs nothing
-here), compute, write element-wise without synchronisation. A write that ran
-alone leaves the new θ in the copy too, and the next read is skipped when no
-write has begun since (``[sim] read_elision``, as the executor's ``run_hogwild``). In numerics mode with ``[sim] read_chunks`` > 1 the read is
+here), compute, write element-wise without synchronisation. A worker alone in
+the run leaves the new θ in its copy too and reads only once (``[sim]
+read_elision``, as the executor's ``run_hogwild``). In numerics mode with ``[sim] read_chunks`` > 1 the read is
 torn — copied chunk by chunk while other workers' writes land chunk by chunk —
 so the gradient is taken at a vector that never existed as a whole. The read
 version is the one current when the read starts; a write bumps the version
@@ -32,22 +32,12 @@ from simasgd.sim.engine import SimRun
 from simasgd.sim.primitives import CacheLine, CasCell, atomic
 
 
-class UpdatesBegun:
-    """HOGWILD!'s count of updates begun (the executor's ``S_STARTED``). An update ran alone when every
-    update begun before it had ended (the version counts those); its worker's copy of θ, which the update
-    also wrote, is still θ at the worker's next read if no update has begun since."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-
-def hogwild_worker(env: simpy.Environment, w: int, run: SimRun,
-                   begun: UpdatesBegun) -> Generator[simpy.Event, object, None]:
+def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
     p, model = run.platform, run.model
     chunks = model.chunks if model is not None and len(model.chunks) > 1 else None
     local = bool(run.sc.algorithm.param("local_copy"))  # false: the gradient reads the live θ, no copy
-    elide = local and run.elide_reads
-    mine = -1  # updates begun once this worker's last began, if it ran alone
+    elide = local and run.elide_reads and run.n == 1  # alone in the run, the copy is θ after its own update
+    held = False
     yield from run.start(w)
     while True:
         t_read, rv = env.now, run.version
@@ -55,7 +45,7 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun,
         if not local:
             if model is not None:
                 model.snapshot(w)  # θ as the gradient starts reading it (its own reads are not timed)
-        elif elide and begun.n == mine:  # no update since this worker's, which ran alone: the copy is θ
+        elif held:  # the update left θ in the copy: nothing to read
             if model is not None:
                 model.snapshot(w)
         elif chunks is None:
@@ -72,9 +62,6 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun,
             model.gradient(w)
         yield p.gradient(w)
         run.computed(w)
-        b = begun.n
-        begun.n += 1
-        alone = run.version == b
         if chunks is None:
             yield p.update(w, racing=True)
             if model is not None:
@@ -85,7 +72,7 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun,
                 part_s = None if total is None else total / len(chunks)
                 yield p.update(w, 1 / len(chunks), part_s, i == 0, racing=True)
                 model.step(model.grad[w], tau, part)
-        mine = b + 1 if alone else -1
+        held = elide
         snap = run.snapshot(w, run.applied(w, rv, t_read))
         if snap is not None:  # the loss ring's copy of θ as it is now (as torn as a worker's read)
             yield snap
@@ -135,9 +122,8 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
 
 
 def start_hogwild(run: SimRun) -> None:
-    begun = UpdatesBegun()
     for w in range(run.n):
-        run.env.process(hogwild_worker(run.env, w, run, begun))
+        run.env.process(hogwild_worker(run.env, w, run))
 
 
 def start_leashed(run: SimRun) -> None:
