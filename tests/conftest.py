@@ -25,13 +25,28 @@ from simasgd.workloads.constant import G
 
 
 @njit(nogil=True, cache=True)
-def jitter_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
-    """The constant gradient after a random 0–20 µs: breaks the lock-step two equal threads fall into."""
+def _jitter() -> None:
+    """A random 0–20 µs: breaks the lock-step two equal threads fall into."""
     until = A.now_ns() + np.random.randint(0, 20_000)
     while A.now_ns() < until:
         A.cpu_relax()
+
+
+@njit(nogil=True, cache=True)
+def jitter_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+    """The constant gradient after a random 0–20 µs."""
+    _jitter()
     for i in range(grad_out.shape[0]):
         grad_out[i] = G
+    return 0.0
+
+
+@njit(nogil=True, cache=True)
+def echo_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+    """g = θ after a random 0–20 µs: each update is θ_v = θ_{v−1} − η·θ_{rv}, replayable from the records."""
+    _jitter()
+    for i in range(grad_out.shape[0]):
+        grad_out[i] = theta[i]
     return 0.0
 
 
@@ -39,6 +54,12 @@ def jitter_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
 def jitter_kernel() -> Any:
     """A kernel with the constant gradient ``G`` of :mod:`simasgd.workloads.constant`, after a random delay."""
     return jitter_grad
+
+
+@pytest.fixture(scope="session")
+def echo_kernel() -> Any:
+    """A kernel whose gradient is θ itself, after a random delay (tests/executors/test_cpu_read_elision.py)."""
+    return echo_grad
 
 
 # --- updates frames with known phase durations (tests/test_phases.py, tests/test_fidelity.py) ---------

@@ -3,7 +3,7 @@
 The locks' (and SSP's) update leaves the new θ in the worker's copy (``update_rule.step_mirrored``), and the
 next read copies θ only when another worker has updated it since (``executors/cpu/loops.py``). A skipped read
 that should have copied would compute a gradient at an older θ than the one the record says it read. The
-gradient here is θ itself, so each update is ``θ_v = θ_{v−1} − η·θ_{rv}``, a recurrence the records replay
+gradient here is θ itself (``echo_kernel``), so each update is ``θ_v = θ_{v−1} − η·θ_{rv}``, a recurrence the records replay
 bit for bit: any gradient taken at the wrong version shows.
 """
 
@@ -13,24 +13,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from numba import njit
 
-from executors import atomics as A
 from executors.cpu.runner import run_workload
 from simasgd.workloads.constant import LR, ConstWorkload
 
 pytestmark = pytest.mark.hardware
-
-
-@njit(nogil=True, cache=True)
-def echo_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
-    """g = θ, after a random 0–20 µs (so that two workers' updates interleave every way)."""
-    until = A.now_ns() + np.random.randint(0, 20_000)
-    while A.now_ns() < until:
-        A.cpu_relax()
-    for i in range(grad_out.shape[0]):
-        grad_out[i] = theta[i]
-    return 0.0
 
 
 def replay(read_version: np.ndarray) -> float:
@@ -44,10 +31,10 @@ def replay(read_version: np.ndarray) -> float:
 
 @pytest.mark.parametrize("alg", [{"name": "mutex"}, {"name": "rwlock"}, {"name": "ssp", "bound": 2}],
                          ids=["mutex", "rwlock", "ssp"])
-def test_reads_skipped_and_made_replay_exactly(alg: dict, scenario: Any) -> None:
+def test_reads_skipped_and_made_replay_exactly(alg: dict, scenario: Any, echo_kernel: Any) -> None:
     sc = scenario(alg, workers=2, max_updates=1200, placement="uma")
     state: dict = {}
-    result = run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_grad), state=state)
+    result = run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_kernel), state=state)
     u = result.updates.sort_values("version")
     n = result.runs[0].updates
     assert n == len(u) and np.array_equal(u["version"].to_numpy(), np.arange(1, n + 1))
@@ -72,22 +59,22 @@ def _previous_own_version(u: Any) -> np.ndarray:
 
 @pytest.mark.parametrize("alg", [{"name": "mutex"}, {"name": "rwlock"}, {"name": "hogwild"},
                                  {"name": "ssp", "bound": 2}], ids=["mutex", "rwlock", "hogwild", "ssp"])
-def test_one_worker_reads_theta_once(alg: dict, scenario: Any) -> None:
+def test_one_worker_reads_theta_once(alg: dict, scenario: Any, echo_kernel: Any) -> None:
     # alone, every update is the latest when the worker reads again: only the first read copies θ
     sc = scenario(alg, workers=1, max_updates=300)
     state: dict = {}
-    result = run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_grad), state=state)
+    result = run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_kernel), state=state)
     n = result.runs[0].updates
     assert n == 300 and result.runs[0].extra["reads_elided"] == n - 1
     assert np.all(state["theta"] == replay(np.arange(n)))  # each gradient at the version before it
 
 
-def test_hogwild_without_a_local_copy_reads_nothing_to_skip(scenario: Any) -> None:
+def test_hogwild_without_a_local_copy_reads_nothing_to_skip(scenario: Any, echo_kernel: Any) -> None:
     sc = scenario({"name": "hogwild", "local_copy": False}, workers=1, max_updates=100)
-    assert run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_grad)).runs[0].extra["reads_elided"] == 0
+    assert run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_kernel)).runs[0].extra["reads_elided"] == 0
 
 
-def test_two_hogwild_workers_copy_theta_every_time(scenario: Any) -> None:
+def test_two_hogwild_workers_copy_theta_every_time(scenario: Any, echo_kernel: Any) -> None:
     # a skipped read pulled two HOGWILD! workers into convoys (loops.run_hogwild): with two, every read copies
     sc = scenario({"name": "hogwild"}, workers=2, max_updates=300)
-    assert run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_grad)).runs[0].extra["reads_elided"] == 0
+    assert run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_kernel)).runs[0].extra["reads_elided"] == 0
