@@ -183,7 +183,7 @@ class LastWriter:
     a multi-worker run as another core's.
     """
 
-    __slots__ = ("_writes", "_seen", "_valid", "_writer", "_downgraded", "recency")
+    __slots__ = ("_writes", "_seen", "_valid", "_writer", "_downgraded", "_lapsed", "recency")
 
     def __init__(self, n: int, recency: bool = True):
         self._writes = 0  # writes of the model begun, by anyone
@@ -191,7 +191,19 @@ class LastWriter:
         self._valid = 0  # workers whose caches hold the lines of the last write (seen == writes)
         self._writer = -1  # who wrote last
         self._downgraded = False  # another worker read the last write: the writer's lines are shared too
+        self._lapsed = [False] * n  # a reader's copies of the last write, evicted since by its own traffic
         self.recency = recency
+
+    def evicted(self, w: int) -> None:
+        """Worker ``w``'s own traffic since it last touched the model (a gradient on a private copy that,
+        with the model, does not fit its private cache) has evicted the model's lines from its cache:
+        it no longer holds them, and the next write need not invalidate them there."""
+        if self._holds(w):
+            self._lapsed[w] = True
+            self._valid -= 1
+
+    def _holds(self, w: int) -> bool:
+        return self._seen[w] == self._writes and not self._lapsed[w]
 
     def touch(self, w: int, writes: bool) -> int:
         """Worker ``w`` reads (or, ``writes``, writes) the model now: where its lines were as it began
@@ -200,16 +212,18 @@ class LastWriter:
             where = OTHERS
         elif self._seen[w] != self._writes and self._writes:
             where = OTHERS
-        elif self._valid > 1 and (writes or self._downgraded):
+        elif self._valid - self._holds(w) > (self._seen[w] != self._writes) and (writes or self._downgraded):
             where = HELD  # a writer must invalidate the others' copies; a reader's own lines were downgraded
         else:
             where = OWN
         if writes:
             self._writes += 1
             self._writer, self._valid, self._downgraded = w, 1, False
+            self._lapsed = [False] * len(self._lapsed)
         else:
-            if self._seen[w] != self._writes:
+            if self._seen[w] != self._writes or self._lapsed[w]:
                 self._valid += 1
+                self._lapsed[w] = False
             self._downgraded = self._downgraded or w != self._writer
         self._seen[w] = self._writes
         return where

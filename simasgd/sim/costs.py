@@ -88,6 +88,10 @@ class Platform:
         self._shared_s: list[dict[int, float] | None] = [shared] * n
         self._held_s: list[dict[int, float] | None] = [held] * n  # lines valid here and in another cache
         self._lines = LastWriter(n, sc.sim.coherence_recency)
+        # A gradient on a private copy evicts the model's lines from the worker's private cache when the copy
+        # and the model do not fit it together (2-vCPU AMD EPYC, 1 MB L2: a 680 KB model; not the Xeon's 2 MB)
+        private = _private_cache_bytes(machine.profile)
+        self._evicts = self._coherent and self._held and private is not None and 2 * self.model_bytes > private
         self._touched_at = [0.0] * n  # when each worker last read or wrote the model
         race_s = self._caches.race_s(self.model_bytes) \
             if self._caches is not None and self._coherent and sc.sim.racing_writes else None
@@ -296,6 +300,16 @@ class Platform:
         which of two updates ending a line's hand-off apart the next read sees (:mod:`racing`)."""
         return None if self.bookkeeping_s is None else self.cores.work(w, self.bookkeeping_s)
 
+    def computes_on_copy(self, w: int) -> None:
+        """Worker ``w`` begins a gradient on its private copy of the model. Where the copy and the model do
+        not fit its private cache together, the copy it just took (or the update that wrote both) and the
+        gradient's first pass over the copy evict the model's lines from its cache
+        (:meth:`LastWriter.evicted`): the next write of the model need not invalidate them there. Found in
+        the executor's mutex at 2 threads with reads skipped (2-vCPU AMD EPYC, B = 16, 680 KB): updates
+        15-23 µs where the held-lines rate gave 60-79 (benchmarks/fidelity.md, 2026-11-26)."""
+        if self._evicts:
+            self._lines.evicted(w)
+
     def touch(self, w: int) -> None:
         """Worker ``w`` reads the shared model in place (Leashed-SGD's gradient on the latest vector): its
         lines are in this worker's cache from now on, at no step of their own."""
@@ -417,3 +431,11 @@ class Platform:
 
     def block(self, w: int) -> None:
         self.cores.block(w)
+
+
+def _private_cache_bytes(profile: dict | None) -> float | None:
+    """The largest cache level a core has to itself (profile ``[cache]``, ``shared_by`` 1), or None."""
+    cache = (profile or {}).get("cache") or {}
+    sizes, shared = cache.get("sizes_bytes") or [], cache.get("shared_by") or []
+    private = [float(z) for z, k in zip(sizes, shared) if k == 1]
+    return max(private) if private else None

@@ -270,6 +270,9 @@ class GpuPlatform:
     def touch(self, w: int) -> None:
         """Leashed-SGD's gradient reads the latest vector in place: no cache on the GPU model to warm."""
 
+    def computes_on_copy(self, w: int) -> None:
+        """A gradient on a private copy: no per-core caches on the GPU model to evict from."""
+
     def lopez_master(self, w: int) -> None:
         """A Lopez master's steps are kernels on its stream like any other's (the CPU platform's cache tiers
         and calibrated step times have no GPU counterpart): nothing to set."""

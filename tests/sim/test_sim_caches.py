@@ -192,6 +192,45 @@ def test_last_writer_rule() -> None:
     assert always.touch(0, writes=True) == OTHERS and always.touch(0, writes=False) == OTHERS
 
 
+def test_lines_a_worker_evicted_need_no_invalidation() -> None:
+    from simasgd.sim.caches import HELD, OTHERS, OWN, LastWriter
+
+    # B wrote, A copied: A holds B's lines until its own traffic evicts them
+    lw = LastWriter(2)
+    assert [lw.touch(1, True), lw.touch(0, False)] == [OWN, OTHERS]
+    lw.evicted(0)
+    assert lw.touch(1, True) == OWN  # nobody else holds them: no copies to invalidate
+    assert lw.touch(0, False) == OTHERS
+    lw.evicted(1)  # the writer's own lines, evicted by its gradient
+    assert lw.touch(0, True) == OWN  # A read them last and holds them alone
+    # evicted, then read again: held again
+    lw2 = LastWriter(2)
+    lw2.touch(1, True), lw2.touch(0, False), lw2.evicted(0), lw2.touch(0, False)
+    assert lw2.touch(1, True) == HELD
+    lw2.evicted(0), lw2.evicted(0)  # twice: counted once
+    assert lw2.touch(0, False) == OTHERS and lw2.touch(1, False) == HELD
+
+
+@pytest.mark.parametrize("l2", [1 << 20, 256 << 10], ids=["model-and-copy-fit-L2", "they-do-not"])
+def test_a_gradient_on_a_copy_evicts_the_model_only_where_the_two_outgrow_the_private_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, l2: int) -> None:
+    """Mutex at 2 workers, a 262 KB model: with a 1 MB L2 some updates take the held-lines rate (the other
+    worker's copy of the lines is still in its cache); with 256 KB, where the copy and the model outgrow it,
+    none does: each worker's copy and gradient evicted the lines before the next write."""
+    from simasgd.sim import backend
+
+    path = _profile(tmp_path, coherence=True)
+    path.write_text(path.read_text().replace(
+        "[coherence]\n", f"[coherence]\nheld_read_gbs = {HELD_READ}\nheld_write_gbs = {HELD_WRITE}\n")
+        .replace("sizes_bytes = [49152, 1048576,", f"sizes_bytes = [49152, {l2},"))
+    sc = loader.from_dict({**_scenario(2).to_dict(), "workload": {
+        "model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 32768, "samples": 64}})
+    s, model = _prepared(monkeypatch, path, sc)
+    u = backend.run_once(sc, 0).updates
+    held = np.isclose((u["t_write"] - u["t_grad_end"]).to_numpy(), model.held_s(s, True), rtol=0, atol=0.2e-6)
+    assert held.any() == (2 * s <= l2), held.mean()
+
+
 HELD_READ, HELD_WRITE = [30.0, 25.0, 10.0], [45.0, 35.0, 15.0]  # slower than the coherent rates above
 
 

@@ -60,6 +60,8 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
         run.computing(w)
         if model is not None:
             model.gradient(w)
+        if local:
+            p.computes_on_copy(w)
         yield p.gradient(w)
         run.computed(w)
         if chunks is None:

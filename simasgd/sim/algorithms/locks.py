@@ -58,6 +58,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
         elif not (elide and run.version == mine):
             yield p.read(w)
         t_read, rv = env.now, run.version
+        p.computes_on_copy(w)
         yield from run.compute(w)
         t0 = env.now
         if spins or not write_free():
