@@ -40,16 +40,18 @@ VARIANTS: dict[str, dict[str, object]] = {
     "every Leashed pass one time (no destinations)": {"leashed_destinations": False},
     "no held lines (a shared line's write at the private rate)": {"held_lines": False},
     "no loss snapshots": {"loss_snapshots": False},
+    "every read copies θ (no read elision)": {"read_elision": False},
     "gradient interference on": {"gradient_interference": True},
     "shared host speed on (copula)": {"shared_speed": True},
     "a spinner yields at once (no pauses before sched_yield)": {"spin_before_yield": False},
     "one run queue for all CPUs (\"os\" threads)": {"run_queues": "shared"},
-    "none of the eighteen": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
+    "none of the nineteen": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
                              "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
                              "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
                              "loss_snapshots": False, "shared_speed": False, "held_lines": False,
                              "spin_before_yield": False, "run_queues": "shared", "write_convoys": False,
-                             "bookkeeping": False, "timer_tick": False, "leashed_destinations": False},
+                             "bookkeeping": False, "timer_tick": False, "leashed_destinations": False,
+                             "read_elision": False},
 }
 MECHANISMS = sorted({k for v in VARIANTS.values() for k in v})
 GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
