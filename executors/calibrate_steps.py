@@ -49,7 +49,8 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
         private copy; a gradient on the copy (written over it where ``kernels.grad_over_theta`` allows,
         as the executor's loops do), then the update ``θ −= η·g`` that leaves the new θ in the copy too
         (``out_ns[k, 0]``, ``update_rule.step_mirrored``) and the read ``θ → copy`` (``out_ns[k, 1]``): a
-        read the executor makes when another worker has updated θ since (at one thread it makes none). Fresh (Leashed-SGD): the gradient on ``pool[cur]``, then
+        read the executor makes when another worker has updated θ since (at one thread it makes none).
+        Fresh (Leashed-SGD): the gradient on ``pool[cur]``, then
         ``θ' = pool[cur] − η·g`` built in the next vector of the pool (``out_ns[k, 0]``), which becomes
         the current one. Between two steps the gradient's own traffic (weights, activations, g)
         passes through the core's caches: on a core whose private cache holds a model but not a

@@ -31,9 +31,10 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.loops import CODE_VERSION, lock_in, lock_out
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKERS, LINE, OK, S_DEADLINE,
-                                  S_ELIDED, S_ROUND_STOP, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING,
-                                  apply_update, apply_update_mirrored, barrier, out_of_budget, record, sample_batch,
-                                  seq_update, snapshot_due, spin_pause, straggle, take_snapshot, wait_go)
+                                  S_ROUND_STOP, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING,
+                                  apply_update, apply_update_mirrored, barrier, out_of_budget, read_copy, record,
+                                  sample_batch, seq_update, snapshot_due, spin_pause, straggle, take_snapshot,
+                                  wait_go)
 from simasgd.memops import copy_into
 from simasgd import compression
 from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
@@ -101,10 +102,7 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
             if wait < 0:
                 return STOPPED_WAITING
             rv = A.load(ctrl, S_VERSION * LINE)
-            if rv == mine:  # no one has updated θ since this worker did: its copy already is θ (loops.run_locked)
-                A.fetch_add(ctrl, S_ELIDED * LINE, 1)
-            else:
-                copy_into(local, theta)
+            read_copy(ctrl, local, theta, rv == mine)  # θ still at this worker's version: its copy is θ
             lock_out(ctrl, False, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])

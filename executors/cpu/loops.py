@@ -30,11 +30,11 @@ from numba import njit
 
 from executors import atomics as A
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
-                                  C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ELIDED, S_LOCK, S_ROUND_STOP, S_STOP,
-                                  S_VERSION, STOPPED_WAITING, apply_update, apply_update_mirrored, barrier, lock_acquire,
-                                  lock_release, out_of_budget, read_acquire, read_release, record, sample_batch,
-                                  seq_update, snapshot_due, straggle, take_snapshot, wait_go, write_acquire,
-                                  write_release)
+                                  C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
+                                  STOPPED_WAITING, apply_update, apply_update_mirrored, barrier, lock_acquire,
+                                  lock_release, out_of_budget, read_acquire, read_copy, read_release, record,
+                                  sample_batch, seq_update, snapshot_due, straggle, take_snapshot, wait_go,
+                                  write_acquire, write_release)
 from simasgd.memops import copy_into
 from simasgd import compression, update_rule
 from simasgd.compression import quantize
@@ -185,10 +185,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             if wait < 0:
                 return STOPPED_WAITING
             rv = A.load(ctrl, S_VERSION * LINE)
-            if rv == mine:  # no one has updated θ since this worker did: its copy already is θ
-                A.fetch_add(ctrl, S_ELIDED * LINE, 1)
-            else:
-                copy_into(local, theta)
+            read_copy(ctrl, local, theta, rv == mine)  # θ still at this worker's version: its copy is θ
             lock_out(ctrl, rw, True)
             t_r = A.now_ns()
             sample_batch(idx, cfg_i[C_NROWS])
@@ -240,13 +237,10 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             rv = A.load(ctrl, S_VERSION * LINE)
             sample_batch(idx, cfg_i[C_NROWS])
             if local:
-                if held:
-                    A.fetch_add(ctrl, S_ELIDED * LINE, 1)
-                else:
-                    # component-wise, racing with the writers: x86 loads each aligned element whole while
-                    # the copy as a whole may mix versions (a copy chunked by cache line with a compiler
-                    # barrier between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
-                    copy_into(own, theta)
+                # component-wise, racing with the writers: x86 loads each aligned element whole while the
+                # copy as a whole may mix versions (a copy chunked by cache line with a compiler barrier
+                # between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
+                read_copy(ctrl, own, theta, held)
                 t_r = A.now_ns()
                 loss_and_grad(own, X, y, idx, gr, shape)
             else:

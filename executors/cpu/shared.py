@@ -298,6 +298,17 @@ def sample_batch(idx: np.ndarray, n_rows: int) -> None:
 
 
 @njit(nogil=True, cache=True)
+def read_copy(ctrl: np.ndarray, copy: np.ndarray, theta: np.ndarray, held: bool) -> None:
+    """A worker's read of θ into its copy, element by element (``memops.copy_into``); skipped, and counted
+    (``S_ELIDED``), where the copy ``held`` θ already: the worker's own update left it there
+    (``update_rule.step_mirrored``) and no one has written θ since."""
+    if held:
+        A.fetch_add(ctrl, S_ELIDED * LINE, 1)
+    else:
+        copy_into(copy, theta)
+
+
+@njit(nogil=True, cache=True)
 def straggle(slowdown: float, t_start: int) -> None:
     """A straggler takes ``slowdown`` × its gradient time: busy-wait the difference."""
     if slowdown <= 1.0:

@@ -212,6 +212,8 @@ class LastWriter:
             where = OTHERS
         elif self._seen[w] != self._writes and self._writes:
             where = OTHERS
+        # another cache holds the lines: the holders but w (before the first write, w's own first touch asks
+        # for two, as it always did)
         elif self._valid - self._holds(w) > (self._seen[w] != self._writes) and (writes or self._downgraded):
             where = HELD  # a writer must invalidate the others' copies; a reader's own lines were downgraded
         else:
