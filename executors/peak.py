@@ -1,7 +1,8 @@
 """A core's arithmetic peak, measured: a large GEMM with the BLAS the kernels call.
 
-The MLP kernels' matrix products are ``np.dot`` in nopython code, which numba hands to the BLAS that
-SciPy links (``scipy.linalg.cython_blas``). :func:`gemm_gflops` times that same call on square
+The MLP kernels' matrix products go through ``kernels.gemm``: in float32, numpy's own OpenBLAS where
+the wheel carries one (simasgd/blas.py); otherwise ``np.dot``, which numba hands to the BLAS
+that SciPy links (``scipy.linalg.cython_blas``). :func:`gemm_gflops` times that same call on square
 matrices large enough for the BLAS to reach its steady state, on one thread: the roofline the
 gradient's GFLOP/s is compared with (issue 14, ``benchmarks/cpu_throughput.py``).
 
@@ -22,16 +23,27 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from simasgd.workloads import kernels
 
 GEMM_N = 1024  # 2 GFLOP a product: the BLAS's blocking is in steady state, and one call is ~10-40 ms
 
 
-@njit(nogil=True, cache=True)
-def _gemm_loop(a: np.ndarray, b: np.ndarray, c: np.ndarray, reps: int) -> int:
-    t0 = A.now_ns()
-    for _ in range(reps):
-        np.dot(a, b, c)
-    return A.now_ns() - t0
+def _make(kernels_version: str = kernels.SOURCE_HASH) -> Any:
+    """The timed GEMM loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`simasgd.workloads.kernels`)."""
+
+    @njit(nogil=True, cache=True)
+    def gemm_loop(a: np.ndarray, b: np.ndarray, c: np.ndarray, reps: int) -> int:
+        if len(kernels_version) == 0:  # referenced, so a kernel edit recompiles this loop
+            return 0
+        t0 = A.now_ns()
+        for _ in range(reps):
+            kernels.gemm(a, b, c, False)
+        return A.now_ns() - t0
+
+    return gemm_loop
+
+
+_gemm_loop = _make()
 
 
 def _best_rate(run: Any, flops_per_rep: float, seconds: float) -> float:
@@ -50,7 +62,7 @@ def _best_rate(run: Any, flops_per_rep: float, seconds: float) -> float:
 
 
 def gemm_gflops(dtype: str = "float32", n: int = GEMM_N, seconds: float = 1.0) -> float:
-    """One thread's GFLOP/s of C = A·B (n × n, ``dtype``) through nopython ``np.dot``."""
+    """One thread's GFLOP/s of C = A·B (n × n, ``dtype``) through the kernels' ``gemm``."""
     from executors.cpu.runner import single_threaded_blas
 
     rng = np.random.default_rng(0)

@@ -45,6 +45,9 @@ def versions() -> dict[str, str]:
             out[name] = _md.version(name)
         except _md.PackageNotFoundError:
             pass
+    from simasgd import blas  # numpy and ctypes only: no numba import
+
+    out["sgemm"] = blas.provider()  # the float32 GEMM the MLP kernels call (two builds ran 8-34% apart)
     return out
 
 

@@ -46,14 +46,18 @@ from pathlib import Path
 
 import numpy as np
 from numba import njit, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
+from simasgd import blas
 from simasgd.workloads import cnn_kernels
 from simasgd.workloads.cnn_kernels import CNN, cnn_rows
 
-# Changes whenever any kernel's source changes (see the module docstring); cnn_kernels.py included.
-SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()
-                             + Path(cnn_kernels.__file__).read_bytes()).hexdigest()[:16]
+# Changes whenever any kernel's source changes (see the module docstring); cnn_kernels.py and the
+# GEMM binding's ABI (blas.py) included.
+SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes() + Path(cnn_kernels.__file__).read_bytes()
+                             + Path(blas.__file__).read_bytes()).hexdigest()[:16]
+
+blas.register()  # before any kernel below is compiled or loaded from the cache: they link against it
 
 SOFTMAX = 1        # softmax cross-entropy network: mlp, logreg
 LEAST_SQUARES = 2  # mean ½(xᵀw + b − y)²
@@ -69,8 +73,44 @@ _LOOP_JIT = dict(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 
 
 # --------------------------------------------------------------------------
-# Softmax networks (dense X): batched forward/backward with BLAS (np.dot).
+# Softmax networks (dense X): batched forward/backward with BLAS.
 # --------------------------------------------------------------------------
+
+_sgemm = types.ExternalFunction(blas.SYMBOL, blas._signature())
+
+
+@intrinsic
+def _data(typingctx, arr):  # type: ignore[no-untyped-def]
+    """The address of a contiguous array's first element, typed, for the external GEMM."""
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        return context.make_array(sig.args[0])(context, builder, args[0]).data
+    return types.CPointer(arr.dtype)(arr), codegen
+
+
+def gemm(A, B, C, trans_a):  # pragma: no cover - typed by overload
+    """C = op(A)·B, op(A) = Aᵀ when ``trans_a``; C is overwritten."""
+
+
+@overload(gemm, jit_options={"nogil": True})
+def _gemm(A, B, C, trans_a):  # type: ignore[no-untyped-def]
+    f32 = all(getattr(a, "dtype", None) == types.float32 and a.layout == "C" and a.ndim == 2 for a in (A, B, C))
+    if not f32:  # float64 (blas.py: numpy's build was no faster there) or strided views: numba's np.dot
+        def by_dot(A, B, C, trans_a):  # type: ignore[no-untyped-def]
+            if trans_a:
+                np.dot(A.T, B, C)
+            else:
+                np.dot(A, B, C)
+        return by_dot
+
+    def by_sgemm(A, B, C, trans_a):  # type: ignore[no-untyped-def]
+        m, n = C.shape
+        k = B.shape[0]
+        rows, cols = (A.shape[1], A.shape[0]) if trans_a else (A.shape[0], A.shape[1])
+        if rows != m or cols != k or B.shape[1] != n:
+            raise ValueError("gemm: shapes do not match")  # np.dot would raise too
+        _sgemm(blas.ROW_MAJOR, blas.TRANS if trans_a else blas.NO_TRANS, blas.NO_TRANS, m, n, k,
+               np.float32(1), _data(A), A.shape[1], _data(B), n, np.float32(0), _data(C), n)
+    return by_sgemm
 
 @njit(**_JIT)
 def _layout(shape, rows):
@@ -113,7 +153,7 @@ def _forward(theta, X, idx, lo, m, shape, woff, boff, aoff, buf):
         Z = buf[aoff[l + 1]:aoff[l + 1] + m * nout].reshape((m, nout))
         W = theta[woff[l]:woff[l] + nin * nout].reshape((nin, nout))
         b = theta[boff[l]:boff[l] + nout]
-        np.dot(A, W, Z)
+        gemm(A, W, Z, False)
         if l < L - 1:
             for i in range(m):
                 for j in range(nout):
@@ -168,13 +208,13 @@ def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
         if l > 0:  # no delta for the input layer: it has no parameters
             W = theta[woff[l]:woff[l] + nin * nout].reshape((nin, nout))
             Dn = buf[nxt:nxt + m * nin].reshape((m, nin))
-            np.dot(D, W.T, Dn)
+            np.dot(D, W.T, Dn)  # not gemm: numpy's OpenBLAS ran A·Bᵀ slower (blas.py)
             for i in range(m):
                 for j in range(nin):
                     if A[i, j] <= 0:  # ReLU'(z) = [z > 0]; A = max(z, 0)
                         Dn[i, j] = 0
             nxt = dbuf + half if nxt == dbuf else dbuf
-        np.dot(A.T, D, g[woff[l]:woff[l] + nin * nout].reshape((nin, nout)))
+        gemm(A, D, g[woff[l]:woff[l] + nin * nout].reshape((nin, nout)), True)
         gb = g[boff[l]:boff[l] + nout]
         gb[:] = 0
         for i in range(m):

@@ -1,0 +1,111 @@
+"""The float32 GEMM the MLP kernels call: numpy's own OpenBLAS where the wheel carries one.
+
+numba compiles ``np.dot`` into a call to the BLAS that SciPy links (``scipy.linalg.cython_blas``).
+numpy's manylinux wheels carry a second, newer OpenBLAS (``numpy.libs/libscipy_openblas64_*``,
+64-bit integers). On the AMD EPYC (Zen 4) of benchmarks/README_cpu.md its single-precision
+GEMM ran the MLP's layer-1 products 8-34% faster than SciPy's (0.3.31 against 0.3.30); its float64
+GEMM was no faster, and its ``A·Bᵀ`` was slower, so only ``sgemm`` with ``B`` untransposed is
+taken from it (``kernels.gemm``).
+
+How the kernels reach it and stay cacheable: they call an external function named
+:data:`SYMBOL`, declared with the CBLAS ABI below. :func:`register` points that name at numpy's
+``scipy_cblas_sgemm64_`` in LLVM's symbol table (as numba does for its own helpers), before any
+kernel is compiled or loaded from numba's cache. No address is baked into machine code, so a cached
+kernel links against whichever provider this process registered. Where numpy carries no such
+library (a source build, another platform) the name points at :func:`_fallback`, a compiled
+function with the same ABI that calls ``np.dot``: the kernels then run as they did before.
+
+The library is the one numpy loaded (``dlopen`` of the same file returns the same handle), so
+``threadpoolctl`` limits its threads together with SciPy's (``executors.cpu.runner.single_threaded_blas``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+SYMBOL = "simasgd_cblas_sgemm64"
+
+# CBLAS enums (cblas.h)
+ROW_MAJOR = 101
+NO_TRANS = 111
+TRANS = 112
+
+_NUMPY_SYMBOL = "scipy_cblas_sgemm64_"
+_CONFIG_SYMBOL = "scipy_openblas_get_config64_"
+
+
+def _signature():  # type: ignore[no-untyped-def]
+    """void cblas_sgemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 64-bit ints."""
+    from numba import types
+
+    i32, i64, f32 = types.int32, types.int64, types.float32
+    p = types.CPointer(f32)
+    return types.void(i32, i32, i32, i64, i64, i64, f32, p, i64, p, i64, f32, p, i64)
+
+
+@lru_cache(maxsize=1)
+def _numpy_openblas() -> tuple[int, str] | None:
+    """Address of numpy's ``scipy_cblas_sgemm64_`` and the library's build string, if numpy carries it."""
+    libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
+    for path in sorted(libs.glob("libscipy_openblas64_*")):
+        try:
+            lib = ctypes.CDLL(str(path))
+            fn = getattr(lib, _NUMPY_SYMBOL)
+        except (OSError, AttributeError):
+            continue
+        config = getattr(lib, _CONFIG_SYMBOL, None)
+        name = path.name
+        if config is not None:
+            config.restype = ctypes.c_char_p
+            name = f"{config().decode(errors='replace').strip()} ({path.name})"
+        return ctypes.cast(fn, ctypes.c_void_p).value or 0, name
+    return None
+
+
+def provider() -> str:
+    """What :data:`SYMBOL` runs in this process (recorded with each run's versions)."""
+    found = _numpy_openblas()
+    return f"numpy.libs {found[1]}" if found else "np.dot (numba's BLAS: scipy.linalg.cython_blas)"
+
+
+_FALLBACK = None
+
+
+def _fallback() -> int:
+    """Address of a compiled CBLAS-ABI sgemm that calls ``np.dot``."""
+    global _FALLBACK
+    if _FALLBACK is None:
+        from numba import carray, cfunc
+
+        @cfunc(_signature(), nopython=True, cache=True)
+        def sgemm_by_dot(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # type: ignore[no-untyped-def]
+            # Only the calls kernels.gemm makes: row-major, ld = the row's width, B untransposed,
+            # alpha 1, beta 0 (C overwritten).
+            B = carray(b, (k, n))
+            C = carray(c, (m, n))
+            if ta == TRANS:
+                np.dot(carray(a, (k, m)).T, B, C)
+            else:
+                np.dot(carray(a, (m, k)), B, C)
+
+        _FALLBACK = sgemm_by_dot
+    return _FALLBACK.address
+
+
+_REGISTERED: int | None = None
+
+
+def register() -> int:
+    """Point :data:`SYMBOL` at the provider; idempotent. Returns the address registered."""
+    global _REGISTERED
+    if _REGISTERED is None:
+        import llvmlite.binding as ll
+
+        found = _numpy_openblas()
+        _REGISTERED = found[0] if found else _fallback()
+        ll.add_symbol(SYMBOL, _REGISTERED)
+    return _REGISTERED
