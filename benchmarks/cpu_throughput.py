@@ -130,19 +130,20 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
     sc = scenario("sequential", 1, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
     theta = wl.init_theta(np.random.default_rng(0))
-    probe = np.zeros(20, dtype=np.int64)
-    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype),
-                  NO_STARTS)
-    time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, np.zeros(0, dtype=theta.dtype),
-                  NO_STARTS)
-    n = int(seconds / (np.median(probe) * 1e-9))
-    outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
-    none = np.zeros(0, dtype=theta.dtype)  # no cycle traffic: back-to-back gradients
-    ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
-                                                        batch, o, k, none, NO_STARTS)) for k, o in enumerate(outs)]
     from executors.cpu.runner import single_threaded_blas
 
+    # The probe too: unlimited, it ran B = 64 float32 through numpy's OpenBLAS on two threads at 28 ms a
+    # gradient (0.46 ms on one), so the timed loops were sized to 71 gradients, 0.03 s of thread start-up
     with single_threaded_blas():  # as in the runs: idle BLAS threads would spin and steal a core
+        probe = np.zeros(20, dtype=np.int64)
+        none = np.zeros(0, dtype=theta.dtype)  # no cycle traffic: back-to-back gradients
+        for _ in range(2):
+            time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, none, NO_STARTS)
+        n = int(seconds / (np.median(probe) * 1e-9))
+        outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
+        ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
+                                                            batch, o, k, none, NO_STARTS))
+              for k, o in enumerate(outs)]
         t0 = time.monotonic()
         for t in ts:
             t.start()

@@ -37,7 +37,7 @@ def _make(kernels_version: str = kernels.SOURCE_HASH) -> Any:
             return 0
         t0 = A.now_ns()
         for _ in range(reps):
-            kernels.gemm(a, b, c, False)
+            kernels.gemm(a, b, c, False, False)
         return A.now_ns() - t0
 
     return gemm_loop

@@ -2,10 +2,17 @@
 
 numba compiles ``np.dot`` into a call to the BLAS that SciPy links (``scipy.linalg.cython_blas``).
 numpy's manylinux wheels carry a second, newer OpenBLAS (``numpy.libs/libscipy_openblas64_*``,
-64-bit integers). On the AMD EPYC (Zen 4) of benchmarks/README_cpu.md its single-precision
-GEMM ran the MLP's layer-1 products 8-34% faster than SciPy's (0.3.31 against 0.3.30); its float64
-GEMM was no faster, and its ``A·Bᵀ`` was slower, so only ``sgemm`` with ``B`` untransposed is
-taken from it (``kernels.gemm``).
+64-bit integers). On the AMD EPYC (Zen 4) of benchmarks/README_cpu.md its single-precision GEMM
+ran the MLP's ``A·B`` and ``Aᵀ·B`` 8-34% faster than SciPy's (0.3.31 against 0.3.30; both pick
+their SkylakeX kernels there), its ``A·Bᵀ`` 10-30% slower, and its float64 GEMM no faster. So
+``kernels.gemm`` takes every float32 product from it, ``A·Bᵀ`` included, and leaves float64 to
+``np.dot``.
+
+Why ``A·Bᵀ`` too: one library per gradient. Each OpenBLAS keeps its own pool of threads, which
+spin for about 0.1 s after a multi-threaded call. Where the thread count is not limited to one
+(the simulator's loss evaluations, a notebook), a gradient alternating between the two libraries
+had each library's call wait on a pool thread the other's spinning pool kept off the CPU: 24 ms
+a B = 64 gradient on 2 cores, against 0.3 ms from one library.
 
 How the kernels reach it and stay cacheable: they call an external function named
 :data:`SYMBOL`, declared with the CBLAS ABI below. :func:`register` points that name at numpy's
@@ -83,14 +90,15 @@ def _fallback() -> int:
 
         @cfunc(_signature(), nopython=True, cache=True)
         def sgemm_by_dot(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # type: ignore[no-untyped-def]
-            # Only the calls kernels.gemm makes: row-major, ld = the row's width, B untransposed,
-            # alpha 1, beta 0 (C overwritten).
-            B = carray(b, (k, n))
+            # Only the calls kernels.gemm makes: row-major, ld = the row's width, A and B not both
+            # transposed, alpha 1, beta 0 (C overwritten).
             C = carray(c, (m, n))
             if ta == TRANS:
-                np.dot(carray(a, (k, m)).T, B, C)
+                np.dot(carray(a, (k, m)).T, carray(b, (k, n)), C)
+            elif tb == TRANS:
+                np.dot(carray(a, (m, k)), carray(b, (n, k)).T, C)
             else:
-                np.dot(carray(a, (m, k)), B, C)
+                np.dot(carray(a, (m, k)), carray(b, (k, n)), C)
 
         _FALLBACK = sgemm_by_dot
     return _FALLBACK.address

@@ -87,30 +87,43 @@ def _data(typingctx, arr):  # type: ignore[no-untyped-def]
     return types.CPointer(arr.dtype)(arr), codegen
 
 
-def gemm(A, B, C, trans_a):  # pragma: no cover - typed by overload
-    """C = op(A)·B, op(A) = Aᵀ when ``trans_a``; C is overwritten."""
+def gemm(A, B, C, trans_a, trans_b):  # pragma: no cover - typed by overload
+    """C = op(A)·op(B), op(X) = Xᵀ where its flag is set; C is overwritten."""
+
+
+@njit(**_JIT)
+def _gemm_dims(A, B, C, trans_a, trans_b):
+    """m, n, k of C (m × n) = op(A) (m × k) · op(B) (k × n); a ValueError where they do not fit."""
+    if trans_a and trans_b:
+        raise ValueError("gemm: Aᵀ·Bᵀ is not supported")  # no kernel needs it
+    m, n = C.shape
+    k = B.shape[1] if trans_b else B.shape[0]
+    rows, cols = (A.shape[1], A.shape[0]) if trans_a else (A.shape[0], A.shape[1])
+    if rows != m or cols != k or (B.shape[0] if trans_b else B.shape[1]) != n:
+        raise ValueError("gemm: shapes do not match")
+    return m, n, k
 
 
 @overload(gemm, jit_options={"nogil": True})
-def _gemm(A, B, C, trans_a):  # type: ignore[no-untyped-def]
+def _gemm(A, B, C, trans_a, trans_b):  # type: ignore[no-untyped-def]
     f32 = all(getattr(a, "dtype", None) == types.float32 and a.layout == "C" and a.ndim == 2 for a in (A, B, C))
     if not f32:  # float64 (blas.py: numpy's build was no faster there) or strided views: numba's np.dot
-        def by_dot(A, B, C, trans_a):  # type: ignore[no-untyped-def]
+        def by_dot(A, B, C, trans_a, trans_b):  # type: ignore[no-untyped-def]
+            _gemm_dims(A, B, C, trans_a, trans_b)
             if trans_a:
                 np.dot(A.T, B, C)
+            elif trans_b:
+                np.dot(A, B.T, C)
             else:
                 np.dot(A, B, C)
         return by_dot
 
-    def by_sgemm(A, B, C, trans_a):  # type: ignore[no-untyped-def]
-        m, n = C.shape
-        k = B.shape[0]
-        rows, cols = (A.shape[1], A.shape[0]) if trans_a else (A.shape[0], A.shape[1])
-        if rows != m or cols != k or B.shape[1] != n:
-            raise ValueError("gemm: shapes do not match")  # np.dot would raise too
-        _sgemm(blas.ROW_MAJOR, blas.TRANS if trans_a else blas.NO_TRANS, blas.NO_TRANS, m, n, k,
-               np.float32(1), _data(A), A.shape[1], _data(B), n, np.float32(0), _data(C), n)
+    def by_sgemm(A, B, C, trans_a, trans_b):  # type: ignore[no-untyped-def]
+        m, n, k = _gemm_dims(A, B, C, trans_a, trans_b)
+        _sgemm(blas.ROW_MAJOR, blas.TRANS if trans_a else blas.NO_TRANS, blas.TRANS if trans_b else blas.NO_TRANS,
+               m, n, k, np.float32(1), _data(A), A.shape[1], _data(B), B.shape[1], np.float32(0), _data(C), n)
     return by_sgemm
+
 
 @njit(**_JIT)
 def _layout(shape, rows):
@@ -153,7 +166,7 @@ def _forward(theta, X, idx, lo, m, shape, woff, boff, aoff, buf):
         Z = buf[aoff[l + 1]:aoff[l + 1] + m * nout].reshape((m, nout))
         W = theta[woff[l]:woff[l] + nin * nout].reshape((nin, nout))
         b = theta[boff[l]:boff[l] + nout]
-        gemm(A, W, Z, False)
+        gemm(A, W, Z, False, False)
         if l < L - 1:
             for i in range(m):
                 for j in range(nout):
@@ -208,13 +221,13 @@ def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
         if l > 0:  # no delta for the input layer: it has no parameters
             W = theta[woff[l]:woff[l] + nin * nout].reshape((nin, nout))
             Dn = buf[nxt:nxt + m * nin].reshape((m, nin))
-            np.dot(D, W.T, Dn)  # not gemm: numpy's OpenBLAS ran A·Bᵀ slower (blas.py)
+            gemm(D, W, Dn, False, True)
             for i in range(m):
                 for j in range(nin):
                     if A[i, j] <= 0:  # ReLU'(z) = [z > 0]; A = max(z, 0)
                         Dn[i, j] = 0
             nxt = dbuf + half if nxt == dbuf else dbuf
-        gemm(A, D, g[woff[l]:woff[l] + nin * nout].reshape((nin, nout)), True)
+        gemm(A, D, g[woff[l]:woff[l] + nin * nout].reshape((nin, nout)), True, False)
         gb = g[boff[l]:boff[l] + nout]
         gb[:] = 0
         for i in range(m):
