@@ -45,6 +45,7 @@ from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_gra
 # recompiled when a callee's file changes; closure values are part of the key).
 CODE_VERSION = SOURCE_HASH + update_rule.SOURCE_HASH + compression.SOURCE_HASH  # sync's 1-bit quantiser too
 
+SWEEP_BLOCK = 1024    # HOGWILD!'s downward sweep: elements a block, each block written upwards (8 KB of float64)
 HOGWILD_CHUNK = 8     # with probes on: elements per probed chunk (one cache line of float64), a barrier after each
 
 
@@ -68,7 +69,7 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
 
     @njit(nogil=True, cache=True)
     def hogwild_step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mom: float, div: float,
-                     canary: np.ndarray, probes: bool) -> None:
+                     canary: np.ndarray, probes: bool, down: bool = False) -> None:
         """Unsynchronised θ update: the update rule (``update_rule``'s element-wise forms, gradient
         divided by ``div``) as one vectorised loop over θ, as C's ``theta[i] -= lr * g[i]`` compiles:
         each element is its own load-modify-store, so concurrent writers overwrite each other element
@@ -81,10 +82,29 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         that every writer writes in the same order, so two concurrent updates ping-pong probe lines;
         once the two threads' updates overlap they stay overlapping (each update 0.8-1.2 ms instead
         of 28 us, MLP d = 85k on 2 cores) - the HOGWILD! bimodality of benchmarks/README_cpu.md.
-        Without them no run was bimodal."""
+        Without them no run was bimodal.
+
+        ``down``: the same writes block by block from the top of θ (:data:`SWEEP_BLOCK` elements a block,
+        each block written upwards). Odd-numbered workers sweep down (``run_hogwild``): two updates that
+        overlap then meet once in the middle. Swept the same way, the later one followed the earlier
+        line by line, taking each line as the other had just written it: those pairs stayed together for
+        the rest of the run, updates at 250 µs instead of 18 (the convoys of benchmarks/README_cpu.md).
+        The element-wise arithmetic is the same in either direction (a test holds it bit for bit)."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         d = theta.shape[0]
+        if down and not probes:
+            # each block a view swept from 0: a range from a variable lo kept LLVM from vectorising (numba's
+            # negative-index wrap-around), 3x slower
+            hi = d
+            while hi > 0:
+                lo = max(hi - SWEEP_BLOCK, 0)
+                if mom > 0.0:
+                    heavy_ball_range(theta[lo:hi], vel[lo:hi], g[lo:hi], lr, mom, div, 0, hi - lo)
+                else:
+                    plain_range(theta[lo:hi], g[lo:hi], lr, div, 0, hi - lo)
+                hi = lo
+            return
         if not probes:
             if mom > 0.0:
                 heavy_ball_range(theta, vel, g, lr, mom, div, 0, d)
@@ -254,7 +274,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
                 step_mirrored(theta, vel, gr, own, cfg_f[F_LR], cfg_f[F_MOM], div)
                 held = True
             else:
-                hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], div, canary, probes)
+                hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], div, canary, probes, w % 2 == 1)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads

@@ -84,6 +84,13 @@ def _cpu_hogwild_plain(aware: bool) -> Callable[..., None]:
     return step
 
 
+def _cpu_hogwild_down(aware: bool) -> Callable[..., None]:
+    """An odd-numbered worker's sweep, from the top of θ down."""
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        loops.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), np.zeros(0), False, True)
+    return step
+
+
 def _cpu_leashed(aware: bool) -> Callable[..., None]:
     """Leashed-SGD's one-pass build of the next vector from the latest, which then becomes the latest."""
     sc = _scenario(aware)
@@ -98,7 +105,8 @@ def _cpu_leashed(aware: bool) -> Callable[..., None]:
 
 PATHS: dict[str, Callable[[bool], Callable[..., None]]] = {
     "update_rule": lambda aware: _shared_rule, "sim": _sim, "sim_chunked": _sim_chunked, "cpu": _cpu,
-    "cpu_hogwild": _cpu_hogwild, "cpu_hogwild_plain": _cpu_hogwild_plain, "cpu_leashed": _cpu_leashed,
+    "cpu_hogwild": _cpu_hogwild, "cpu_hogwild_plain": _cpu_hogwild_plain, "cpu_hogwild_down": _cpu_hogwild_down,
+    "cpu_leashed": _cpu_leashed,
 }
 
 
@@ -112,6 +120,20 @@ def test_every_path_gives_the_hand_computed_sequence(path: str, aware: bool, exp
         assert np.all(theta == want), (path, tau, theta[:3], want)
     if aware:
         assert np.all(vel == VEL[-1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("momentum,div", [(0.0, 1.0), (0.0, 3.0), (0.9, 1.0), (0.9, 2.0)])
+def test_hogwild_sweeps_down_to_the_same_bits(momentum: float, div: float, dtype: type) -> None:
+    """Several blocks and a partial one (the top): every element written once, as the upward sweep does."""
+    d = 3 * loops.SWEEP_BLOCK + 37
+    rng = np.random.default_rng(11)
+    theta, vel, g = (rng.standard_normal(d).astype(dtype) for _ in range(3))
+    before, up, vup = theta.copy(), theta.copy(), vel.copy()
+    loops.hogwild_step(up, vup, g, LR, momentum, div, np.zeros(0), False, False)
+    loops.hogwild_step(theta, vel, g, LR, momentum, div, np.zeros(0), False, True)
+    assert np.array_equal(theta, up) and np.array_equal(vel, vup)
+    assert np.count_nonzero(up != before) > 0.99 * d  # it stepped (a rounding may leave a few)
 
 
 def test_sim_mean_of_gradients_divides_each_by_its_own_staleness() -> None:
