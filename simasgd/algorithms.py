@@ -198,7 +198,11 @@ ALGORITHMS: dict[str, Definition] = {a.name: a for a in (
     Definition("hogwild", "HOGWILD!: unsynchronised element-wise updates", "Recht et al. 2011; Ek 2021 §3.1",
                (Param("local_copy", True, "the gradient at a local copy of θ read element by element while "
                       "others write (Ek 2021 §2.2.3, §3.1: the framework's ParameterContainer copy) | false: at "
-                      "the live shared θ", (True, False)),), applies="racy"),
+                      "the live shared θ", (True, False)),
+                Param("sweep", "alternate", "the order of a worker's element-wise writes: alternate (odd-numbered "
+                      "workers from the top of θ down, so overlapping updates cross once instead of following "
+                      "each other line by line: benchmarks/README_cpu.md) | up (every worker from θ[0], as "
+                      "the C++ framework's loop)", ("alternate", "up"))), applies="racy"),
     Definition("leashed", "Leashed-SGD: CAS on a pointer to the latest parameter vector",
                "Bäckström et al. 2021",
                (Param("persistence", "inf", "max failed CAS attempts before the update is dropped: int >= 0 | inf"),

@@ -181,6 +181,7 @@ class AlgorithmConfig(Section):
     subtract: Literal[algorithms.LOPEZ_SUBTRACT] | None = None  # type: ignore[valid-type]  # lopez
     model_read: Literal[algorithms.LOPEZ_READ] | None = None  # type: ignore[valid-type]  # lopez
     local_copy: bool | None = None  # hogwild
+    sweep: Literal["alternate", "up"] | None = None  # hogwild
 
     @field_validator("name")
     @classmethod

@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
+from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_SWEEP_ALTERNATE, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK, C_STALE_AWARE,
                                   C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE, S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION,
                                   STOPPED_WAITING, apply_update, apply_update_mirrored, barrier, lock_acquire,
                                   lock_release, out_of_budget, read_acquire, read_copy, read_release, record,
@@ -85,7 +85,8 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         Without them no run was bimodal.
 
         ``down``: the same writes block by block from the top of θ (:data:`SWEEP_BLOCK` elements a block,
-        each block written upwards). Odd-numbered workers sweep down (``run_hogwild``): two updates that
+        each block written upwards). Odd-numbered workers sweep down (``run_hogwild``, ``[algorithm] sweep =
+        "alternate"``, the default): two updates that
         overlap then meet once in the middle. Swept the same way, the later one followed the earlier
         line by line, taking each line as the other had just written it: those pairs stayed together for
         the rest of the run, updates at 250 µs instead of 18 (the convoys of benchmarks/README_cpu.md).
@@ -239,6 +240,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         np.random.seed(seed)
         g = np.empty_like(theta)
         local = cfg_i[C_LOCAL_COPY] != 0
+        down = cfg_i[C_SWEEP_ALTERNATE] != 0 and w % 2 == 1  # [algorithm] sweep: see hogwild_step
         own = np.empty_like(theta) if local else theta[:0]
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         gr = own if local and grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again
@@ -274,7 +276,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
                 step_mirrored(theta, vel, gr, own, cfg_f[F_LR], cfg_f[F_MOM], div)
                 held = True
             else:
-                hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], div, canary, probes, w % 2 == 1)
+                hogwild_step(theta, vel, gr, cfg_f[F_LR], cfg_f[F_MOM], div, canary, probes, down)
             v = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
             if snapshot_due(cfg_i, ctrl, v):
                 take_snapshot(ctrl, cfg_i, ring, meta, v, theta)  # as torn as the workers' own reads

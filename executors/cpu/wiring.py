@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from executors.cpu import bounded, decentral, elastic, leashed, loops, lopez, param_server
-from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_ELIDED, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_SWEEP_ALTERNATE, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_ELIDED, S_EXHAUSTED, S_LATEST, slot
 from executors.kernel import with_kernel
 
 
@@ -172,6 +172,7 @@ def _leashed_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
 
 def _hogwild_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
     cfg_i[C_LOCAL_COPY] = int(bool(a.param("local_copy")))
+    cfg_i[C_SWEEP_ALTERNATE] = int(a.param("sweep") == "alternate")
 
 
 def _rwlock_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:

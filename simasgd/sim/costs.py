@@ -281,9 +281,10 @@ class Platform:
         return self._step(w, s, READ_COPIES, part, seconds, first)
 
     def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
-               racing: bool = False) -> simpy.Event:
+               racing: bool = False, down: bool = False) -> simpy.Event:
         """Apply (a ``part`` of) the update to the shared model; ``racing``: with no lock, so other workers
-        may be writing the same lines at this moment (HOGWILD!, EA-wild's centre: :mod:`racing`)."""
+        may be writing the same lines at this moment (HOGWILD!, EA-wild's centre: :mod:`racing`), the
+        parts from the top of the model down where ``down``."""
         s = self._update[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())
@@ -291,7 +292,7 @@ class Platform:
         if first:
             self._begin(w, writes=True)
             if racing:
-                self._writers.begin(w)
+                self._writers.begin(w, max(1, round(1 / part)), down)
         return self._step(w, s, UPDATE_COPIES, part, seconds, first, racing)
 
     def bookkeeping(self, w: int) -> simpy.Event | None:

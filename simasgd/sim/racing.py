@@ -2,7 +2,9 @@
 
 Two workers that update θ without a lock sweep the same lines in the same order. While both are inside
 a chunk, each write must first take its line from the other core, which wants it back: the chunk runs
-at ``[coherence] race_gbs`` (:meth:`Writers.chunk`, ``[sim] racing_writes``).
+at ``[coherence] race_gbs`` (:meth:`Writers.chunk`, ``[sim] racing_writes``). HOGWILD!'s odd-numbered
+workers sweep from the top down (the executor's ``hogwild_step``, to break the convoys below): a writer
+sweeping the other way races only where the two meet.
 
 **Convoys** (``[sim] write_convoys``). The later writer cannot overtake the other: a chunk the other is
 writing now it can finish only after the other's last line of it, one line's hand-off between the cores
@@ -33,7 +35,7 @@ from simasgd.sim.cpu import Cores
 class Writers:
     """Who is writing the shared model without a lock, and where in the sweep: the chunk each is inside."""
 
-    __slots__ = ("env", "cores", "race_s", "handoff_s", "convoys", "_next", "_at", "_done")
+    __slots__ = ("env", "cores", "race_s", "handoff_s", "convoys", "_next", "_at", "_done", "_down", "_n")
 
     def __init__(self, env: simpy.Environment, cores: Cores, race_s: float, handoff_s: list[float],
                  convoys: bool):
@@ -42,13 +44,35 @@ class Writers:
         self._next = [0] * n  # the index of each worker's next chunk in its update under way
         self._at = [-1] * n  # the chunk each worker is inside now (-1: none)
         self._done: list[simpy.Event | None] = [None] * n  # with convoys: fires when that chunk's last line is written
+        self._down = [False] * n  # each worker's sweep in its update under way: from the top down
+        self._n = [1] * n  # and its number of chunks
 
-    def begin(self, w: int) -> None:
-        """Worker ``w`` begins an unlocked update: its next chunk is the sweep's first."""
-        self._next[w] = 0
+    def begin(self, w: int, chunks: int = 1, down: bool = False) -> None:
+        """Worker ``w`` begins an unlocked update of ``chunks`` chunks, from the top down where ``down``:
+        its next chunk is the sweep's first."""
+        self._next[w], self._n[w], self._down[w] = 0, chunks, down
+
+    def _span(self, v: int, i: int) -> tuple[float, float]:
+        """Where in the model ``v``'s ``i``-th chunk of its sweep lies, as fractions of it."""
+        n = self._n[v]
+        at = n - 1 - i if self._down[v] else i
+        return at / n, (at + 1) / n
+
+    def _crossing(self, w: int, i: int, others: list[int]) -> bool:
+        """Another writer sweeping the other way is inside this chunk or the next: the two meet here."""
+        lo, hi = self._span(w, i)
+        for v in others:
+            vlo, vhi = self._span(v, self._at[v])
+            if vlo <= hi and lo <= vhi:
+                return True
+        return False
 
     def chunk(self, w: int, part: float, seconds: float) -> simpy.Event:
         """``w``'s next chunk, a ``part`` of its update, ``seconds`` alone.
+
+        A writer sweeping the other way (HOGWILD!'s odd-numbered workers write from the top down) races
+        with this chunk only where the two meet, inside this chunk or the next; elsewhere each writes lines
+        the other is not writing. Among writers sweeping the same way:
 
         Without convoys, while another worker holding its CPU is inside a chunk of its own, both write lines
         both caches hold and each write must first take its line from the other core, which wants it back:
@@ -63,10 +87,13 @@ class Writers:
         i = self._next[w]
         self._next[w] = i + 1
         on = [v for v in range(len(self._at)) if v != w and self.cores.on_cpu(v) and self._at[v] >= 0]
-        if not self.convoys:  # inside any chunk: both race, each on its own time
-            ahead, race = [], bool(on)
+        same = [v for v in on if self._down[v] == self._down[w]]
+        crossing = len(same) < len(on) and self._crossing(w, i, [v for v in on if self._down[v] != self._down[w]])
+        if not self.convoys:  # inside any chunk of the same sweep: both race, each on its own time
+            ahead, race = [], bool(same) or crossing
         else:
-            ahead, race = [v for v in on if self._at[v] == i], i > 0 and any(self._at[v] == i - 1 for v in on)
+            ahead = [v for v in same if self._at[v] == i]
+            race = crossing or (i > 0 and any(self._at[v] == i - 1 for v in same))
         if race:
             seconds = max(seconds, self.race_s * part)
         waits = [e for e in (self._done[v] for v in ahead) if e is not None]

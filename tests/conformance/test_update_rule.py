@@ -136,6 +136,19 @@ def test_hogwild_sweeps_down_to_the_same_bits(momentum: float, div: float, dtype
     assert np.count_nonzero(up != before) > 0.99 * d  # it stepped (a rounding may leave a few)
 
 
+@pytest.mark.parametrize("sweep,word", [(None, 1), ("alternate", 1), ("up", 0)])
+def test_the_hogwild_sweep_reaches_the_cpu_loop(sweep: str | None, word: int) -> None:
+    alg = {"name": "hogwild"} | ({"sweep": sweep} if sweep else {})
+    sc = loader.from_dict({"workers": {"count": 2}, "algorithm": alg, "stop": {"max_updates": 10}})
+    cfg_i, _ = runner.config(sc, ConstWorkload(dim=D), 2, 10, 0)
+    assert cfg_i[shared.C_SWEEP_ALTERNATE] == word
+
+
+def test_an_unknown_sweep_is_refused_by_name() -> None:
+    with pytest.raises(loader.ScenarioError, match="sweep"):
+        loader.from_dict({"algorithm": {"name": "hogwild", "sweep": "down"}, "stop": {"max_updates": 10}})
+
+
 def test_sim_mean_of_gradients_divides_each_by_its_own_staleness() -> None:
     # sync / k_sync / k_async: one step with the mean of ĝ over the gradients: (1/1 + 1/2) / 2 = 0.75.
     model = Model(_scenario(True, "k_async", 2), 0, ConstWorkload(dim=D))

@@ -37,12 +37,13 @@ def _profile(tmp_path: Path, books: float | None = BOOKS_S) -> Path:
     return path
 
 
-def _hogwild(max_updates: int = 400, gradient: dict | None = None, **switches):  # noqa: ANN202
+def _hogwild(max_updates: int = 400, gradient: dict | None = None, sweep: str = "up", **switches):  # noqa: ANN202
+    """Both writers sweep up by default here: a convoy is one writer following another the same way."""
     return loader.from_dict({
         "name": "r", "seed": 5, "workers": {"count": 2, "placement": "uma"}, "machine": {"preset": "this"},
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 4000},
         "timing": {"gradient": gradient or {"dist": "deterministic", "mean_s": 1e-4}},
-        "algorithm": {"name": "hogwild"}, "stop": {"max_updates": max_updates, "max_time_s": 10},
+        "algorithm": {"name": "hogwild", "sweep": sweep}, "stop": {"max_updates": max_updates, "max_time_s": 10},
         "sim": {"numerics": True, "read_chunks": 16, "loss_snapshots": False, **switches}})
 
 
@@ -118,3 +119,21 @@ def test_random_writers_follow_by_a_hand_off_or_end_apart(tmp_path: Path, monkey
     assert gaps.min() >= h * (1 - 1e-6)
     together = np.isclose(gaps, h, rtol=1e-6)
     assert together.any() and (~together).any()
+
+
+def test_writers_sweeping_opposite_ways_cross_instead_of_following(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sweep = "alternate"``: worker 1 writes from the top down. Begun a stagger behind worker 0, it meets
+    it once, in the middle, and the two never end a hand-off apart (no convoy), with convoys on; with
+    both sweeping up the same run is one convoy. Only the chunks where they cross race: the alternating
+    pair's updates take less time than the same-way pair's."""
+    runs = {sweep: _run(tmp_path, monkeypatch, _hogwild(sweep=sweep, write_convoys=True,
+                                                        startup_stagger_s=STAGGER_S)) for sweep in ("up", "alternate")}
+    h = H_NS * 1e-9
+    for sweep, u in runs.items():
+        end, who = u["t_write"].to_numpy(), u["worker"].to_numpy()
+        apart = np.abs(end[who == 1] - end[who == 0])
+        assert np.isclose(apart, h, rtol=1e-6).all() == (sweep == "up"), sweep
+        assert np.isclose(apart, h, rtol=1e-6).any() == (sweep == "up"), sweep
+    span = {s: float((u["t_write"] - u["t_grad_end"]).mean()) for s, u in runs.items()}
+    assert span["alternate"] < span["up"]

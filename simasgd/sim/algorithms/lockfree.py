@@ -2,7 +2,8 @@
 
 HOGWILD!: read without synchronisation into a local copy (``local_copy``, Ek
 2021 §3.1; false: the gradient reads the live θ and the read costs nothing
-here), compute, write element-wise without synchronisation. A worker alone in
+here), compute, write element-wise without synchronisation (with ``sweep = "alternate"``, the default,
+odd-numbered workers from the top of θ down, as the executor's: ``racing.Writers``). A worker alone in
 the run leaves the new θ in its copy too and reads only once (``[sim]
 read_elision``, as the executor's ``run_hogwild``). In numerics mode with ``[sim] read_chunks`` > 1 the read is
 torn — copied chunk by chunk while other workers' writes land chunk by chunk —
@@ -28,6 +29,7 @@ from typing import Generator
 
 import simpy
 
+from simasgd.machine import is_gpu
 from simasgd.sim.engine import SimRun
 from simasgd.sim.primitives import CacheLine, CasCell, atomic
 
@@ -35,6 +37,10 @@ from simasgd.sim.primitives import CacheLine, CasCell, atomic
 def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
     p, model = run.platform, run.model
     chunks = model.chunks if model is not None and len(model.chunks) > 1 else None
+    # [algorithm] sweep = "alternate": odd-numbered workers write from the top of θ down, as the cpu executor's
+    # (a GPU stream's update kernel writes all of θ at once)
+    down = run.sc.algorithm.param("sweep") == "alternate" and w % 2 == 1 and not is_gpu(run.sc.machine)
+    writes = None if chunks is None else (chunks[::-1] if down else chunks)
     local = bool(run.sc.algorithm.param("local_copy"))  # false: the gradient reads the live θ, no copy
     elide = local and run.elide_reads and run.n == 1  # alone in the run, the copy is θ after its own update
     held = False
@@ -64,15 +70,15 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
             p.computes_on_copy(w)
         yield p.gradient(w)
         run.computed(w)
-        if chunks is None:
-            yield p.update(w, racing=True)
+        if writes is None:
+            yield p.update(w, racing=True, down=down)
             if model is not None:
                 model.step(model.grad[w], run.version - rv)
         else:
             tau, total = run.version - rv, p.update_time(w)
-            for i, part in enumerate(chunks):  # element-wise writes land chunk by chunk
-                part_s = None if total is None else total / len(chunks)
-                yield p.update(w, 1 / len(chunks), part_s, i == 0, racing=True)
+            for i, part in enumerate(writes):  # element-wise writes land chunk by chunk, in the sweep's order
+                part_s = None if total is None else total / len(writes)
+                yield p.update(w, 1 / len(writes), part_s, i == 0, racing=True, down=down)
                 model.step(model.grad[w], tau, part)
         held = elide
         snap = run.snapshot(w, run.applied(w, rv, t_read))
