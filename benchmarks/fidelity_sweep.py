@@ -3,7 +3,8 @@
 For mutex, rwlock, hogwild, leashed (persistence 0, 1, inf) and lopez at 1, 2, 4 and 8 threads,
 batch 16 and 64: run the scenario on `cpu` and on `sim` with the calibrated profile
 (`machine.preset = "this"`, calibrating first if there is none), compare, and write one table
-row per cell to benchmarks/fidelity.md (the measured figures) plus the results folders.
+row per cell to benchmarks/fidelity.md (the measured figures; as its newest section where the file already
+holds earlier runs) plus the results folders.
 
     .venv/bin/python benchmarks/fidelity_sweep.py [--repeats 3] [--max-updates 10000] [--out results/fidelity]
 
@@ -301,10 +302,35 @@ def from_folders(args: argparse.Namespace) -> int:
         if (cell / "sim").is_dir() and (cell / "cpu").is_dir():
             fid, results = fidelity.compare_folders(cell / "sim", cell / "cpu", resamples=500)
             rows.append(row(fid, results, label, threads, batch) + ["·"])
-    args.table.write_text(markdown(rows, args, 0.0))
+    save_table(args.table, markdown(rows, args, 0.0), args.run_id)
     print(headline(rows))
     print(f"wrote {args.table}")
     return 0
+
+
+def save_table(path: Path, text: str, run_id: str) -> None:
+    """Write this sweep's table (``markdown``) into ``path`` without losing what is there.
+
+    A file that already holds earlier runs (sections under the title, newest first) gets this run as its
+    newest section, between markers that each rewrite of the same run (one after every cell) replaces in
+    place; a new or foreign file gets the table alone. Written atomically: an interrupted sweep leaves the
+    file as it was after its last cell."""
+    from simasgd.atomicio import atomic_write_text
+
+    begin, end = f"<!-- fidelity_sweep {run_id} -->", f"<!-- /fidelity_sweep {run_id} -->"
+    old = path.read_text() if path.exists() else ""
+    title, _, body = text.partition("\n")
+    if not old.startswith(title) or "\n## " not in old:
+        atomic_write_text(path, text)
+        return
+    section = f"{begin}\n## {run_id} UTC: `fidelity_sweep.py` (as it wrote it)\n{body.rstrip()}\n{end}\n\n"
+    if begin in old:
+        head, _, rest = old.partition(begin)
+        new = head + section + rest.partition(end)[2].lstrip("\n")
+    else:
+        i = min(j for j in (old.find("\n## "), old.find("\n<!-- fidelity_sweep ")) if j >= 0) + 1  # the newest section
+        new = old[:i] + section + old[i:]
+    atomic_write_text(path, new)
 
 
 def _load(avg: tuple[float, float, float]) -> str:
@@ -341,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
                         "the host drifts within the hour, and the goals assume a profile measured right before")
     args = p.parse_args(argv)
+    args.run_id = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
     if args.profile is not None:
         os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
     if args.recalibrate and not args.from_folders:
@@ -395,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                         + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"]
                         + ["·"] * (len(COLUMNS) - v - 1))
         print(" | ".join(rows[-1]), flush=True)
-        args.table.write_text(markdown(rows, args, time.perf_counter() - start))  # keep partial tables
+        save_table(args.table, markdown(rows, args, time.perf_counter() - start), args.run_id)  # keep partial tables
     print(headline(rows))
     print(f"wrote {args.table}")
     return 0
