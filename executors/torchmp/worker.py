@@ -30,8 +30,8 @@ import numpy as np
 from executors import atomics as A
 from executors.cpu import shared
 from executors.cpu.loops import hogwild_step
-from executors.cpu.shared import (ABORT, BUFFER_FULL, C_MAXU, C_STALE_AWARE, F_LR, F_MOM, LINE, OK,
-                                  S_DEADLINE, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, slot)
+from executors.cpu.shared import (ABORT, BUFFER_FULL, C_MAXU, C_STALE_AWARE, C_SWEEP_ALTERNATE, F_LR, F_MOM,
+                                  LINE, OK, S_DEADLINE, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, slot)
 from executors.torchmp.state import State, add_word, load_word
 from simasgd import seeds
 from simasgd.scenario import Scenario
@@ -79,6 +79,7 @@ def _acquire(st: State) -> int:
 def run_hogwild(w: int, st: State, wl: Any, batch: int, rng: np.random.Generator, slowdown: float) -> int:
     g = np.empty_like(st.theta)
     aware = st.cfg_i[C_STALE_AWARE] != 0
+    down = st.cfg_i[C_SWEEP_ALTERNATE] != 0 and w % 2 == 1  # [algorithm] sweep, as the cpu backend's workers
     ri, rf = st.ri[w], st.rf[w]
     while not shared.out_of_budget(st.ctrl, st.cfg_i):
         t_s = A.clock_ns()
@@ -87,7 +88,8 @@ def run_hogwild(w: int, st: State, wl: Any, batch: int, rng: np.random.Generator
         shared.straggle(slowdown, t_s)
         t_ge = A.clock_ns()
         cur = load_word(st.ctrl, VER)
-        hogwild_step(st.theta, st.vel, g, st.cfg_f[F_LR], st.cfg_f[F_MOM], divisor(cur - rv, aware), st.canary, False)
+        hogwild_step(st.theta, st.vel, g, st.cfg_f[F_LR], st.cfg_f[F_MOM], divisor(cur - rv, aware), st.canary, False,
+                     down)
         v = add_word(st.ctrl, VER, 1)
         if shared.snapshot_due(st.cfg_i, st.ctrl, v):
             shared.take_snapshot(st.ctrl, st.cfg_i, st.ring.data, st.ring.meta, v, st.theta)
