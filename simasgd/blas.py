@@ -45,7 +45,7 @@ _NUMPY_SYMBOL = "scipy_cblas_sgemm64_"
 _CONFIG_SYMBOL = "scipy_openblas_get_config64_"
 
 
-def _signature():  # type: ignore[no-untyped-def]
+def signature():  # type: ignore[no-untyped-def]
     """void cblas_sgemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 64-bit ints."""
     from numba import types
 
@@ -79,41 +79,37 @@ def provider() -> str:
     return f"numpy.libs {found[1]}" if found else "np.dot (numba's BLAS: scipy.linalg.cython_blas)"
 
 
-_FALLBACK = None
+@lru_cache(maxsize=1)
+def _fallback_cfunc():  # type: ignore[no-untyped-def]
+    """A compiled CBLAS-ABI sgemm that calls ``np.dot`` (kept alive by the cache: its code is registered)."""
+    from numba import carray, cfunc
+
+    @cfunc(signature(), nopython=True, cache=True)
+    def sgemm_by_dot(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # type: ignore[no-untyped-def]
+        # Only the calls kernels.gemm makes: row-major, ld = the row's width, A and B not both
+        # transposed, alpha 1, beta 0 (C overwritten).
+        C = carray(c, (m, n))
+        if ta == TRANS:
+            np.dot(carray(a, (k, m)).T, carray(b, (k, n)), C)
+        elif tb == TRANS:
+            np.dot(carray(a, (m, k)), carray(b, (n, k)).T, C)
+        else:
+            np.dot(carray(a, (m, k)), carray(b, (k, n)), C)
+
+    return sgemm_by_dot
 
 
 def _fallback() -> int:
-    """Address of a compiled CBLAS-ABI sgemm that calls ``np.dot``."""
-    global _FALLBACK
-    if _FALLBACK is None:
-        from numba import carray, cfunc
-
-        @cfunc(_signature(), nopython=True, cache=True)
-        def sgemm_by_dot(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # type: ignore[no-untyped-def]
-            # Only the calls kernels.gemm makes: row-major, ld = the row's width, A and B not both
-            # transposed, alpha 1, beta 0 (C overwritten).
-            C = carray(c, (m, n))
-            if ta == TRANS:
-                np.dot(carray(a, (k, m)).T, carray(b, (k, n)), C)
-            elif tb == TRANS:
-                np.dot(carray(a, (m, k)), carray(b, (n, k)).T, C)
-            else:
-                np.dot(carray(a, (m, k)), carray(b, (k, n)), C)
-
-        _FALLBACK = sgemm_by_dot
-    return _FALLBACK.address
+    """Address of :func:`_fallback_cfunc`'s function."""
+    return _fallback_cfunc().address
 
 
-_REGISTERED: int | None = None
-
-
+@lru_cache(maxsize=1)
 def register() -> int:
-    """Point :data:`SYMBOL` at the provider; idempotent. Returns the address registered."""
-    global _REGISTERED
-    if _REGISTERED is None:
-        import llvmlite.binding as ll
+    """Point :data:`SYMBOL` at the provider, once. Returns the address registered."""
+    import llvmlite.binding as ll
 
-        found = _numpy_openblas()
-        _REGISTERED = found[0] if found else _fallback()
-        ll.add_symbol(SYMBOL, _REGISTERED)
-    return _REGISTERED
+    found = _numpy_openblas()
+    address = found[0] if found else _fallback()
+    ll.add_symbol(SYMBOL, address)
+    return address

@@ -74,6 +74,14 @@ def divisor(staleness: int, staleness_aware: bool) -> float:
 # PyTorch's SGD: a float32 model's step in float64 converted every element twice and ran at half
 # the speed (135k elements: 25 µs against 13 µs on the machine of benchmarks/README_cpu.md).
 
+@njit(nogil=True, cache=True)
+def sweeps_down(alternate: bool, worker: int) -> bool:
+    """HOGWILD!'s ``[algorithm] sweep``: with ``alternate``, odd-numbered workers write their update from the top of
+    θ down, so two overlapping updates cross once instead of one trailing the other line by line (the convoys of
+    benchmarks/README_cpu.md). The arithmetic is the same either way; only the order of the writes differs."""
+    return alternate and worker % 2 == 1
+
+
 @njit(nogil=True, cache=True, inline="always")
 def plain_range(theta: np.ndarray, g: np.ndarray, lr: float, div: float, lo: int, hi: int) -> None:
     """θ ← θ − lr·g/div on elements ``lo:hi`` (no momentum)."""

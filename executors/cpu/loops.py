@@ -38,7 +38,7 @@ from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_MAXU, C_
 from simasgd.memops import copy_into
 from simasgd import compression, update_rule
 from simasgd.compression import quantize
-from simasgd.update_rule import divisor, heavy_ball_range, plain_range, step_mirrored
+from simasgd.update_rule import divisor, heavy_ball_range, plain_range, step_mirrored, sweeps_down
 from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 
 # The loops' numba cache key: the kernels' source and the update rule's (a cached caller is not
@@ -240,7 +240,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         np.random.seed(seed)
         g = np.empty_like(theta)
         local = cfg_i[C_LOCAL_COPY] != 0
-        down = cfg_i[C_SWEEP_ALTERNATE] != 0 and w % 2 == 1  # [algorithm] sweep: see hogwild_step
+        down = sweeps_down(cfg_i[C_SWEEP_ALTERNATE] != 0, w)
         own = np.empty_like(theta) if local else theta[:0]
         idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
         gr = own if local and grad_over_theta(X, idx, shape) else g  # over the copy where it may: not read again

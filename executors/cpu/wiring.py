@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from executors.cpu import bounded, decentral, elastic, leashed, loops, lopez, param_server
-from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_SWEEP_ALTERNATE, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, F_MOM, LINE, S_CONTRIB, S_ELIDED, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, C_SWEEP_ALTERNATE, F_MOM, LINE, S_CONTRIB, S_ELIDED, S_EXHAUSTED, S_LATEST, slot
 from executors.kernel import with_kernel
 
 

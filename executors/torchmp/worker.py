@@ -35,7 +35,7 @@ from executors.cpu.shared import (ABORT, BUFFER_FULL, C_MAXU, C_STALE_AWARE, C_S
 from executors.torchmp.state import State, add_word, load_word
 from simasgd import seeds
 from simasgd.scenario import Scenario
-from simasgd.update_rule import divisor
+from simasgd.update_rule import divisor, sweeps_down
 
 LOCK_POLL_S = 0.05   # a waiter for the lock looks at the stop word this often (a failed run never hangs)
 VER = S_VERSION * LINE
@@ -79,7 +79,7 @@ def _acquire(st: State) -> int:
 def run_hogwild(w: int, st: State, wl: Any, batch: int, rng: np.random.Generator, slowdown: float) -> int:
     g = np.empty_like(st.theta)
     aware = st.cfg_i[C_STALE_AWARE] != 0
-    down = st.cfg_i[C_SWEEP_ALTERNATE] != 0 and w % 2 == 1  # [algorithm] sweep, as the cpu backend's workers
+    down = sweeps_down(st.cfg_i[C_SWEEP_ALTERNATE] != 0, w)
     ri, rf = st.ri[w], st.rf[w]
     while not shared.out_of_budget(st.ctrl, st.cfg_i):
         t_s = A.clock_ns()

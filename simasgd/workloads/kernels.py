@@ -76,7 +76,7 @@ _LOOP_JIT = dict(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 # Softmax networks (dense X): batched forward/backward with BLAS.
 # --------------------------------------------------------------------------
 
-_sgemm = types.ExternalFunction(blas.SYMBOL, blas._signature())
+_sgemm = types.ExternalFunction(blas.SYMBOL, blas.signature())
 
 
 @intrinsic

@@ -32,14 +32,14 @@ import simpy
 from simasgd.machine import is_gpu
 from simasgd.sim.engine import SimRun
 from simasgd.sim.primitives import CacheLine, CasCell, atomic
+from simasgd.update_rule import sweeps_down
 
 
 def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
     p, model = run.platform, run.model
     chunks = model.chunks if model is not None and len(model.chunks) > 1 else None
-    # [algorithm] sweep = "alternate": odd-numbered workers write from the top of θ down, as the cpu executor's
-    # (a GPU stream's update kernel writes all of θ at once)
-    down = run.sc.algorithm.param("sweep") == "alternate" and w % 2 == 1 and not is_gpu(run.sc.machine)
+    # the cpu executor's order of the writes; a GPU stream's update kernel writes all of θ at once
+    down = sweeps_down(run.sc.algorithm.param("sweep") == "alternate", w) and not is_gpu(run.sc.machine)
     writes = None if chunks is None else (chunks[::-1] if down else chunks)
     local = bool(run.sc.algorithm.param("local_copy"))  # false: the gradient reads the live θ, no copy
     elide = local and run.elide_reads and run.n == 1  # alone in the run, the copy is θ after its own update
