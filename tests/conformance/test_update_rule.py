@@ -103,10 +103,22 @@ def _cpu_leashed(aware: bool) -> Callable[..., None]:
     return step
 
 
+def _cpu_leashed_lone(aware: bool) -> Callable[..., None]:
+    """A lone Leashed worker's build: the gradient already in the vector the step is built in."""
+    sc = _scenario(aware)
+    cfg_i, cfg_f = runner.config(sc, ConstWorkload(dim=D), 1, 10, 0)
+
+    def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
+        out, vout = g.copy(), np.full(D, np.nan)
+        shared.update_into(out, vout, theta, vel, out, cfg_i, cfg_f, tau)
+        theta[:], vel[:] = out, vout
+    return step
+
+
 PATHS: dict[str, Callable[[bool], Callable[..., None]]] = {
     "update_rule": lambda aware: _shared_rule, "sim": _sim, "sim_chunked": _sim_chunked, "cpu": _cpu,
     "cpu_hogwild": _cpu_hogwild, "cpu_hogwild_plain": _cpu_hogwild_plain, "cpu_hogwild_down": _cpu_hogwild_down,
-    "cpu_leashed": _cpu_leashed,
+    "cpu_leashed": _cpu_leashed, "cpu_leashed_lone": _cpu_leashed_lone,
 }
 
 
@@ -179,6 +191,23 @@ def test_a_float32_model_steps_in_float32(momentum: float) -> None:
     out, vout = np.empty_like(theta), np.empty_like(vel)
     update_rule.step_into(out, vout, theta, vel, g, 0.1, momentum, 3, True)  # Leashed's build: the same bits
     assert np.array_equal(out, want) and (not momentum or np.array_equal(vout, want_v))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+@pytest.mark.parametrize("staleness", [0, 3])
+def test_step_into_with_the_gradient_in_its_destination_gives_the_same_bits(dtype: type, momentum: float,
+                                                                           staleness: int) -> None:
+    # A lone Leashed worker computes its gradient into the vector it will publish (executors/cpu/leashed.py):
+    # step_into(out, ..., g=out) runs loops of its own, which must write what the three-vector form writes
+    rng = np.random.default_rng(11)
+    theta, vel, g = (rng.standard_normal(1001).astype(dtype) for _ in range(3))
+    want, want_v = np.empty_like(theta), np.empty_like(vel)
+    update_rule.step_into(want, want_v, theta, vel, g, 0.1, momentum, staleness, True)
+    out, vout = g.copy(), np.empty_like(vel)
+    update_rule.step_into(out, vout, theta, vel, out, 0.1, momentum, staleness, True)
+    assert np.array_equal(out, want) and (not momentum or np.array_equal(vout, want_v))
+    assert not np.array_equal(out, g)  # it did step
 
 
 

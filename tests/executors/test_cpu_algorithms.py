@@ -38,6 +38,7 @@ LOSSLESS = [
     ({"name": "rwlock", "priority": "writer"}, 2),
     ({"name": "rwlock", "priority": "reader"}, 3),
     ({"name": "leashed", "persistence": "inf"}, 3),
+    ({"name": "leashed", "persistence": "inf"}, 1),  # the lone worker's gradient in its own vector
 ]
 
 

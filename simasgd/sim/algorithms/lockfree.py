@@ -104,8 +104,11 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
         failures = 0
         while True:
             expected = cell.value  # load the pointer, build θ_latest − η·g in its own vector
-            # claimed after a publication, else its own again: its lines in this core's cache
-            yield p.update_into(w, "retry" if failures else "kept" if kept else "claimed")
+            # claimed after a publication, else its own again: its lines in this core's cache. A lone
+            # worker computed its gradient into that vector (its CAS cannot fail): the pass is an update
+            # over it, as in place (executors/cpu/leashed.py)
+            yield p.update(w) if run.n == 1 else \
+                p.update_into(w, "retry" if failures else "kept" if kept else "claimed")
             yield from atomic(env, cell.line, latency)
             if cell.compare_and_swap(expected, expected + 1):
                 if model is not None:
