@@ -209,20 +209,36 @@ def spin_yield_s(yields: int = 20000) -> float:
 # --- helpers ----------------------------------------------------------------------------------------
 
 def _threads(target: Callable[..., Any], args_per_thread: Sequence[tuple[Any, ...]],
-             cpus: Sequence[int | None] | None = None) -> list[Any]:
+             cpus: Sequence[int | None] | None = None, timeout_s: float = 120.0) -> list[Any]:
+    """``target(*args)`` on one thread per args tuple (pinned to ``cpus[i]`` where given), their results.
+
+    A thread's exception is raised here, naming the thread, and so is a thread still running after
+    ``timeout_s``: a calibration must not go on with the zeros a failed timer left in its arrays."""
     out: list[Any] = [None] * len(args_per_thread)
+    errors: list[tuple[int, BaseException]] = []
 
     def body(i: int, args: tuple[Any, ...]) -> None:
-        if cpus is not None and cpus[i] is not None:
-            os.sched_setaffinity(0, {cpus[i]})
-        out[i] = target(*args)
+        try:
+            if cpus is not None and cpus[i] is not None:
+                os.sched_setaffinity(0, {cpus[i]})
+            out[i] = target(*args)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors.append((i, e))
 
     settle.settle()  # no BLAS pool still spinning from an earlier call takes the timed threads' CPUs
     ts = [threading.Thread(target=body, args=(i, a), daemon=True) for i, a in enumerate(args_per_thread)]
     for t in ts:
         t.start()
     for t in ts:
-        t.join(120)
+        t.join(timeout_s)
+    if errors:
+        i, e = min(errors, key=lambda x: x[0])
+        raise RuntimeError(f"calibration thread {i} ({getattr(target, '__name__', target)}) failed: "
+                           f"{type(e).__name__}: {e}") from e
+    hung = [i for i, t in enumerate(ts) if t.is_alive()]
+    if hung:
+        raise RuntimeError(f"calibration threads {hung} ({getattr(target, '__name__', target)}) still running "
+                           f"after {timeout_s:g} s")
     return out
 
 
