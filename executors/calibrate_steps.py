@@ -110,13 +110,13 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
 
     @njit(nogil=True, cache=True)
     def time_shared_fresh(pool, X, y, shape, n_rows, batch, out_ns, kinds, persistence, seed,  # noqa: ANN001
-                          ctrl, rc, stale, peak, ver):
+                          ctrl, rc, stale, peak):
         """One of two threads sharing a pool of vectors with the executor's Leashed-SGD protocol
         (executors/cpu/leashed.py: ``acquire_latest``, ``claim``, ``release``, the CAS on the latest
         index) without its records, versions and budget: a gradient on the latest vector in place, then
         ``θ' = latest − η·g`` built in the thread's own vector (each pass timed, ``out_ns[k]``), which it
-        then publishes. Its own vector is the oldest free one (``claim``), claimed after each publication:
-        one core wrote it and both gradients read it in place a few publications before, so its lines
+        then publishes. Its own vector is the lowest-index free one, claimed after each publication:
+        one core wrote it and both gradients read it in place a publication or two before, so its lines
         may be valid in the other core's cache and each write first invalidates them (the held lines of
         ``[coherence] held_write_gbs``), while the gradients' traffic in between has evicted some of them.
         A failed CAS builds again in the same vector, as the executor's retries do, up to ``persistence``
@@ -138,7 +138,7 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
             release(rc, pr)
             kind = PASS_KEPT if mine >= 0 else PASS_CLAIMED  # kept: held over from a dropped attempt
             if mine < 0:
-                mine = claim(ctrl, rc, stale, peak, ver)
+                mine = claim(ctrl, rc, stale, peak)
             failures = 0
             while k < out_ns.shape[0]:
                 base = acquire_latest(ctrl, rc)
@@ -147,7 +147,6 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
                 out_ns[k] = A.now_ns() - t0
                 kinds[k] = kind
                 k += 1
-                ver[mine * LINE] = ver[base * LINE] + 1
                 A.store(stale, mine * LINE, 0)
                 if A.cas(ctrl, S_LATEST * LINE, base, mine) == base:
                     A.fetch_add(rc, mine * LINE, -CLAIMED)
@@ -165,8 +164,9 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
 
 
 time_shared_fresh = _make_shared_fresh()
-# Leashed-SGD's vectors a one-thread pass alternates between (the pass of a multi-worker run, timed alone:
-# a lone worker of the executor builds over its gradient instead, an update's time).
+# Leashed-SGD's vectors the pass alternates between when timed alone, the pool's lowest free slot claimed:
+# each vector built in the one published before the current. (The pass of a multi-worker run: a lone
+# worker of the executor builds over its gradient instead, an update's time; executors/cpu/leashed.py.)
 FRESH_POOL = 2
 # The in-place cycles between two loss snapshots: the executor's k for a 2000-update run (stop.eval_updates).
 SNAPSHOT_EVERY = 10
@@ -200,12 +200,11 @@ SHARED_FRESH_TRIES = 3  # runs of the two-thread pass; the median of their media
 
 def leashed_pool(theta: np.ndarray, workers: int) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """The executor's Leashed pool for ``workers`` (``leashed.pool_size``), every vector θ, vector 0 the
-    latest, and its control words as :func:`time_shared_fresh` takes them: (ctrl, rc, stale, peak, ver)."""
+    latest, and its control words as :func:`time_shared_fresh` takes them: (ctrl, rc, stale, peak)."""
     pool = np.stack([theta] * pool_size(workers))
     stale = np.zeros(pool.shape[0] * LINE, dtype=np.int64)
     stale[LINE::LINE] = 1  # every vector but the latest is free
-    words = [np.zeros(pool.shape[0] * LINE, dtype=np.int64) for _ in range(2)]  # rc, ver
-    return pool, (new_ctrl(), words[0], stale, np.zeros(1, dtype=np.int64), words[1])
+    return pool, (new_ctrl(), np.zeros(pool.shape[0] * LINE, dtype=np.int64), stale, np.zeros(1, dtype=np.int64))
 
 
 def _in_placement(runs: list[tuple[Any, ...]], like: float | None) -> list[tuple[Any, ...]]:

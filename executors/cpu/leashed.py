@@ -61,32 +61,19 @@ def release(rc: np.ndarray, p: int) -> None:
 
 
 @njit(nogil=True, cache=True)
-def claim(ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray, ver: np.ndarray) -> int:
-    """Own a free vector (stale, unread), the oldest first; -1 if the run stopped first.
-
-    Oldest: published longest ago (lowest ``ver``), so the one the other workers' gradients read longest
-    ago, whose lines their caches are least likely still to hold: fewer of the pass's writes must first
-    invalidate a copy in another core. 2 threads, B = 16 float32: the pass took 37.2-37.9 µs where the
-    lowest-index free vector took 41.3-43.8 (benchmarks/README_cpu.md). ``ver`` is only a preference
-    here: the claim itself is the CAS on the reader count."""
+def claim(ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray) -> int:
+    """Own a free vector (stale, unread), lowest index first; -1 if the run stopped first."""
     n = stale.shape[0] // LINE
     spins = 0
     while True:
-        while True:
-            p, oldest = -1, 0
-            for q in range(n):
-                if A.load(stale, q * LINE) == 1 and A.load(rc, q * LINE) == 0:
-                    v = A.load_relaxed(ver, q * LINE)
-                    if p < 0 or v < oldest:
-                        p, oldest = q, v
-            if p < 0:
-                break
-            if A.cas(rc, p * LINE, 0, CLAIMED) == 0:
-                if A.load(stale, p * LINE) == 1:  # not republished between the check and the claim
-                    if p + 1 > peak[0]:
-                        peak[0] = p + 1
-                    return p
-                A.fetch_add(rc, p * LINE, -CLAIMED)
+        for p in range(n):
+            if A.load(stale, p * LINE) == 1 and A.load(rc, p * LINE) == 0:
+                if A.cas(rc, p * LINE, 0, CLAIMED) == 0:
+                    if A.load(stale, p * LINE) == 1:  # not republished between the check and the claim
+                        if p + 1 > peak[0]:
+                            peak[0] = p + 1
+                        return p
+                    A.fetch_add(rc, p * LINE, -CLAIMED)
         A.fetch_add(ctrl, S_EXHAUSTED * LINE, 1)
         spins += 1
         spin_pause(spins)
@@ -117,7 +104,7 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
         while not out_of_budget(ctrl, cfg_i):
             t_s = A.now_ns()
             if lone and mine < 0:  # in the read phase, as a read: the vector the gradient goes into
-                mine = claim(ctrl, rc, stale, peak, ver)
+                mine = claim(ctrl, rc, stale, peak)
                 if mine < 0:
                     return STOPPED_WAITING
             pr = acquire_latest(ctrl, rc)
@@ -130,7 +117,7 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
             straggle(slowdown, t_r)
             t_ge = A.now_ns()
             if mine < 0:
-                mine = claim(ctrl, rc, stale, peak, ver)
+                mine = claim(ctrl, rc, stale, peak)
                 if mine < 0:
                     return STOPPED_WAITING
             retries, applied, v = 0, False, 0
