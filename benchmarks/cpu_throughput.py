@@ -478,8 +478,11 @@ def main() -> None:
             print()
             print(placement_markdown(doc["rows"], doc["meta"]["c2c_home_ns"]))
         return
-    load_before = os.getloadavg()
     from executors.peak import peak_table
+    from simasgd import metadata
+
+    load_before = os.getloadavg()
+    code = {"commit": metadata.git_commit(), "versions": metadata.versions()}  # what ran: taken before it runs
 
     peak = peak_table()  # the roofline, measured in this run (executors/peak.py)
     print("peak", json.dumps({k: round(v, 1) for k, v in peak.items()}))
@@ -498,7 +501,7 @@ def main() -> None:
                   and x["threads"] == r["threads"] and r["dtype"] == "float32"), None)
         r["vs_torch"] = r["updates_per_s"] / t["updates_per_s"] if t else None
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "rounds"}))
-    meta = {**machine(), "peak": peak, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+    meta = {**machine(), **code, "peak": peak, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
             "seconds": args.seconds, "rounds": args.rounds, "c2c_home_ns": home, "retries": args.retries,
             "settle_s": args.settle,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
