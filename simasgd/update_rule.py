@@ -204,26 +204,25 @@ def step_scaled(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mo
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _over(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndarray, eta: float, m: float, d: float,
-          heavy_ball: bool) -> None:
-    """:func:`step_into`'s loops with the gradient in ``out`` (read, then overwritten); ``d`` = 1 divides
-    nothing, as there (a division by 1 is exact, but not free)."""
+def _into(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndarray, g: np.ndarray, eta: float, m: float,
+          d: float, heavy_ball: bool) -> None:
+    """:func:`step_into`'s loops; ``d`` = 1 divides nothing (a division by 1 is exact, but not free)."""
     n = theta.shape[0]
     if heavy_ball:
         if d == 1.0:
             for i in range(n):
-                vout[i] = m * vel[i] + out[i]
+                vout[i] = m * vel[i] + g[i]
                 out[i] = theta[i] - eta * vout[i]
         else:
             for i in range(n):
-                vout[i] = m * vel[i] + out[i] / d
+                vout[i] = m * vel[i] + g[i] / d
                 out[i] = theta[i] - eta * vout[i]
     elif d == 1.0:
         for i in range(n):
-            out[i] = theta[i] - eta * out[i]
+            out[i] = theta[i] - eta * g[i]
     else:
         for i in range(n):
-            out[i] = theta[i] - eta * (out[i] / d)
+            out[i] = theta[i] - eta * (g[i] / d)
 
 
 @njit(nogil=True, cache=True)
@@ -234,27 +233,12 @@ def step_into(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndar
     Leashed-SGD builds ``θ_latest − η·g`` in a vector of its own.
 
     ``g`` may be ``out`` itself (a gradient computed into the vector that will hold the step): each
-    element is read before it is written. That case runs its own loops, which read ``out`` for g: with
-    g and out the same array, LLVM's run-time overlap check sent the general loops to their scalar
-    form (40 µs instead of 13, d = 135k float32)."""
+    element is read before it is written. That case passes ``out`` for g to the loops: given g and out
+    as two arrays that were one, LLVM's run-time overlap check sent the loops to their scalar form
+    (40 µs instead of 13, d = 135k float32)."""
     div = divisor(staleness, staleness_aware)
     eta, m, d = as_element(out, lr), as_element(out, momentum), as_element(out, div)
-    n = theta.shape[0]
     if g.ctypes.data == out.ctypes.data:
-        _over(out, vout, theta, vel, eta, m, d, momentum > 0.0)
-        return
-    if momentum > 0.0:
-        if div == 1.0:
-            for i in range(n):
-                vout[i] = m * vel[i] + g[i]
-                out[i] = theta[i] - eta * vout[i]
-        else:
-            for i in range(n):
-                vout[i] = m * vel[i] + g[i] / d
-                out[i] = theta[i] - eta * vout[i]
-    elif div == 1.0:
-        for i in range(n):
-            out[i] = theta[i] - eta * g[i]
+        _into(out, vout, theta, vel, out, eta, m, d, momentum > 0.0)  # out for g: one array, seen as one
     else:
-        for i in range(n):
-            out[i] = theta[i] - eta * (g[i] / d)
+        _into(out, vout, theta, vel, g, eta, m, d, momentum > 0.0)
