@@ -39,6 +39,7 @@ ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
 # disagree by more than this factor are called bimodal.
 GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
 GOAL_TORCH, BIMODAL, GOAL_PEAK = 2.0, 1.5, 0.6
+YARDSTICK = 1.1  # the sequential rows' rounds: a wider spread is flagged beside the verdicts (not a goal)
 TURNS = 0.75  # a round's gradient concurrency below this share of the configuration's best: taking turns
 RETRIES = 3  # a 2-thread run out of the home placement is measured again up to this many times
 SETTLE_S = 10.0  # before each try, wait up to this long for the CPUs to come home
@@ -311,6 +312,14 @@ def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out.append({"goal": "2-thread runs the host moved out of the home placement (measured again; not a goal)",
                 "worst": float(len(moved)), "target": 0.0, "met": None,
                 "where": (f"{len(away)} configurations kept a round out of it" if away else "every round at home")})
+    # every ratio of a batch and dtype divides by its sequential row: a round that ran slow moves them all
+    steady = [(max(v) / min(v), r) for r in rows if r["algorithm"] == "sequential" and len(v := r.get("rounds") or [])
+              > 1 and min(v) > 0]
+    worst = max(steady, key=lambda x: x[0]) if steady else None
+    out.append({"goal": f"sequential rows' rounds within {YARDSTICK}× (the yardstick of every ratio; not a goal)",
+                "worst": worst[0] if worst else None, "target": YARDSTICK, "met": None,
+                "where": "one round" if worst is None else f"B={worst[1]['batch']} {worst[1]['dtype']}"
+                + (" ⚠ its ratios moved with it" if worst[0] > YARDSTICK else "")})
     seq = [r for r in rows if r["algorithm"] == "sequential" and r["batch"] == 64 and r["dtype"] == "float32"
            and r.get("of_peak") is not None]
     goal(f"sequential B = 64 float32 ≥ {GOAL_PEAK:.0%} of the GEMM peak", seq, "of_peak", GOAL_PEAK)

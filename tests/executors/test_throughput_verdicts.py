@@ -149,3 +149,18 @@ def test_a_run_whose_cycle_shifted_between_home_probes_is_measured_again(bench: 
     assert r["updates_per_s"] == 5600.0 and [m["regime"] for m in moved] == [2.3]
     # too short a run to tell (NaN) is not a reason to measure again
     assert bench.placed(lambda: {"updates_per_s": 1.0, "regime": float("nan")}, 33.0, 2, [], 0.0)["updates_per_s"] == 1.0
+
+
+def test_a_sequential_row_whose_rounds_moved_is_flagged_beside_the_verdicts(bench: Any) -> None:
+    # every ratio of its batch and dtype divides by it (11:17 run: B = 16 float64 rounds 2781, 2716, 3328)
+    def seq(batch: int, rounds: list[float]) -> dict[str, Any]:
+        return {"algorithm": "sequential", "threads": 1, "batch": batch, "dtype": "float64",
+                "updates_per_s": sorted(rounds)[1], "rounds": rounds, "of_ideal": 1.0, "vs_torch": None}
+
+    rows = [seq(16, [2781.0, 2716.0, 3328.0]), seq(64, [991.0, 1000.0, 985.0])]
+    flag = [x for x in bench.verdicts(rows) if x["goal"].startswith("sequential rows' rounds")][0]
+    assert flag["worst"] == pytest.approx(3328 / 2716) and flag["met"] is None
+    assert flag["where"] == "B=16 float64 ⚠ its ratios moved with it"
+    rows[0]["rounds"] = [3300.0, 3328.0, 3290.0]
+    flag = [x for x in bench.verdicts(rows) if x["goal"].startswith("sequential rows' rounds")][0]
+    assert flag["worst"] == pytest.approx(1000 / 985) and flag["where"] == "B=64 float64"  # the wider of the two
