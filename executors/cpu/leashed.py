@@ -91,13 +91,13 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
-        g = np.empty(pool.shape[1], dtype=pool.dtype)
-        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
-        persistence = cfg_i[C_PERSIST]  # -1: unbounded
         # A lone worker's CAS cannot fail (no other writer), so its gradient needs no keeping for a
         # retry: it is computed into the vector it will publish, and the pass builds θ_latest − η·g over
-        # it. Two model-sized vectors in the cycle, as sequential SGD has, instead of three.
+        # it. Two model-sized vectors in the cycle, as sequential SGD has, instead of three (and no g).
         lone = cfg_i[C_WORKERS] == 1
+        g = np.empty(0 if lone else pool.shape[1], dtype=pool.dtype)
+        idx = np.empty(cfg_i[C_BATCH], dtype=np.int64)
+        persistence = cfg_i[C_PERSIST]  # -1: unbounded
         mine = -1
         if not wait_go(ctrl):
             return STOPPED_WAITING
