@@ -198,7 +198,8 @@ ALGORITHMS: dict[str, Definition] = {a.name: a for a in (
     Definition("hogwild", "HOGWILD!: unsynchronised element-wise updates", "Recht et al. 2011; Ek 2021 §3.1",
                (Param("local_copy", True, "the gradient at a local copy of θ read element by element while "
                       "others write (Ek 2021 §2.2.3, §3.1: the framework's ParameterContainer copy) | false: at "
-                      "the live shared θ", (True, False)),
+                      "the live shared θ (PyTorch's mnist_hogwild); cpu and torch backends and the simulator run "
+                      "both, cuda true only", (True, False)),
                 Param("sweep", "alternate", "the order of a worker's element-wise writes: alternate (odd-numbered "
                       "workers from the top of θ down, so overlapping updates cross once instead of following "
                       "each other line by line: benchmarks/README_cpu.md) | up (every worker from θ[0], as "
@@ -271,6 +272,20 @@ def check(name: str, params: Params, workers: int) -> list[str]:
     if d.max_workers is not None and workers > d.max_workers:
         out.append(f"workers.count = {workers}: algorithm {name!r} runs at most {d.max_workers}{why}")
     return out + d.checks(params, workers)
+
+
+def require_values(backend: str, algorithm: Any, only: dict[str, dict[str, tuple[Any, ...]]], why: str = "") -> None:
+    """Raise a clear error where ``algorithm`` (a scenario's ``[algorithm]`` table) sets a parameter to a
+    value ``backend`` does not implement: ``only[name][key]`` lists the values it runs. A value it would
+    quietly run as another (the torch and cuda HOGWILD! always read into a local copy) would label the
+    results with a method that never ran. ``why`` ends the message."""
+    for key, values in only.get(algorithm.name, {}).items():
+        v = algorithm.param(key)
+        if v not in values:
+            show = ", ".join(str(x).lower() if isinstance(x, bool) else str(x) for x in values)
+            given = str(v).lower() if isinstance(v, bool) else repr(v)
+            raise UnsupportedAlgorithm(f"backend {backend!r}: algorithm.{key} = {given} is not implemented for "
+                                       f"{algorithm.name!r}; allowed: {show}{f' ({why})' if why else ''}")
 
 
 def require(backend: str, name: str, supported: frozenset[str] | set[str]) -> None:

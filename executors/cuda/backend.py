@@ -16,6 +16,10 @@ NAME = "cuda"
 # The keys of executors/cuda/loops.py's LOOPS, written out so that listing them imports no numba.cuda
 # (tests/cuda checks the two agree).
 ALGORITHMS = frozenset({"sync", "lopez", "hogwild", "leashed"})
+# Parameter values the loops implement, where not every value: HOGWILD!'s gradient is taken at a copy
+# read by a kernel (loops.hogwild); its writes have no order to choose (one kernel writes all of θ), so
+# ``sweep`` is accepted and means nothing here, as in the simulator of a GPU.
+VALUES = {"hogwild": {"local_copy": (True,)}}
 MEASURES_HOST = True   # real streams on this host's GPU: never two runs at once on one host
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 
@@ -24,6 +28,7 @@ __all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "run_once"]
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
+    algorithms.require_values(NAME, scenario.algorithm, VALUES, "each stream reads θ into its own copy")
     backoff = scenario.algorithm.backoff
     if backoff is not None and backoff.kind != "none":
         raise algorithms.UnsupportedAlgorithm(

@@ -11,8 +11,9 @@ the worker's read, ``version`` the one its update made, and the phase marks
 (cycle start, read taken, gradient start and end, write) are taken with the
 same monotonic clock.
 
-- ``hogwild``: no lock; the kernel copies the live shared θ into the module
-  (a torn read when others write meanwhile) and the write is element-wise racy.
+- ``hogwild``: no lock; the gradient at a copy of θ taken while others write (``local_copy``, the
+  default) or at the live θ (``local_copy = false``, PyTorch's example; the kernel of a torch model then
+  copies the live θ into the module itself): a torn read either way; the write is element-wise racy.
 - ``mutex`` / ``sequential``: one :class:`multiprocessing.Lock` (a futex: waiters
   sleep) around the read copy and around the update (Ek 2021, Alg. 2).
 - ``sync``: all compute on the same θ, a barrier, worker 0 applies the mean, a barrier;
@@ -30,10 +31,11 @@ import numpy as np
 from executors import atomics as A
 from executors.cpu import shared
 from executors.cpu.loops import hogwild_step
-from executors.cpu.shared import (ABORT, BUFFER_FULL, C_MAXU, C_STALE_AWARE, C_SWEEP_ALTERNATE, F_LR, F_MOM,
-                                  LINE, OK, S_DEADLINE, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, slot)
+from executors.cpu.shared import (ABORT, BUFFER_FULL, C_LOCAL_COPY, C_MAXU, C_STALE_AWARE, C_SWEEP_ALTERNATE,
+                                  F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, slot)
 from executors.torchmp.state import State, add_word, load_word
 from simasgd import seeds
+from simasgd.memops import copy_into
 from simasgd.scenario import Scenario
 from simasgd.update_rule import divisor, sweeps_down
 
@@ -80,11 +82,19 @@ def run_hogwild(w: int, st: State, wl: Any, batch: int, rng: np.random.Generator
     g = np.empty_like(st.theta)
     aware = st.cfg_i[C_STALE_AWARE] != 0
     down = sweeps_down(st.cfg_i[C_SWEEP_ALTERNATE] != 0, w)
+    # local_copy (Ek 2021 §3.1, the default): the gradient at a copy of θ taken element by element while the
+    # others write, as the cpu loop's; false: at the live θ, as PyTorch's mnist_hogwild example
+    local = np.empty_like(st.theta) if st.cfg_i[C_LOCAL_COPY] != 0 else None
     ri, rf = st.ri[w], st.rf[w]
     while not shared.out_of_budget(st.ctrl, st.cfg_i):
         t_s = A.clock_ns()
         rv = load_word(st.ctrl, VER)
-        _grad(wl, st.theta, wl.sample_batch(rng, batch), g)
+        at = st.theta
+        if local is not None:
+            copy_into(local, st.theta)
+            at = local
+        t_r = A.clock_ns() if local is not None else t_s
+        _grad(wl, at, wl.sample_batch(rng, batch), g)
         shared.straggle(slowdown, t_s)
         t_ge = A.clock_ns()
         cur = load_word(st.ctrl, VER)
@@ -93,7 +103,7 @@ def run_hogwild(w: int, st: State, wl: Any, batch: int, rng: np.random.Generator
         v = add_word(st.ctrl, VER, 1)
         if shared.snapshot_due(st.cfg_i, st.ctrl, v):
             shared.take_snapshot(st.ctrl, st.cfg_i, st.ring.data, st.ring.meta, v, st.theta)
-        if not shared.record(ri, rf, st.nrec, st.ctrl, w, v, rv, 0, True, t_s, t_s, t_s, t_ge, 0):
+        if not shared.record(ri, rf, st.nrec, st.ctrl, w, v, rv, 0, True, t_s, t_r, t_r, t_ge, 0):
             return BUFFER_FULL
     return OK
 

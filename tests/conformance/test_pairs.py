@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from simasgd import backends, update_rule
+from simasgd.algorithms import UnsupportedAlgorithm
 from simasgd.workloads.constant import G, STEP
 
 
@@ -191,3 +192,31 @@ def test_lopez_options_follow_the_definition(lopez_backend: str, params: Any, ou
     if params[0][1] == "with_add" and len(u):
         first_v, first_rv = int(u["version"].iloc[0]), int(u["read_version"].iloc[0])
         assert n - first_v + 1 <= k <= n - first_rv, (k, first_v, first_rv, n)
+
+
+HOGWILD_BACKENDS = [b for b, present in backends.available().items()
+                    if present and "hogwild" in getattr(backends.load(b), "ALGORITHMS", ()) and
+                    not hasattr(backends.load(b), "RUNS_AS")]
+
+
+@pytest.mark.parametrize("local_copy", [True, False], ids=["local_copy", "live"])
+@pytest.mark.parametrize("hogwild_backend", HOGWILD_BACKENDS)
+def test_hogwild_reads_as_local_copy_says_or_refuses_it_by_name(hogwild_backend: str, local_copy: bool,
+                                                                 outcome: Any) -> None:
+    """Each value of ``local_copy`` runs as it says (θ exact; on a backend that measures, a read phase
+    exactly when it copies), or the backend refuses it naming the key and the values it runs (its
+    ``VALUES``): never run quietly as the other value, which would label the rows with a read never made."""
+    mod = backends.load(hogwild_backend)
+    only = getattr(mod, "VALUES", {}).get("hogwild", {}).get("local_copy")
+    params = (("local_copy", local_copy),)
+    if only is not None and local_copy not in only:
+        given, allowed = str(local_copy).lower(), ", ".join(str(v).lower() for v in only)
+        with pytest.raises(UnsupportedAlgorithm, match=rf"algorithm\.local_copy = {given} .*allowed: {allowed}"):
+            outcome("hogwild", hogwild_backend, "plain", params)
+        return
+    o = outcome("hogwild", hogwild_backend, "plain", params)
+    assert o.theta == 1.0 - o.run.updates * STEP                     # one writer: every update applied once
+    if backends.measures_host(hogwild_backend):
+        u = o.result.updates
+        read = u["t_read"] - u["t_start"]
+        assert (read > 0).any() if local_copy else (read == 0).all(), read.describe()
