@@ -32,7 +32,8 @@ from executors import atomics as A
 from executors.cpu import shared
 from executors.cpu.loops import hogwild_step
 from executors.cpu.shared import (ABORT, BUFFER_FULL, C_LOCAL_COPY, C_MAXU, C_STALE_AWARE, C_SWEEP_ALTERNATE,
-                                  F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, slot)
+                                  F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ROUND_STOP, S_STOP, S_VERSION,
+                                  STOPPED_WAITING, slot)
 from executors.torchmp.state import State, add_word, load_word
 from simasgd import seeds
 from simasgd.memops import copy_into
