@@ -61,6 +61,14 @@ def test_run_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "unknown backend" in res.output
 
 
+def test_a_backends_refusal_names_the_scenario_file(tmp_path: Path) -> None:
+    """Refused once the run starts (the file loaded): the message still names the file, the key, the allowed."""
+    res = runner.invoke(app, ["run", QUICK, "--backend", "cpu", "-s", "algorithm.name=k_sync", "-s", "workers.count=2",
+                              "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert f"error: {QUICK}: backend 'cpu' does not implement algorithm 'k_sync'; it has: " in res.output
+
+
 def test_list_names_every_algorithm() -> None:
     from simasgd.algorithms import names
 

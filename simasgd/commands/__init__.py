@@ -18,8 +18,10 @@ def console(stderr: bool = False):
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Bad input (scenario, results, backend, machine) exits 2 with its message, never a traceback."""
+def user_errors(source: object = None) -> Iterator[None]:
+    """Bad input (scenario, results, backend, machine) exits 2 with its message, never a traceback.
+    ``source``: the scenario file the command runs; a backend's refusal of its algorithm or of a parameter
+    value (raised once the run starts, after the file loaded) then names it, as the loader's errors do."""
     from simasgd.algorithms import UnsupportedAlgorithm
     from simasgd.backends import BackendError
     from simasgd.loader import ScenarioError
@@ -29,7 +31,8 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except (ScenarioError, ResultsError, BackendError, MachineError, UnsupportedAlgorithm) as e:
-        print(f"error: {e}" if "\n" not in str(e) else str(e), file=sys.stderr)
+        msg = f"{source}: {e}" if source is not None and isinstance(e, UnsupportedAlgorithm) else str(e)
+        print(f"error: {msg}" if "\n" not in msg else msg, file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT) from None
     except ValueError as e:
         # Workload and data problems (bad layers for the dataset, missing IDX files) are input errors too.

@@ -28,7 +28,7 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
     from simasgd import backends, loader, progress
     from simasgd.commands.inspect import print_summary
 
-    with user_errors():
+    with user_errors(scenario):
         sc = loader.load(scenario, overrides)
         out = out or Path("results") / f"{sc.name}-{backend}"
         n = repeats or sc.repeats

@@ -46,7 +46,7 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
     from simasgd.sweep import plan as planmod
     from simasgd.sweep import runner
 
-    with user_errors():
+    with user_errors(scenario):
         p = planmod.build(scenario, grid, overrides, backend=backend, repeats=repeats)
         out = out or Path("sweeps") / f"{p.base.name}-{backend}"
         if dry_run:
