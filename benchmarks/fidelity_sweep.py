@@ -207,14 +207,17 @@ def _short(k: str) -> str:
 
 
 def _calibrated_at(path: object) -> str:
-    """", calibrated <when>" from the profile's ``[calibration] created``, or nothing where it has none."""
+    """", calibrated <when>" from the profile's ``[calibration] created`` (nothing where it has none), and a
+    warning for each of its tables timed with the CPUs elsewhere (``metadata.profile_placement_warnings``)."""
     try:
         from simasgd import machine
 
-        created = (machine.load_profile(Path(str(path))).profile or {}).get("calibration", {}).get("created")
+        doc = machine.load_profile(Path(str(path))).profile or {}
     except Exception:  # noqa: BLE001 - a header note only: an unreadable profile fails elsewhere, loudly
         return ""
-    return f", calibrated {created}" if created else ""
+    created = doc.get("calibration", {}).get("created")
+    placed = "".join(f" ⚠ {w}" for w in metadata.profile_placement_warnings(doc))  # its tables' own placement
+    return (f", calibrated {created}" if created else "") + placed
 
 
 def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) -> str:

@@ -46,6 +46,7 @@ from executors import atomics as A
 from executors import settle
 from executors.c2c import latency_ns as c2c_latency_ns
 from executors.c2c import ping_pong as _ping_pong
+from executors.c2c import wait_for as c2c_wait_for
 from executors.calibrate_speed import speed_from_stamps
 from executors.calibrate_steps import (SHARED_FRESH_TRIES, shared_fresh_samples, step_samples, time_shared_fresh,
                                       time_steps)
@@ -63,6 +64,9 @@ DEFAULT_WORKLOADS: list[dict[str, Any]] = [
 ]
 
 MAX_CONCURRENT = 4  # gradient times are also measured with k = 2..min(CPUs, this) threads at once
+# Before each run of the two-thread Leashed pass, wait up to this long (s) for the CPUs to be where the
+# other line-moving tables saw them: the host moves a VM's vCPUs and brings them back within seconds
+SETTLE_S = 10.0
 
 
 # --- nopython micro-benchmarks ------------------------------------------------------------------
@@ -311,8 +315,12 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
     in different CCXs of the 2-vCPU EPYC (hand-off 155-165 ns against 32) the pass took 290 µs, against
     40. ``table``: the workload's gradient table, whose in-cycle gradient and pass size the runs. With
     unbounded retries, then (half as many passes) with persistence 0: ``cycle_fresh_k2_<kind>_median_s``
-    for a claimed destination, a retry's and a kept one's (``calibrate_steps.PASS_KINDS``). Empty
-    for a torch workload or with one usable CPU."""
+    for a claimed destination, a retry's and a kept one's (``calibrate_steps.PASS_KINDS``). Each run
+    starts once the CPUs are in that placement (waiting up to ``SETTLE_S``); where no run was, after as many
+    tries as allowed, ``cycle_fresh_k2_in_placement = false`` says the figures are another placement's (at
+    13:11 on 2026-11-26 every run of a calibration was in the far one: the simulator then put Leashed at
+    2 threads, B = 16, at half the measured rate, benchmarks/fidelity.md;
+    ``simasgd.metadata.profile_placement_warnings``). Empty for a torch workload or with one usable CPU."""
     if cfg.model == "torch":
         return {}
     from executors.calibrate_steps import leashed_pool
@@ -327,16 +335,18 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
         timer(pool, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, np.zeros(1, np.int64), np.zeros(1, np.int64),
               -1, seed, *shared)
         cpus = sorted(os.sched_getaffinity(0))
+        home = (lambda ns: c2c_wait_for(ns, SETTLE_S)) if like is not None else None
         two = shared_fresh_samples(timer, theta, wl, n_rows, cfg.batch_size, n, seed + 3, cpus, _threads,
-                                   probe=c2c_latency_ns, like=like)
+                                   probe=c2c_latency_ns, like=like, settle=home)
         # persistence 0: the vector an attempt dropped is built in again after the next gradient
         dropping = None if two is None else shared_fresh_samples(
             timer, theta, wl, n_rows, cfg.batch_size, max(20, n // 2), seed + 5, cpus, _threads,
-            probe=c2c_latency_ns, like=like, persistence=0)
+            probe=c2c_latency_ns, like=like, persistence=0, settle=home)
     if two is None:
         return {}
     out = {"cycle_fresh_k2_s": _stats(two["samples_ns"] * 1e-9, keep=200)["samples_s"],
-           "cycle_fresh_k2_median_s": two["median_ns"] * 1e-9, "cycle_fresh_k2_c2c_ns": two["c2c_ns"]}
+           "cycle_fresh_k2_median_s": two["median_ns"] * 1e-9, "cycle_fresh_k2_c2c_ns": two["c2c_ns"],
+           "cycle_fresh_k2_in_placement": two["in_placement"] and (dropping is None or dropping["in_placement"])}
     by_kind = dict(two["by_kind_ns"])  # claimed and retry; kept from the dropping runs
     if dropping is not None and "kept" in dropping["by_kind_ns"]:
         by_kind["kept"] = dropping["by_kind_ns"]["kept"]

@@ -222,7 +222,8 @@ def steady_runs(runs: list[tuple[Any, ...]], like: float | None = None) -> list[
 
 def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, batch: int, n: int, seed: int,
                          cpus: list[int], threads: Any, probe: Callable[[], float | None] | None = None,
-                         like: float | None = None, persistence: int = -1) -> dict[str, Any] | None:
+                         like: float | None = None, persistence: int = -1,
+                         settle: Callable[[float | None], Any] | None = None) -> dict[str, Any] | None:
     """Leashed-SGD's pass as two workers on two CPUs make it (:func:`time_shared_fresh`, ``n`` passes each,
     the first 5% dropped, failed CASes retried up to ``persistence`` times, -1 unbounded),
     ``SHARED_FRESH_TRIES`` steady runs: ``samples_ns`` (every thread's, of the median run), ``median_ns``
@@ -230,8 +231,11 @@ def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, ba
     the kinds every steady run has at least ``MIN_OF_KIND`` of) and ``c2c_ns`` (each run's core-to-core
     hand-off before and after it, when ``probe`` gives one: ``executors.c2c.latency_ns``). A run whose
     probes disagree (the host moved the CPUs during it) or are not in ``like``'s placement is measured
-    again, up to twice as many runs in all (:func:`steady_runs`). ``threads`` runs one call per thread
-    pinned to ``cpus`` (``executors.calibrate._threads``). None with fewer than two CPUs."""
+    again, up to twice as many runs in all (:func:`steady_runs`); ``settle(like)``, given, is called before
+    each run (``executors.c2c.wait_for``: a run started once the CPUs came home is likelier to stay there).
+    ``in_placement``: whether the runs kept were in ``like``'s placement (false: none was, every run is
+    kept, and the figures are another placement's). ``threads`` runs one call per thread pinned to
+    ``cpus`` (``executors.calibrate._threads``). None with fewer than two CPUs."""
     if len(cpus) < 2:
         return None
     runs: list[tuple[Any, ...]] = []
@@ -239,6 +243,8 @@ def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, ba
         pool, shared = leashed_pool(theta, 2)
         outs = [np.zeros(n, dtype=np.int64) for _ in range(2)]
         kinds = [np.full(n, -1, dtype=np.int64) for _ in range(2)]
+        if settle is not None:
+            settle(like)
         before = probe() if probe is not None else None
         threads(timer, [(pool, wl.X, wl.y, wl.shape, n_rows, batch, outs[i], kinds[i], persistence,
                          seed + 2 * t + i, *shared) for i in range(2)], cpus=cpus[:2])
@@ -254,7 +260,8 @@ def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, ba
         if all((r[2] == code).sum() >= MIN_OF_KIND for r in steady):
             by_kind[name] = float(np.median([np.median(r[1][r[2] == code]) for r in steady]))
     out: dict[str, Any] = {"samples_ns": steady[len(steady) // 2][1], "kinds": steady[len(steady) // 2][2],
-                           "median_ns": float(np.median([r[0] for r in steady])), "by_kind_ns": by_kind}
+                           "median_ns": float(np.median([r[0] for r in steady])), "by_kind_ns": by_kind,
+                           "in_placement": bool(_in_placement(runs, like))}
     if probe is not None:
         out["c2c_ns"] = [float(x) for r in runs for x in (r[3], r[4]) if x is not None]
     return out

@@ -54,11 +54,17 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
                     f"{m['sockets']}×{m['cores_per_socket']} cores, {m['gflops_per_core']:.1f} GFLOP/s per core, "
                     f"copy {m['link_bandwidth_gbs']:.1f} GB/s, lock hand-off {profile['locks']['handoff_s'] * 1e9:.0f} ns",
                     markup=False)
-    _placement_note(profile.get("c2c") or {})
+    _placement_note(profile)
 
 
-def _placement_note(c2c: dict) -> None:
-    """Where the CPUs were (executors/c2c.py), and a warning when the host moved them during calibration."""
+def _placement_note(profile: dict) -> None:
+    """Where the CPUs were (executors/c2c.py), and a warning when the host moved them during calibration
+    or kept them elsewhere through a table's every run."""
+    from simasgd.metadata import profile_placement_warnings
+
+    for line in profile_placement_warnings(profile):
+        console(stderr=True).print(f"warning: {line}", markup=False, soft_wrap=True)
+    c2c = profile.get("c2c") or {}
     samples = [float(x) for x in c2c.get("samples_ns") or [] if x]
     if not samples:
         return

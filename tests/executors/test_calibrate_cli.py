@@ -66,6 +66,9 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert len(grad["cycle_fresh_k2_s"]) > 10
         lines = grad["dim"] * 8 / 64
         assert m.local_latency_ns * 1e-9 < grad["cycle_fresh_k2_median_s"] < 3 * lines * 1e-6
+        # whether its runs were in the placement of the other line-moving tables; the command says where not
+        assert grad["cycle_fresh_k2_in_placement"] in (True, False)
+        assert grad["cycle_fresh_k2_in_placement"] or "timed with the CPUs elsewhere" in p.stderr
         if "k2_speed_corr" in conc:  # the host's shared speed, when enough calls overlapped to tell
             assert 0 <= conc["k2_speed_corr"] <= 1 and conc["k2_speed_time_s"] > 0 and conc["k2_speed_pairs"] >= 50
         assert min(doc["passes"]["add_s"] + doc["passes"]["add_shared_s"]) > 0  # Lopez's passes, per model size

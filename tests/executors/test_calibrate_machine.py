@@ -267,13 +267,17 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     assert set(counts.tolist()) <= {0, CLAIMED} and (counts == CLAIMED).sum() <= 2
     # each run between two hand-off probes; a run the host moved the CPUs during, or in another placement
     # than `like`'s, is measured again until three are steady (at most six runs)
+    # (each run first waits for the CPUs to come home: ``settle``, called with the placement asked for)
     probes = iter([30.0, 30.0, 30.0, 150.0, 150.0, 150.0, 30.0, 31.0, 32.0, 30.0, 99.0, 99.0])
+    settled: list[float | None] = []
     moved = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads,
-                                 probe=lambda: next(probes), like=30.0)
+                                 probe=lambda: next(probes), like=30.0, settle=settled.append)
     assert moved["c2c_ns"] == [30.0, 30.0, 30.0, 150.0, 150.0, 150.0, 30.0, 31.0, 32.0, 30.0]  # 5 runs: 3 steady
+    assert settled == [30.0] * 5 and moved["in_placement"] is True
     always = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads,
                                   probe=lambda: 150.0, like=30.0)
     assert len(always["c2c_ns"]) == 12 and always["median_ns"] > 0  # never in that placement: six runs, all kept
+    assert always["in_placement"] is False  # ... and said so
     assert shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS[:1], cal._threads) is None
 
 
