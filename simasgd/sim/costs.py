@@ -76,7 +76,10 @@ class Platform:
         # dropped attempt), whose lines are in its cache
         dest = profile_fresh_destinations(machine.profile, sc.workload) \
             if two is not None and sc.sim.leashed_destinations else {}
-        two = dest.get("claimed", two)
+        # persistence 0 as calibrated with it, where it was: workers that drop fall into step, and a claimed
+        # pass then mostly overlaps the other worker's (executors/PROFILE.md)
+        dropping = sc.algorithm.name == "leashed" and sc.algorithm.param("persistence") == 0
+        two = dest.get("claimed_dropping" if dropping and "claimed_dropping" in dest else "claimed", two)
         self._own_fresh_s = {k: dest[k] for k in ("retry", "kept") if k in dest} if self._coherent else {}
         cached, shared, held = self._rates(profile_steps(machine.profile, sc.workload) if self._in_cycle else {}, two)
         # a copy between two of a worker's own buffers (no other core wrote them)

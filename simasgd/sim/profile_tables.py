@@ -130,7 +130,8 @@ def profile_shared_fresh(profile: dict[str, Any] | None, workload: WorkloadConfi
     return _seconds(profile, workload, {0: "cycle_fresh_k2_median_s"}).get(0)
 
 
-FRESH_DESTINATIONS = ("claimed", "retry", "kept")  # executors.calibrate_steps.PASS_KINDS
+# executors.calibrate_steps.PASS_KINDS, and a claimed vector's pass in the calibrator's persistence-0 runs
+FRESH_DESTINATIONS = ("claimed", "retry", "kept", "claimed_dropping")
 
 
 def profile_fresh_destinations(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[str, float]:
