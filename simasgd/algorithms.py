@@ -277,7 +277,7 @@ def check(name: str, params: Params, workers: int) -> list[str]:
 def require_values(backend: str, algorithm: Any, only: dict[str, dict[str, tuple[Any, ...]]], why: str = "") -> None:
     """Raise a clear error where ``algorithm`` (a scenario's ``[algorithm]`` table) sets a parameter to a
     value ``backend`` does not implement: ``only[name][key]`` lists the values it runs. A value it would
-    quietly run as another (the torch and cuda HOGWILD! always read into a local copy) would label the
+    quietly run as another (the cuda HOGWILD! always reads into a local copy) would label the
     results with a method that never ran. ``why`` ends the message."""
     for key, values in only.get(algorithm.name, {}).items():
         v = algorithm.param(key)

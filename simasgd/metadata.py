@@ -155,7 +155,8 @@ def profile_placement_warnings(doc: dict[str, object], ratio: float = 2.0) -> li
             placed = not (home and ns) or any(near(a) and near(b) for a, b in zip(ns[::2], ns[1::2]))
         if placed:
             continue
-        seen = f" (hand-off {min(ns):.0f}-{max(ns):.0f} ns" + (f", the profile's {home:.0f})" if home else ")") if ns else ""
+        theirs = f", the profile's {home:.0f})" if home else ")"
+        seen = f" (hand-off {min(ns):.0f}-{max(ns):.0f} ns{theirs}" if ns else ""
         out.append(f"[gradient.\"{key}\"]: Leashed's two-worker pass was timed with the CPUs elsewhere{seen}: "
                    f"multi-worker Leashed predictions use that placement's passes; calibrate again once the host "
                    f"puts them back")
