@@ -90,11 +90,10 @@ def run_hogwild(w: int, st: State, wl: Any, batch: int, rng: np.random.Generator
     while not shared.out_of_budget(st.ctrl, st.cfg_i):
         t_s = A.clock_ns()
         rv = load_word(st.ctrl, VER)
-        at = st.theta
+        at, t_r = st.theta, t_s  # live: no read phase
         if local is not None:
             copy_into(local, st.theta)
-            at = local
-        t_r = A.clock_ns() if local is not None else t_s
+            at, t_r = local, A.clock_ns()
         _grad(wl, at, wl.sample_batch(rng, batch), g)
         shared.straggle(slowdown, t_s)
         t_ge = A.clock_ns()
