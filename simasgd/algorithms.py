@@ -29,6 +29,9 @@ class Param:
     default: object
     doc: str
     allowed: tuple[object, ...] = ()  # the values it may take, where it is a choice (the scenario's type uses them)
+    # A table-valued parameter (backoff): the field of the table that is the choice among ``allowed``, the one
+    # a backend's ``VALUES`` restricts (require_values compares it; the table's other fields tune that choice).
+    choice: str = ""
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def _backup_below(p: Params, n: int) -> list[str]:
 
 BACKOFF_KINDS = ("none", "linear", "exponential", "random")
 _BACKOFF = Param("backoff", "none", "backoff between failed lock/CAS attempts: none | linear | exponential | random",
-                 BACKOFF_KINDS)
+                 BACKOFF_KINDS, choice="kind")
 _ELASTIC = (
     Param("alpha", 0.1, "α = ηρ, the elastic moving rate: an exchange moves worker and centre by α(x_j − x̃) "
                         "towards each other (Zhang et al. suggest β = pα ≈ 0.9 for p workers)"),
@@ -274,18 +277,31 @@ def check(name: str, params: Params, workers: int) -> list[str]:
     return out + d.checks(params, workers)
 
 
-def require_values(backend: str, algorithm: Any, only: dict[str, dict[str, tuple[Any, ...]]], why: str = "") -> None:
+def require_values(backend: str, algorithm: Any, only: dict[str, dict[str, tuple[Any, ...]]],
+                   why: str | dict[str, str] = "") -> None:
     """Raise a clear error where ``algorithm`` (a scenario's ``[algorithm]`` table) sets a parameter to a
-    value ``backend`` does not implement: ``only[name][key]`` lists the values it runs. A value it would
-    quietly run as another (the cuda HOGWILD! always reads into a local copy) would label the
-    results with a method that never ran. ``why`` ends the message."""
+    value ``backend`` does not implement: ``only[name][key]`` lists the values it runs (a backend's
+    ``VALUES``). A value it would quietly run as another (a 1-bit ``sync`` run unquantised, a backoff
+    never waited) would label the results with a method that never ran. For a table-valued parameter
+    the listed values are those of its ``choice`` field (``backoff``: its ``kind``). ``why`` ends the
+    message: one reason, or one per key.
+
+    The declarations a backend module makes, read here and by ``tests/conformance/test_refusals.py``:
+    ``VALUES = {algorithm: {key: (values it runs, ...)}}`` where it does not run every value of a
+    parameter; ``MOOT = {algorithm: {key: why}}`` where a parameter chooses nothing in its mechanics
+    (every value runs the same, as the definition says: HOGWILD!'s ``sweep`` on a GPU). Every other
+    parameter of an algorithm it lists it reads and runs as defined."""
     for key, values in only.get(algorithm.name, {}).items():
-        v = algorithm.param(key)
+        v, shown = algorithm.param(key), key
+        choice = ALGORITHMS[algorithm.name].param(key).choice
+        if choice:  # a table (backoff): its choice field (kind)
+            v, shown = getattr(v, choice), f"{key}.{choice}"
         if v not in values:
+            reason = why.get(key, "") if isinstance(why, dict) else why
             show = ", ".join(str(x).lower() if isinstance(x, bool) else str(x) for x in values)
             given = str(v).lower() if isinstance(v, bool) else repr(v)
-            raise UnsupportedAlgorithm(f"backend {backend!r}: algorithm.{key} = {given} is not implemented for "
-                                       f"{algorithm.name!r}; allowed: {show}{f' ({why})' if why else ''}")
+            raise UnsupportedAlgorithm(f"backend {backend!r}: algorithm.{shown} = {given} is not implemented for "
+                                       f"{algorithm.name!r}; allowed: {show}{f' ({reason})' if reason else ''}")
 
 
 def require(backend: str, name: str, supported: frozenset[str] | set[str]) -> None:

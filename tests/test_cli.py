@@ -69,6 +69,18 @@ def test_a_backends_refusal_names_the_scenario_file(tmp_path: Path) -> None:
     assert f"error: {QUICK}: backend 'cpu' does not implement algorithm 'k_sync'; it has: " in res.output
 
 
+def test_a_parameter_value_the_backend_does_not_run_is_refused_naming_the_file_and_key(tmp_path: Path) -> None:
+    """torch's sync has no 1-bit quantisation: refused (exit 2, one line), never run unquantised."""
+    out = tmp_path / "r"
+    res = runner.invoke(app, ["run", QUICK, "-b", "torch", "-s", "algorithm.name=sync", "-s", "algorithm.onebit=true",
+                              "-s", "workers.count=2", "--out", str(out)])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    errors = [line for line in res.output.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {QUICK}: backend 'torch': algorithm.onebit = true is not implemented for 'sync'; "
+                      f"allowed: false (the worker processes send their gradients unquantised)"], res.output
+    assert not out.exists() or not any(out.iterdir())  # nothing ran: no results
+
+
 def test_list_names_every_algorithm() -> None:
     from simasgd.algorithms import names
 

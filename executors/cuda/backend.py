@@ -16,10 +16,16 @@ NAME = "cuda"
 # The keys of executors/cuda/loops.py's LOOPS, written out so that listing them imports no numba.cuda
 # (tests/cuda checks the two agree).
 ALGORITHMS = frozenset({"sync", "lopez", "hogwild", "leashed"})
-# Parameter values the loops implement, where not every value: HOGWILD!'s gradient is taken at a copy
-# read by a kernel (loops.hogwild); its writes have no order to choose (one kernel writes all of θ), so
-# ``sweep`` is accepted and means nothing here, as in the simulator of a GPU.
-VALUES = {"hogwild": {"local_copy": (True,)}}
+# Parameter values the loops implement, where not every value (algorithms.require_values): HOGWILD!'s
+# gradient is taken at a copy read by a kernel (loops.hogwild); sync adds the gradients as computed into
+# the shared sum (no 1-bit quantisation); a leashed CAS that fails retries at once.
+VALUES = {"hogwild": {"local_copy": (True,)}, "sync": {"onebit": (False,)}, "leashed": {"backoff": ("none",)}}
+WHY = {"local_copy": "each stream reads θ into its own copy",
+       "onebit": "the streams add their gradients to the sum unquantised",
+       "backoff": "a failed CAS on streams retries at once"}
+# Parameters that choose nothing here: HOGWILD!'s writes have no order to choose (one kernel writes all
+# of θ), so ``sweep`` is accepted and means nothing, as in the simulator of a GPU.
+MOOT = {"hogwild": {"sweep": "one update kernel writes all of θ at once: its writes have no order to choose"}}
 MEASURES_HOST = True   # real streams on this host's GPU: never two runs at once on one host
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 
@@ -28,11 +34,7 @@ __all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "run_once"]
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
-    algorithms.require_values(NAME, scenario.algorithm, VALUES, "each stream reads θ into its own copy")
-    backoff = scenario.algorithm.backoff
-    if backoff is not None and backoff.kind != "none":
-        raise algorithms.UnsupportedAlgorithm(
-            f"backend 'cuda': algorithm.backoff.kind = {backoff.kind!r} is not implemented on streams; allowed: none")
+    algorithms.require_values(NAME, scenario.algorithm, VALUES, WHY)
     from executors.cuda import device, runner
     from simasgd.workloads import build_workload
 

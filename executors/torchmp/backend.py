@@ -45,16 +45,25 @@ from simasgd.workloads.torch_model import OneThread
 
 NAME = "torch"
 ALGORITHMS = frozenset(LOOPS)
+# Parameter values the worker loops implement, where not every value (algorithms.require_values): ``sync``
+# averages the gradients as computed (no 1-bit quantisation), and a ``mutex`` waiter sleeps in the
+# multiprocessing lock until it is released, with no failed attempts to back off between.
+VALUES = {"sync": {"onebit": (False,)}, "mutex": {"backoff": ("none",)}}
+WHY = {"onebit": "the worker processes send their gradients unquantised",
+       "backoff": "a waiter sleeps in a multiprocessing.Lock until it is free: no failed attempts to back off "
+                  "between"}
 MEASURES_HOST = True   # real processes on this host: its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 START_METHOD = "fork"  # inherits the built workload and compiled helpers; spawn would rebuild both per worker
 READY_TIMEOUT_S = 60.0
 
-__all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "ExecutorError", "run_once", "run_workload"]
+__all__ = ["NAME", "ALGORITHMS", "VALUES", "MEASURES_HOST", "NEEDS_PROFILE", "ExecutorError", "run_once",
+           "run_workload"]
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
+    algorithms.require_values(NAME, scenario.algorithm, VALUES, WHY)  # before torch and the workload: at once
     S.import_torch()
     from simasgd.workloads import build_workload, check_backend
 
