@@ -31,6 +31,7 @@ BACKENDS: dict[str, str] = {
     "cpu": "executors.cpu.backend",
     "torch": "executors.torchmp.backend",  # one process per worker (torch.multiprocessing); needs simasgd[torch]
     "cuda": "executors.cuda.backend",
+    "gpu": "executors.resident.backend",  # workers resident on the GPU, or a fused attempt per stream launch
 }
 DEFAULT = "sim"
 

@@ -409,6 +409,16 @@ class NetworkConfig(Section):
         return self
 
 
+class GpuConfig(Section):
+    """``[gpu]``: how backend ``gpu`` runs its workers (``executors/resident``), and what the simulator of a
+    GPU models. "resident": one launch, each worker a thread block looping on the device (cuMF_SGD; Ma,
+    Rusu & Torres 2019); "streams": each worker a CUDA stream and a host thread launching its attempt as
+    one kernel (Lopez et al. 2020 §IV-B)."""
+
+    mode: Literal["resident", "streams"] = "resident"
+    threads_per_worker: Annotated[int, Field(ge=32, le=1024, multiple_of=32)] = 128
+
+
 class SweepConfig(Section):
     # dotted key -> list of values or a range string "start:stop:step" (see simasgd.sweep.grid)
     grid: dict[str, Union[list[Any], str]] = {}
@@ -444,6 +454,7 @@ class Scenario(Section):
     sim: SimConfig = SimConfig()
     cpu: CpuConfig = CpuConfig()
     network: NetworkConfig | None = None  # optional: left out = shared memory (and the scenario's hash unchanged)
+    gpu: GpuConfig | None = None  # optional: left out = resident workers of 128 threads (hash unchanged)
     sweep: SweepConfig = SweepConfig()
     # Where the file was; relative paths (empirical samples, mnist:) resolve against it.
     base_dir: str | None = Field(default=None, exclude=True)

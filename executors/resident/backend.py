@@ -1,0 +1,65 @@
+"""Backend ``gpu``: workers that live on the GPU — each worker a thread block looping read → gradient →
+update on the device (cuMF_SGD; Ma, Rusu & Torres 2019), or, with ``[gpu] mode = "streams"``, the
+same attempt launched once per attempt on the worker's own stream (Lopez et al. 2020 §IV-B).
+
+numba.cuda is imported when a run starts; without a GPU and without numba's CUDA simulator a run
+stops with one line. Workloads: the ``mlp`` and ``cnn`` models (gradients as block-level device
+functions, :mod:`.gradients`) and the conformance tests' constant gradient; others are refused.
+"""
+
+from __future__ import annotations
+
+from simasgd import algorithms
+from simasgd.progress import Advance
+from simasgd.results import RunResult
+from simasgd.scenario import Scenario
+
+NAME = "gpu"
+ALGORITHMS = frozenset({"sequential", "mutex", "hogwild", "leashed", "sync", "lopez"})
+# Parameter values the kernels implement, where not every value. HOGWILD!'s block writes θ lane by lane
+# in one pass (no order of a worker's writes to choose: ``sweep`` is accepted and means nothing here, as
+# on the streams backend and the simulator of a GPU).
+VALUES = {"mutex": {"backoff": ("none",)}, "leashed": {"backoff": ("none",)}}
+MEASURES_HOST = True   # real blocks on this host's GPU: never two runs at once on one host
+NEEDS_PROFILE = False
+MAX_BATCH = 64  # a lane keeps a batch's sums of one output in registers
+
+__all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "run_once"]
+
+
+def refuse(scenario: Scenario, kind: str | None) -> None:
+    """Every refusal before any device work, each naming the key and what is allowed."""
+    a = scenario.algorithm
+    algorithms.require(NAME, a.name, ALGORITHMS)
+    backoff = a.param("backoff") if a.name in VALUES else None
+    if backoff is not None and backoff.kind != "none":
+        raise algorithms.UnsupportedAlgorithm(
+            f"backend {NAME!r}: algorithm.backoff.kind = {backoff.kind!r} is not implemented for {a.name!r}; "
+            "allowed: none (the device spin lock and CAS retry at once)")
+    mode = scenario.gpu.mode if scenario.gpu is not None else "resident"
+    if mode == "streams" and a.name == "sync":
+        raise algorithms.UnsupportedAlgorithm(
+            f"backend {NAME!r}: algorithm 'sync' needs gpu.mode = \"resident\" (its device-wide barrier waits "
+            "for blocks that, launched per attempt, need not be on the GPU together); backend 'cuda' runs sync "
+            "on streams with a host barrier")
+    if kind is None:
+        raise algorithms.UnsupportedAlgorithm(
+            f"backend {NAME!r}: workload.model = {scenario.workload.model!r} has no device gradient here; "
+            "allowed: mlp, cnn (backend 'cuda' computes other models' gradients on the host)")
+    if scenario.workload.batch_size > MAX_BATCH:
+        raise algorithms.UnsupportedAlgorithm(
+            f"backend {NAME!r}: workload.batch_size = {scenario.workload.batch_size} exceeds {MAX_BATCH}")
+
+
+def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
+    algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
+    from executors.cuda import device
+    from executors.resident import kernels
+    from simasgd.workloads import build_workload
+
+    device.require()  # before building data: a missing GPU is one line, at once
+    wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    refuse(scenario, kernels.kind_of(wl))
+    from executors.resident import runner
+
+    return runner.run_workload(scenario, run, wl, advance)

@@ -1,0 +1,124 @@
+"""Where a resident worker is, what time it is, and how a worker's threads meet — on a GPU and under
+numba's CUDA simulator.
+
+On a GPU a worker is one thread block: its id is ``blockIdx.x + first`` (``first``: the first worker of a
+launch, 0 when all are resident), its lanes the block's threads, and its threads meet at
+``syncthreads``. The time is the GPU's global nanosecond timer (``%globaltimer``), read by inline PTX.
+
+numba's simulator runs a grid's blocks one after another, so blocks that wait for each other (a lock,
+a device-wide barrier) would never meet. There all workers of a launch share one block, each a group
+of ``SIM_LANES`` consecutive threads; a worker's threads meet at a ``threading.Barrier`` of their own,
+and the time is the host's monotonic clock. The kernels are written once against :func:`worker`,
+:func:`lane`, :func:`lanes`, :func:`wsync` and :func:`now`; nothing else differs.
+
+Import only after :func:`executors.cuda.device.require`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from numba import cuda as _numba_cuda
+
+from executors.cuda.device import simulator
+
+SIM = simulator()
+
+
+class _SimCuda:
+    """numba.cuda as the simulated thread sees it. The simulator swaps its fake module into a device
+    function's globals for the call and swaps it back on return: two simulated threads in device functions
+    of one module then undo each other's swap. This stand-in is never swapped; it asks the simulator for the
+    running kernel's module on each use (numba.cuda itself outside a kernel, as when decorating)."""
+
+    def __getattr__(self, name: str) -> Any:
+        from numba.cuda.simulator.kernel import _get_kernel_context
+
+        ctx = _get_kernel_context()
+        return getattr(ctx if ctx is not None else _numba_cuda, name)
+
+
+cuda: Any = _SimCuda() if SIM else _numba_cuda
+SIM_LANES = 4  # threads of one worker under the simulator (each is a Python thread)
+_barriers: list[threading.Barrier] = []
+
+
+def sim_barriers(workers: int) -> None:
+    """One barrier per worker of the next simulated launch (its ``SIM_LANES`` threads)."""
+    _barriers[:] = [threading.Barrier(SIM_LANES) for _ in range(workers)]
+
+
+def sim_abort() -> None:
+    """Release every simulated worker waiting at its barrier (a thread of it failed)."""
+    for b in _barriers:
+        b.abort()
+
+
+if SIM:
+    @cuda.jit(device=True)
+    def worker(first):  # noqa: ANN001, ANN201
+        return first + cuda.threadIdx.x // SIM_LANES
+
+    @cuda.jit(device=True)
+    def lane():  # noqa: ANN201
+        return cuda.threadIdx.x % SIM_LANES
+
+    @cuda.jit(device=True)
+    def lanes():  # noqa: ANN201
+        return SIM_LANES
+
+    def wsync(w: int) -> None:
+        _barriers[w % len(_barriers)].wait()
+
+    def now() -> int:
+        return time.perf_counter_ns()
+
+else:  # pragma: no cover - compiled for a GPU only
+    from llvmlite import ir
+
+    try:
+        from numba.cuda import types as _types
+        from numba.cuda.extending import intrinsic
+    except ImportError:  # numba's built-in CUDA target (numba < 0.61 without numba-cuda)
+        from numba import types as _types
+        from numba.core.extending import intrinsic
+
+    @intrinsic
+    def _globaltimer(typingctx: Any) -> Any:
+        sig = _types.int64()
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l",
+                               side_effect=True)
+            return builder.call(asm, [])
+
+        return sig, codegen
+
+    @cuda.jit(device=True, inline=True)
+    def worker(first):  # noqa: ANN001, ANN201
+        return first + cuda.blockIdx.x
+
+    @cuda.jit(device=True, inline=True)
+    def lane():  # noqa: ANN201
+        return cuda.threadIdx.x
+
+    @cuda.jit(device=True, inline=True)
+    def lanes():  # noqa: ANN201
+        return cuda.blockDim.x
+
+    @cuda.jit(device=True, inline=True)
+    def wsync(w):  # noqa: ANN001, ANN201
+        cuda.syncthreads()
+
+    @cuda.jit(device=True, inline=True)
+    def now():  # noqa: ANN201
+        return _globaltimer()
+
+
+def launch_shape(workers: int, threads: int) -> tuple[int, int]:
+    """(blocks, threads per block) of a launch of ``workers`` workers of ``threads`` lanes each."""
+    if SIM:
+        return 1, workers * SIM_LANES
+    return workers, threads

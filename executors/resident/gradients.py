@@ -1,0 +1,235 @@
+"""A minibatch gradient computed by one worker's block, with no host in the loop.
+
+Each function is a device function run by all lanes of one worker (:mod:`.device`): work is split
+lane-strided, and the lanes meet (``wsync``) between phases. Layouts are the CPU kernels' flat θ
+(``simasgd/workloads/kernels.py``: per dense layer W row-major [in × out], then b; the cnn's conv
+filters and biases first, ``cnn_kernels.py``). Scratch rows are per worker (``act[w]``, ``dl[w]``).
+
+- :func:`build` (dtype, batch) returns the device functions for that element type and batch size:
+  a lane keeps one output column's ``B`` batch sums in registers, so W is read once per gradient.
+- ``mlp``: gather → per layer Z = A·W + b (ReLU but the last) → softmax cross-entropy delta
+  (scale 1/B) → per layer gW = Aᵀ·D, gb = Σ_b D, D ← D·Wᵀ ⊙ [A > 0].
+- ``cnn``: conv (valid, stride 1) + ReLU → P×P max-pool → the mlp above on the pooled features →
+  the conv filters' and biases' gradients through the pool's argmax.
+- ``const``: every element ``G`` (the conformance workload, ``simasgd.workloads.constant``).
+
+Batches are drawn on the device: a xorshift64 stream per worker (``rng[w]``, seeded from
+``seeds.rng(seed, run, Role.BATCH, w)``), rows uniform with replacement as ``Workload.sample_batch``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from numba import float32, float64
+
+from executors.resident.device import cuda, wsync
+
+ELEMENT = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
+
+
+@cuda.jit(device=True)
+def draw(rng, w, n):  # noqa: ANN001, ANN201
+    """The next row index in [0, n) from worker w's xorshift64 state (lane 0 only)."""
+    x = rng[w]
+    x ^= x << np.uint64(13)
+    x ^= x >> np.uint64(7)
+    x ^= x << np.uint64(17)
+    rng[w] = x
+    return np.int64((x >> np.uint64(11)) % np.uint64(n))
+
+
+@cuda.jit(device=True)
+def sample(rng, idx, w, ln, batch, n):  # noqa: ANN001, ANN201
+    """idx[w, :batch] ← a minibatch of rows (lane 0 draws; the caller syncs before reading)."""
+    if ln == 0:
+        for b in range(batch):
+            idx[w, b] = draw(rng, w, n)
+
+
+@functools.lru_cache(maxsize=None)
+def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
+    """Device functions for θ of ``dtype`` and minibatches of ``batch`` rows (module docstring)."""
+    DT = ELEMENT[np.dtype(dtype)]
+    B = batch
+    G = g_const
+
+    @cuda.jit(device=True)
+    def const(w, ln, nl, th, g):  # noqa: ANN001, ANN202
+        for i in range(ln, g.shape[1], nl):
+            g[w, i] = G
+
+    @cuda.jit(device=True)
+    def dense_forward(w, ln, nl, th, first, widths, L, act):  # noqa: ANN001, ANN202
+        """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]."""
+        acc = cuda.local.array(B, DT)
+        oa, ot = 0, first
+        for l in range(L):
+            nin, nout = widths[l], widths[l + 1]
+            on = oa + B * nin
+            ob = ot + nin * nout
+            for j in range(ln, nout, nl):
+                for b in range(B):
+                    acc[b] = 0
+                for k in range(nin):
+                    wkj = th[ot + k * nout + j]
+                    for b in range(B):
+                        acc[b] += act[w, oa + b * nin + k] * wkj
+                bj = th[ob + j]
+                for b in range(B):
+                    v = acc[b] + bj
+                    if l < L - 1 and v < 0:
+                        v = 0
+                    act[w, on + b * nout + j] = v
+            wsync(w)
+            oa, ot = on, ob + nout
+
+    @cuda.jit(device=True)
+    def softmax_delta(w, ln, nl, act, oz, C, y, idx):  # noqa: ANN001, ANN202
+        """Logits act[w, oz + b·C + c] become (softmax − onehot)/B."""
+        scale = DT(1.0 / B)
+        for b in range(ln, B, nl):
+            o = oz + b * C
+            c0 = y[idx[w, b]]
+            mx = act[w, o]
+            for j in range(1, C):
+                mx = max(mx, act[w, o + j])
+            s = DT(0)
+            for j in range(C):
+                s += math.exp(act[w, o + j] - mx)
+            lse = mx + math.log(s)
+            for j in range(C):
+                p = math.exp(act[w, o + j] - lse) * scale
+                act[w, o + j] = p - scale if j == c0 else p
+        wsync(w)
+
+    @cuda.jit(device=True)
+    def dense_backward(w, ln, nl, th, first, widths, L, act, dl, g, need_input):  # noqa: ANN001, ANN202
+        """Gradients of the dense layers into g[w]; with ``need_input`` the delta at the first layer's
+        input (unmasked) is left in dl[w, 0 : B·widths[0]]. Hidden deltas live in dl[w] after it."""
+        acc = cuda.local.array(B, DT)
+        offs_a = cuda.local.array(16, np.int64)
+        offs_t = cuda.local.array(16, np.int64)
+        oa, ot = 0, first
+        for l in range(L):
+            offs_a[l], offs_t[l] = oa, ot
+            oa += B * widths[l]
+            ot += widths[l] * widths[l + 1] + widths[l + 1]
+        od = B * widths[0]  # dl: [input delta | D1 | … | D_{L-1}]
+        offs_d = cuda.local.array(16, np.int64)
+        for l in range(1, L):
+            offs_d[l] = od
+            od += B * widths[l]
+        zs = oa  # the logits' delta: act[w, zs : zs + B·C]
+        for l in range(L - 1, -1, -1):
+            nin, nout = widths[l], widths[l + 1]
+            oa, ot = offs_a[l], offs_t[l]
+            ob = ot + nin * nout
+            last = l == L - 1
+            for i in range(ln, nin * nout, nl):
+                k, j = i // nout, i % nout
+                s = DT(0)
+                for b in range(B):
+                    d = act[w, zs + b * nout + j] if last else dl[w, offs_d[l + 1] + b * nout + j]
+                    s += act[w, oa + b * nin + k] * d
+                g[w, ot + i] = s
+            for j in range(ln, nout, nl):
+                s = DT(0)
+                for b in range(B):
+                    s += act[w, zs + b * nout + j] if last else dl[w, offs_d[l + 1] + b * nout + j]
+                g[w, ob + j] = s
+            if l > 0 or need_input:
+                for k in range(ln, nin, nl):
+                    for b in range(B):
+                        acc[b] = 0
+                    for j in range(nout):
+                        wkj = th[ot + k * nout + j]
+                        for b in range(B):
+                            d = act[w, zs + b * nout + j] if last else dl[w, offs_d[l + 1] + b * nout + j]
+                            acc[b] += d * wkj
+                    for b in range(B):
+                        if l > 0:
+                            dl[w, offs_d[l] + b * nin + k] = acc[b] if act[w, oa + b * nin + k] > 0 else 0
+                        else:
+                            dl[w, b * nin + k] = acc[b]
+            wsync(w)
+
+    @cuda.jit(device=True)
+    def mlp(w, ln, nl, th, X, y, idx, widths, L, act, dl, g):  # noqa: ANN001, ANN202
+        F = widths[0]
+        for i in range(ln, B * F, nl):
+            b, c = i // F, i % F
+            act[w, i] = X[idx[w, b], c]
+        wsync(w)
+        dense_forward(w, ln, nl, th, 0, widths, L, act)
+        oz = 0
+        for l in range(L):
+            oz += B * widths[l]
+        softmax_delta(w, ln, nl, act, oz, widths[L], y, idx)
+        dense_backward(w, ln, nl, th, 0, widths, L, act, dl, g, False)
+
+    @cuda.jit(device=True)
+    def cnn(w, ln, nl, th, X, y, idx, widths, L, act, dl, g, cd, conv, arg):  # noqa: ANN001, ANN202
+        """cd = [C, H, W, K, k, Ho, Wo, P, Hp, Wp]; conv[w]: the ReLU'd conv maps; arg[w]: the pool's argmax.
+        The dense part reads its input (the pooled maps) from act[w, 0 : B·widths[0]]."""
+        C, H, Wd, K, k, Ho, Wo, P, Hp, Wp = cd[0], cd[1], cd[2], cd[3], cd[4], cd[5], cd[6], cd[7], cd[8], cd[9]
+        nconv = K * C * k * k + K
+        per = K * Ho * Wo
+        for t in range(ln, B * per, nl):
+            s, q = t // per, t % per
+            f, ij = q // (Ho * Wo), q % (Ho * Wo)
+            i, j = ij // Wo, ij % Wo
+            row = idx[w, s]
+            a = th[K * C * k * k + f]
+            for c in range(C):
+                for u in range(k):
+                    for v in range(k):
+                        a += th[((f * C + c) * k + u) * k + v] * X[row, (c * H + i + u) * Wd + j + v]
+            conv[w, t] = a if a > 0 else 0
+        wsync(w)
+        pp = K * Hp * Wp
+        for t in range(ln, B * pp, nl):
+            s, o = t // pp, t % pp
+            f, pij = o // (Hp * Wp), o % (Hp * Wp)
+            pi, pj = pij // Wp, pij % Wp
+            best = -1
+            bv = -math.inf
+            for u in range(P):
+                for v in range(P):
+                    q = (f * Ho + pi * P + u) * Wo + pj * P + v
+                    if conv[w, s * per + q] > bv:
+                        bv = conv[w, s * per + q]
+                        best = q
+            act[w, t] = bv
+            arg[w, t] = best
+        wsync(w)
+        dense_forward(w, ln, nl, th, nconv, widths, L, act)
+        oz = 0
+        for l in range(L):
+            oz += B * widths[l]
+        softmax_delta(w, ln, nl, act, oz, widths[L], y, idx)
+        dense_backward(w, ln, nl, th, nconv, widths, L, act, dl, g, True)
+        nw = K * C * k * k
+        for t in range(ln, nconv, nl):  # a lane per filter weight or bias: Σ over the batch's pooled maxima
+            f = t // (C * k * k) if t < nw else t - nw
+            r = t % (C * k * k)
+            c, ab = r // (k * k), r % (k * k)
+            u, v = ab // k, ab % k
+            s = DT(0)
+            for n in range(B * Hp * Wp):
+                b, o = n // (Hp * Wp), f * Hp * Wp + n % (Hp * Wp)
+                d = dl[w, b * pp + o]
+                if d != 0 and act[w, b * pp + o] > 0:
+                    if t >= nw:
+                        s += d
+                    else:
+                        q = arg[w, b * pp + o] - f * Ho * Wo
+                        s += d * X[idx[w, b], (c * H + q // Wo + u) * Wd + q % Wo + v]
+            g[w, t] = s
+        wsync(w)
+
+    return SimpleNamespace(const=const, mlp=mlp, cnn=cnn, B=B, DT=DT)

@@ -1,0 +1,322 @@
+"""One run of the ``gpu`` backend: device state, the launch (resident or streams), the monitor, the results.
+
+Resident mode launches every worker once (a block each) and the host only watches. Streams mode
+gives each worker a CUDA stream and a host thread that launches its block once per attempt
+(:mod:`.launch`). In both the main thread polls the device's words every ``POLL_S``: it copies new
+snapshots from the ring, evaluates their loss on the host with the workload's CPU kernel, and writes
+the stop word at ε, on a crash, or at the time budget. Rows come back once, after the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from executors.cuda import device as cuda_device
+from executors.resident import device, kernels
+from executors.resident import protocol as P
+from executors.resident.launch import Launcher
+from simasgd import seeds
+from simasgd.convergence import Monitor
+from simasgd.progress import Advance
+from simasgd.results import RunResult, updates_frame
+from simasgd.scenario import Scenario
+
+NAME = "gpu"
+POLL_S = 2e-3
+RING = 32            # snapshot slots
+ROW_SLACK = 4        # rows buffer = (max_updates + workers) × this for algorithms that drop or record per gradient
+MAX_ROWS = 20_000_000
+_REHEARSED: set[str] = set()
+
+
+class ExecutorError(RuntimeError):
+    """The kernel or a stream's host thread failed, or a run did not stop."""
+
+
+@dataclass
+class Run:
+    """Host and device state of one run."""
+
+    sc: Scenario
+    wl: Any
+    cuda: Any
+    n: int
+    threads: int
+    kind: str
+    arrays: dict[str, Any] = field(default_factory=dict)
+    stop_seen: threading.Event = field(default_factory=threading.Event)
+
+    def args(self, first: int) -> tuple[Any, ...]:
+        a = self.arrays
+        return (first, a["theta"], a["vel"], a["X"], a["y"], a["ctl"], a["cfg"], a["cfgf"], a["local"], a["g"],
+                a["act"], a["dl"], a["conv"], a["arg"], a["idx"], a["rng"], a["wsw"], a["rows_i"], a["rows_t"],
+                a["snap"], a["meta"], a["af"], a["af2"], a["ai"])
+
+
+def mode(sc: Scenario) -> str:
+    return sc.gpu.mode if sc.gpu is not None else "resident"
+
+
+def threads_per_worker(sc: Scenario) -> int:
+    return sc.gpu.threads_per_worker if sc.gpu is not None else 128
+
+
+def rows_capacity(sc: Scenario, n: int) -> int:
+    a = sc.algorithm.name
+    per = 1 if a in ("hogwild", "mutex", "sequential") else ROW_SLACK * (n if a in ("sync", "lopez") else 1)
+    return int(min(MAX_ROWS, (sc.stop.max_updates + n) * per + 16))
+
+
+def _scratch(wl: Any, kind: str, batch: int) -> tuple[int, int, int, list[int], list[int]]:
+    """(act, dl, conv) sizes per worker, the dense widths and the cnn's dims."""
+    if kind == "const":
+        return 1, 1, 1, [1, 1], [0] * 10
+    if kind == "mlp":
+        widths = [int(v) for v in wl.shape[1:]]
+        conv, cd = 1, [0] * 10
+    else:
+        from simasgd.workloads.cnn import sizes
+
+        s = sizes(wl.shape)
+        widths = [s["F1"], s["Hd"], s["nc"]]
+        cd = [s[k] for k in ("C", "H", "W", "K", "k", "Ho", "Wo", "P", "Hp", "Wp")]
+        conv = batch * s["K"] * s["Ho"] * s["Wo"]
+    act = batch * sum(widths)
+    dl = batch * sum(widths[:-1])
+    return act, dl, conv, widths, cd
+
+
+def _config(sc: Scenario, n: int, kind: str, widths: list[int], cd: list[int], cap: int, dim: int,
+            attempts: int) -> np.ndarray:
+    a, opt = sc.algorithm, sc.optimizer
+    cfg = np.zeros(P.CFG_LEN, np.int64)
+    cfg[P.MAXU], cfg[P.BATCH], cfg[P.EVERY], cfg[P.RING] = sc.stop.max_updates, sc.workload.batch_size, \
+        sc.stop.eval_updates(), RING
+    cfg[P.LOCAL] = int(bool(a.param("local_copy"))) if a.name == "hogwild" else 1
+    pers = a.param("persistence") if a.name == "leashed" else None
+    cfg[P.PERSIST] = -1 if pers is None or math.isinf(float(pers)) else int(pers)
+    cfg[P.AWARE] = int(bool(opt.staleness_aware))
+    cfg[P.WORKERS], cfg[P.ATTEMPTS], cfg[P.CAP], cfg[P.DIM] = n, attempts, cap, dim
+    cfg[P.WITH_ADD] = int(a.name == "lopez" and a.param("subtract") == "with_add")
+    cfg[P.CONSISTENT] = int(a.name == "lopez" and a.param("model_read") == "consistent")
+    cfg[P.LAYERS] = len(widths) - 1
+    cfg[P.WIDTHS:P.WIDTHS + len(widths)] = widths
+    cfg[P.CONV:P.CONV + 10] = cd
+    return cfg
+
+
+def state(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str) -> Run:
+    n, dt = sc.workers.count, np.dtype(wl.dtype)
+    theta0 = np.ascontiguousarray(wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT)), dtype=dt)
+    dim, batch = int(theta0.shape[0]), sc.workload.batch_size
+    r = Run(sc, wl, cuda, n, threads_per_worker(sc), kind)
+    act, dl, conv, widths, cd = _scratch(wl, kind, batch)
+    cap = rows_capacity(sc, n)
+    attempts = -1 if mode(sc) == "resident" else 1
+    cfg = _config(sc, n, kind, widths, cd, cap, dim, attempts)
+    cfg[P.NROWS] = int(wl.n_train)
+    name, mom = sc.algorithm.name, sc.optimizer.momentum
+    scale = 1.0 / n if name == "sync" else 1.0 / max(1, n - 1)
+    ctl = np.zeros(P.CTL_WORDS * P.LINE, np.int64)
+    ctl[P.GO * P.LINE] = 1 if sc.stop.max_updates > 0 else 0
+    seeds_ = np.array([seeds.rng(sc.seed, run, seeds.Role.BATCH, w).integers(1, 2**63 - 1) for w in range(n)],
+                      dtype=np.uint64)
+    X = wl.X if isinstance(getattr(wl, "X", None), np.ndarray) and kind != "const" else np.zeros((1, 1), dt)
+    y = np.ascontiguousarray(wl.y, dtype=np.int64) if kind != "const" else np.zeros(1, np.int64)
+    host: dict[str, np.ndarray] = {
+        "theta": theta0, "vel": np.zeros(dim if mom > 0 else 1, dt), "X": np.ascontiguousarray(X, dtype=dt),
+        "y": y, "ctl": ctl, "cfg": cfg, "cfgf": np.array([sc.optimizer.lr, mom, scale], dt),
+        "local": np.zeros((n, dim), dt), "g": np.zeros((n, dim), dt), "act": np.zeros((n, act), dt),
+        "dl": np.zeros((n, dl), dt), "conv": np.zeros((n, conv), dt), "arg": np.zeros((n, max(1, conv)), np.int64),
+        "idx": np.zeros((n, batch), np.int64), "rng": seeds_, "wsw": np.zeros((n, P.WS_COLS), np.int64),
+        "rows_i": np.zeros((cap, P.ROW_COLS), np.int64), "rows_t": np.zeros((cap, 4), np.int64),
+        "snap": np.zeros((RING, dim), dt), "meta": np.full(2 * RING, -1, np.int64),
+    }
+    host.update(_aux(name, theta0, n, mom > 0))
+    r.arrays = {k: cuda.to_device(v) for k, v in host.items()}
+    return r
+
+
+def _aux(name: str, theta0: np.ndarray, n: int, momentum: bool) -> dict[str, np.ndarray]:
+    """Leashed's pool (2n + 2 vectors: one claimed and one read per worker, the latest, the monitor's) and
+    its words [rc | stale | ver | held]; Lopez's [acc, old_1 … old_{N−1}] and [last row, last version]."""
+    dt, dim = theta0.dtype, theta0.shape[0]
+    if name == "leashed":
+        size = 2 * n + 2
+        pool = np.zeros((size, dim), dt)
+        pool[0] = theta0
+        stale = np.ones(size, np.int64)
+        stale[0] = 0
+        words = np.concatenate([np.zeros(size, np.int64), stale, np.zeros(size, np.int64), np.full(n, -1, np.int64)])
+        return {"af": pool, "af2": np.zeros((size, dim) if momentum else (size, 1), dt), "ai": words}
+    if name == "lopez":
+        return {"af": np.zeros((n, dim), dt), "af2": np.zeros((1, 1), dt),
+                "ai": np.tile(np.array([-1, 0], np.int64), n)}
+    return {"af": np.zeros((1, 1), dt), "af2": np.zeros((1, 1), dt), "ai": np.zeros(1, np.int64)}
+
+
+def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None) -> RunResult:
+    cuda = cuda_device.require()
+    kind = kernels.kind_of(wl)
+    assert kind is not None  # the backend refused other workloads
+    key = json.dumps({k: v for k, v in sc.to_dict().items() if k not in ("stop", "seed", "name", "repeats")},
+                     sort_keys=True, default=str)
+    if not device.SIM and key not in _REHEARSED:  # compile every kernel off the record (executors/cuda/runner.py)
+        _run(_rehearsal(sc), run, wl, cuda, kind, None)
+        _REHEARSED.add(key)
+    return _run(sc, run, wl, cuda, kind, advance)
+
+
+def _rehearsal(sc: Scenario) -> Scenario:
+    from simasgd import algorithms, loader
+
+    master = algorithms.ALGORITHMS[sc.algorithm.name].applies == "latest_sum"
+    n = min(3 * (50 if master else 1) * sc.workers.count, sc.stop.max_updates)
+    doc = sc.to_dict()
+    doc["stop"] = {**doc["stop"], "epsilon": 0.0, "max_updates": n, "max_time_s": 300.0,
+                   "eval_every_updates": max(1, n // 2), "eval_every_s": None}
+    return loader.from_dict(doc, f"{sc.name} (rehearsal)", Path(sc.base_dir) if sc.base_dir else None)
+
+
+def _kernel(r: Run) -> Any:
+    from simasgd.workloads.constant import G
+
+    ks = kernels.build(r.kind, np.dtype(r.wl.dtype).name, r.sc.workload.batch_size, G if r.kind == "const" else 0.0)
+    return getattr(ks, r.sc.algorithm.name)
+
+
+def resident_max(kernel: Any, threads: int) -> int | None:
+    """How many blocks of the compiled ``kernel`` the GPU holds at once (None: not compiled, or simulator)."""
+    if device.SIM or not kernel.overloads:
+        return None
+    return int(next(iter(kernel.overloads.values())).max_cooperative_grid_blocks(threads))
+
+
+def _run(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str, advance: Advance | None) -> RunResult:
+    r = state(sc, run, wl, cuda, kind)
+    kernel = _kernel(r)
+    most = resident_max(kernel, r.threads)
+    if most is not None and r.n > most and (mode(sc) == "resident" or sc.algorithm.name in ("mutex", "sync")):
+        raise ExecutorError(f"workers.count = {r.n} exceeds the {most} blocks of {r.threads} threads this GPU holds "
+                            "at once; resident workers wait for each other and must all be on the device")
+    launcher = Launcher(r, kernel, mode(sc))
+    mon = Monitor(sc.stop, run)
+    mon.observe(0.0, 0, wl.eval_loss(np.asarray(r.arrays["theta"].copy_to_host())))
+    t0 = time.perf_counter()
+    launcher.start()
+    watch = Watch(r, mon, advance)
+    try:
+        while launcher.alive():
+            launcher.join(POLL_S)
+            elapsed = time.perf_counter() - t0
+            if watch.poll(elapsed) or elapsed >= sc.stop.max_time_s:
+                watch.stop()
+            if launcher.failed():
+                watch.stop()
+        launcher.finish(sc.cpu.join_timeout_s)
+    except BaseException:
+        watch.stop()
+        launcher.finish(sc.cpu.join_timeout_s)
+        raise
+    wall = time.perf_counter() - t0
+    watch.poll(wall)  # snapshots left in the ring
+    return _result(sc, run, r, mon, wall, launcher)
+
+
+class Watch:
+    """The host monitor: new snapshots from the ring → losses → the stop rule; progress."""
+
+    def __init__(self, r: Run, mon: Monitor, advance: Advance | None):
+        self.r, self.mon, self.advance = r, mon, advance
+        self.stream = r.cuda.stream()
+        self.seen = 0  # the highest snapshot version evaluated
+        self.reported = 0
+
+    def stop(self) -> None:
+        ctl = self.r.arrays["ctl"]
+        word = ctl[P.STOP * P.LINE:P.STOP * P.LINE + 1]
+        cur = word.copy_to_host(stream=self.stream)
+        if cur[0] == P.RUNNING:
+            word.copy_to_device(np.array([P.HOST], np.int64), stream=self.stream)
+        self.stream.synchronize()
+        self.r.stop_seen.set()
+
+    def poll(self, elapsed: float) -> bool:
+        """Evaluate the ring's new snapshots in version order; True when the stop rule says stop."""
+        a, s = self.r.arrays, self.stream
+        ctl = a["ctl"].copy_to_host(stream=s)
+        meta = a["meta"].copy_to_host(stream=s)
+        s.synchronize()
+        if ctl[P.STOP * P.LINE] != P.RUNNING:
+            self.r.stop_seen.set()
+        done = False
+        for slot in np.argsort(meta[0::2]):
+            v = int(meta[2 * slot])
+            if v <= self.seen:
+                continue
+            theta = a["snap"][slot].copy_to_host(stream=s)
+            again = a["meta"][2 * slot:2 * slot + 1].copy_to_host(stream=s)
+            s.synchronize()
+            if int(again[0]) != v:
+                continue  # overwritten while copied: a later snapshot follows
+            self.seen = v
+            t0 = int(ctl[P.T0 * P.LINE])
+            t = (int(meta[2 * slot + 1]) - t0) / 1e9 if t0 > 0 else elapsed
+            if self.mon.observe(max(t, 0.0), v, self.r.wl.eval_loss(theta)):
+                done = True
+        v_now = int(ctl[P.VERSION * P.LINE])
+        if self.advance is not None and v_now > self.reported:
+            self.advance(v_now - self.reported)
+            self.reported = v_now
+        return done
+
+
+def _result(sc: Scenario, run: int, r: Run, mon: Monitor, wall: float, launcher: Launcher) -> RunResult:
+    a = r.arrays
+    ctl = a["ctl"].copy_to_host()
+    n_rows = min(int(ctl[P.ROWS * P.LINE]), int(a["cfg"].copy_to_host()[P.CAP]))
+    ri = a["rows_i"].copy_to_host()[:n_rows]
+    rt = a["rows_t"].copy_to_host()[:n_rows].astype(np.float64)
+    version, theta = final_theta(r)
+    t0 = float(ctl[P.T0 * P.LINE]) if ctl[P.T0 * P.LINE] > 0 else (float(rt[:, 0].min()) if n_rows else 0.0)
+    rt = (rt - t0) / 1e9
+    elapsed = float(rt[:, 3].max()) if n_rows else wall
+    applied = ri[:, P.R_APPLIED] != 0
+    if sc.algorithm.name == "lopez":  # gradients no step of the run took in (algorithms.py, lopez)
+        applied &= ri[:, P.R_VERSION] <= version
+    frame = updates_frame(run, ri[:, P.R_WORKER], ri[:, P.R_VERSION], ri[:, P.R_READ], rt[:, 1], rt[:, 3],
+                          ri[:, P.R_WAIT] / 1e9, ri[:, P.R_RETRIES], applied, rt[:, 0], rt[:, 1], rt[:, 2])
+    frame = frame.sort_values(["t_write", "worker"], kind="stable").reset_index(drop=True)
+    ok = frame["applied"].to_numpy()
+    if mon.updates[-1] != version and not mon.done:
+        mon.observe(elapsed, version, r.wl.eval_loss(theta))
+    why = {P.RUNNING: "running", P.BUDGET: "budget", P.ROWS_FULL: "rows buffer full", P.HOST: "host"}
+    summary = mon.summary(version, elapsed, frame["staleness"].to_numpy()[ok], attempts=len(frame),
+                          dropped=int((~ok).sum()), gradient_on_device=True)
+    meta = {"device": cuda_device.describe(), "gpu_mode": mode(sc), "threads_per_worker": r.threads,
+            "gradient_on_device": True, "stopped_by": why.get(int(ctl[P.STOP * P.LINE]), "?"),
+            "launch": launcher.describe(), "wall_s": wall}
+    from executors.resident.backend import NAME as BACKEND
+
+    return RunResult(scenario=sc.to_dict(), backend=BACKEND, runs=[summary], updates=frame, curve=mon.curve(),
+                     metadata=meta)
+
+
+def final_theta(r: Run) -> tuple[int, np.ndarray]:
+    """(version, θ) at the end: the shared θ, or Leashed's latest pool vector."""
+    a = r.arrays
+    ctl = a["ctl"].copy_to_host()
+    if r.sc.algorithm.name != "leashed":
+        return int(ctl[P.VERSION * P.LINE]), a["theta"].copy_to_host()
+    size = a["af"].shape[0]
+    latest = int(ctl[P.LATEST * P.LINE])
+    words = a["ai"].copy_to_host()
+    return int(words[2 * size + latest]), a["af"][latest].copy_to_host()
