@@ -16,10 +16,12 @@ from simasgd.scenario import Scenario
 
 NAME = "gpu"
 ALGORITHMS = frozenset({"sequential", "mutex", "hogwild", "leashed", "sync", "lopez"})
-# Parameter values the kernels implement, where not every value. HOGWILD!'s block writes θ lane by lane
-# in one pass (no order of a worker's writes to choose: ``sweep`` is accepted and means nothing here, as
-# on the streams backend and the simulator of a GPU).
-VALUES = {"mutex": {"backoff": ("none",)}, "leashed": {"backoff": ("none",)}}
+# Parameter values the kernels implement, where not every value (algorithms.require_values).
+VALUES = {"mutex": {"backoff": ("none",)}, "leashed": {"backoff": ("none",)}, "sync": {"onebit": (False,)}}
+WHY = {"backoff": "the device spin lock and CAS retry at once",
+       "onebit": "the workers' gradients are averaged unquantised"}
+# Parameters that choose nothing here (algorithms.py, MOOT).
+MOOT = {"hogwild": {"sweep": "a worker's lanes write all of θ in one pass: its writes have no order to choose"}}
 MEASURES_HOST = True   # real blocks on this host's GPU: never two runs at once on one host
 NEEDS_PROFILE = False
 MAX_BATCH = 64  # a lane keeps a batch's sums of one output in registers
@@ -27,22 +29,19 @@ MAX_BATCH = 64  # a lane keeps a batch's sums of one output in registers
 __all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "run_once"]
 
 
-def refuse(scenario: Scenario, kind: str | None) -> None:
-    """Every refusal before any device work, each naming the key and what is allowed."""
+def refuse(scenario: Scenario, kind: str | None = None, built: bool = False) -> None:
+    """Every refusal, each naming the key and what is allowed: before any device work, and once the
+    workload is ``built``, whether it has a device gradient (``kind``)."""
     a = scenario.algorithm
     algorithms.require(NAME, a.name, ALGORITHMS)
-    backoff = a.param("backoff") if a.name in VALUES else None
-    if backoff is not None and backoff.kind != "none":
-        raise algorithms.UnsupportedAlgorithm(
-            f"backend {NAME!r}: algorithm.backoff.kind = {backoff.kind!r} is not implemented for {a.name!r}; "
-            "allowed: none (the device spin lock and CAS retry at once)")
+    algorithms.require_values(NAME, a, VALUES, WHY)
     mode = scenario.gpu.mode if scenario.gpu is not None else "resident"
     if mode == "streams" and a.name == "sync":
         raise algorithms.UnsupportedAlgorithm(
             f"backend {NAME!r}: algorithm 'sync' needs gpu.mode = \"resident\" (its device-wide barrier waits "
             "for blocks that, launched per attempt, need not be on the GPU together); backend 'cuda' runs sync "
             "on streams with a host barrier")
-    if kind is None:
+    if built and kind is None:
         raise algorithms.UnsupportedAlgorithm(
             f"backend {NAME!r}: workload.model = {scenario.workload.model!r} has no device gradient here; "
             "allowed: mlp, cnn (backend 'cuda' computes other models' gradients on the host)")
@@ -52,14 +51,14 @@ def refuse(scenario: Scenario, kind: str | None) -> None:
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
-    algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
+    refuse(scenario)
     from executors.cuda import device
     from executors.resident import kernels
     from simasgd.workloads import build_workload
 
     device.require()  # before building data: a missing GPU is one line, at once
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
-    refuse(scenario, kernels.kind_of(wl))
+    refuse(scenario, kernels.kind_of(wl), built=True)
     from executors.resident import runner
 
     return runner.run_workload(scenario, run, wl, advance)

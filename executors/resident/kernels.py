@@ -47,15 +47,16 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
     F = gradients.build(dtype, batch, g_const)
     B = batch
     CNN, MLP = kind == "cnn", kind == "mlp"
+    cnn_grad, mlp_grad, const_grad = F.cnn, F.mlp, F.const  # closure cells: numba types functions, not namespaces
 
     @cuda.jit(device=True)
     def grad(w, ln, nl, th, X, y, idx, cfg, act, dl, g, conv, arg):  # noqa: ANN001, ANN202
         if CNN:
-            F.cnn(w, ln, nl, th, X, y, idx, cfg[P.WIDTHS:], cfg[P.LAYERS], act, dl, g, cfg[P.CONV:], conv, arg)
+            cnn_grad(w, ln, nl, th, X, y, idx, cfg[P.WIDTHS:], cfg[P.LAYERS], act, dl, g, cfg[P.CONV:], conv, arg)
         elif MLP:
-            F.mlp(w, ln, nl, th, X, y, idx, cfg[P.WIDTHS:], cfg[P.LAYERS], act, dl, g)
+            mlp_grad(w, ln, nl, th, X, y, idx, cfg[P.WIDTHS:], cfg[P.LAYERS], act, dl, g)
         else:
-            F.const(w, ln, nl, th, g)
+            const_grad(w, ln, nl, th, g)
         wsync(w)
 
     @cuda.jit(device=True)
