@@ -72,7 +72,8 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 go = 0
                 P.stop(ctl, P.BUDGET)
             wsw[w, P.W_GO] = go
-            gradients.sample(rng, idx, w, 0, B, cfg[P.NROWS])
+            if go == 1:
+                gradients.sample(rng, idx, w, 0, B, cfg[P.NROWS])
         wsync(w)
         return wsw[w, P.W_GO] != 0
 
@@ -334,7 +335,8 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 wsw[w, P.W_T0] = t
                 wsw[w, P.W_GO] = P.load(ctl, P.GO)
                 wsw[w, P.W_READ] = P.load(ctl, P.VERSION)
-                gradients.sample(rng, idx, w, 0, B, cfg[P.NROWS])
+                if wsw[w, P.W_GO] != 0:
+                    gradients.sample(rng, idx, w, 0, B, cfg[P.NROWS])
             wsync(w)
             if wsw[w, P.W_GO] == 0:
                 break
