@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the GPU half needs measured, on one machine with an NVIDIA GPU, in one go (≤ ~7 minutes):
 #   bash benchmarks/gpu_check.sh OUT_DIR [seconds]
-# Writes OUT_DIR/gpu_check.json (benchmarks/gpu_check.py: correctness, resident and streams tables, the
+# Writes OUT_DIR/{a,b}/gpu_check.json (benchmarks/gpu_check.py: correctness, resident and streams tables, the
 # Lopez table, HOGWILD! to ε), OUT_DIR/torch_anchor.json (PyTorch's GPU HOGWILD!, same model, same GPU),
 # OUT_DIR/gpu_profile.toml (simasgd calibrate --gpu) and the logs. Python packages the machine lacks can
 # travel as wheels in .whl/ (installed into /tmp/site first); simasgd runs from this checkout.
@@ -19,18 +19,16 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     && export PYTHONPATH=/tmp/site:$PWD
 fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-$PY -c "import numpy, numba; from numba import cuda; print('numpy', numpy.__version__, 'numba', numba.__version__, 'gpu', cuda.is_available())" 2>&1 | tee "$OUT/env.txt"
+$PY -c "import numpy, numba; from numba import cuda; print('numpy', numpy.__version__, 'numba', numba.__version__, 'gpu', cuda.is_available())" >> "$OUT/nvidia-smi.txt" 2>&1
 # 1. correctness and the main table
-timeout 150 $PY benchmarks/gpu_check.py --out "$OUT/a" --deadline 120 --sections gradients,constant,hogwild_mlp \
-  2>&1 | tee "$OUT/gpu_check_a.log"
+timeout 150 $PY benchmarks/gpu_check.py --out "$OUT/a" --deadline 120 --sections gradients,constant,hogwild_mlp 2>&1
 # 2. the PyTorch anchor at equal workers
 timeout $(( $(left) < 75 ? $(left) : 75 )) $PY benchmarks/torch_gpu_anchor.py --device cuda --workers 1,8,32 \
-  --batch 16 --seconds 2 --out "$OUT" 2>&1 | tee "$OUT/torch_anchor.log"
+  --batch 16 --seconds 2 --out "$OUT" 2>&1
 # 3. the rest, in priority order, within what is left
 R=$(( $(left) - 45 ))
 [ "$R" -gt 30 ] && timeout $(( R + 30 )) $PY benchmarks/gpu_check.py --out "$OUT/b" --deadline "$R" \
-  --sections streams,hogwild_cnn,algorithms_mlp,lopez_table,to_eps 2>&1 | tee "$OUT/gpu_check_b.log"
+  --sections streams,hogwild_cnn,algorithms_mlp,lopez_table,to_eps 2>&1
 # 4. the [gpu] table of the simulator's GPU model
-timeout $(( $(left) > 5 ? $(left) : 5 )) $PY -m simasgd.cli calibrate --gpu --out "$OUT/gpu_profile.toml" \
-  2>&1 | tail -20 | tee "$OUT/calibrate.log"
+timeout $(( $(left) > 5 ? $(left) : 5 )) $PY -m simasgd.cli calibrate --gpu --out "$OUT/gpu_profile.toml" 2>&1 | tail -20
 echo "gpu_check.sh: done in $(( $(date +%s) - START )) s"
