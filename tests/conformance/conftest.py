@@ -28,7 +28,7 @@ UPDATES = 200                 # the update budget of every run (epsilon left out
 # A Lopez master steps without waiting for gradients (tens of steps per gradient here): a budget of
 # 200 steps would end most runs before the worker's first gradient lands.
 UPDATES_BY_APPLIES = {"latest_sum": 50 * UPDATES}
-UPDATES_ON = {"cuda": 60, "gpu": 40}  # where a run is slow: the cuda and gpu backends run under numba's CUDA simulator
+UPDATES_ON = {"cuda": 60, "gpu": 16}  # where a run is slow: the cuda and gpu backends run under numba's CUDA simulator
 MOMENTUM = 0.5
 REAL_THREADS = {"cpu"}        # backends whose workers are OS threads
 
