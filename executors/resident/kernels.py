@@ -359,9 +359,10 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 v = wsw[w, P.W_READ] + 1
                 P.record(ctl, cfg, rows_i, rows_t, w, v, v - 1, 0, 1, 0, wsw[w, P.W_T0], wsw[w, P.W_T1],
                          wsw[w, P.W_T2], now())
+            v = wsw[w, P.W_READ] + 1  # read before the wsync: lane 0 writes W_READ again right after it
             wsync(w)
             if w == 0:
-                snapshot(w, ln, nl, theta, cfg, snap, meta, wsw, wsw[w, P.W_READ] + 1, due(cfg, wsw[w, P.W_READ] + 1))
+                snapshot(w, ln, nl, theta, cfg, snap, meta, wsw, v, due(cfg, v))
 
     @cuda.jit
     def lopez(first, theta, vel, X, y, ctl, cfg, cfgf, local, g, act, dl, conv, arg, idx, rng, wsw,  # noqa: ANN001
