@@ -118,8 +118,8 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 src = local[w]
                 copy(src, theta, ln, nl)
             wsync(w)
-            if ln == 0:
-                wsw[w, P.W_T1] = now()
+            if ln == 0:  # no copy, no read phase: the draw of the batch counts with the gradient, as on cpu
+                wsw[w, P.W_T1] = now() if cfg[P.LOCAL] != 0 else wsw[w, P.W_T0]
             grad(w, ln, nl, src, X, y, idx, cfg, act, dl, g, conv, arg)
             if ln == 0:
                 wsw[w, P.W_T2] = now()
