@@ -62,6 +62,21 @@ def available() -> dict[str, bool]:
     return out
 
 
+def pairs() -> list[tuple[str, str]]:
+    """Every (algorithm, backend) pair of the present backends: the algorithms a backend lists, or, for a
+    backend with ``RUNS_AS`` (serial, the reference), the one definition its runs follow."""
+    from simasgd import algorithms
+
+    out = []
+    for name, present in available().items():
+        if not present:
+            continue
+        mod = load(name)
+        runs = [mod.RUNS_AS] if hasattr(mod, "RUNS_AS") else [a for a in algorithms.ALGORITHMS if a in mod.ALGORITHMS]
+        out += [(a, name) for a in runs]
+    return out
+
+
 def measures_host(name: str) -> bool:
     """The backend's ``MEASURES_HOST`` trait (BackendError if it is unknown or absent)."""
     return bool(getattr(load(name), "MEASURES_HOST"))

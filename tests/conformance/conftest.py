@@ -38,18 +38,7 @@ VARIANTS = {
 }
 
 
-def _pairs() -> list[tuple[str, str]]:
-    out = []
-    for name, present in backends.available().items():
-        if not present:
-            continue
-        mod = backends.load(name)
-        runs = [mod.RUNS_AS] if hasattr(mod, "RUNS_AS") else [a for a in algorithms.ALGORITHMS if a in mod.ALGORITHMS]
-        out += [(a, name) for a in runs]
-    return out
-
-
-PAIRS = _pairs()
+PAIRS = backends.pairs()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -39,18 +39,7 @@ from simasgd.algorithms import UnsupportedAlgorithm
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pairs() -> list[tuple[str, str]]:
-    out = []
-    for name, present in backends.available().items():
-        if not present:
-            continue
-        mod = backends.load(name)
-        runs = [mod.RUNS_AS] if hasattr(mod, "RUNS_AS") else [a for a in algorithms.ALGORITHMS if a in mod.ALGORITHMS]
-        out += [(a, name) for a in runs]
-    return out
-
-
-PAIRS = _pairs()
+PAIRS = backends.pairs()
 BACKENDS = sorted({b for _, b in PAIRS})
 TRIPLES = [(a, p.name, b) for a, b in PAIRS for p in algorithms.ALGORITHMS[a].params]
 
