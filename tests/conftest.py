@@ -19,6 +19,7 @@ import pytest
 from numba import njit
 
 from executors import atomics as A
+from simasgd import loader
 from simasgd.results import RunResult, RunSummary, curve_frame, merge, updates_frame
 from simasgd.scenario import Scenario
 from simasgd.workloads.constant import G
@@ -184,3 +185,23 @@ def two_cpu_profile(path: Path, key: str, batch: int, samples_s: list[float], co
 def two_cpu_profile_fixture() -> Callable[..., Path]:
     """``two_cpu_profile(path, key, batch, samples_s, concurrent)``: a 2-CPU ``this`` profile file."""
     return two_cpu_profile
+
+
+def tiny(model: str, **over: Any) -> Scenario:
+    """A tiny scenario: a 6-5-3 mlp, or a 3-filter cnn on 3×6×6 images, batch 4."""
+    wl = ({"model": "mlp", "layers": [6, 5, 3], "features": 6} if model == "mlp" else
+          {"model": "cnn", "layers": [3, 3, 2, 4], "features": 3 * 6 * 6})
+    doc: dict[str, Any] = {"name": f"tiny-{model}", "seed": 5, "workers": {"count": 2},
+                           "workload": {**wl, "dataset": "synthetic", "classes": 3, "samples": 40,
+                                        "batch_size": 4, "eval_rows": 16},
+                           "algorithm": {"name": "hogwild"}, "optimizer": {"lr": 0.05},
+                           "stop": {"max_updates": 12, "eval_every_updates": 6, "max_time_s": 120}}
+    for k, v in over.items():
+        doc[k] = {**doc.get(k, {}), **v} if isinstance(v, dict) else v
+    return loader.from_dict(doc)
+
+
+@pytest.fixture(scope="session", name="tiny")
+def tiny_fixture() -> Any:
+    """``tiny(model, **overrides)``: a tiny scenario (``model`` = "mlp" | "cnn")."""
+    return tiny

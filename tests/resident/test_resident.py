@@ -13,21 +13,8 @@ from simasgd import algorithms, backends, loader, seeds
 from simasgd.workloads.constant import LR, STEP, ConstWorkload, first_loss
 
 
-def tiny(model: str, **over: Any) -> Any:
-    wl = ({"model": "mlp", "layers": [6, 5, 3], "features": 6} if model == "mlp" else
-          {"model": "cnn", "layers": [3, 3, 2, 4], "features": 3 * 6 * 6})
-    doc: dict[str, Any] = {"name": f"tiny-{model}", "seed": 5, "workers": {"count": 2},
-                           "workload": {**wl, "dataset": "synthetic", "classes": 3, "samples": 40,
-                                        "batch_size": 4, "eval_rows": 16},
-                           "algorithm": {"name": "hogwild"}, "optimizer": {"lr": 0.05},
-                           "stop": {"max_updates": 12, "eval_every_updates": 6, "max_time_s": 120}}
-    for k, v in over.items():
-        doc[k] = {**doc.get(k, {}), **v} if isinstance(v, dict) else v
-    return loader.from_dict(doc)
-
-
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
-def test_device_gradient_is_the_cpu_kernels(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_device_gradient_is_the_cpu_kernels(model: str, tiny: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # One sequential update with lr = 1 from θ0 leaves θ0 − g: g against the workload's own CPU kernel
     # on the minibatch the device drew.
     from executors.resident import runner
@@ -83,7 +70,7 @@ def test_lossless_algorithms_leave_theta_exact(algorithm: str, workers: int, mod
     assert (u["t_start"] <= u["t_grad_start"]).all() and (u["t_grad_end"] <= u["t_write"]).all()
 
 
-def test_hogwild_staleness_counts_the_other_workers_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hogwild_staleness_counts_the_other_workers_versions(tiny: Any) -> None:
     r = backends.load("gpu").run_once(tiny("mlp", workers={"count": 3}), 0)
     u = r.updates
     assert len(u) == 12 and u["applied"].all()
@@ -100,7 +87,7 @@ def test_hogwild_staleness_counts_the_other_workers_versions(monkeypatch: pytest
     ({"algorithm": {"name": "mutex", "backoff": {"kind": "linear"}}}, ["backoff.kind", "none"]),
     ({"workload": {"batch_size": 65}}, ["batch_size", "64"]),
 ])
-def test_refusals_name_the_key(over: dict[str, Any], words: list[str]) -> None:
+def test_refusals_name_the_key(over: dict[str, Any], words: list[str], tiny: Any) -> None:
     with pytest.raises(algorithms.UnsupportedAlgorithm) as e:
         backends.load("gpu").run_once(tiny("mlp", **over), 0)
     for w in words:
