@@ -151,14 +151,19 @@ def rehearsal(sc: Scenario) -> Scenario:
     return loader.from_dict(doc, f"{sc.name} (rehearsal)", Path(sc.base_dir) if sc.base_dir else None)
 
 
+def rehearsal_key(sc: Scenario) -> str:
+    """What a rehearsal covers: the scenario less its stop rule, seed, name and repeats (which compile nothing)."""
+    return json.dumps({k: v for k, v in sc.to_dict().items() if k not in ("stop", "seed", "name", "repeats")},
+                      sort_keys=True, default=str)
+
+
 def _rehearse(sc: Scenario, run: int, wl: Any, cuda: Any) -> None:
     """Run ``sc`` once, briefly, off the record, the first time this process runs it. numba compiles a kernel
     at its first launch with each signature of argument types. A compile inside the timed run is counted as
     the algorithm's time: on an H200 (2026-11-26) the first update came 0.3–0.6 s into 2 s runs, and 8 s into
     the first sync run. Running the scenario itself compiles every kernel its loops, monitor and snapshot
     launch, with the types they launch it with; a list of kernels to warm would be the loops written twice."""
-    key = json.dumps({k: v for k, v in sc.to_dict().items() if k not in ("stop", "seed", "name", "repeats")},
-                     sort_keys=True, default=str)
+    key = rehearsal_key(sc)
     if key in _REHEARSED or (device.simulator() and not REHEARSE_ON_SIMULATOR):
         return
     _run(rehearsal(sc), run, wl, cuda, None)

@@ -65,7 +65,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
 
     @cuda.jit(device=True)
     def dense_forward(w, ln, nl, th, first, widths, L, act):  # noqa: ANN001, ANN202
-        """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]."""
+        """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]. Returns ZL's offset."""
         acc = cuda.local.array(B, DT)
         oa, ot = 0, first
         for l in range(L):
@@ -87,6 +87,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
                     act[w, on + b * nout + j] = v
             wsync(w)
             oa, ot = on, ob + nout
+        return oa
 
     @cuda.jit(device=True)
     def softmax_delta(w, ln, nl, act, oz, C, y, idx):  # noqa: ANN001, ANN202
@@ -159,18 +160,20 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             wsync(w)
 
     @cuda.jit(device=True)
+    def dense(w, ln, nl, th, first, widths, L, act, dl, g, y, idx, need_input):  # noqa: ANN001, ANN202
+        """The softmax network on act[w]'s input rows: forward, cross-entropy delta, backward into g[w]."""
+        oz = dense_forward(w, ln, nl, th, first, widths, L, act)
+        softmax_delta(w, ln, nl, act, oz, widths[L], y, idx)
+        dense_backward(w, ln, nl, th, first, widths, L, act, dl, g, need_input)
+
+    @cuda.jit(device=True)
     def mlp(w, ln, nl, th, X, y, idx, widths, L, act, dl, g):  # noqa: ANN001, ANN202
         F = widths[0]
         for i in range(ln, B * F, nl):
             b, c = i // F, i % F
             act[w, i] = X[idx[w, b], c]
         wsync(w)
-        dense_forward(w, ln, nl, th, 0, widths, L, act)
-        oz = 0
-        for l in range(L):
-            oz += B * widths[l]
-        softmax_delta(w, ln, nl, act, oz, widths[L], y, idx)
-        dense_backward(w, ln, nl, th, 0, widths, L, act, dl, g, False)
+        dense(w, ln, nl, th, 0, widths, L, act, dl, g, y, idx, False)
 
     @cuda.jit(device=True)
     def cnn(w, ln, nl, th, X, y, idx, widths, L, act, dl, g, cd, conv, arg):  # noqa: ANN001, ANN202
@@ -207,12 +210,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             act[w, t] = bv
             arg[w, t] = best
         wsync(w)
-        dense_forward(w, ln, nl, th, nconv, widths, L, act)
-        oz = 0
-        for l in range(L):
-            oz += B * widths[l]
-        softmax_delta(w, ln, nl, act, oz, widths[L], y, idx)
-        dense_backward(w, ln, nl, th, nconv, widths, L, act, dl, g, True)
+        dense(w, ln, nl, th, nconv, widths, L, act, dl, g, y, idx, True)
         nw = K * C * k * k
         for t in range(ln, nconv, nl):  # a lane per filter weight or bias: Σ over the batch's pooled maxima
             f = t // (C * k * k) if t < nw else t - nw

@@ -98,6 +98,13 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
         wsync(w)
 
     @cuda.jit(device=True)
+    def step_all(theta, vel, gw, ln, nl, lr, mom, div):  # noqa: ANN001, ANN202
+        """update_rule.step of θ with gradient gw, lane-strided, then a fence (the caller syncs)."""
+        for i in range(ln, theta.shape[0], nl):
+            _step_one(theta, vel, i, gw[i], lr, mom, div)
+        cuda.threadfence()
+
+    @cuda.jit(device=True)
     def due(cfg, v):  # noqa: ANN001, ANN202
         return v > 0 and v % cfg[P.EVERY] == 0
 
@@ -125,10 +132,7 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 wsw[w, P.W_T2] = now()
                 wsw[w, P.W_CUR] = P.load(ctl, P.VERSION)  # the version the step lands on: τ = cur − read
             wsync(w)
-            div = P.divisor(aware, wsw[w, P.W_CUR] - wsw[w, P.W_READ])
-            for i in range(ln, theta.shape[0], nl):
-                _step_one(theta, vel, i, g[w, i], lr, mom, div)
-            cuda.threadfence()
+            step_all(theta, vel, g[w], ln, nl, lr, mom, P.divisor(aware, wsw[w, P.W_CUR] - wsw[w, P.W_READ]))
             wsync(w)
             if ln == 0:
                 v = cuda.atomic.add(ctl, P.VERSION * P.LINE, 1) + 1
@@ -178,10 +182,7 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
             wsync(w)
             if wsw[w, P.W_STATUS] == 0:
                 break
-            div = P.divisor(aware, wsw[w, P.W_CUR] - wsw[w, P.W_READ])
-            for i in range(ln, theta.shape[0], nl):
-                _step_one(theta, vel, i, g[w, i], lr, mom, div)
-            cuda.threadfence()
+            step_all(theta, vel, g[w], ln, nl, lr, mom, P.divisor(aware, wsw[w, P.W_CUR] - wsw[w, P.W_READ]))
             wsync(w)
             if ln == 0:
                 v = cuda.atomic.add(ctl, P.VERSION * P.LINE, 1) + 1

@@ -23,8 +23,6 @@ class Prepared:
     """One worker's launch of a compiled kernel with fixed arguments: a single driver call per attempt."""
 
     def __init__(self, kernel: Any, args: tuple[Any, ...], threads: int, stream: Any):
-        from numba.cuda.cudadrv import driver as numba_driver
-
         kernel[1, threads, stream](*args)  # compiles, and launches one attempt the numba way
         stream.synchronize()
         overload = next(iter(kernel.overloads.values()))
@@ -43,7 +41,6 @@ class Prepared:
         from cuda.bindings import driver as cu
 
         self.cu = cu
-        self._check = numba_driver
 
     def __call__(self) -> None:
         err, = self.cu.cuLaunchKernel(self.func, 1, 1, 1, self.threads, 1, 1, 0, self.hstream, self.params, 0)

@@ -9,12 +9,10 @@ the stop word at ε, on a crash, or at the time budget. Rows come back once, aft
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +20,7 @@ import numpy as np
 from executors.cuda import device as cuda_device
 from executors.resident import device, kernels
 from executors.resident import protocol as P
+from executors.resident.backend import NAME
 from executors.resident.launch import Launcher
 from simasgd import seeds
 from simasgd.convergence import Monitor
@@ -29,7 +28,6 @@ from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
 
-NAME = "gpu"
 POLL_S = 2e-3
 RING = 32            # snapshot slots
 ROW_SLACK = 4        # rows buffer = (max_updates + workers) × this for algorithms that drop or record per gradient
@@ -129,7 +127,7 @@ def state(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str) -> Run:
     ctl[P.GO * P.LINE] = 1 if sc.stop.max_updates > 0 else 0
     seeds_ = np.array([seeds.rng(sc.seed, run, seeds.Role.BATCH, w).integers(1, 2**63 - 1) for w in range(n)],
                       dtype=np.uint64)
-    X = wl.X if isinstance(getattr(wl, "X", None), np.ndarray) and kind != "const" else np.zeros((1, 1), dt)
+    X = wl.X if kind != "const" else np.zeros((1, 1), dt)  # kind_of: mlp and cnn have dense X
     y = np.ascontiguousarray(wl.y, dtype=np.int64) if kind != "const" else np.zeros(1, np.int64)
     host: dict[str, np.ndarray] = {
         "theta": theta0, "vel": np.zeros(dim if mom > 0 else 1, dt), "X": np.ascontiguousarray(X, dtype=dt),
@@ -164,26 +162,18 @@ def _aux(name: str, theta0: np.ndarray, n: int, momentum: bool) -> dict[str, np.
 
 
 def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None) -> RunResult:
+    """One run, after a rehearsal of the same scenario the first time this process runs it on a GPU: the
+    cuda backend's (``executors/cuda/runner.py``), so that no kernel compiles inside a timed run."""
+    from executors.cuda.runner import rehearsal, rehearsal_key
+
     cuda = cuda_device.require()
     kind = kernels.kind_of(wl)
     assert kind is not None  # the backend refused other workloads
-    key = json.dumps({k: v for k, v in sc.to_dict().items() if k not in ("stop", "seed", "name", "repeats")},
-                     sort_keys=True, default=str)
-    if not device.SIM and key not in _REHEARSED:  # compile every kernel off the record (executors/cuda/runner.py)
-        _run(_rehearsal(sc), run, wl, cuda, kind, None)
+    key = rehearsal_key(sc)
+    if not device.SIM and key not in _REHEARSED:
+        _run(rehearsal(sc), run, wl, cuda, kind, None)
         _REHEARSED.add(key)
     return _run(sc, run, wl, cuda, kind, advance)
-
-
-def _rehearsal(sc: Scenario) -> Scenario:
-    from simasgd import algorithms, loader
-
-    master = algorithms.ALGORITHMS[sc.algorithm.name].applies == "latest_sum"
-    n = min(3 * (50 if master else 1) * sc.workers.count, sc.stop.max_updates)
-    doc = sc.to_dict()
-    doc["stop"] = {**doc["stop"], "epsilon": 0.0, "max_updates": n, "max_time_s": 300.0,
-                   "eval_every_updates": max(1, n // 2), "eval_every_s": None}
-    return loader.from_dict(doc, f"{sc.name} (rehearsal)", Path(sc.base_dir) if sc.base_dir else None)
 
 
 def _kernel(r: Run) -> Any:
@@ -282,7 +272,7 @@ class Watch:
 def _result(sc: Scenario, run: int, r: Run, mon: Monitor, wall: float, launcher: Launcher) -> RunResult:
     a = r.arrays
     ctl = a["ctl"].copy_to_host()
-    n_rows = min(int(ctl[P.ROWS * P.LINE]), int(a["cfg"].copy_to_host()[P.CAP]))
+    n_rows = min(int(ctl[P.ROWS * P.LINE]), a["rows_i"].shape[0])
     ri = a["rows_i"].copy_to_host()[:n_rows]
     rt = a["rows_t"].copy_to_host()[:n_rows].astype(np.float64)
     version, theta = final_theta(r)
@@ -304,9 +294,7 @@ def _result(sc: Scenario, run: int, r: Run, mon: Monitor, wall: float, launcher:
     meta = {"device": cuda_device.describe(), "gpu_mode": mode(sc), "threads_per_worker": r.threads,
             "gradient_on_device": True, "stopped_by": why.get(int(ctl[P.STOP * P.LINE]), "?"),
             "launch": launcher.describe(), "wall_s": wall}
-    from executors.resident.backend import NAME as BACKEND
-
-    return RunResult(scenario=sc.to_dict(), backend=BACKEND, runs=[summary], updates=frame, curve=mon.curve(),
+    return RunResult(scenario=sc.to_dict(), backend=NAME, runs=[summary], updates=frame, curve=mon.curve(),
                      metadata=meta)
 
 
