@@ -1,19 +1,21 @@
 """Updates/s of the CPU executor: scaling vs ideal, vs the C++ reference, vs a PyTorch Hogwild baseline.
 
-Run: ``.venv/bin/python benchmarks/cpu_throughput.py [--seconds 3] [--out benchmarks/cpu_throughput.json]``
+Run: ``.venv/bin/python benchmarks/cpu_throughput.py [--seconds 2] [--rounds 3]``: writes
+``benchmarks/results/cpu_throughput_<machine kind>.json`` (``record.py``; ``--out`` to write elsewhere) and
+prints the tables of benchmarks/README_cpu.md; ``--table FILE`` prints them from a saved record.
 
 Workload: MLP 784-128-128-128-10 on synthetic MNIST-shaped data, float64 and
 float32 (PyTorch is compared with the float32 rows), batch 16 and 64. Each configuration runs for a fixed wall time with the loss
 monitor sampling only at the start and the end, so the figure is the
 executor's own rate. Ratios are computed within this one run.
 
-The goals are issue 14's (``GOAL_*`` below; ``verdicts`` prints one row per goal): one thread against
+The goals (``GOAL_*`` below; ``verdicts`` prints one row per goal): one thread against
 sequential SGD, two threads against ideal, against a PyTorch baseline in the style of pytorch/examples
 mnist_hogwild (``model.share_memory()``, one process per worker, ``torch.set_num_threads(1)``), the
 GEMM peak measured in the same run, and no bimodal rounds (benchmarks/README_cpu.md).
 
-Where the host puts the two vCPUs changes during a run on a VM (executors/c2c.py: one CCX, two CCXs, one
-core's two hardware threads), and every line of the shared model that moves between the workers follows
+Where the host puts the two CPUs of a small VM can change during a run (executors/c2c.py: one CCX, two
+CCXs, one core's two hardware threads), and every line of the shared model that moves between the workers follows
 it. So each 2-thread run sits between two core-to-core probes and is measured again (``--retries``)
 while they are not in the placement measured at the start (``home``); the attempts set aside are kept
 (``moved``), and the placement table compares them with the same configuration at home.
@@ -25,16 +27,22 @@ import argparse
 import functools
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py, also when this file is imported by path
+import record
+
+SCHEMA, SCHEMA_VERSION = "cpu_throughput", 1
 
 LAYERS = [784, 128, 128, 128, 10]
 # dcs-chalmers/shared-memory-sgd, MLP 784-128-128-128-10 on MNIST, recorded per-update times (ms):
 # B=64: ≈7.2 ms sequential, ≈4.0 ms at 2 threads; B=16: ≈1.5 ms at 2 threads (mutex, HOGWILD!, Leashed alike).
 REFERENCE_MS = {(64, 1): 7.2, (64, 2): 4.0, (16, 2): 1.5}
 ALGORITHMS = ("hogwild", "leashed", "mutex", "rwlock")
-# Issue 14's goals: one thread against sequential SGD; two threads against ideal (by batch);
+# The goals: one thread against sequential SGD; two threads against ideal (by batch);
 # against the PyTorch mnist_hogwild-style baseline (float32); rounds of one configuration that
 # disagree by more than this factor are called bimodal.
 GOAL_ONE_THREAD, GOAL_TWO = 0.95, {64: 0.90, 16: 0.85}
@@ -278,7 +286,7 @@ def median_rows(rounds: list[list[dict[str, Any]]], home: float | None = None) -
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per goal of issue 14: the worst measured value, the goal, met or not, where it is worst."""
+    """One row per goal: the worst measured value, the goal, met or not, where it is worst."""
     ours_ = [r for r in rows if r["algorithm"] in ALGORITHMS]
     out = []
 
@@ -426,23 +434,6 @@ def verdict_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def machine() -> dict[str, Any]:
-    """What the figures were measured on: CPU model and flags that matter, CPUs, load."""
-    from simasgd.metadata import cpu_model
-
-    flags: list[str] = []
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                have = set(line.split(":", 1)[1].split())
-                flags = [f for f in ("avx", "avx2", "fma", "avx512f", "avx512_vnni") if f in have]
-                break
-    except OSError:
-        pass
-    return {"cpu_model": cpu_model(), "flags": flags, "cpu_count": os.cpu_count(),
-            "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}
-
-
 def markdown(doc: dict[str, Any]) -> str:
     """The results table of README_cpu.md from a saved JSON."""
     def f(v: Any, p: int = 2) -> str:
@@ -462,7 +453,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3, help="Rounds over all configurations; medians reported.")
-    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("cpu_throughput.json"))
+    ap.add_argument("--out", type=Path, help="The record to write (default: this machine kind's current one).")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--retries", type=int, default=RETRIES,
                     help="Measure a 2-thread run again up to this many times while out of the home placement.")
@@ -475,7 +466,7 @@ def main() -> None:
         print(_torch_rate_here(int(args.torch_rate[0]), int(args.torch_rate[1]), float(args.torch_rate[2])))
         return
     if args.table:
-        doc = json.loads(args.table.read_text())
+        doc = record.read(args.table, SCHEMA, SCHEMA_VERSION)
         print(markdown(doc))
         if "peak" in doc["meta"]:
             print()
@@ -491,7 +482,7 @@ def main() -> None:
     from simasgd import metadata
 
     load_before = os.getloadavg()
-    code = {"commit": metadata.git_commit(), "versions": metadata.versions()}  # what ran: taken before it runs
+    commit, versions = record.commit(), metadata.versions()  # what ran: taken before it runs
 
     peak = peak_table()  # the roofline, measured in this run (executors/peak.py)
     print("peak", json.dumps({k: round(v, 1) for k, v in peak.items()}))
@@ -510,13 +501,14 @@ def main() -> None:
                   and x["threads"] == r["threads"] and r["dtype"] == "float32"), None)
         r["vs_torch"] = r["updates_per_s"] / t["updates_per_s"] if t else None
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != "rounds"}))
-    meta = {**machine(), **code, "peak": peak, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+    meta = {"versions": versions, "peak": peak, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
             "seconds": args.seconds, "rounds": args.rounds, "c2c_home_ns": home, "retries": args.retries,
-            "settle_s": args.settle,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "settle_s": args.settle}
     doc = {"meta": meta, "rows": rows, "verdicts": verdicts(rows)}
-    args.out.write_text(json.dumps(doc, indent=1))
-    print(f"{meta['cpu_model']} {meta['flags']}, load {load_before[0]:.2f} → {meta['loadavg_after'][0]:.2f}")
+    host = record.machine()
+    out = record.write(args.out or record.current_path(SCHEMA), SCHEMA, SCHEMA_VERSION, doc, commit_=commit,
+                       machine_=host)
+    print(f"{out}: {host['cpu_model']} {host['flags']}, load {load_before[0]:.2f} → {meta['loadavg_after'][0]:.2f}")
     print(markdown(doc))
     print()
     print(roofline_markdown(rows, peak))
