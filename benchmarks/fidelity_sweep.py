@@ -3,10 +3,11 @@
 For mutex, rwlock, hogwild, leashed (persistence 0, 1, inf) and lopez at 1, 2, 4 and 8 threads,
 batch 16 and 64: run the scenario on `cpu` and on `sim` with the calibrated profile
 (`machine.preset = "this"`, calibrating first if there is none), compare, and write one table
-row per cell to benchmarks/fidelity.md (the measured figures; as its newest section where the file already
-holds earlier runs) plus the results folders.
+row per cell into benchmarks/fidelity.md plus the results folders. The table is this machine kind's
+results section of the file (``record.machine_kind``: one per CPU family), replaced by each rerun on the
+same kind; a sweep of only some cells gets a section of its own beside it. Earlier tables live in git.
 
-    .venv/bin/python benchmarks/fidelity_sweep.py [--repeats 3] [--max-updates 10000] [--out results/fidelity]
+    .venv/bin/python benchmarks/fidelity_sweep.py --recalibrate [--repeats 3] [--out results/fidelity]
 
 Each cell is independent: a failing cell becomes a row saying why, and the sweep goes on.
 """
@@ -25,7 +26,11 @@ from typing import Any, Iterator
 from simasgd import algorithms, analysis, fidelity, loader, metadata, phases, stability
 from simasgd.plots import fmt_value, verdict_mark
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py, also when this file is imported by path
+import record
+
 ROOT = Path(__file__).resolve().parents[1]
+TITLE = "# Fidelity: the simulator (calibrated `this` profile) against real threads"
 ALGORITHMS: list[tuple[str, dict[str, Any]]] = [
     ("mutex", {}), ("rwlock", {"priority": "writer"}), ("hogwild", {}),
     ("leashed", {"persistence": 0}), ("leashed", {"persistence": 1}), ("leashed", {"persistence": "inf"}),
@@ -220,10 +225,17 @@ def _calibrated_at(path: object) -> str:
     return (f", calibrated {created}" if created else "") + placed
 
 
+def heading(partial: bool = False) -> str:
+    """The results section's heading: the machine (its CPUs and model) and the date, and whether the sweep
+    ran only some of the cells."""
+    return (f"## Results — {os.cpu_count()}-CPU {metadata.cpu_model()}, {dt.datetime.now(dt.UTC):%Y-%m-%d}"
+            + (" (some cells)" if partial else ""))
+
+
 def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) -> str:
     head = [
-        "# Fidelity: the simulator (calibrated `this` profile) against real threads on this machine", "",
-        f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {metadata.cpu_model()} "
+        TITLE, "", heading(getattr(args, "partial", False)), "",
+        f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {metadata.cpu_model()} "
         f"({os.cpu_count()} logical CPUs), simasgd "
         f"{metadata.git_commit()}, in {seconds / 60:.1f} min, by `benchmarks/fidelity_sweep.py "
         f"{' '.join(sys.argv[1:])}`. Profile: `{args.profile_used}`{_calibrated_at(args.profile_used)}. "
@@ -305,34 +317,39 @@ def from_folders(args: argparse.Namespace) -> int:
         if (cell / "sim").is_dir() and (cell / "cpu").is_dir():
             fid, results = fidelity.compare_folders(cell / "sim", cell / "cpu", resamples=500)
             rows.append(row(fid, results, label, threads, batch) + ["·"])
-    save_table(args.table, markdown(rows, args, 0.0), args.run_id)
+    save_table(args.table, markdown(rows, args, 0.0), args.key)
     print(headline(rows))
     print(f"wrote {args.table}")
     return 0
 
 
-def save_table(path: Path, text: str, run_id: str) -> None:
-    """Write this sweep's table (``markdown``) into ``path`` without losing what is there.
+def section_key(args: argparse.Namespace) -> str:
+    """Which results section of the table a sweep replaces: its machine kind's, or beside it that kind's
+    section of some cells (a sweep of a subset must not overwrite the whole sweep's table)."""
+    return record.machine_kind() + (" some cells" if args.partial else "")
 
-    A file that already holds earlier runs (sections under the title, newest first) gets this run as its
-    newest section, between markers that each rewrite of the same run (one after every cell) replaces in
-    place; a new or foreign file gets the table alone. Written atomically: an interrupted sweep leaves the
+
+def save_table(path: Path, text: str, key: str) -> None:
+    """Write this sweep's table (``markdown``: the title, then its results section) into ``path``.
+
+    The section goes between markers named by ``key``: where the file holds them, it replaces what is
+    between them (each rewrite of the same sweep, one after every cell, and the next sweep of the same
+    machine kind); where it does not, it is added at the end, after the method and the other machines'
+    results. A new file gets the title and the section. Written atomically: an interrupted sweep leaves the
     file as it was after its last cell."""
     from simasgd.atomicio import atomic_write_text
 
-    begin, end = f"<!-- fidelity_sweep {run_id} -->", f"<!-- /fidelity_sweep {run_id} -->"
+    begin, end = f"<!-- fidelity_sweep {key} -->", f"<!-- /fidelity_sweep {key} -->"
     old = path.read_text() if path.exists() else ""
     title, _, body = text.partition("\n")
-    if not old.startswith(title) or "\n## " not in old:
-        atomic_write_text(path, text)
-        return
-    section = f"{begin}\n## {run_id} UTC: `fidelity_sweep.py` (as it wrote it)\n{body.rstrip()}\n{end}\n\n"
-    if begin in old:
+    section = f"{begin}\n{body.strip()}\n{end}\n"
+    if begin in old and end in old:
         head, _, rest = old.partition(begin)
         new = head + section + rest.partition(end)[2].lstrip("\n")
+    elif old.strip():
+        new = old.rstrip("\n") + "\n\n" + section
     else:
-        i = min(j for j in (old.find("\n## "), old.find("\n<!-- fidelity_sweep ")) if j >= 0) + 1  # the newest section
-        new = old[:i] + section + old[i:]
+        new = f"{title}\n\n{section}"
     atomic_write_text(path, new)
 
 
@@ -347,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-time-s", type=float, default=20.0)
     p.add_argument("--lr", type=float, default=0.005)
     # 0.05: ~800 updates, runs of 0.2-2 s. At 0.2 (~200 updates, 30-130 ms) the real side's updates/s
-    # was dominated by thread start-up (benchmarks/fidelity.md, quiet-machine ε = 0.2 table).
+    # is mostly thread start-up, not how the threads share the model.
     p.add_argument("--epsilon", type=float, default=0.05)
     p.add_argument("--attempts", type=int, default=3,
                    help="runs of a cell whose measured gradient drifts >10%% from calibration (host contention), whose "
@@ -370,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
                         "the host drifts within the hour, and the goals assume a profile measured right before")
     args = p.parse_args(argv)
-    args.run_id = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
+    args.partial = (args.algorithms is not None or sorted(args.threads) != sorted(THREADS)
+                    or sorted(args.batches) != sorted(BATCHES))
+    args.key = section_key(args)
     if args.profile is not None:
         os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
     if args.recalibrate and not args.from_folders:
@@ -425,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                         + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"]
                         + ["·"] * (len(COLUMNS) - v - 1))
         print(" | ".join(rows[-1]), flush=True)
-        save_table(args.table, markdown(rows, args, time.perf_counter() - start), args.run_id)  # keep partial tables
+        save_table(args.table, markdown(rows, args, time.perf_counter() - start), args.key)  # keep partial tables
     print(headline(rows))
     print(f"wrote {args.table}")
     return 0

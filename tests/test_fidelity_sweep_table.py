@@ -1,7 +1,9 @@
-"""benchmarks/fidelity_sweep.py writes its table into the history file without losing the history."""
+"""benchmarks/fidelity_sweep.py writes its table as its machine kind's results section of the file,
+replacing that section on a rerun and keeping the method and the other machines' sections."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -9,39 +11,50 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TITLE = "# Fidelity: the simulator (calibrated `this` profile) against real threads on this machine"
 
 
 @pytest.fixture(scope="module")
 def sweep() -> Any:
     spec = importlib.util.spec_from_file_location("fidelity_sweep", ROOT / "benchmarks" / "fidelity_sweep.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
     spec.loader.exec_module(mod)
     return mod
 
 
-def _table(rows: str) -> str:
-    return f"{TITLE}\n\nMeasured now.\n\n| a |\n|---|\n{rows}\n"
+def _table(sweep: Any, rows: str, machine: str = "AMD") -> str:
+    return f"{sweep.TITLE}\n\n## Results — 2-CPU {machine}, 2026-01-01\n\nMeasured now.\n\n| a |\n|---|\n{rows}\n"
 
 
-def test_a_new_file_gets_the_table(sweep: Any, tmp_path: Path) -> None:
+def test_a_new_file_gets_the_title_and_the_section(sweep: Any, tmp_path: Path) -> None:
     path = tmp_path / "fidelity.md"
-    sweep.save_table(path, _table("| 1 |"), "2026-01-01 00:00")
-    assert path.read_text() == _table("| 1 |")
-
-
-def test_the_history_is_kept_and_the_run_rewritten_in_place(sweep: Any, tmp_path: Path) -> None:
-    path = tmp_path / "fidelity.md"
-    history = f"{TITLE}\n\nNewest first.\n\n## older run\n\nits notes\n\n## oldest run\n\nmore\n"
-    path.write_text(history)
-    sweep.save_table(path, _table("| 1 |"), "2026-01-01 00:00")  # after the first cell
-    sweep.save_table(path, _table("| 1 |\n| 2 |"), "2026-01-01 00:00")  # after the second
+    sweep.save_table(path, _table(sweep, "| 1 |"), "amd_epyc")
     text = path.read_text()
-    assert text.startswith(f"{TITLE}\n\nNewest first.\n\n<!-- fidelity_sweep 2026-01-01 00:00 -->\n## 2026-01-01 00:00")
+    assert text.startswith(f"{sweep.TITLE}\n\n<!-- fidelity_sweep amd_epyc -->\n## Results — 2-CPU AMD, 2026-01-01")
+    assert text.endswith("| 1 |\n<!-- /fidelity_sweep amd_epyc -->\n")
+
+
+def test_a_rerun_replaces_its_machine_kinds_section_and_keeps_the_rest(sweep: Any, tmp_path: Path) -> None:
+    path = tmp_path / "fidelity.md"
+    path.write_text(f"{sweep.TITLE}\n\n## Method\n\nhow it is measured\n")
+    sweep.save_table(path, _table(sweep, "| 1 |"), "amd_epyc")  # after the first cell
+    sweep.save_table(path, _table(sweep, "| 1 |\n| 2 |"), "amd_epyc")  # after the second
+    sweep.save_table(path, _table(sweep, "| x |", "Intel"), "intel_xeon")  # another machine kind
+    text = path.read_text()
     assert text.count("| 1 |") == 1 and "| 2 |" in text  # replaced, not appended twice
-    assert text.endswith("## older run\n\nits notes\n\n## oldest run\n\nmore\n")
-    assert text.index("| 2 |") < text.index("## older run")
-    sweep.save_table(path, _table("| 3 |"), "2026-01-02 00:00")  # the next sweep: newest first again
+    assert text.index("how it is measured") < text.index("| 2 |") < text.index("| x |")  # method first
+    sweep.save_table(path, _table(sweep, "| 3 |"), "amd_epyc")  # the next sweep on the same kind
     text = path.read_text()
-    assert text.index("2026-01-02") < text.index("2026-01-01") < text.index("## older run")
+    assert "| 1 |" not in text and "| 2 |" not in text and text.index("| 3 |") < text.index("| x |")
+    assert text.startswith(f"{sweep.TITLE}\n\n## Method\n\nhow it is measured\n") and text.count(sweep.TITLE) == 1
+    sweep.save_table(path, _table(sweep, "| 4 |"), "amd_epyc some cells")  # a partial sweep: beside it
+    assert "| 3 |" in path.read_text() and "| 4 |" in path.read_text()
+
+
+def test_a_sweep_of_some_cells_does_not_take_the_whole_sweeps_section(sweep: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep.record, "machine_kind", lambda model=None: "amd_epyc")
+    whole = argparse.Namespace(partial=False)
+    some = argparse.Namespace(partial=True)
+    assert sweep.section_key(whole) == "amd_epyc" and sweep.section_key(some) == "amd_epyc some cells"
+    assert sweep.heading(False).startswith("## Results — ") and sweep.heading(True).endswith("(some cells)")
