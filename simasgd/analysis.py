@@ -140,7 +140,7 @@ def run_table(result: RunResult) -> pd.DataFrame:
         rows.append({
             "run": r.run, "updates": r.updates, "time_s": r.time_s, "updates_per_s": _rate(r),
             "updates_to_eps": _opt(r.updates_to_eps), "time_to_eps": _opt(r.time_to_eps),
-            "reached": r.updates_to_eps is not None, "crashed": r.crashed, "diverged": r.diverged,
+            "reached": r.updates_to_eps is not None, "crashed": r.crashed, "not_reached": r.not_reached,
             "mean_staleness": mean_from_counts(c) if c.sum() else r.mean_staleness,
             **{f"p{_pct(q)}_staleness": quantile_from_counts(c, q) for q in QUANTILES},
             "mean_lock_wait_s": float(g["lock_wait_s"].mean()) if len(g) else math.nan,
@@ -196,11 +196,11 @@ def applied_rows(u: pd.DataFrame) -> pd.DataFrame:
 
 
 def outcomes(result: RunResult) -> dict[str, int]:
-    """How the runs ended: reached ε, crashed (NaN/exploded), diverged (budget spent)."""
+    """How the runs ended: reached ε, crashed (NaN/exploded), not_reached (budget spent)."""
     return {"runs": len(result.runs),
             "reached": sum(r.updates_to_eps is not None for r in result.runs),
             "crashed": sum(r.crashed for r in result.runs),
-            "diverged": sum(r.diverged for r in result.runs)}
+            "not_reached": sum(r.not_reached for r in result.runs)}
 
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:

@@ -5,7 +5,7 @@ monitor keeps the curve, notices ε, crashes (NaN/inf or a loss beyond
 ``explode_factor`` × the initial loss) and builds the run's summary, so that
 "reached ε" means the same thing on every backend. ``stop.epsilon = 0`` (the
 default) sets no ε target: the run goes to its budget, is never "reached",
-and is not counted ``diverged``.
+and is not counted ``not_reached``: there was no ε to reach.
 
 Where a paper reports accuracy (Lopez et al. 2020: accuracy against time), a
 backend also hands :meth:`Monitor.observe` the parameters it measured the loss
@@ -81,7 +81,7 @@ class Monitor:
         return RunSummary(
             run=self.run, updates=int(updates), time_s=float(time_s),
             updates_to_eps=self.updates_to_eps, time_to_eps=self.time_to_eps,
-            crashed=self.crashed, diverged=self.stop.has_target and not self.crashed and not self.reached,
+            crashed=self.crashed, not_reached=self.stop.has_target and not self.crashed and not self.reached,
             initial_loss=self.initial_loss, final_loss=self.loss[-1] if self.loss else math.nan,
             mean_staleness=float(np.mean(staleness)) if len(staleness) else 0.0,
             attempts=int(updates if attempts is None else attempts),

@@ -124,7 +124,7 @@ def to_result(doc: dict[str, Any], scenario: Scenario | None = None, *, source: 
         float(times[-1]) if len(times) and math.isfinite(times[-1]) else math.nan)
     summary = RunSummary(
         run=0, updates=n, time_s=time_s, updates_to_eps=None, time_to_eps=None,
-        crashed=bool(len(losses) and not np.all(np.isfinite(losses))), diverged=False,
+        crashed=bool(len(losses) and not np.all(np.isfinite(losses))), not_reached=False,
         initial_loss=math.nan, final_loss=float(losses[-1]) if len(losses) else math.nan,
         mean_staleness=float(tau.mean()) if n else math.nan, attempts=n,
         updates_per_s=n / time_s if math.isfinite(time_s) and time_s > 0 else math.nan,

@@ -147,7 +147,7 @@ def accuracy_curves(results: Mapping[str, RunResult]) -> "Figure":
 
 
 def time_to_eps_boxes(results: Mapping[str, RunResult]) -> "Figure":
-    """Time to ε per result, one point per run that reached it; crashed/diverged counted above."""
+    """Time to ε per result, one point per run that reached it; crashed and ε-not-reached runs counted above."""
     plt, sns = _libs()
     rows = [{"label": label, "time_to_eps": run.time_to_eps} for label, r in results.items() for run in r.runs
             if run.time_to_eps is not None]
@@ -167,7 +167,7 @@ def time_to_eps_boxes(results: Mapping[str, RunResult]) -> "Figure":
     top = float(df["time_to_eps"].max()) if not df.empty else 1.0
     for i, label in enumerate(order):
         o = analysis.outcomes(results[label])
-        ax.text(i, top * 1.05, f"reached {o['reached']}/{o['runs']}\ncrashed {o['crashed']} · diverged {o['diverged']}",
+        ax.text(i, top * 1.05, f"reached {o['reached']}/{o['runs']}\ncrashed {o['crashed']} · not reached {o['not_reached']}",
                 ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, top * 1.3)
     ax.set(xlabel="", ylabel="time to ε (s)", title="Time to ε (runs that reached it)")

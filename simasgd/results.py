@@ -24,7 +24,11 @@ from simasgd.atomicio import atomic_write, atomic_write_text
 from simasgd.metadata import host_records
 
 FORMAT = "simasgd-results"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Version 2 renamed the run summary's ``diverged`` (ε set and not reached within the budget, without
+# crashing) to ``not_reached``: "diverged" reads as "blew up", which is ``crashed``. Version 1 folders
+# still load, the field renamed on the way in (RENAMED_FIELDS).
+RENAMED_FIELDS: dict[int, dict[str, str]] = {1: {"diverged": "not_reached"}}
 
 UPDATE_COLUMNS: dict[str, str] = {
     "run": "int32", "worker": "int32", "version": "int64", "read_version": "int64",
@@ -67,7 +71,7 @@ class RunSummary:
     updates_to_eps: int | None
     time_to_eps: float | None
     crashed: bool
-    diverged: bool
+    not_reached: bool  # ε was set and not reached within the budget, without crashing
     initial_loss: float
     final_loss: float
     mean_staleness: float
@@ -79,7 +83,8 @@ class RunSummary:
         return {k: _json_float(v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "RunSummary":
+    def from_json(cls, d: dict[str, Any], format_version: int = FORMAT_VERSION) -> "RunSummary":
+        d = upgrade_summary(d, format_version)
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:
@@ -124,7 +129,7 @@ class RunResult:
         atomic_write(out / "curve.parquet", lambda p: _typed(self.curve, CURVE_COLUMNS).to_parquet(p, index=False))
         doc = {
             "format": FORMAT, "format_version": FORMAT_VERSION,
-            # a diverged run's θ has no finite norm: its metadata says so instead of losing the run
+            # a crashed run's θ has no finite norm: its metadata says so instead of losing the run
             "backend": self.backend, "metadata": _json_float(self.metadata), "scenario": self.scenario,
             "rows": {"updates": len(self.updates), "curve": len(self.curve)},
             "runs": [r.to_json() for r in self.runs],
@@ -152,8 +157,19 @@ class RunResult:
         if rows.get("updates") != len(updates) or rows.get("curve") != len(curve):
             raise ResultsError(f"{src}: tables do not match summary.json (a run was interrupted mid-write?)")
         return cls(scenario=doc["scenario"], backend=doc["backend"],
-                   runs=[RunSummary.from_json(r) for r in doc["runs"]],
+                   runs=[RunSummary.from_json(r, doc["format_version"]) for r in doc["runs"]],
                    updates=updates, curve=curve, metadata=doc.get("metadata", {}))
+
+
+def upgrade_summary(d: dict[str, Any], format_version: int) -> dict[str, Any]:
+    """A run summary of an older results format with its fields under this format's names."""
+    out = dict(d)
+    for version, renames in RENAMED_FIELDS.items():
+        if format_version <= version:
+            for old, new in renames.items():
+                if old in out and new not in out:
+                    out[new] = out.pop(old)
+    return out
 
 
 def read_versioned_json(path: str | os.PathLike[str], fmt: str, version: int, kind: str,

@@ -96,7 +96,7 @@ def as_result(updates: pd.DataFrame, backend: str, workers: int = 2) -> RunResul
     for run, u in updates.groupby("run"):
         time_s = float(u["t_write"].max())
         s = RunSummary(run=int(run), updates=len(u), time_s=time_s, updates_to_eps=None, time_to_eps=None,
-                       crashed=False, diverged=True, initial_loss=1.0, final_loss=0.5, mean_staleness=0.0,
+                       crashed=False, not_reached=True, initial_loss=1.0, final_loss=0.5, mean_staleness=0.0,
                        attempts=len(u), updates_per_s=len(u) / time_s)
         parts.append(RunResult(sc.to_dict(), backend, [s], u.reset_index(drop=True),
                                curve_frame(int(run), [0.0, time_s], [0, len(u)], [1.0, 0.5]),
@@ -141,7 +141,7 @@ def make_result(samples: list[np.ndarray], workers: int = 4, rates: list[float] 
         eps = updates_to_eps[i] if updates_to_eps else None
         summary = RunSummary(run=i, updates=n, time_s=time_s, updates_to_eps=eps,
                              time_to_eps=None if eps is None else eps / rate, crashed=False,
-                             diverged=eps is None, initial_loss=1.0, final_loss=0.1,
+                             not_reached=eps is None, initial_loss=1.0, final_loss=0.1,
                              mean_staleness=float(np.mean(tau)), attempts=n, updates_per_s=rate)
         parts.append(RunResult(sc.to_dict(), backend, [summary], upd,
                                curve_frame(i, [0.0, time_s], [0, n], [1.0, 0.1]),

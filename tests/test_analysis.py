@@ -77,7 +77,7 @@ def test_run_table_and_efficiency_interval_covers_the_known_rate(make_result, ge
     half = stats.t.ppf(0.975, 11) * np.std(rates, ddof=1) / math.sqrt(12)
     assert hi - lo == pytest.approx(2 * half)
     assert e.loc["updates_to_eps", "runs"] == 6
-    assert analysis.outcomes(r) == {"runs": 12, "reached": 6, "crashed": 0, "diverged": 6}
+    assert analysis.outcomes(r) == {"runs": 12, "reached": 6, "crashed": 0, "not_reached": 6}
 
 
 def test_mean_ci_needs_two_values():

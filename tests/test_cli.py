@@ -40,7 +40,7 @@ def test_serial_reaches_epsilon_and_is_reproducible(tmp_path: Path) -> None:
     b = runner.invoke(app, [*args, "--out", str(tmp_path / "b")])
     assert a.exit_code == b.exit_code == 0, a.output + b.output
     ra, rb = RunResult.load(tmp_path / "a"), RunResult.load(tmp_path / "b")
-    assert ra.runs[0].updates_to_eps is not None and not ra.runs[0].diverged
+    assert ra.runs[0].updates_to_eps is not None and not ra.runs[0].not_reached
     assert ra.runs[0].updates_to_eps == rb.runs[0].updates_to_eps
     assert ra.curve["loss"].tolist() == rb.curve["loss"].tolist()  # same seed, same numbers
 

@@ -84,7 +84,7 @@ def test_updates_to_eps_uses_only_runs_that_reached(make_result, geometric):
     f = fidelity.compare(a, b)
     assert f.overall["updates_to_eps_rel_err"].value == pytest.approx(0.2)
     assert f.verdicts["updates_to_eps_rel_err"] is False  # 20% > 15%
-    assert f.predicted.outcomes["diverged"] == 1
+    assert f.predicted.outcomes["not_reached"] == 1
 
 
 def test_different_scenarios_are_refused_naming_the_difference(make_result, geometric):

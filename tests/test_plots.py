@@ -60,7 +60,7 @@ def test_time_to_eps_boxes_count_outcomes(pair):
         fig = plots.time_to_eps_boxes(pair)
     ax = fig.axes[0]
     texts = [t.get_text() for t in ax.texts]
-    assert "reached 2/3\ncrashed 0 · diverged 1" in texts and "reached 3/3\ncrashed 0 · diverged 0" in texts
+    assert "reached 2/3\ncrashed 0 · not reached 1" in texts and "reached 3/3\ncrashed 0 · not reached 0" in texts
     assert [t.get_text() for t in ax.get_xticklabels()] == list(pair)  # one box per result, in order
     assert len(ax.patches) == len(pair)
 

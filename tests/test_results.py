@@ -21,7 +21,7 @@ def make_result(run: int = 0, lr: float = 0.005, backend: str = "serial") -> Run
     ups = updates_frame(run, [0, 1, 0, 1, 0], v, [0, 0, 1, 2, 3], np.linspace(0, 1, 5), np.linspace(0.1, 1.1, 5),
                         lock_wait_s=0.01, retries=[0, 1, 0, 0, 2], applied=[True, True, False, True, True])
     summary = RunSummary(run=run, updates=4, time_s=1.1, updates_to_eps=None, time_to_eps=math.nan,
-                         crashed=False, diverged=True, initial_loss=2.3, final_loss=math.inf,
+                         crashed=False, not_reached=True, initial_loss=2.3, final_loss=math.inf,
                          mean_staleness=0.5, attempts=5, updates_per_s=3.6, extra={"lost_updates": 1})
     return RunResult(sc.to_dict(), backend, [summary], ups, curve_frame(run, [0.0, 1.1], [0, 4], [2.3, 1.0]),
                      metadata.collect(backend, sc.hash))
@@ -43,14 +43,14 @@ def test_round_trip_every_field(tmp_path: Path) -> None:
     assert back.scenario == r.scenario and back.backend == r.backend and back.metadata == r.metadata
     a, b = back.runs[0], r.runs[0]
     assert math.isnan(a.time_to_eps) and a.final_loss == math.inf
-    for f in ("run", "updates", "time_s", "updates_to_eps", "crashed", "diverged", "initial_loss",
+    for f in ("run", "updates", "time_s", "updates_to_eps", "crashed", "not_reached", "initial_loss",
               "mean_staleness", "attempts", "updates_per_s", "extra"):
         assert getattr(a, f) == getattr(b, f), f
     # The scenario stored can be loaded back as a scenario with the same hash.
     assert loader.from_dict(back.scenario).hash == back.scenario_hash
 
 
-def test_a_diverged_runs_non_finite_metadata_is_saved_not_lost(tmp_path: Path) -> None:
+def test_a_crashed_runs_non_finite_metadata_is_saved_not_lost(tmp_path: Path) -> None:
     """A run whose θ went to NaN (the cpu executor's `final_theta_norm`) is saved: the value as the string
     the summary's own non-finite fields use, nested in lists and tables too."""
     r = make_result()
@@ -122,3 +122,56 @@ def test_junk_summary_is_a_clear_error(tmp_path: Path, text: str, match: str) ->
     (tmp_path / "summary.json").write_text(text)
     with pytest.raises(ResultsError, match=match):
         RunResult.load(tmp_path)
+
+
+def _version1_folder(folder: Path, runs: list[dict]) -> None:
+    """A results folder as format version 1 wrote it, by hand: the summary field was ``diverged``."""
+    sc = loader.from_dict({"workers": {"count": 1}})
+    updates_frame(0, 0, [1, 2], [0, 1], [0.0, 0.1], [0.1, 0.2]).to_parquet(folder / "updates.parquet")
+    curve_frame(0, [0.0, 0.2], [0, 2], [2.0, 1.5]).to_parquet(folder / "curve.parquet")
+    doc = {"format": "simasgd-results", "format_version": 1, "backend": "sim",
+           "metadata": {"scenario_hash": sc.hash}, "scenario": sc.to_dict(),
+           "rows": {"updates": 2, "curve": 2}, "runs": runs}
+    (folder / "summary.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("old", [True, False])
+def test_a_version_1_folder_loads_with_diverged_as_not_reached(tmp_path: Path, old: bool) -> None:
+    assert FORMAT_VERSION >= 2
+    run = {"run": 0, "updates": 2, "time_s": 0.2, "updates_to_eps": None, "time_to_eps": None,
+           "crashed": False, "diverged": old, "initial_loss": 2.0, "final_loss": 1.5, "mean_staleness": 0.0,
+           "attempts": 2, "updates_per_s": 10.0, "extra": {}}
+    _version1_folder(tmp_path, [run])
+    back = RunResult.load(tmp_path)
+    assert back.runs[0].not_reached is old and not back.runs[0].crashed
+    # Saved again, it is a current folder: the new name, the current version.
+    back.save(tmp_path / "again")
+    doc = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert doc["format_version"] == FORMAT_VERSION and doc["runs"][0]["not_reached"] is old
+    assert "diverged" not in doc["runs"][0]
+
+
+def test_the_old_name_in_a_current_folder_is_an_unknown_field(tmp_path: Path) -> None:
+    """Only folders of version 1 say ``diverged``: in a current one it is junk, refused by name."""
+    make_result().save(tmp_path)
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    doc["runs"][0]["diverged"] = doc["runs"][0].pop("not_reached")
+    (tmp_path / "summary.json").write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match="diverged"):
+        RunResult.load(tmp_path)
+
+
+def test_sweep_task_rows_of_format_1_read_with_the_new_name(tmp_path: Path) -> None:
+    """A sweep folder resumed across the rename holds rows of both versions: one table, one column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from simasgd.sweep import store
+
+    row = {"task_id": "c-r0", "cell_id": "c", "repeat": 0, "seed": 1, "status": "ok", "crashed": False}
+    pq.write_table(store.arrow_row({**row, "not_reached": True}), tmp_path / "c-r0.parquet")
+    old = store.arrow_row({**row, "task_id": "c-r1", "repeat": 1}).drop(["not_reached"])
+    pq.write_table(old.append_column("diverged", pa.array([False])), tmp_path / "c-r1.parquet")
+    frame = store._read_tasks(tmp_path)
+    assert list(frame.columns) == list(store.ROW_TYPES)
+    assert dict(zip(frame["task_id"], frame["not_reached"])) == {"c-r0": True, "c-r1": False}

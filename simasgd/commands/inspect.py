@@ -76,7 +76,7 @@ def print_busy_host(result, label: str | None = None) -> None:
 
 
 SUMMARY_METRICS = ("updates", "attempts", "time_s", "updates_per_s", "mean_staleness", "updates_to_eps",
-                   "time_to_eps", "crashed", "diverged", "initial_loss", "final_loss")
+                   "time_to_eps", "crashed", "not_reached", "initial_loss", "final_loss")
 MAX_RUN_COLUMNS = 5
 
 

@@ -3,7 +3,7 @@
 Times (``t_read``, ``t_write``, ``time_s``) are simulated seconds. ``t_read``
 is the instant the worker's ``read_version`` was taken. Timing-only runs
 (``[sim] numerics = false``) have an empty curve, no loss, and
-``diverged = false`` (they say nothing about convergence).
+``not_reached = false`` (they say nothing about convergence).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
                               **network.traffic(sc, sim.platform.dim, sim.platform.model_bytes // max(1, sim.platform.dim),
                                                 len(frame)))
     if sim.model is None:
-        summary.diverged = False
+        summary.not_reached = False
         summary.initial_loss = summary.final_loss = math.nan
     return RunResult(scenario=sc.to_dict(), backend=NAME, runs=[summary], updates=frame,
                      curve=monitor.curve(), metadata={})

@@ -62,22 +62,22 @@ def with_constants(df: pd.DataFrame, manifest: dict[str, Any] | None, keys: Sequ
 
 
 def settings(df: pd.DataFrame, manifest: dict[str, Any] | None = None, max_crash: float = 0.1) -> pd.DataFrame:
-    """One row per grid cell: repeats, crashes, divergences, failures, time to ε (mean/min/max), stability."""
+    """One row per grid cell: repeats, crashes, runs short of ε, failures, time to ε (mean/min/max), stability."""
     df = with_constants(flatten(df), manifest, GROUP_KEYS)
     keys = [k for k in GROUP_KEYS if k in df.columns] + [k for k in grid_keys(df) if k not in GROUP_KEYS]
     d = df.assign(ok=df["status"] == "ok", failed=df["status"] != "ok",
                   t=df["time_to_eps"].astype("Float64").where(df["status"] == "ok").astype(float),
                   crash=(df["crashed"].fillna(False) & (df["status"] == "ok")).astype(int),
-                  div=(df["diverged"].fillna(False) & (df["status"] == "ok")).astype(int))
+                  div=(df["not_reached"].fillna(False) & (df["status"] == "ok")).astype(int))
     g = d.groupby(_hashable(d, keys), sort=False, dropna=False) if keys else d.groupby(lambda _: 0)
-    out = g.agg(repeats=("ok", "sum"), failed=("failed", "sum"), crashed=("crash", "sum"), diverged=("div", "sum"),
+    out = g.agg(repeats=("ok", "sum"), failed=("failed", "sum"), crashed=("crash", "sum"), not_reached=("div", "sum"),
                 time_to_eps=("t", "mean"), time_min=("t", "min"), time_max=("t", "max"))
     out = out.reset_index(drop=not keys)
     if keys:  # restore the original (possibly list-valued) key values from the first row of each group
         firsts = d.groupby(_hashable(d, keys), sort=False, dropna=False)[keys].first().reset_index(drop=True)
         out[keys] = firsts[keys]
     out["stable"] = ((out["repeats"] > 0) & (out["crashed"] <= max_crash * out["repeats"])
-                     & (out["diverged"] == 0) & out["time_to_eps"].notna())
+                     & (out["not_reached"] == 0) & out["time_to_eps"].notna())
     return out
 
 
@@ -113,7 +113,7 @@ def _best(part: pd.DataFrame, groups: list[str], knobs: list[str], within: float
                time_max=best["time_max"] if best is not None else math.nan,
                settings_within=int((stable["time_to_eps"] <= (1 + within) * t).sum()) - 1 if best is not None else 0,
                stable_settings=len(stable), settings=len(part), runs=int(part["repeats"].sum()),
-               crashed=int(part["crashed"].sum()), diverged=int(part["diverged"].sum()),
+               crashed=int(part["crashed"].sum()), not_reached=int(part["not_reached"].sum()),
                failed=int(part["failed"].sum()))
     return row
 
@@ -131,14 +131,14 @@ def print_table(t: pd.DataFrame, console: Any, title: str = "") -> None:
     rt = Table(title=escape(f"{title}\nfastest setting to ε with ≤ {crash}% crashed runs; "
                             f"time to ε: mean [min–max] over repeats"))
     keys = list(t.columns[: list(t.columns).index("time_to_eps")])
-    heads = keys + ["time to ε [s]", f"within {within}%", "stable settings", "runs", "crashed", "diverged",
+    heads = keys + ["time to ε [s]", f"within {within}%", "stable settings", "runs", "crashed", "not reached",
                     "failed"]
     for h in heads:
         rt.add_column(escape(h), justify="right")
     for _, r in t.iterrows():
         cells = [_fmt(r[k]) for k in keys] + [
             _time(r), str(r["settings_within"]), f"{r['stable_settings']} of {r['settings']}", str(r["runs"]),
-            str(r["crashed"]), str(r["diverged"]), str(r["failed"])]
+            str(r["crashed"]), str(r["not_reached"]), str(r["failed"])]
         rt.add_row(*map(escape, cells))
     console.print(rt)
 
@@ -157,7 +157,7 @@ def _fmt(v: Any) -> str:
 def heatmaps(df: pd.DataFrame, out: str | Path, manifest: dict[str, Any] | None = None,
              axes: tuple[str, str] = AXES, max_crash: float = 0.1) -> list[Path]:
     """Mean time to ε over (x, y) = (batch, lr) per algorithm x threads, each cell annotated with crashes (C)
-    and divergences (D). Returns the PNGs written (none if the grid has fewer than two setting keys)."""
+    and runs that did not reach ε (N). Returns the PNGs written (none if the grid has fewer than two setting keys)."""
     if df.empty:
         return []
     s = settings(df, manifest, max_crash)
@@ -189,16 +189,16 @@ def _heatmap(part: pd.DataFrame, x: str, y: str, label: str, unit: str, path: Pa
 
     mean = part.pivot_table(index=y, columns=x, values="time_to_eps", aggfunc="mean", dropna=False)
     crashed = part.pivot_table(index=y, columns=x, values="crashed", aggfunc="sum", dropna=False)
-    diverged = part.pivot_table(index=y, columns=x, values="diverged", aggfunc="sum", dropna=False)
+    not_reached = part.pivot_table(index=y, columns=x, values="not_reached", aggfunc="sum", dropna=False)
     mean = mean.sort_index(ascending=False)  # larger step sizes on top
     fig, ax = plt.subplots(figsize=(1.1 * len(mean.columns) + 2.5, 0.6 * len(mean.index) + 1.8))
     sns.heatmap(mean.astype(float), ax=ax, cmap="viridis_r", cbar_kws={"label": f"mean time to ε [{unit}]"})
-    # Annotate every cell, also those with no time (all crashed/diverged), which seaborn would leave blank.
+    # Annotate every cell, also those with no time (all crashed or short of ε), which seaborn would leave blank.
     lo, hi = float(mean.min().min()), float(mean.max().max())
     for i, yv in enumerate(mean.index):
         for j, xv in enumerate(mean.columns):
             t = mean.loc[yv, xv]
-            text = ("—" if pd.isna(t) else f"{t:.3g}") + f"\nC{int(crashed.loc[yv, xv])} D{int(diverged.loc[yv, xv])}"
+            text = ("—" if pd.isna(t) else f"{t:.3g}") + f"\nC{int(crashed.loc[yv, xv])} N{int(not_reached.loc[yv, xv])}"
             # Dark text on the light (fast, yellow) end of viridis_r, light text on the dark end.
             light = pd.isna(t) or hi == lo or (t - lo) / (hi - lo) < 0.5
             ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,
@@ -206,7 +206,7 @@ def _heatmap(part: pd.DataFrame, x: str, y: str, label: str, unit: str, path: Pa
     _mark_best(ax, part, mean, x, y)
     ax.set_xlabel(_axis_label(x))
     ax.set_ylabel(_axis_label(y))
-    ax.set_title(f"{label}\nC = crashed runs, D = diverged runs, box = fastest stable", fontsize=9)
+    ax.set_title(f"{label}\nC = crashed runs, N = runs that did not reach ε, box = fastest stable", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

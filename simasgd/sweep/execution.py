@@ -2,7 +2,7 @@
 
 The task function never raises for a task's own failure: an exception in the
 backend becomes a ``failed`` row carrying the error, and the sweep goes on.
-Crashed or diverged runs are outcomes of a successful task, not failures.
+Crashed runs, or runs that did not reach ε, are outcomes of a successful task, not failures.
 
 Real backends (``cpu``, ``cuda``) measure the machine, so two of them must
 never run at once on one host: every such task holds an exclusive file lock

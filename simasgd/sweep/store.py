@@ -28,7 +28,7 @@ from simasgd.results import ResultsError, RunResult, read_versioned_json
 from simasgd.sweep import grid as gridmod
 
 FORMAT = "simasgd-sweep"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a task row's ``diverged`` is ``not_reached`` (tasks of 1 still read)
 MANIFEST = "sweep.json"
 TASKS = "tasks"
 RUNS = "runs"
@@ -39,10 +39,10 @@ ROW_TYPES: dict[str, str] = {
     "task_id": "string", "cell_id": "string", "repeat": "int32", "seed": "int64",
     "status": "string", "error": "string", "host": "string", "wall_s": "float64",
     "updates": "Int64", "time_s": "Float64", "updates_to_eps": "Int64", "time_to_eps": "Float64",
-    "crashed": "boolean", "diverged": "boolean", "initial_loss": "Float64", "final_loss": "Float64",
+    "crashed": "boolean", "not_reached": "boolean", "initial_loss": "Float64", "final_loss": "Float64",
     "mean_staleness": "Float64", "attempts": "Int64", "updates_per_s": "Float64", "extra": "string",
 }
-SUMMARY_FIELDS = ("updates", "time_s", "updates_to_eps", "time_to_eps", "crashed", "diverged", "initial_loss",
+SUMMARY_FIELDS = ("updates", "time_s", "updates_to_eps", "time_to_eps", "crashed", "not_reached", "initial_loss",
                   "final_loss", "mean_staleness", "attempts", "updates_per_s")
 
 
@@ -171,8 +171,21 @@ def _read_tasks(folder: Path) -> pd.DataFrame:
         return typed_rows([])
     import pyarrow.dataset as ds
 
-    table = ds.dataset([str(p) for p in files], format="parquet").to_table()
-    return table.to_pandas().astype(ROW_TYPES)
+    # One schema for every file: a task written before the rename (``diverged``, format version 1) reads
+    # with its column under the new name, also in a resumed folder holding rows of both versions.
+    schema = arrow_row({}).schema.append(_pa_field(OLD_NOT_REACHED, "bool"))
+    frame = ds.dataset([str(p) for p in files], format="parquet", schema=schema).to_table().to_pandas()
+    frame["not_reached"] = frame["not_reached"].fillna(frame.pop(OLD_NOT_REACHED))
+    return frame.astype(ROW_TYPES)
+
+
+OLD_NOT_REACHED = "diverged"
+
+
+def _pa_field(name: str, kind: str) -> Any:
+    import pyarrow as pa
+
+    return pa.field(name, kind)
 
 
 def _jsonable(obj: Any) -> Any:

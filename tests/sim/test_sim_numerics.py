@@ -93,5 +93,5 @@ def test_staleness_aware_step_changes_the_run() -> None:
 def test_timing_only_mode_has_no_curve_but_a_full_summary() -> None:
     r = backend.run_once(scenario("sim.numerics=false"), 0)
     s = r.runs[0]
-    assert r.curve.empty and s.updates == 3000 and not s.diverged and s.updates_to_eps is None
+    assert r.curve.empty and s.updates == 3000 and not s.not_reached and s.updates_to_eps is None
     assert s.time_s > 0 and s.mean_staleness == pytest.approx(r.updates.staleness.mean())

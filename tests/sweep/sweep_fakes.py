@@ -23,7 +23,7 @@ def fake_body(task: Task) -> RunResult:
     summary = RunSummary(run=task.repeat, updates=int(1000 * x) + 1, time_s=x + 0.5,
                          updates_to_eps=None if crashed else int(500 * x) + 1,
                          time_to_eps=None if crashed else x / sc.optimizer.lr,
-                         crashed=crashed, diverged=False, initial_loss=2.0, final_loss=x,
+                         crashed=crashed, not_reached=False, initial_loss=2.0, final_loss=x,
                          mean_staleness=float(sc.workers.count - 1), updates_per_s=1000.0)
     return RunResult(sc.to_dict(), "fake", [summary], empty_updates(),
                      curve_frame(task.repeat, [0.0, x], [0, 1], [2.0, x]))

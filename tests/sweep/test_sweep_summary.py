@@ -12,24 +12,24 @@ from simasgd.sweep import analysis, summary
 
 
 def frame(rows: list[tuple]) -> pd.DataFrame:
-    """Rows of (algorithm, lr, batch, repeat, status, time_to_eps, crashed, diverged), in load()'s column order."""
+    """Rows of (algorithm, lr, batch, repeat, status, time_to_eps, crashed, not_reached), in load()'s column order."""
     cols = ["algorithm.name", "optimizer.lr", "workload.batch_size", "repeat", "status", "time_to_eps", "crashed",
-            "diverged"]
+            "not_reached"]
     df = pd.DataFrame(rows, columns=cols)
     df["error"] = None
     df["time_to_eps"] = df["time_to_eps"].astype("Float64")
     df["crashed"] = df["crashed"].astype("boolean")
-    df["diverged"] = df["diverged"].astype("boolean")
+    df["not_reached"] = df["not_reached"].astype("boolean")
     return df
 
 
-def cell(alg: str, lr: float, batch: int, times: list[float | None], crashed: int = 0, diverged: int = 0,
+def cell(alg: str, lr: float, batch: int, times: list[float | None], crashed: int = 0, not_reached: int = 0,
          failed: int = 0) -> list[tuple]:
     rows = [(alg, lr, batch, r, "ok", t, False, False) for r, t in enumerate(times)]
     n = len(rows)
     rows += [(alg, lr, batch, n + i, "ok", None, True, False) for i in range(crashed)]
-    rows += [(alg, lr, batch, n + crashed + i, "ok", None, False, True) for i in range(diverged)]
-    rows += [(alg, lr, batch, n + crashed + diverged + i, "failed", None, None, None) for i in range(failed)]
+    rows += [(alg, lr, batch, n + crashed + i, "ok", None, False, True) for i in range(not_reached)]
+    rows += [(alg, lr, batch, n + crashed + not_reached + i, "failed", None, None, None) for i in range(failed)]
     return rows
 
 
@@ -41,7 +41,7 @@ def test_fastest_stable_setting_per_algorithm() -> None:
                + cell("mutex", 0.005, 16, [1.0, 1.2, 0.8] + [1.0] * 6, crashed=1)       # fastest, 10% crashed: ok
                + cell("mutex", 0.009, 16, [0.5] * 8, crashed=2)                          # faster, 20% crashed: out
                + cell("mutex", 0.005, 32, [1.05] * 10)                                   # within 10% of the best
-               + cell("mutex", 0.001, 32, [0.2] * 9, diverged=1)                         # a repeat missed ε: out
+               + cell("mutex", 0.001, 32, [0.2] * 9, not_reached=1)                         # a repeat missed ε: out
                + cell("hogwild", 0.001, 16, [2.0] * 10) + cell("hogwild", 0.005, 16, [], crashed=10, failed=2))
     t = summary(df, manifest=MANIFEST)
     assert list(t["algorithm.name"]) == ["mutex", "hogwild"]
@@ -49,7 +49,7 @@ def test_fastest_stable_setting_per_algorithm() -> None:
     assert (m["optimizer.lr"], m["workload.batch_size"]) == (0.005, 16)
     assert m["time_to_eps"] == pytest.approx(1.0) and (m["time_min"], m["time_max"]) == (0.8, 1.2)
     assert m["settings_within"] == 1 and m["stable_settings"] == 3 and m["settings"] == 5
-    assert m["crashed"] == 3 and m["diverged"] == 1 and m["workers.count"] == 8  # constant, from the manifest
+    assert m["crashed"] == 3 and m["not_reached"] == 1 and m["workers.count"] == 8  # constant, from the manifest
     h = t.iloc[1]
     assert h["optimizer.lr"] == 0.001 and h["crashed"] == 10 and h["failed"] == 2 and h["runs"] == 20
 
@@ -96,7 +96,7 @@ def test_table_valued_axes_group_like_their_keys() -> None:
                 for r in range(3):
                     rows.append({"algorithm": alg, "workers": workers, "optimizer.lr": lr, "repeat": r,
                                  "status": "ok", "time_to_eps": t * slow + extra, "crashed": False,
-                                 "diverged": False, "error": None})
+                                 "not_reached": False, "error": None})
     df = pd.DataFrame(rows)
     flat = analysis.flatten(df)
     assert list(flat.columns[:5]) == ["algorithm.name", "algorithm.persistence", "workers.count",
