@@ -15,8 +15,9 @@ The scenario is ``scenarios/lopez2020/gpu_streams.toml`` (Lopez et al. 2020 §IV
 batch 32, lr 1e-3, momentum 0.99); ``-s`` overrides apply to every cell (the sim backend reads
 ``machine.preset``; the cuda backend ignores it and uses the GPU it runs on). Each cell's
 results folder is kept under ``--out/<backend>/<algorithm>-<streams>``, so ``simasgd compare``
-and ``simasgd plot`` work on any pair. ``--out`` gets ``<backend>.md`` per backend and, with two
-backends, ``compare.md`` (the second's figure over the first's).
+and ``simasgd plot`` work on any pair. ``--out`` gets ``<backend>.md`` per backend, with two
+backends ``compare.md`` (the second's figure over the first's), and ``cells.json``: every cell's figures
+as a ``cuda_streams`` record (``record.py``: schema version, commit, machine, date).
 
 Algorithms: the cuda backend implements ``sync``, ``lopez``, ``hogwild`` and ``leashed``; a cell a
 backend lacks is written as "not implemented", not skipped silently.
@@ -27,8 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py, also when this file is imported by path
+import record
+
+SCHEMA, SCHEMA_VERSION = "cuda_streams", 1
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios/lopez2020/gpu_streams.toml"
 # updates/s: versions of θ a second; gradients/s: applied gradients a second (sync: streams × updates/s;
@@ -122,8 +129,10 @@ def main() -> None:
         (args.out / f"{b}.md").write_text(table(rows, title))
     if len(names) == 2:
         (args.out / "compare.md").write_text(ratios(tables[names[0]], tables[names[1]], (names[0], names[1])))
-    (args.out / "cells.json").write_text(json.dumps({b: {f"{a}-{n}": c for (a, n), c in t.items()}
-                                                     for b, t in tables.items()}, indent=2, default=str))
+    cells = {b: {f"{a}-{n}": c for (a, n), c in t.items()} for b, t in tables.items()}
+    record.write(args.out / "cells.json", SCHEMA, SCHEMA_VERSION,
+                 {"backends": names, "overrides": args.overrides,
+                  "cells": json.loads(json.dumps(cells, default=str))})  # NaN stays NaN; devices as text
     for b in names:
         print((args.out / f"{b}.md").read_text())
     if len(names) == 2:

@@ -120,24 +120,6 @@ def test_medians_and_bimodality_use_the_rounds_in_the_home_placement(bench: Any)
     assert row["home_rounds"] == [True, True, True] and row["updates_per_s"] == pytest.approx(5400.0)
 
 
-def test_placement_phases_groups_runs_by_where_their_probes_put_the_cpus() -> None:
-    spec = importlib.util.spec_from_file_location("placement_phases", ROOT / "benchmarks" / "placement_phases.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.placement([33.0, 35.0]) == "one CCX" and mod.placement([160.0, 170.0]) == "two CCXs"
-    assert mod.placement([14.0, 16.0]) == "one core (SMT)"
-    assert mod.placement([33.0, 160.0]) is None and mod.placement([None, 33.0]) is None  # moved, or one CPU
-
-    def run(rate: float, upd: float, ns: list[float]) -> dict[str, Any]:
-        return {"algorithm": "hogwild", "updates_per_s": rate, "concurrency": rate / 3500, "read_us": 25.0,
-                "gradient_us": 265.0, "update_us": upd, "c2c_ns": ns}
-
-    rows = [run(5800, 40, [33, 34]), run(5600, 60, [34, 33]), run(2400, 500, [165, 166]), run(3000, 300, [33, 160])]
-    table = mod.summary(rows)
-    assert table[2] == "| hogwild | one CCX | 2 | 5700 | 1.63 | 25 | 265 | 50 |"  # the median of two: their mean
-    assert table[3] == "| hogwild | two CCXs | 1 | 2400 | 0.69 | 25 | 265 | 500 |" and len(table) == 4  # moved: out
-
-
 def test_a_run_whose_cycle_shifted_between_home_probes_is_measured_again(bench: Any,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from executors import c2c
