@@ -133,7 +133,7 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
 
     import numpy as np
 
-    from executors.calibrate import NO_STARTS, time_gradient
+    from executors.calibration.gradient import NO_STARTS, time_gradient
     from simasgd.workloads import build_workload
 
     sc = scenario("sequential", 1, batch, seconds, dtype)
@@ -478,13 +478,13 @@ def main() -> None:
             print()
             print(placement_markdown(doc["rows"], doc["meta"]["c2c_home_ns"]))
         return
-    from executors.peak import peak_table
+    from executors.calibration.peak import peak_table
     from simasgd import metadata
 
     load_before = os.getloadavg()
     commit, versions = record.commit(), metadata.versions()  # what ran: taken before it runs
 
-    peak = peak_table()  # the roofline, measured in this run (executors/peak.py)
+    peak = peak_table()  # the roofline, measured in this run (executors/calibration/peak.py)
     print("peak", json.dumps({k: round(v, 1) for k, v in peak.items()}))
     home = home_placement()
     print(f"home placement: hand-off {home} ns")

@@ -4,7 +4,7 @@ simasgd owns the format: how a workload is keyed (:func:`workload_key`), how
 the file is read (:func:`read`, which checks ``[profile] format`` and
 ``format_version``) and written (:func:`write`, atomically, with that table),
 and its digest for results metadata. The measurements themselves come from
-a calibrator (``executors/calibrate.py``), loaded by name like a backend so
+a calibrator (``executors/calibration/``), loaded by name like a backend so
 that simasgd imports nothing from ``executors``.
 """
 
@@ -24,7 +24,7 @@ from simasgd.atomicio import atomic_write_text
 
 FORMAT = "simasgd-profile"
 FORMAT_VERSION = 1
-CALIBRATOR = "executors.calibrate"  # module with calibrate(workloads, quick, seed, base_dir) and DEFAULT_WORKLOADS
+CALIBRATOR = "executors.calibration.calibrate"  # module with calibrate(workloads, quick, seed, base_dir) and DEFAULT_WORKLOADS
 
 
 class ProfileError(ValueError):

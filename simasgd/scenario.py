@@ -330,7 +330,7 @@ class SimConfig(Section):
     # ones; that asymmetry keeps two persistence-0 workers in step, one dropping every round
     # (benchmarks/fidelity.md, 2026-11-26). False, or uncalibrated = every pass cycle_fresh_k2_median_s.
     leashed_destinations: bool = True
-    # A periodic timer that stops every CPU at the same instant (profile [tick], executors/calibrate_tick.py:
+    # A periodic timer that stops every CPU at the same instant (profile [tick], executors/calibration/tick.py:
     # 250 Hz on the 2-vCPU AMD EPYC): the gradient samples' slowest share (hit·median/period) are the calls
     # a tick fell into; a gradient that runs over a tick instant is stalled by that tick's draw of their
     # excess, the same for every worker it falls on (simasgd/sim/tick.py). Two workers computing at once

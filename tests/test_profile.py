@@ -50,7 +50,7 @@ def test_round_trip_keeps_every_table(tmp_path: Path) -> None:
 
 
 def test_calibrate_write_profile_is_profile_write(tmp_path: Path) -> None:
-    from executors import calibrate
+    from executors.calibration import calibrate
 
     a = calibrate.write_profile(_doc(), tmp_path / "a.toml")
     b = profile.write(_doc(), tmp_path / "b.toml")
@@ -158,8 +158,10 @@ def test_sim_result_records_the_profile(tmp_path: Path, monkeypatch: pytest.Monk
     rec = RunResult.load(tmp_path / "out").metadata["profile"]
     assert rec == result.metadata["profile"]
     assert rec == {"path": str(path.resolve()), "sha256": profile.digest(path), "created": "2026-01-02T03:04:05Z"}
-    plain = backends.run(loader.from_dict(data), "sim", repeats=1)
+    plain = backends.run(loader.from_dict({**data, "machine": {"preset": "laptop-2core"}}), "sim", repeats=1)
     assert "profile" not in plain.metadata
+    # No [machine]: this machine's profile is what it simulates (simasgd.machine.preset_of), so it is recorded.
+    assert backends.run(loader.from_dict(data), "sim", repeats=1).metadata["profile"] == rec
 
 
 def _tiny_cpu_run(monkeypatch: pytest.MonkeyPatch, workers: int, algorithm: str, repeats: int) -> RunResult:

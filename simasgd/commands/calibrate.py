@@ -36,7 +36,7 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
         print(f"error: --out {out}: is a folder; give the profile's file name (e.g. profiles/this.toml)",
               file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT)
-    from executors.calibrate import calibrate as measure
+    from executors.calibration.calibrate import calibrate as measure
     from simasgd.profile import write as write_profile
 
     err = console(stderr=True)
@@ -78,14 +78,14 @@ def _placement_note(profile: dict) -> None:
 
 
 def _calibrate_gpu(out: Path, quick: bool) -> None:
-    """``--gpu``: the [gpu] table (executors/cuda/calibrate.py), merged into the profile at ``out``."""
+    """``--gpu``: the [gpu] table (executors/calibration/gpu.py), merged into the profile at ``out``."""
     import importlib
 
     from simasgd import profile as fmt
     from simasgd.backends import BackendError
 
     try:
-        gpu = importlib.import_module("executors.cuda.calibrate").calibrate(quick=quick)
+        gpu = importlib.import_module("executors.calibration.gpu").calibrate(quick=quick)
     except BackendError as e:  # executors.cuda.device.NoDevice: no GPU and no simulator
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT) from None

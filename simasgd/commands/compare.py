@@ -103,7 +103,7 @@ def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], ext
 
 def _calibrate(workloads: list, quick: bool, seed: int, base_dir: str | None) -> dict:
     """The CLI's calibrator for a machine without a profile (simasgd itself imports nothing from executors)."""
-    from executors.calibrate import calibrate as measure
+    from executors.calibration.calibrate import calibrate as measure
 
     return measure(workloads, quick=quick, seed=seed, base_dir=base_dir)
 

@@ -17,7 +17,7 @@ distribution stays exactly the profile's:
 with S a stationary Ornstein–Uhlenbeck process (mean 0, variance 1, time constant T) shared by
 every worker, sampled at the gradient's start t; e a worker's own standard normal; Q the quantile
 function of the samples. ρ and T are calibrated (``concurrent.k2_speed_corr``,
-``concurrent.k2_speed_time_s``; executors/calibrate_speed.py). ``[sim] shared_speed = false``: every
+``concurrent.k2_speed_time_s``; executors/calibration/speed.py). ``[sim] shared_speed = false``: every
 draw independent (ρ = 0).
 """
 

@@ -94,7 +94,7 @@ def spin_yield_s(sc: Scenario, machine: Machine) -> float:
 
 def pass_costs(machine: Machine, model_bytes: float, alone_key: str = "add_s",
                shared_key: str = "add_shared_s") -> tuple[float | None, float | None]:
-    """``[passes]`` (executors/calibrate_passes.py): seconds per locked add of a pass over a buffer of
+    """``[passes]`` (executors/calibration/passes.py): seconds per locked add of a pass over a buffer of
     ``model_bytes``, alone and beside a reader (or, with ``"step_s", "step_shared_s"``, the Lopez master's
     step alone and beside passes), interpolated in log size between the calibrated sizes (held at the
     ends); (None, None) without them."""
@@ -130,7 +130,7 @@ def profile_shared_fresh(profile: dict[str, Any] | None, workload: WorkloadConfi
     return _seconds(profile, workload, {0: "cycle_fresh_k2_median_s"}).get(0)
 
 
-# executors.calibrate_steps.PASS_KINDS, and a claimed vector's pass in the calibrator's persistence-0 runs
+# executors.calibration.steps.PASS_KINDS, and a claimed vector's pass in the calibrator's persistence-0 runs
 FRESH_DESTINATIONS = ("claimed", "retry", "kept", "claimed_dropping")
 
 

@@ -1,7 +1,7 @@
 """The timer tick: a periodic interrupt that stops every CPU at the same instant.
 
 On the 2-vCPU AMD EPYC (2026-11-26) the host's pauses were mostly a timer: every 4.000 ms, on both
-vCPUs within 0.3 µs, ~16 µs on a spinning thread (profile ``[tick]``, executors/calibrate_tick.py).
+vCPUs within 0.3 µs, ~16 µs on a spinning thread (profile ``[tick]``, executors/calibration/tick.py).
 A gradient that contains such an instant took 20–45 µs longer (the interrupt disturbs its caches
 too). The calibrated gradient samples hold those slow calls, but a draw from them puts the slow
 ones at random moments, independently for each worker. In the executor's runs (2 threads, B = 16)
@@ -89,5 +89,5 @@ def tick_params(profile: dict[str, Any] | None) -> tuple[float, float, float] | 
     t = (profile or {}).get("tick") or {}
     period, hit, pause = t.get("period_s"), t.get("hit_rate"), t.get("pause_s")
     if not all(isinstance(x, (int, float)) and x > 0 for x in (period, hit, pause)):
-        return None  # no pause_s: calibrate_tick found no timer (its hit rate below MIN_HIT)
+        return None  # no pause_s: calibration.tick found no timer (its hit rate below MIN_HIT)
     return float(period), float(hit), MAX_STALL_PAUSES * float(pause)

@@ -86,7 +86,7 @@ def test_gpu_presets_are_a_machine_kind() -> None:
 def test_the_calibrator_writes_a_gpu_table_the_simulator_reads(cuda: Any, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from executors.cuda import device
-    from executors.cuda.calibrate import calibrate
+    from executors.calibration.gpu import calibrate
 
     table = calibrate(quick=True)
     assert table["simulator"] is device.simulator()  # SIMASGD_TEST_GPU=1: measured on the GPU

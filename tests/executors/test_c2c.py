@@ -50,7 +50,7 @@ def test_calibrate_warns_when_the_cpus_moved_during_it(capsys: pytest.CaptureFix
     assert "33 ns" in quiet.out and "moved" not in quiet.err and "elsewhere" not in quiet.err
     _placement_note({"c2c": {"latency_ns": 33.0, "samples_ns": [33.0, 170.0, 33.0, 32.0]}})
     assert "moved this machine's CPUs during calibration (hand-offs 32-170 ns)" in capsys.readouterr().err
-    # a table whose every run the host kept elsewhere (the Leashed pass's, executors/calibrate_steps.py)
+    # a table whose every run the host kept elsewhere (the Leashed pass's, executors/calibration/steps.py)
     away = {"cycle_fresh_k2_in_placement": False, "cycle_fresh_k2_c2c_ns": [157.0, 165.0, 160.0, 158.0]}
     _placement_note({"c2c": {"latency_ns": 33.0, "samples_ns": [33.0, 34.0]},
                      "gradient": {"mlp-a": away, "mlp-b": {**away, "cycle_fresh_k2_in_placement": True}}})

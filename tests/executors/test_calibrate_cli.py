@@ -117,7 +117,7 @@ def test_quickstart_runs_on_cpu_and_show_reads_it(tmp_path: Path) -> None:
 def test_concurrent_samples_keep_whole_calls() -> None:
     """Two threads' times (call j of each, interleaved): the kept samples come from both threads in
     their pairs (what the CPUs share is measured by time, tests/sim/test_sim_host_speed.py)."""
-    from executors.calibrate import add_concurrent
+    from executors.calibration.timing import add_concurrent
 
     rng = np.random.default_rng(7)
     n = 4000

@@ -1,4 +1,4 @@
-"""The machine micro-benchmarks of ``executors/calibrate_machine.py`` and their profile tables."""
+"""The machine micro-benchmarks of ``executors/calibration/`` and their profile tables."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from executors import calibrate as cal
-from executors import calibrate_machine as cm
+from executors.calibration import calibrate as cal
+from executors.calibration import coherence, copies, noise, scheduler, topology
+from executors.calibration.timing import run_threads
 from simasgd import machine
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -46,25 +47,25 @@ def test_cache_levels_from_fake_sysfs(tmp_path: Path) -> None:
         _write(tmp_path, f"{d}/size", size)
         _write(tmp_path, f"{d}/shared_cpu_list", shared)
         _write(tmp_path, f"{d}/coherency_line_size", "64")
-    c = cm.cache_levels(tmp_path)
+    c = topology.cache_levels(tmp_path)
     assert c == {"line_bytes": 64, "levels": [1, 2, 3], "sizes_bytes": [48 << 10, 1 << 20, 32 << 20],
                  "shared_by": [1, 2, 8], "source": "sysfs"}
 
 
 def test_cache_levels_absent(tmp_path: Path) -> None:
-    c = cm.cache_levels(tmp_path)
+    c = topology.cache_levels(tmp_path)
     assert c["source"] == "absent" and c["levels"] == c["sizes_bytes"] == c["shared_by"] == []
     assert "line_bytes" not in c
 
 
 def test_copy_sizes_double_up_to_four_llc_or_64_mib() -> None:
-    big = cm.copy_sizes({"sizes_bytes": [1 << 20, 32 << 20]}, quick=False)
+    big = copies.copy_sizes({"sizes_bytes": [1 << 20, 32 << 20]}, quick=False)
     assert big[0] == 16 << 10 and big[-1] == 128 << 20
     assert all(b == 2 * a for a, b in zip(big, big[1:]))
-    small = cm.copy_sizes({"sizes_bytes": [2 << 20]}, quick=False)
+    small = copies.copy_sizes({"sizes_bytes": [2 << 20]}, quick=False)
     assert small[-1] == 64 << 20  # a small LLC still reaches DRAM
-    assert cm.copy_sizes({"sizes_bytes": []}, quick=False)[-1] == 64 << 20
-    quick = cm.copy_sizes({"sizes_bytes": [32 << 20]}, quick=True)
+    assert copies.copy_sizes({"sizes_bytes": []}, quick=False)[-1] == 64 << 20
+    quick = copies.copy_sizes({"sizes_bytes": [32 << 20]}, quick=True)
     assert 2 <= len(quick) < len(big) and quick[0] == 16 << 10
 
 
@@ -74,7 +75,7 @@ def test_cfs_sysctls_ns_to_seconds(tmp_path: Path) -> None:
     _write(tmp_path, "proc/sys/kernel/sched_latency_ns", "24000000")
     _write(tmp_path, "proc/sys/kernel/sched_min_granularity_ns", "3000000")
     _write(tmp_path, "sys/kernel/debug/sched/wakeup_granularity_ns", "4000000")
-    p = cm.scheduler_params(tmp_path, release="5.10.0-21-amd64")
+    p = scheduler.scheduler_params(tmp_path, release="5.10.0-21-amd64")
     assert p["kernel"] == "cfs" and p["params_source"] == "kernel"
     assert p["latency_s"] == pytest.approx(0.024) and p["min_granularity_s"] == pytest.approx(0.003)
     assert p["wakeup_granularity_s"] == pytest.approx(0.004) and "base_slice_s" not in p
@@ -83,7 +84,7 @@ def test_cfs_sysctls_ns_to_seconds(tmp_path: Path) -> None:
 def test_eevdf_base_slice_and_missing_files_omitted(tmp_path: Path) -> None:
     _write(tmp_path, "sys/kernel/debug/sched/base_slice_ns", "3000000")
     _write(tmp_path, "proc/sys/kernel/osrelease", "6.8.0-40-generic")
-    p = cm.scheduler_params(tmp_path)
+    p = scheduler.scheduler_params(tmp_path)
     assert p["kernel"] == "eevdf" and p["kernel_release"] == "6.8.0-40-generic"
     assert p["base_slice_s"] == pytest.approx(0.003) and p["params_source"] == "kernel"
     assert not {"latency_s", "min_granularity_s", "wakeup_granularity_s"} & set(p)
@@ -92,14 +93,14 @@ def test_eevdf_base_slice_and_missing_files_omitted(tmp_path: Path) -> None:
 @pytest.mark.parametrize("release,kernel", [("6.6.0", "eevdf"), ("6.18.44-fc", "eevdf"), ("6.5.13", "cfs"),
                                             ("4.19.0", "cfs"), ("custom", "unknown")])
 def test_kernel_from_version_when_no_file_is_readable(tmp_path: Path, release: str, kernel: str) -> None:
-    p = cm.scheduler_params(tmp_path, release=release)
+    p = scheduler.scheduler_params(tmp_path, release=release)
     assert p["kernel"] == kernel and p["params_source"] == "measured"
-    assert not set(cm._PARAMS) & set(p)
+    assert not set(scheduler._PARAMS) & set(p)
 
 
 def test_files_decide_over_the_version(tmp_path: Path) -> None:
     _write(tmp_path, "sys/kernel/debug/sched/latency_ns", "junk")  # exists (so CFS) but unparsable: omitted
-    p = cm.scheduler_params(tmp_path, release="custom")
+    p = scheduler.scheduler_params(tmp_path, release="custom")
     assert p["kernel"] == "cfs" and "latency_s" not in p and p["params_source"] == "measured"
 
 
@@ -129,8 +130,8 @@ def test_coherence_positive_finite_bandwidths(tables: dict[str, Any]) -> None:
 
 
 def test_coherence_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cm.os, "sched_getaffinity", lambda pid: {CPUS[0]})
-    t = cm.coherence([64 << 10], 0.1)
+    monkeypatch.setattr(coherence.os, "sched_getaffinity", lambda pid: {CPUS[0]})
+    t = coherence.coherence([64 << 10], 0.1)
     assert set(t) == {"reason"}
 
 
@@ -138,7 +139,7 @@ def test_coherence_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_passes_time_locked_adds_alone_and_beside_a_reader() -> None:
     if len(CPUS) < 2:
         pytest.skip("a reader needs a second usable CPU")
-    from executors.calibrate_passes import passes_table
+    from executors.calibration.passes import passes_table
 
     t = passes_table([128 << 10, 64 << 10, 64 << 10], 0.05)
     assert t["sizes_bytes"] == [64 << 10, 128 << 10] and t["passes"] >= 5 and t["cpus"][0] != t["cpus"][1]
@@ -153,7 +154,7 @@ def test_passes_time_locked_adds_alone_and_beside_a_reader() -> None:
 
 
 def test_passes_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    from executors import calibrate_passes
+    from executors.calibration import passes as calibrate_passes
 
     monkeypatch.setattr(calibrate_passes.os, "sched_getaffinity", lambda pid: {CPUS[0]})
     assert set(calibrate_passes.passes_table([64 << 10], 0.05)) == {"reason"}
@@ -162,14 +163,14 @@ def test_passes_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.hardware
 def test_noise_quick(tables: dict[str, Any]) -> None:
     n = tables["noise"]
-    assert n["min_gap_s"] == cm.MIN_GAP_S
+    assert n["min_gap_s"] == noise.MIN_GAP_S
     ks = [key for key in n if key.startswith("k")]
     assert ks == [f"k{k}" for k in range(1, len(CPUS) + 1)]
     for key in ks:
         d = n[key]
         assert d["threads"] == int(key[1:]) and d["duration_s"] >= 0.05
         assert d["rate_per_s"] >= 0 and 0 < d["busy_fraction"] <= 1
-        assert len(d["pauses_s"]) <= cm.KEEP_PAUSES
+        assert len(d["pauses_s"]) <= noise.KEEP_PAUSES
         assert all(p >= n["min_gap_s"] for p in d["pauses_s"])
         if d["pauses_s"]:
             assert n["min_gap_s"] <= d["p50_s"] <= d["p90_s"] <= d["p99_s"] <= d["max_s"]
@@ -181,8 +182,8 @@ def test_noise_quick(tables: dict[str, Any]) -> None:
 @pytest.mark.hardware
 def test_two_spinners_on_one_cpu_see_each_other_as_pauses(tables: dict[str, Any]) -> None:
     """Honesty check of the pause detector: two threads sharing one CPU each run about half the time."""
-    kept, (n, paused, spun) = cm._spin_k([CPUS[0], CPUS[0]], 0.2, cm.MIN_GAP_S)
-    assert n > 0 and len(kept) == n and np.all(kept > cm.MIN_GAP_S * 1e9)
+    kept, (n, paused, spun) = noise._spin_k([CPUS[0], CPUS[0]], 0.2, noise.MIN_GAP_S)
+    assert n > 0 and len(kept) == n and np.all(kept > noise.MIN_GAP_S * 1e9)
     assert paused / spun > 0.3  # ideal 0.5; other load on the machine only adds pauses
 
 
@@ -204,7 +205,7 @@ def test_quick_tables_round_trip_through_the_profile(tables: dict[str, Any], tmp
     for name in ("cache", "copy_by_size", "coherence"):
         assert doc[name] == tables[name], name
     assert doc["noise"]["k1"] == tables["noise"]["k1"]  # the nested [noise.k1] table
-    assert doc["noise"]["min_gap_s"] == cm.MIN_GAP_S
+    assert doc["noise"]["min_gap_s"] == noise.MIN_GAP_S
 
 
 
@@ -212,7 +213,7 @@ def test_quick_tables_round_trip_through_the_profile(tables: dict[str, Any], tmp
 def test_spin_yield_period_is_the_lock_loops_own() -> None:
     """``[scheduler] spin_yield_s``: the executor's lock-waiting loop on a taken word runs 64 pauses a
     sched_yield, each pause at least a nanosecond; on a free word it leaves at once."""
-    from executors.calibrate import _spin_period, spin_yield_s
+    from executors.calibration.scheduler import _spin_period, spin_yield_s
     from executors.cpu.shared import SPINS_BEFORE_YIELD, new_ctrl
 
     taken, free, ctrl = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), new_ctrl()
@@ -225,11 +226,11 @@ def test_spin_yield_period_is_the_lock_loops_own() -> None:
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs")
 def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
-    """The two-thread Leashed pass timer (``calibrate_steps.time_shared_fresh``, the executor's pool
+    """The two-thread Leashed pass timer (``calibration.steps.time_shared_fresh``, the executor's pool
     protocol) times every pass and leaves no reader reference behind: each vector's count is 0, or a
     thread's claim on the vector it was building when its samples ran out; the latest is one of the pool's,
     not stale, and was built from θ₀ by published passes."""
-    from executors.calibrate_steps import (PASS_CLAIMED, PASS_KEPT, PASS_RETRY, leashed_pool, shared_fresh_samples,
+    from executors.calibration.steps import (PASS_CLAIMED, PASS_KEPT, PASS_RETRY, leashed_pool, shared_fresh_samples,
                                            time_shared_fresh)
     from executors.cpu.shared import CLAIMED, LINE, S_LATEST
     from executors.kernel import with_kernel
@@ -244,7 +245,7 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     pool, (ctrl, rc, stale, peak) = leashed_pool(theta, 2)
     outs = [np.zeros(300, dtype=np.int64) for _ in range(2)]
     kinds = [np.full(300, -1, dtype=np.int64) for _ in range(2)]
-    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], kinds[i], -1, i, ctrl, rc, stale,
+    run_threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], kinds[i], -1, i, ctrl, rc, stale,
                           peak) for i in range(2)], cpus=CPUS[:2])
     assert all((o > 0).all() for o in outs)
     # unbounded retries: every pass is into a claimed vector or a retry, and a retry follows a pass
@@ -254,13 +255,13 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     latest = int(ctrl[S_LATEST * LINE])
     assert 0 <= latest < len(pool) and stale[latest * LINE] == 0 and counts[latest] == 0
     assert not np.array_equal(pool[latest], theta)
-    two = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads)
+    two = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, run_threads)
     assert len(two["samples_ns"]) == 2 * (40 - 2) and two["median_ns"] > 0 and (two["samples_ns"] > 0).all()
     assert set(two["kinds"].tolist()) <= {PASS_CLAIMED, PASS_RETRY} and "kept" not in two["by_kind_ns"]
     assert two["by_kind_ns"]["claimed"] > 0
     # persistence 0: a failed CAS drops the attempt, the thread keeps its vector for the next gradient's pass
     pool, (ctrl, rc, stale, peak) = leashed_pool(theta, 2)
-    cal._threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], kinds[i], 0, i, ctrl, rc, stale,
+    run_threads(timer, [(pool, wl.X, wl.y, wl.shape, len(wl.y), 8, outs[i], kinds[i], 0, i, ctrl, rc, stale,
                           peak) for i in range(2)], cpus=CPUS[:2])
     assert all(set(k.tolist()) <= {PASS_CLAIMED, PASS_KEPT} for k in kinds)
     counts = rc[::LINE]
@@ -270,19 +271,19 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     # (each run first waits for the CPUs to come home: ``settle``, called with the placement asked for)
     probes = iter([30.0, 30.0, 30.0, 150.0, 150.0, 150.0, 30.0, 31.0, 32.0, 30.0, 99.0, 99.0])
     settled: list[float | None] = []
-    moved = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads,
+    moved = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, run_threads,
                                  probe=lambda: next(probes), like=30.0, settle=settled.append)
     assert moved["c2c_ns"] == [30.0, 30.0, 30.0, 150.0, 150.0, 150.0, 30.0, 31.0, 32.0, 30.0]  # 5 runs: 3 steady
     assert settled == [30.0] * 5 and moved["in_placement"] is True
-    always = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, cal._threads,
+    always = shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS, run_threads,
                                   probe=lambda: 150.0, like=30.0)
     assert len(always["c2c_ns"]) == 12 and always["median_ns"] > 0  # never in that placement: six runs, all kept
     assert always["in_placement"] is False  # ... and said so
-    assert shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS[:1], cal._threads) is None
+    assert shared_fresh_samples(timer, theta, wl, len(wl.y), 8, 40, 0, CPUS[:1], run_threads) is None
 
 
 def test_steady_runs_leave_out_moved_and_foreign_placements() -> None:
-    from executors.calibrate_steps import steady_runs
+    from executors.calibration.steps import steady_runs
 
     runs = [("a", 30.0, 150.0), ("b", 31.0, 32.0), ("c", 150.0, 155.0), ("d", 33.0, 30.0)]
     assert [r[0] for r in steady_runs(runs)] == ["b", "d"]  # a moved during it, c in another placement
@@ -302,9 +303,9 @@ def test_a_failed_calibration_thread_is_raised_not_left_as_zeros() -> None:
         return i
 
     out = np.zeros(1, dtype=np.int64)
-    assert cal._threads(timer, [(0, out), (0, out)]) == [0, 0] and out[0] == 7
+    assert run_threads(timer, [(0, out), (0, out)]) == [0, 0] and out[0] == 7
     with pytest.raises(RuntimeError, match=r"calibration thread 1 \(timer\) failed: ValueError: timer broke"):
-        cal._threads(timer, [(0, out), (1, out)])
+        run_threads(timer, [(0, out), (1, out)])
 
 
 def test_a_hung_calibration_thread_is_named() -> None:
@@ -313,6 +314,6 @@ def test_a_hung_calibration_thread_is_named() -> None:
     release = threading.Event()
     try:
         with pytest.raises(RuntimeError, match=r"calibration threads \[0\] \(wait\) still running after 0.2 s"):
-            cal._threads(release.wait, [(30,)], timeout_s=0.2)
+            run_threads(release.wait, [(30,)], timeout_s=0.2)
     finally:
         release.set()

@@ -1,4 +1,4 @@
-"""``[tick]`` (executors/calibrate_tick.py): the timer found in spinning threads' pauses.
+"""``[tick]`` (executors/calibration/tick.py): the timer found in spinning threads' pauses.
 
 Synthetic pauses with a known timer (every period, on both CPUs, a known skew apart) among pauses at
 random moments: the analysis must name that frequency, not a multiple of its period (which folds the
@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 
-from executors import calibrate_tick as ct
+from executors.calibration import tick as ct
 
 SPAN = 1.0
 

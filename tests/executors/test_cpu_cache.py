@@ -23,14 +23,14 @@ from simasgd.workloads.constant import ConstWorkload, const_grad
 
 ROOT = Path(__file__).resolve().parents[2]
 # Cache files of these modules are the executor's (numba names them module.qualname-line...).
-EXECUTOR_MODULES = ("loops.", "leashed.", "lopez.", "snapshot.", "shared.", "calibrate.", "atomics.", "update_rule.")
+EXECUTOR_MODULES = ("loops.", "leashed.", "lopez.", "snapshot.", "shared.", "gradient.", "steps.", "atomics.", "update_rule.")
 
 # Every algorithm once on a tiny least-squares workload,
 # then the calibration's gradient timer; prints the seconds spent in the warm-ups (compile or cache load).
 SCRIPT = textwrap.dedent("""
     import json, sys, time
     import numpy as np
-    from executors import calibrate
+    from executors.calibration import gradient
     from executors.cpu import runner
     from executors.cpu.wiring import TABLE
     from simasgd.algorithms import ALGORITHMS
@@ -54,7 +54,7 @@ SCRIPT = textwrap.dedent("""
         wl = build_workload(sc.workload, sc.seed)
         runner.run_workload(sc, 0, wl)
     t = time.perf_counter()
-    calibrate.gradient_times(sc.workload, 0, None, 0.01)
+    gradient.gradient_times(sc.workload, 0, None, 0.01)
     warm += time.perf_counter() - t
     print(json.dumps({"warm_up_s": warm}))
 """)

@@ -1,4 +1,4 @@
-"""The arithmetic-peak micro-benchmarks (executors/peak.py): they compute what they time, and rate it right."""
+"""The arithmetic-peak micro-benchmarks (executors/calibration/peak.py): they compute what they time, and rate it right."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from executors import peak
+from executors.calibration import peak
 
 
 def test_gemm_loop_is_the_matrix_product() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from executors import settle
-from executors.calibrate_machine import _pauses
+from executors.calibration.noise import _pauses
 from executors.cpu.runner import run_workload
 from simasgd.workloads.constant import ConstWorkload
 

@@ -1,5 +1,5 @@
 """The host's speed shared by its CPUs (simasgd/sim/host_speed.py) and its calibration
-(executors/calibrate_speed.py), against closed forms with tolerances from the sample.
+(executors/calibration/speed.py), against closed forms with tolerances from the sample.
 
 - S(t) is a stationary Ornstein–Uhlenbeck process: variance 1, lag correlation e^(−Δt/T);
 - each draw's marginal is the samples' (Q(Φ(z)) with z standard normal): the empirical CDF of draws
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from executors.calibrate_speed import normal_scores, overlap_pairs, speed_from_stamps
+from executors.calibration.speed import normal_scores, overlap_pairs, speed_from_stamps
 from simasgd import loader, machine
 from simasgd.sim.host_speed import HostSpeed, SharedDraw, speed_params
 

@@ -49,7 +49,7 @@ def test_added_time_matches_the_compound_poisson_mean() -> None:
 def test_platform_adds_noise_to_profile_gradients_only_when_switched_on(tmp_path, monkeypatch) -> None:  # noqa: ANN001
     import simpy
 
-    from executors.calibrate import workload_key
+    from simasgd.profile import workload_key
     from simasgd import loader, machine
     from simasgd.sim.costs import Platform
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from executors.calibrate import workload_key
+from simasgd.profile import workload_key
 from simasgd import machine
 from simasgd.scenario import WorkloadConfig
 from simasgd.sim.profile_tables import profile_gradient

@@ -61,7 +61,7 @@ def test_a_worker_that_fails_is_named(torch_scenario) -> None:  # noqa: ANN001
 
 def test_calibrated_gradient_times_feed_the_simulator(torch_scenario) -> None:  # noqa: ANN001
     """``calibrate --scenario`` measures a torch workload; the simulator finds it under its key."""
-    from executors.calibrate import gradient_times
+    from executors.calibration.gradient import gradient_times
 
     sc = torch_scenario()
     table = gradient_times(sc.workload, 0, sc.base_dir, 0.05)

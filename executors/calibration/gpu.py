@@ -76,7 +76,7 @@ def calibrate(quick: bool = False, log: Callable[[str], None] = lambda s: None) 
     """The ``[gpu]`` table (module docstring)."""
     cuda = device.require()
     sim = device.simulator()
-    from executors.cuda import calibrate_kernels as ck
+    from executors.calibration import gpu_kernels as ck
 
     k = {"empty": ck.empty, "copy": ck.copy, "atomics": ck.atomics, "fma": ck.fma}
     timed = _timer(cuda, sim)

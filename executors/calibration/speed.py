@@ -1,7 +1,7 @@
 """The host's speed, shared by its CPUs: ``concurrent.k2_speed_corr`` and ``k2_speed_time_s``.
 
 ``simasgd calibrate`` times a gradient with two independent threads at once (``concurrent.k2``: each its
-own θ and data, back to back); ``executors.calibrate.time_gradient`` stamps each of those calls' starts on
+own θ and data, back to back); ``executors.calibration.gradient.time_gradient`` stamps each of those calls' starts on
 the shared monotonic clock. Here each call of thread 0 is paired with the call of thread 1 that overlaps
 it most (more than half of it), and with the calls that follow that one. ρ is the correlation of the
 pairs' normal scores (each thread's durations ranked, then Φ⁻¹: long pauses weigh no more than their

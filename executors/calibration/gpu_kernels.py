@@ -1,4 +1,4 @@
-"""The micro-benchmark kernels of ``executors/cuda/calibrate.py`` (module-level: the simulator swaps ``cuda`` here)."""
+"""The micro-benchmark kernels of :mod:`executors.calibration.gpu` (module-level: the simulator swaps ``cuda`` here)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Gradient times of a ``model = "torch"`` workload for the machine profile (``simasgd calibrate --scenario``).
 
-The same table as ``executors.calibrate.gradient_times`` writes for the numba
-workloads (executors/PROFILE.md): per-call samples, samples after a worker's
+The same table as ``executors.calibration.gradient.gradient_times`` writes for the numba
+workloads (docs/profile.md): per-call samples, samples after a worker's
 copy and update traffic (``cycle_samples_s``), and both again with k = 2..
 min(CPUs, ``MAX_CONCURRENT``) computing at once (``concurrent.k<k>``,
 ``concurrent.cycle_k<k>``). What is timed is what a ``torch`` backend worker
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from executors.calibration.timing import MAX_CONCURRENT, add_concurrent, gradient_table
 from executors.torchmp.backend import START_METHOD, one_thread
 from executors.torchmp.state import import_torch, shared_copy
 
@@ -80,7 +81,6 @@ def concurrent_times(wl: Any, theta: np.ndarray, batch: int, n: int, k: int, see
 
 def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
     """The profile's ``[gradient."<workload_key>"]`` table for a torch workload (see the module docstring)."""
-    from executors.calibrate import MAX_CONCURRENT, add_concurrent, gradient_table
     from simasgd.workloads import build_workload
 
     import_torch()

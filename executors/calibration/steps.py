@@ -9,8 +9,8 @@ L2 a core), part of the model's lines are in the next level when the update and 
 warm rates predicted a 1-thread update of 17.6 µs where the executor took 23.7. So calibration runs a
 worker's cycle on one thread, the gradient the workload's kernel, and times the steps as the executor
 makes them: ``update_rule.step`` in place and ``memops.copy_into`` (locks, HOGWILD!), or
-``update_rule.step_into`` into a fresh vector (Leashed-SGD). executors/PROFILE.md has the keys; the
-simulator uses their medians for a worker's own lines (``[sim] steps_in_cycle``, simasgd/sim/MODEL.md).
+``update_rule.step_into`` into a fresh vector (Leashed-SGD). docs/profile.md has the keys; the
+simulator uses their medians for a worker's own lines (``[sim] steps_in_cycle``, docs/model.md).
 
 Every ``SNAPSHOT_EVERY``-th in-place cycle also copies θ, just updated, into the next slot of a loss ring
 built as the executor builds its own (:func:`executors.cpu.monitor.new_ring`, the full memory budget):
@@ -235,7 +235,7 @@ def shared_fresh_samples(timer: Any, theta: np.ndarray, wl: Any, n_rows: int, ba
     each run (``executors.c2c.wait_for``: a run started once the CPUs came home is likelier to stay there).
     ``in_placement``: whether the runs kept were in ``like``'s placement (false: none was, every run is
     kept, and the figures are another placement's). ``threads`` runs one call per thread pinned to
-    ``cpus`` (``executors.calibrate._threads``). None with fewer than two CPUs."""
+    ``cpus`` (``executors.calibration.timing.run_threads``). None with fewer than two CPUs."""
     if len(cpus) < 2:
         return None
     runs: list[tuple[Any, ...]] = []

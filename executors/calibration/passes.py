@@ -20,7 +20,7 @@ Measured here, on the two first usable CPUs, over a buffer of each calibrated mo
 
 The simulator charges a pass ``add_shared_s`` per element (interpolated in log size to the model's) when
 the reader (the master) holds a CPU as the pass begins, and a master's step ``step_shared_s`` when a
-worker's pass is under way as it begins, else ``step_s`` (simasgd/sim/MODEL.md, "Lopez").
+worker's pass is under way as it begins, else ``step_s`` (docs/model.md, "Lopez").
 """
 
 from __future__ import annotations

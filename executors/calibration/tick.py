@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.calibration.timing import run_threads
 
 HZ = (100, 250, 300, 1000)  # the timer frequencies Linux builds with (CONFIG_HZ); a hypervisor's among them
 MIN_GAP_S = 5e-6  # above a clock read's own jitter and the cache misses of a spinning loop (~2 µs)
@@ -59,14 +60,12 @@ def _spin(duration_ns: int, min_gap_ns: int, go: np.ndarray, t_out: np.ndarray, 
 
 def pauses(cpus: list[int], duration_s: float, min_gap_s: float = MIN_GAP_S) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per CPU of ``cpus`` (one pinned spinning thread each, all at once): (starts, lengths) in seconds."""
-    from executors.calibrate import _threads
-
     cap = int(max(1000, duration_s * 20_000))
     go = np.zeros(1, dtype=np.int64)
     outs = [(np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(1, np.int64)) for _ in cpus]
     _spin(1000, 1000, np.ones(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64))
     threading.Timer(0.02, lambda: go.__setitem__(0, 1)).start()  # once every thread is created and pinned
-    _threads(_spin, [(int(duration_s * 1e9), int(min_gap_s * 1e9), go, t, g, s) for t, g, s in outs], cpus=cpus)
+    run_threads(_spin, [(int(duration_s * 1e9), int(min_gap_s * 1e9), go, t, g, s) for t, g, s in outs], cpus=cpus)
     return [(t[:min(int(s[0]), cap)] * 1e-9, g[:min(int(s[0]), cap)] * 1e-9) for t, g, s in outs]
 
 
@@ -89,7 +88,7 @@ def _from_mode(starts: np.ndarray, period_s: float, mode_s: float) -> np.ndarray
 
 
 def tick_table(duration_s: float, max_cpus: int = 4) -> dict[str, Any]:
-    """``[tick]`` (executors/PROFILE.md): the timer's period, how often a period has its pause, the
+    """``[tick]`` (docs/profile.md): the timer's period, how often a period has its pause, the
     pause's length on a spinning thread, and how far apart the CPUs take it."""
     cpus = sorted(os.sched_getaffinity(0))[:max_cpus]
     return {"duration_s": duration_s, "cpus": len(cpus), "min_gap_s": MIN_GAP_S,

@@ -1,0 +1,160 @@
+"""Calibrate this machine with micro-benchmarks and write the profile ``machine.preset = "this"`` reads.
+
+Micro-benchmarks only — never the algorithm runs the profile will be compared with. Each table is one
+module of this package (format: docs/profile.md):
+
+=================================  ==========================================================
+``[machine]``                      :mod:`.topology`, :mod:`.memory`, :mod:`.copies`, the gradients
+``[gradient."<key>"]``             :mod:`.gradient` (numba), :mod:`.torch_gradient` (torch),
+                                   :mod:`.steps` (steps in a cycle), :mod:`.speed` (shared speed)
+``[copy]``, ``[copy_by_size]``     :mod:`.copies`
+``[locks]``, ``[cas]``             :mod:`.locks`
+``[passes]``                       :mod:`.passes`
+``[c2c]``                          :mod:`executors.c2c` (also probed by the cpu backend)
+``[memory]``                       :mod:`.memory`
+``[executor]``                     :mod:`.bookkeeping`
+``[scheduler]``                    :mod:`.scheduler`
+``[cache]``                        :mod:`.topology`
+``[coherence]``                    :mod:`.coherence`
+``[noise]``                        :mod:`.noise`
+``[tick]``                         :mod:`.tick`
+``[peak]``                         :mod:`.peak` (not used by the simulator)
+``[gpu]``                          :mod:`.gpu` (``simasgd calibrate --gpu``)
+=================================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from executors import c2c
+from executors.calibration import coherence as coh_mod
+from executors.calibration import noise as noise_mod
+from executors.calibration.bookkeeping import bookkeeping_table
+from executors.calibration.copies import copy_bandwidth, copy_by_size, copy_sizes
+from executors.calibration.gradient import gradient_times, leashed_pass_times
+from executors.calibration.locks import cas_figures, lock_figures
+from executors.calibration.memory import memory_latency
+from executors.calibration.passes import passes_table
+from executors.calibration.peak import peak_table
+from executors.calibration.scheduler import scheduler, scheduler_params
+from executors.calibration.tick import tick_table
+from executors.calibration.topology import cache_levels, topology
+from simasgd import profile as _profile
+from simasgd.profile import workload_key
+from simasgd.scenario import WorkloadConfig
+
+
+DEFAULT_WORKLOADS: list[dict[str, Any]] = [
+    {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16},
+    {"model": "mlp", "layers": [784, 128, 128, 128, 10], "dataset": "synthetic", "batch_size": 16},
+    {"model": "mlp", "layers": [784, 128, 128, 128, 10], "dataset": "synthetic", "batch_size": 64},
+]
+
+
+def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed: int = 0,
+              base_dir: str | None = None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Measure everything; returns the profile as a dict (``write_profile`` saves it)."""
+    t_start = time.monotonic()
+    scale = 0.1 if quick else 1.0
+    topo = topology()
+    cfgs = list(workloads) if workloads is not None else [
+        WorkloadConfig(**w) for w in (DEFAULT_WORKLOADS[:1] if quick else DEFAULT_WORKLOADS)]
+    grads = {}
+    for cfg in cfgs:
+        log(f"gradient {workload_key(cfg)}")
+        grads[workload_key(cfg)] = gradient_times(cfg, seed, base_dir, 4.0 * scale)
+    log("copy bandwidth")
+    biggest = max((g["dim"] for g in grads.values()), default=100_000)
+    copy = copy_bandwidth(max(biggest * 8, 8 << 20 if not quick else 1 << 20), os.cpu_count() or 1, 3.0 * scale)
+    log("locks")
+    locks = lock_figures(int(100_000 * scale))
+    log("memory latency")
+    lat = memory_latency((256 << 20) if not quick else (16 << 20), int(2_000_000 * scale), seed)
+    log("scheduler")
+    sched = scheduler(2.0 * scale)
+    machine_tables = _machine_tables(quick, log)
+    log("arithmetic peak")
+    peak = peak_table(quick)
+    log("CAS, atomic passes beside a reader")
+    coh = machine_tables.get("coherence") or {}
+    like = float(np.median(coh["c2c_ns"])) if coh.get("c2c_ns") else None
+    if not c2c.same_mode(locks["handoff_s"] * 1e9, like):  # the lock hand-off is a line moving too
+        locks = c2c.measured(lock_figures, int(100_000 * scale), like=like)
+    cas = c2c.measured(cas_figures, 0.5 * scale, like=like)  # two threads' CAS on one word move its line too
+    sizes = sorted({g["dim"] * np.dtype(g.get("dtype", "float64")).itemsize for g in grads.values()}) or [biggest * 8]
+    passes = c2c.measured_rows(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
+    for cfg in cfgs:  # Leashed's pass with two workers, in that placement too
+        log(f"Leashed's pass, two workers: {workload_key(cfg)}")
+        key = workload_key(cfg)
+        grads[key].update(leashed_pass_times(cfg, grads[key], seed, base_dir, 2.0 * scale, like))
+    log("the executor's bookkeeping")
+    books = bookkeeping_table(rounds=40 if not quick else 8)
+    sched.update(machine_tables.pop("scheduler"))
+    top = max(grads.values(), key=lambda g: g["flops_per_sample"] * g["batch_size"]) if grads else None
+    mach = {
+        "sockets": topo["sockets"], "cores_per_socket": topo["cores_per_socket"],
+        "threads_per_core": topo["threads_per_core"],
+        "local_latency_ns": lat, "remote_latency_ns": lat,  # one NUMA node: no remote memory to measure
+        "mem_bandwidth_gbs": max(copy["gbs"]) / max(1, topo["sockets"]),
+        "link_bandwidth_gbs": max(copy["gbs"]),
+        "gflops_per_core": top["gflops"] if top else 1.0,
+        "quantum_s": sched["quantum_s"] if math.isfinite(sched["quantum_s"]) else 4e-3,
+        "context_switch_s": sched["context_switch_s"],
+    }
+    return {"machine": mach,
+            "calibration": {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": quick,
+                            "seconds": time.monotonic() - t_start, "numa_nodes": topo["numa_nodes"],
+                            "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
+                            "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
+            "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
+            "scheduler": sched, "peak": peak, "passes": passes, "executor": books, **_c2c_table(like, coh, passes),
+            **machine_tables}
+
+
+def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:
+    """``[c2c]``: the core-to-core hand-off latency the line-moving tables were measured at (:mod:`executors.c2c`):
+    ``like``, the placement ``[coherence]`` was measured in, and every probe taken around ``tables``."""
+    samples = [x for t in tables for x in t.get("c2c_ns") or []]
+    return {"c2c": {"latency_ns": like, "samples_ns": samples}} if like is not None else {}
+
+
+def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    """[cache], [copy_by_size], [coherence], [noise], [tick] and the kernel's scheduler parameters.
+
+    About 8 s on a 2-CPU machine (under 1.5 s when quick): copy 2.5 s, coherence 2.5 s, noise 2 s, tick 1 s.
+    """
+    scale = 0.1 if quick else 1.0
+    cache = cache_levels()
+    sizes = copy_sizes(cache, quick)
+    log("copy bandwidth by size")
+    by_size = copy_by_size(sizes, 2.5 * scale)
+    # coherence only where A's lines can still sit in a cache (up to 2 x LLC): beyond, both read DRAM
+    llc = max(cache["sizes_bytes"] or [16 << 20])
+    top = min(max(2 * llc, 1 << 20), 64 << 20)
+    log("coherence")
+    coh = c2c.measured_rows(coh_mod.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
+                            dict(zip(by_size["sizes_bytes"], by_size["gbs"])))  # in one placement of the CPUs
+    log("host noise")
+    n_cpus = len(os.sched_getaffinity(0))
+    noise = noise_mod.noise(max(0.05, 4.0 * scale / n_cpus))  # long pauses are rare: seconds to see a few dozen
+    log("timer tick")
+    tick = tick_table(max(0.2, 1.0 * scale))  # 250 periods of a 250 Hz timer
+    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "noise": noise, "tick": tick,
+            "scheduler": scheduler_params()}
+
+
+def to_toml(profile: dict[str, Any]) -> str:
+    return _profile.to_toml(profile)
+
+
+def write_profile(profile: dict[str, Any], path: Path) -> Path:
+    """``simasgd.profile.write``: atomic, with the ``[profile]`` format table."""
+    return _profile.write(profile, path)
