@@ -12,8 +12,8 @@ A control comes first: the same tasks in one and in two bare processes (no
 sweep code at all), i.e. the parallelism the machine offers at that moment —
 on a machine shared with other work the pool cannot beat it.
 
-Prints a markdown table; record it in benchmarks/README_sweep.md with the
-machine and its load average.
+Prints markdown tables: they replace the results section of benchmarks/README_sweep.md,
+its heading naming the machine and the date (earlier results live in git).
 """
 
 from __future__ import annotations
