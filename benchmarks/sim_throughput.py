@@ -1,8 +1,8 @@
 """Simulator speed: timing-only mutex model against a bare SimPy loop, 1e6 updates, numerics overhead.
 
 Run: ``.venv/bin/python benchmarks/sim_throughput.py [--quick]``; results go in
-``benchmarks/README_sim.md`` (one results section per machine kind, replaced on a rerun). Ratios are measured in one run, in one process,
-so they do not depend on how fast the host is.
+``benchmarks/README_sim.md`` (one results section per machine kind, replaced on a rerun).
+Ratios are measured in one run, in one process, so they do not depend on how fast the host is.
 
 - *mutex vs bare*: the ``sim`` backend's timing-only ``mutex`` model (Ek Alg. 2:
   lock, read, unlock, gradient, lock, update, unlock) against a bare SimPy loop
