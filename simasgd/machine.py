@@ -93,6 +93,9 @@ PRESETS: dict[str, Machine] = {m.name: m for m in (
 
 PROFILE_ENV = "SIMASGD_PROFILE"
 DEFAULT_PROFILE = Path("profiles/this.toml")
+# The machine of a scenario that names none when this machine has no calibrated profile.
+FALLBACK_PRESET = "laptop-2core"
+PROFILE_PRESETS = ("this", "this-gpu")  # the presets read from the calibrated profile
 
 
 class MachineError(ValueError):
@@ -121,9 +124,56 @@ def load_profile(path: Path | None = None) -> Machine:
     return Machine(name="this", profile=doc, **{k: m[k] for k in keys if k in m})
 
 
+def given_keys(cfg: MachineConfig) -> list[str]:
+    """The machine keys a scenario sets besides ``preset``."""
+    return [k for k in type(cfg).model_fields if k != "preset" and getattr(cfg, k) is not None]
+
+
+def preset_of(cfg: MachineConfig) -> str:
+    """The preset a scenario's machine starts from. A scenario without ``[machine]`` means this machine:
+    its calibrated profile (``this``) when one exists, else ``laptop-2core``. Keys without a preset
+    override ``laptop-2core``, never a profile: the profile's measured tables would not fit them."""
+    if cfg.preset:
+        return cfg.preset
+    if given_keys(cfg) or not profile_path().is_file():
+        return FALLBACK_PRESET
+    return "this"
+
+
+def simulated(cfg: MachineConfig) -> dict[str, Any]:
+    """What a result records as the machine its run simulated (``metadata["machine"]``): ``name`` (the
+    preset), ``source`` — ``"scenario"`` (its ``[machine]`` named it or set keys), ``"profile"`` (no
+    ``[machine]``: this machine's calibrated profile) or ``"preset"`` (no ``[machine]`` and no profile:
+    the fallback preset) — and ``profile`` (its path) for the presets read from the profile, or the path
+    looked at in vain (``"preset"``), ``keys`` for keys the scenario set over the preset."""
+    name, keys = preset_of(cfg), given_keys(cfg)
+    out: dict[str, Any] = {"name": name,
+                           "source": "scenario" if cfg.preset or keys else ("profile" if name == "this" else "preset")}
+    if name in PROFILE_PRESETS or out["source"] == "preset":
+        out["profile"] = str(profile_path())
+    if keys:
+        out["keys"] = keys
+    return out
+
+
+def describe(record: dict[str, Any] | None) -> str:
+    """One line for :func:`simulated`'s record: the machine, and why it was that one."""
+    if not record:
+        return "machine: not recorded"
+    name, source = record.get("name"), record.get("source")
+    keys = f", with {', '.join(record['keys'])} set by the scenario" if record.get("keys") else ""
+    if source == "profile":
+        return f"machine: this (calibrated profile {record.get('profile')}; the scenario has no [machine])"
+    if source == "preset":
+        return (f"machine: {name} (preset: the scenario has no [machine] and there was no calibrated profile at "
+                f"{record.get('profile')}; `simasgd calibrate` measures this machine)")
+    where = f", calibrated profile {record['profile']}" if record.get("profile") else ""
+    return f"machine: {name} (the scenario's [machine]{where}{keys})"
+
+
 def resolve(cfg: MachineConfig) -> Machine:
-    """A preset (default ``laptop-2core``), with any keys the scenario gives overriding it."""
-    name = cfg.preset or "laptop-2core"
+    """The scenario's machine: :func:`preset_of`, with any keys the scenario gives overriding it."""
+    name = preset_of(cfg)
     if name == "this":
         base = load_profile()
     elif name in PRESETS:

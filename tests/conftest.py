@@ -10,6 +10,11 @@ import os
 if os.environ.get("SIMASGD_TEST_GPU", "0") in ("", "0"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+# A scenario without [machine] simulates this machine's calibrated profile when one exists
+# (simasgd.machine.preset_of). Tests see a profile only where they write one (monkeypatch.setenv), so a
+# developer's own profiles/this.toml never changes what they simulate: this path can never be a file.
+os.environ["SIMASGD_PROFILE"] = os.path.join(os.devnull, "no-profile.toml")
+
 from pathlib import Path
 from typing import Any, Callable, Union
 

@@ -113,3 +113,72 @@ def test_plain_install_does_not_pull_torch() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert not any(d.startswith("torch") for d in project["dependencies"])
     assert any(d.startswith("torch") for d in project["optional-dependencies"]["test"])
+
+
+# --- the machine a run simulated ------------------------------------------------------------------
+
+def _profile(path: Path, gflops_per_core: float) -> Path:
+    """A calibrated profile with only its [machine] table (the simulator derives gradient times from it)."""
+    from simasgd import profile
+
+    machine = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "local_latency_ns": 90.0,
+               "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 20.0, "link_bandwidth_gbs": 20.0,
+               "gflops_per_core": gflops_per_core, "quantum_s": 0.004, "context_switch_s": 3e-6}
+    return profile.write({"machine": machine}, path)
+
+
+SMALL_SIM = ["-b", "sim", "-n", "1", "-s", "stop.max_updates=200", "-s", "stop.epsilon=0"]
+
+
+def test_no_machine_and_no_profile_simulates_the_fallback_preset_and_says_so(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd import machine
+
+    absent = tmp_path / "none.toml"
+    monkeypatch.setenv(machine.PROFILE_ENV, str(absent))
+    res = runner.invoke(app, ["run", QUICK, *SMALL_SIM, "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    said = [line for line in res.output.splitlines() if line.startswith("machine: ")]
+    # Once before the run (stderr), once with its result.
+    assert len(said) == 2 and all(line.startswith(f"machine: {machine.FALLBACK_PRESET} (preset") for line in said)
+    assert str(absent) in said[0]
+    r = RunResult.load(tmp_path / "r")
+    assert r.metadata["machine"] == {"name": machine.FALLBACK_PRESET, "source": "preset", "profile": str(absent)}
+    shown = runner.invoke(app, ["show", str(tmp_path / "r")])
+    assert said[1] in shown.output
+
+
+def test_no_machine_simulates_this_machines_profile_when_there_is_one(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd import machine
+
+    fast, slow = _profile(tmp_path / "fast.toml", 15.0), _profile(tmp_path / "slow.toml", 0.015)
+    rates = {}
+    for path in (fast, slow):
+        monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+        out = tmp_path / path.stem
+        res = runner.invoke(app, ["run", QUICK, *SMALL_SIM, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        assert f"machine: this (calibrated profile {path}" in res.output
+        r = RunResult.load(out)
+        assert r.metadata["machine"] == {"name": "this", "source": "profile", "profile": str(path)}
+        assert r.metadata["profile"]["path"] == str(path.resolve())  # recorded as for preset = "this"
+        rates[path.stem] = r.runs[0].updates_per_s
+        assert f"machine: this (calibrated profile {path}" in runner.invoke(app, ["show", str(out)]).output
+    # The profile is what was simulated: a core 1000x slower makes the gradient-bound run far slower.
+    assert rates["fast"] > 50 * rates["slow"], rates
+
+
+def test_a_scenarios_machine_wins_over_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd import loader, machine
+
+    monkeypatch.setenv(machine.PROFILE_ENV, str(_profile(tmp_path / "p.toml", 1.0)))
+    named = loader.from_dict({"machine": {"preset": "xeon-e5-2698-v4"}}).machine
+    assert machine.simulated(named) == {"name": "xeon-e5-2698-v4", "source": "scenario"}
+    # Keys without a preset override the fallback preset, never the profile's measured tables.
+    keyed = loader.from_dict({"machine": {"sockets": 2}}).machine
+    assert machine.simulated(keyed) == {"name": machine.FALLBACK_PRESET, "source": "scenario", "keys": ["sockets"]}
+    assert machine.resolve(keyed).sockets == 2 and machine.resolve(keyed).profile is None
+    this = loader.from_dict({"machine": {"preset": "this"}}).machine
+    assert machine.simulated(this)["source"] == "scenario" and "calibrated profile" in machine.describe(
+        machine.simulated(this))

@@ -55,11 +55,29 @@ def print_summary(result, folder: Path | None = None) -> None:
         table.add_row(metric, *(_stats(values) if many else [_fmt(v) for v in values]))
     con = console()
     con.print(table)
+    line = machine_line(result)
+    if line:
+        con.print(line, markup=False, soft_wrap=True)
     for w in stability_warnings(result):
         con.print(f"[yellow]warning:[/] {w}")
     print_busy_host(result)
     if folder is not None:
         con.print(f"results: {folder}", markup=False)
+
+
+def machine_line(result) -> str | None:
+    """The machine the runs simulated (``metadata["machine"]``), or this host for a backend that measures it."""
+    from simasgd import backends
+    from simasgd.machine import describe
+
+    if "machine" in result.metadata:
+        return describe(result.metadata["machine"])
+    try:
+        measured = backends.measures_host(result.backend)
+    except backends.BackendError:  # imported (peer) or absent here: nothing to say
+        return None
+    cpu = result.metadata.get("cpu_model")
+    return f"machine: the host it ran on, measured{f' ({cpu})' if cpu else ''}" if measured else None
 
 
 def print_busy_host(result, label: str | None = None) -> None:

@@ -11,6 +11,22 @@ import typer
 from simasgd.commands import console, user_errors
 
 OverrideOpt = typer.Option([], "--set", "-s", help="Override a scenario key: -s workers.count=16 (repeatable).")
+BACKEND_HELP = "Backend: sim | serial | cpu | torch | cuda | gpu (`simasgd list` shows which runs what)."
+
+
+def backend_option(default: str = "sim") -> typer.models.OptionInfo:
+    """``-b/--backend``: the one meaning of ``-b`` in every command (compare takes it twice)."""
+    return typer.Option(default, "--backend", "-b", help=BACKEND_HELP)
+
+
+def say_machine(scenario: object, backend: str) -> None:
+    """One line on stderr: the machine a simulating backend will simulate, and why that one."""
+    from simasgd import backends
+    from simasgd.machine import describe
+
+    which = getattr(backends.load(backend), "simulated_machine", None)
+    if which is not None:
+        console(stderr=True).print(describe(which(scenario)), markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
 def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         overrides: list[str] = OverrideOpt,
-        backend: str = typer.Option("sim", "--backend", "-b", help="serial | sim | cpu | cuda"),
+        backend: str = backend_option(),
         repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Results folder (default results/<name>-<backend>)."),
         ) -> None:
@@ -32,7 +48,7 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         sc = loader.load(scenario, overrides)
         out = out or Path("results") / f"{sc.name}-{backend}"
         n = repeats or sc.repeats
-        backends.load(backend)
+        say_machine(sc, backend)
         with progress.bar(f"{sc.name} on {backend}", n * sc.stop.max_updates) as advance:
             result = backends.run(sc, backend, repeats=n, out=out, advance=advance)
     print_summary(result, out)

@@ -16,7 +16,7 @@ import simpy
 
 from simasgd import algorithms
 from simasgd.convergence import Monitor, accuracy_of
-from simasgd.machine import is_gpu, resolve
+from simasgd.machine import is_gpu, preset_of, resolve, simulated
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
@@ -34,8 +34,14 @@ MEASURES_HOST = False  # simulated time: nothing of this host is measured
 
 
 def needs_profile(scenario: Scenario) -> bool:
-    """The scenario's machine is the calibrated profile (``machine.preset = "this"``, or ``"this-gpu"``)."""
-    return scenario.machine.preset in ("this", gpu.PROFILE_PRESET)
+    """The scenario's machine is the calibrated profile (``machine.preset = "this"``, or ``"this-gpu"``, or no
+    ``[machine]`` on a machine that has a profile: :func:`simasgd.machine.preset_of`)."""
+    return preset_of(scenario.machine) in ("this", gpu.PROFILE_PRESET)
+
+
+def simulated_machine(scenario: Scenario) -> dict[str, Any]:
+    """The machine a run of ``scenario`` simulates, as its result records it (``metadata["machine"]``)."""
+    return simulated(scenario.machine)
 
 
 def _needs_workload(sc: Scenario, machine: Any) -> bool:
@@ -92,4 +98,4 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
         summary.not_reached = False
         summary.initial_loss = summary.final_loss = math.nan
     return RunResult(scenario=sc.to_dict(), backend=NAME, runs=[summary], updates=frame,
-                     curve=monitor.curve(), metadata={})
+                     curve=monitor.curve(), metadata={"machine": simulated_machine(sc)})
