@@ -1,10 +1,10 @@
 """Core-to-core hand-off latency: where the host has put this machine's first two CPUs, right now.
 
-On a virtual machine the host may move the guest's vCPUs between physical cores while it runs. On
-the 2-vCPU AMD EPYC of benchmarks/fidelity.md the two vCPUs were mostly on cores sharing an L3 (a
-cache-line hand-off 32-35 ns), at times on two CCDs (160-190 ns) and at times, it seems, on the two
-hardware threads of one core (14-17 ns: they then share its execution units too), switching every
-few seconds to minutes. Everything that moves lines between the two CPUs follows the placement:
+On a virtual machine the host may move the guest's CPUs between physical cores while it runs: onto
+cores sharing an L3 (a cache-line hand-off of ~30 ns on a chiplet CPU), onto two chiplets (~160-190 ns)
+or onto the two hardware threads of one core (~15 ns: they then share its execution units too),
+switching every few seconds to minutes. Everything that moves lines between the two CPUs follows the
+placement (two chiplets against one, a two-CPU guest):
 
 | | near (32-35 ns) | far (160-190 ns) |
 |---|---|---|
@@ -95,8 +95,8 @@ def same_mode(a: float | None, b: float | None, ratio: float = 2.0) -> bool:
 
 def wait_for(like: float | None, timeout_s: float, gap_s: float = 0.25) -> float | None:
     """Probe every ``gap_s`` until the CPUs are in ``like``'s placement, for at most ``timeout_s``; the
-    last probe. The host moves a VM's vCPUs back and forth every few seconds at times: a measurement
-    started right after they came home is likelier to stay there than one started at random."""
+    last probe. A host may move a guest's CPUs back and forth every few seconds: a measurement started
+    right after they came home is likelier to stay there than one started at random."""
     deadline = time.monotonic() + timeout_s
     while True:
         ns = latency_ns()
@@ -144,8 +144,7 @@ def measured_rows(fn: Any, sizes: Sequence[int], seconds: float, *args: Any, tri
     each row between its own two probes and in the placement of ``like`` (else of the first probe).
 
     Two probes around a whole table do not prove it stayed in one placement: the host moved the CPUs
-    away and back within a 2.5 s ``[coherence]`` table (benchmarks/fidelity.md, 20:26), and one row read
-    36 GB/s among rows at 80-90. A row is a fraction of a second; it is measured again (up to ``tries``
+    away and back within a 2.5 s ``[coherence]`` table, and one row read 36 GB/s among rows at 80-90. A row is a fraction of a second; it is measured again (up to ``tries``
     times) while its probes disagree with each other or with the table's placement. Rows keep their
     probes in ``c2c_ns`` (two a row); per-size columns are joined; a whole-number column (rounds, passes
     timed) keeps its smallest value, any other the first row's."""

@@ -6,10 +6,10 @@ call (OpenBLAS's ``blas_thread_server`` calls ``sched_yield`` in a loop for
 backend evaluated the loss of θ0 and of the previous run's snapshots with
 multi-threaded BLAS right before the workers started, so the server thread
 spun through the first ~0.1 s of a run that lasts ~0.3 s and took a worker's
-CPU. Measured (2-vCPU EPYC, HOGWILD!, 2 threads, B = 16, 8 runs twice): the
+CPU. Measured (2 CPUs, HOGWILD!, 2 threads, B = 16, 8 runs twice): the
 workers waited 0.30–0.37 s in all on the run queue and ran 92–93% of their
 lives; with BLAS single-threaded around the whole run and the process idle at
-the start, 0.08–0.10 s and 98% (benchmarks/fidelity.md, 2026-11-23 23:20).
+the start, 0.08–0.10 s and 98%.
 
 Linux only (``/proc/self/task``); elsewhere nothing is waited for.
 """

@@ -33,7 +33,7 @@ from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_gra
 
 
 # Before each run of the two-thread Leashed pass, wait up to this long (s) for the CPUs to be where the
-# other line-moving tables saw them: the host moves a VM's vCPUs and brings them back within seconds
+# other line-moving tables saw them: a VM's host moves its CPUs and brings them back within seconds
 SETTLE_S = 10.0
 
 
@@ -138,16 +138,15 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
                        like: float | None) -> dict[str, Any]:
     """``cycle_fresh_k2_*`` of a gradient table (docs/profile.md): Leashed-SGD's pass with two workers
     on two CPUs (:func:`executors.calibration.steps.shared_fresh_samples`), measured in the placement of the
-    CPUs ``like`` names (the core-to-core hand-off ``[coherence]`` saw): where the host put the two vCPUs
-    in different CCXs of the 2-vCPU EPYC (hand-off 155-165 ns against 32) the pass took 290 µs, against
-    40. ``table``: the workload's gradient table, whose in-cycle gradient and pass size the runs. With
+    CPUs ``like`` names (the core-to-core hand-off ``[coherence]`` saw): with the two CPUs in different
+    CCXs (hand-off 155-165 ns against 32 in one) each line of the pass crosses the slower link, and the
+    pass took 290 µs against 40. ``table``: the workload's gradient table, whose in-cycle gradient and pass size the runs. With
     unbounded retries, then (half as many passes) with persistence 0: ``cycle_fresh_k2_<kind>_median_s``
     for a claimed destination, a retry's and a kept one's (``steps.PASS_KINDS``). Each run
     starts once the CPUs are in that placement (waiting up to ``SETTLE_S``); where no run was, after as many
-    tries as allowed, ``cycle_fresh_k2_in_placement = false`` says the figures are another placement's (at
-    13:11 on 2026-11-26 every run of a calibration was in the far one: the simulator then put Leashed at
-    2 threads, B = 16, at half the measured rate, benchmarks/fidelity.md;
-    ``simasgd.metadata.profile_placement_warnings``). Empty for a torch workload or with one usable CPU."""
+    tries as allowed, ``cycle_fresh_k2_in_placement = false`` says the figures are another placement's (a profile
+    timed in the far one makes the simulator put Leashed at 2 threads, B = 16, at about half the rate
+    measured in the near one; ``simasgd.metadata.profile_placement_warnings`` warns of it). Empty for a torch workload or with one usable CPU."""
     if cfg.model == "torch":
         return {}
     from executors.cpu.runner import single_threaded_blas
@@ -177,7 +176,7 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
     if dropping is not None and "kept" in dropping["by_kind_ns"]:
         by_kind["kept"] = dropping["by_kind_ns"]["kept"]
     # ... and their claimed passes: with persistence 0 the workers fall into step, a drop every round, and a
-    # claimed pass mostly overlaps the other's (on the 2-vCPU EPYC 51-53 µs against 46 with retries)
+    # claimed pass mostly overlaps the other's, so it is slower than with retries (e.g. 51-53 µs against 46)
     if dropping is not None and "claimed" in dropping["by_kind_ns"]:
         by_kind["claimed_dropping"] = dropping["by_kind_ns"]["claimed"]
     out.update({f"cycle_fresh_k2_{kind}_median_s": ns * 1e-9 for kind, ns in by_kind.items()})

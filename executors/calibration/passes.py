@@ -4,8 +4,8 @@ A Lopez worker adds its gradient into the shared sum g with d locked adds (one p
 master, on another CPU, reads g whole and writes θ at every step. Each line of g the master has just
 read sits shared in its cache, so each locked add must first invalidate that copy, and each line the
 master reads next may have to come back from the adder's cache. Alone, a pass costs d × the
-uncontended add; beside the reader it slows down (2-vCPU AMD EPYC, d = 85k float64: 2.5 → 4.1 ns an
-add, the pass 215 → 350 µs). The reader's steps, timed beside passes the same way, were not slowed
+uncontended add; beside the reader it slows down (d = 85k float64, cores sharing an L3: 2.5 → 4.1 ns
+an add, the pass 215 → 350 µs). The reader's steps, timed beside passes the same way, were not slowed
 (30-34 µs either way), so the simulator stretches only the pass.
 
 Measured here, on the two first usable CPUs, over a buffer of each calibrated model's size
@@ -16,7 +16,7 @@ Measured here, on the two first usable CPUs, over a buffer of each calibrated mo
   acc read in the pass that writes θ: :func:`simasgd.update_rule.step_scaled`, as the executor's master);
 - ``step_s``, ``step_shared_s``: that master's step (median), alone and beside the passes. It reads the
   sum and writes θ where a warm update reads g and writes θ, but the sum's lines come back from the
-  adder's cache (on the 2-vCPU Intel Xeon, 680 KB: 17.3 µs alone, 19.3 beside the passes).
+  adder's cache (680 KB: 17.3 µs alone, 19.3 beside the passes, on a core with a 2 MB L2).
 
 The simulator charges a pass ``add_shared_s`` per element (interpolated in log size to the model's) when
 the reader (the master) holds a CPU as the pass begins, and a master's step ``step_shared_s`` when a
@@ -73,7 +73,7 @@ def _pinned(cpu: int, fn: Any, *args: Any) -> Any:
 def passes_table(model_bytes: Sequence[int], seconds: float) -> dict[str, Any]:
     """``[passes]`` for buffers of each size in ``model_bytes`` (the calibrated models'; ``seconds``:
     roughly the time it may take). The shared add depends on the size: the reader's step is longer on a
-    larger buffer, so it takes each line back less often (2-vCPU EPYC: 4.1 ns at 680 KB, 3.3 at 1 MB)."""
+    larger buffer, so it takes each line back less often (e.g. 4.1 ns an add at 680 KB, 3.3 at 1 MB)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return {"reason": "one usable CPU: no second core to read the buffer"}

@@ -4,11 +4,11 @@ The MLP kernels' matrix products go through ``kernels.gemm``: in float32, numpy'
 the wheel carries one (simasgd/blas.py); otherwise ``np.dot``, which numba hands to the BLAS
 that SciPy links (``scipy.linalg.cython_blas``). :func:`gemm_gflops` times that same call on square
 matrices large enough for the BLAS to reach its steady state, on one thread: the roofline the
-gradient's GFLOP/s is compared with (issue 14, ``benchmarks/cpu_throughput.py``).
+gradient's GFLOP/s is compared with (``benchmarks/cpu_throughput.py``).
 
-No FMA-loop peak: numba-compiled loops of independent ``acc·x + y`` chains reached 7-27 GFLOP/s on
-the machine of benchmarks/README_cpu.md, a quarter of the GEMM's 100 (float32): they measured how
-LLVM vectorised the loop, not the core. A tuned BLAS GEMM is the best compiled code for this core
+No FMA-loop peak: numba-compiled loops of independent ``acc·x + y`` chains reach a quarter of the
+GEMM's rate (7-27 GFLOP/s against 100, float32, on an AVX-512 core): they measure how LLVM vectorised
+the loop, not the core. A tuned BLAS GEMM is the best compiled code for this core
 there is, so it is the peak the kernels are held to.
 
 ``simasgd calibrate`` writes it into the profile's ``[peak]`` table (``peak_table``).

@@ -8,9 +8,9 @@ pairs' normal scores (each thread's durations ranked, then Φ⁻¹: long pauses 
 rank); its decay with the time between the two calls' starts, ρ_m = ρ·exp(−Δt_m/T), gives T (median
 over the next 1–3 calls whose ρ_m is still > 0.05).
 
-Pairing by call index instead, as ``k<k>_pair_corr`` did before 2026-11-25, pairs calls that the
-threads' start offsets and their different speeds have moved apart by many calls: on the 2-vCPU
-Intel Xeon it gave 0.01–0.20 where pairs by time give 0.70–0.74 (simasgd/sim/host_speed.py).
+Pairing by call index instead pairs calls that the threads' start offsets and their different speeds
+have moved apart by many calls: it gave 0.01–0.20 where pairs by time give 0.70–0.74
+(simasgd/sim/host_speed.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``[tick]``: the periodic interrupt that stops every CPU at once (the kernel's or the hypervisor's timer).
 
-``[noise]`` counts a spinning thread's pauses and their lengths, but not *when* they come. On the 2-vCPU
-AMD EPYC (2026-11-26) most pauses longer than 5 µs came every 4.000 ms, about 15 µs each, on both vCPUs
-within 0.2 µs of each other: a 250 Hz timer. A gradient that contains such an instant was 20–45 µs
+``[noise]`` counts a spinning thread's pauses and their lengths, but not *when* they come. On a VM with a
+250 Hz timer most pauses longer than 5 µs came every 4.000 ms, about 15 µs each, on both CPUs within
+0.2 µs of each other. A gradient that contains such an instant was 20–45 µs
 slower (its caches disturbed too), and two workers computing at once were slowed *together*: in the
 executor's Leashed-SGD runs (2 threads, B = 16) 60–80% of the slow gradients of a worker had a slow
 partner in the other's same round, against 10–20% when drawn apart. Slowed together, two workers keep
@@ -13,7 +13,7 @@ for many rounds.
 and keeping the time and length of every jump above ``MIN_GAP_S``. Each candidate timer
 frequency (``HZ``) folds the pauses onto one period: ``hit_rate`` is the share of its periods with a
 pause within ``WINDOW`` of the modal phase. The timer is the highest frequency whose hit rate is
-within ``TIE`` of the best: a multiple of its period folds them as well (100 Hz folded the EPYC's
+within ``TIE`` of the best: a multiple of its period folds them as well (100 Hz folds a
 250 Hz timer to a hit rate of 1.0 too), and a frequency near it folds part of them (300 Hz: 0.33–0.5).
 The simulator takes it where the hit rate is at least ``MIN_HIT`` (``simasgd.sim.tick``).
 """

@@ -23,7 +23,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
 
     check_backend(scenario.workload, NAME)  # model = "torch": its Python kernels cannot run in nopython loops
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
-    # Where the host has put the CPUs (a VM's vCPUs move: executors/c2c.py), when lines move between workers.
+    # Where the host has put the CPUs (a VM's CPUs move: executors/c2c.py), when lines move between workers.
     probe = c2c.latency_ns if scenario.workers.count > 1 else (lambda: None)
     start = metadata.host_state()  # around the run, not in the worker loops: other load skews the timings
     c2c_start = probe()

@@ -81,7 +81,7 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         one shared probe per chunk after it. Measured cost: the probes pack 8 chunks to a cache line
         that every writer writes in the same order, so two concurrent updates ping-pong probe lines;
         once the two threads' updates overlap they stay overlapping (each update 0.8-1.2 ms instead
-        of 28 us, MLP d = 85k on 2 cores) - the HOGWILD! bimodality of benchmarks/README_cpu.md.
+        of 28 us, MLP d = 85k on 2 cores): runs fall into a fast or a slow mode at random.
         Without them no run was bimodal.
 
         ``down``: the same writes block by block from the top of θ (:data:`SWEEP_BLOCK` elements a block,
@@ -89,7 +89,7 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         "alternate"``, the default): two updates that
         overlap then meet once in the middle. Swept the same way, the later one followed the earlier
         line by line, taking each line as the other had just written it: those pairs stayed together for
-        the rest of the run, updates at 250 µs instead of 18 (the convoys of benchmarks/README_cpu.md).
+        the rest of the run, updates at 250 µs instead of 18 (convoys).
         The element-wise arithmetic is the same in either direction (a test holds it bit for bit)."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
@@ -249,7 +249,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         # Alone in the run, a worker's copy is θ after its own update: the update leaves the new θ in the copy
         # too, and no read after the first copies. Not with two or more: a read skipped when no update began
         # since one's own pulled the workers into convoys (the earlier of two updates pays the copy, the
-        # later not, so the later catches up): -10% at 2 threads, B = 16 (benchmarks/README_cpu.md, 2026-11-26).
+        # later not, so the later catches up): -10% updates/s at 2 threads, B = 16.
         keep = local and not probes and cfg_i[C_WORKERS] == 1
         held = False  # the copy holds θ
         if not wait_go(ctrl):

@@ -3,7 +3,7 @@
 A monitor that evaluates the training loss on a live thread competes with the
 workers: on a 2-core machine with 2 workers it preempts one of them for a whole
 evaluation (milliseconds, dozens of cycles), which measured 26% of the
-updates at τ = 0 and a 3 ms p99 cycle (benchmarks/fidelity.md). So the
+updates at τ = 0 and a 3 ms p99 cycle. So the
 workers never wait for it: the worker that makes every k-th version copies θ
 into a preallocated ring (:func:`executors.cpu.shared.take_snapshot`, a
 memcpy), and this module evaluates the ring in version order:

@@ -247,7 +247,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
         # Every worker on a CPU of its own at go. Started while this thread ran, unpinned spinners queue on
         # the other CPU, and a CPU this thread leaves by blocking does not pull one at once (Linux skips
         # the new-idle balance of a CPU that was busy): the second of 2 workers on 2 CPUs began its
-        # first cycle 1.1-5.4 ms after go in 25 of 36 runs (benchmarks/fidelity.md, 2026-11-24 23:01). So this thread
+        # first cycle 1.1-5.4 ms after go in 25 of 36 runs. So this thread
         # sleeps through a few balance intervals first; woken, it takes one spinner's CPU only until it
         # blocks again right after go, and that spinner resumes there. The monitor thread starts first
         # too (a Python thread's start holds a CPU for ~ms); its timeout reads a provisional deadline.
@@ -294,7 +294,7 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
                              **network.traffic(sc, int(s.theta.shape[0]), int(s.theta.itemsize), len(df))}
     # workers inside a gradient at once, on average: halved when the host makes them take turns
     extra["gradient_concurrency"] = round(phases.gradient_concurrency(df).get(run, math.nan), 3)
-    # ... and inside their update phases at once: ~1 at B = 16 in such runs (benchmarks/README_cpu.md)
+    # ... and inside their update phases at once: ~1 at B = 16 in such runs (updates short against gradients)
     extra["update_concurrency"] = round(phases.update_concurrency(df).get(run, math.nan), 3)
     extra["both_updating"] = round(phases.both_updating(df).get(run, math.nan), 3)  # side by side, or in turn
     if any(code == shared.BUFFER_FULL for code in ws.codes.values()):

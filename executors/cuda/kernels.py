@@ -177,7 +177,7 @@ def conv_grad(X, idx, dpool, pool, arg, dims, g):  # noqa: ANN001
     ≤ ``REDUCE``.
 
     One thread per weight looping over all of them (≈ 1 200 threads for the study's CNN) left an H200's
-    132 SMs nearly idle: 3.3 ms of a 3.6 ms gradient (2026-11-26, benchmarks/README_cuda.md)."""
+    132 SMs nearly idle: 3.3 ms of a 3.6 ms gradient."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     C, H, W, K, k, Ho, Wo, Hp, Wp = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
                                      dims[7], dims[8])
