@@ -205,7 +205,7 @@ ALGORITHMS: dict[str, Definition] = {a.name: a for a in (
                       "both, cuda true only", (True, False)),
                 Param("sweep", "alternate", "the order of a worker's element-wise writes: alternate (odd-numbered "
                       "workers from the top of θ down, so overlapping updates cross once instead of following "
-                      "each other line by line: benchmarks/README_cpu.md) | up (every worker from θ[0], as "
+                      "each other line by line, in convoys) | up (every worker from θ[0], as "
                       "the C++ framework's loop); cpu and torch backends, and the simulator of a CPU (a GPU's "
                       "update kernel writes all of θ at once)", ("alternate", "up"))), applies="racy"),
     Definition("leashed", "Leashed-SGD: CAS on a pointer to the latest parameter vector",

@@ -2,7 +2,7 @@
 
 numba lowers ``dst[:] = src`` through its general broadcasting assignment, which on the 1-d
 contiguous vectors the executors copy every cycle ran at a third of the speed of a plain indexed
-loop (float32, 135k elements, AMD EPYC Zen 5: 40 µs against 12 µs; float64 40 µs against 28 µs).
+loop (float32, 135k elements: 40 µs against 12 µs; float64 40 µs against 28 µs).
 Every per-cycle copy of a model-sized vector — the executors' reads of θ, a Lopez worker's
 last gradient, the loss ring's snapshots, the calibrator's copy benchmark that the simulator's copy rates
 come from — goes through :func:`copy_into`, so that what is measured is what is modelled.

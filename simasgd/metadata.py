@@ -114,7 +114,7 @@ def busy_host_warnings(meta: dict[str, object], workers: int) -> list[str]:
 def topology_warnings(meta: dict[str, object], calibrated_ns: float | None, ratio: float = 2.0) -> list[str]:
     """One line per run whose core-to-core hand-off latency (``c2c_ns_start``/``_end`` of its ``host``
     record, executors/c2c.py), at its start or end, is not within ``ratio`` of ``calibrated_ns`` (the
-    profile's ``[c2c] latency_ns``): the host had put the CPUs elsewhere (a VM's vCPUs on cores that
+    profile's ``[c2c] latency_ns``): the host had put the CPUs elsewhere (a VM's CPUs on cores that
     share no cache, or back), and every line moved between workers cost what the profile did not
     measure. Also a run whose start and end disagree: the CPUs moved during it."""
     out = []
@@ -137,8 +137,8 @@ def topology_warnings(meta: dict[str, object], calibrated_ns: float | None, rati
 def profile_placement_warnings(doc: dict[str, object], ratio: float = 2.0) -> list[str]:
     """One line per gradient table of a profile whose two-worker Leashed pass was timed with the CPUs
     elsewhere than the profile's ``[c2c]`` placement (``cycle_fresh_k2_in_placement = false``: no run of it
-    was there, executors/PROFILE.md): the simulator's multi-worker Leashed passes then cost the other
-    placement's (on the 2-vCPU EPYC, 290 µs a pass against 40). A profile without the flag: where no run's
+    was there, docs/profile.md): the simulator's multi-worker Leashed passes then cost the other
+    placement's (with the CPUs in two CCXs against one, e.g. 290 µs a pass against 40). A profile without the flag: where no run's
     two probes (``cycle_fresh_k2_c2c_ns``) are within ``ratio`` of ``[c2c] latency_ns``."""
     home = (doc.get("c2c") or {}).get("latency_ns") if isinstance(doc.get("c2c"), dict) else None
 

@@ -65,14 +65,14 @@ def gradient_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     """Per run: the time-average number of workers inside a gradient at once, from the first gradient's
     start to the last one's end. Two workers on two free CPUs keep it near 2 × their gradient share of
     the cycle; a run whose workers take turns (their CPUs multiplexed by the host, or by the OS on a
-    shared CPU) shows it halved, whatever the phases' own lengths say (benchmarks/README_cpu.md)."""
+    shared CPU) shows it halved, whatever the phases' own lengths say."""
     return concurrency(updates, "t_grad_start", "t_grad_end")
 
 
 def update_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     """Per run: the time-average number of workers inside their update phase at once (gradient end to
-    write, lock waits included). In the slow 2-thread rounds of benchmarks/README_cpu.md it rose from
-    ~0.2 to ~1 at B = 16, every algorithm alike."""
+    write, lock waits included). In 2-thread rounds whose workers took turns it rose from ~0.2 to ~1 at
+    B = 16, every algorithm alike: each worker's update waits out the other's gradient."""
     return concurrency(updates, "t_grad_end", "t_write", span_from="t_grad_start")
 
 
@@ -114,9 +114,9 @@ def _intervals(updates: pd.DataFrame, start: str, end: str,
 def absence(updates: pd.DataFrame, factor: float = 2.0) -> dict[int, float]:
     """Per run: the share of its time a worker spent in cycles more than ``factor`` × its median cycle
     (from one attempt's start to its next), mean over workers. With no more workers than CPUs nothing
-    in the algorithms holds a worker that long, so such a cycle is the host taking its CPU away: on the
-    2-vCPU EPYC of benchmarks/fidelity.md a worker vanished for 2.4-4.3 ms at a time, up to 15% of a run,
-    while ``[noise]`` had measured 3.5% in pauses of mostly under 0.1 ms; each gap gives the other
+    in the algorithms holds a worker that long, so such a cycle is the host taking its CPU away: on a
+    small VM a worker vanished for 2.4-4.3 ms at a time, up to 15% of a run, while ``[noise]`` had
+    measured 3.5% in pauses of mostly under 0.1 ms; each gap gives the other
     worker a run of τ = 0. With more workers than CPUs it includes the OS's time-sharing, which the
     simulator models: compare the two sides."""
     out: dict[int, float] = {}
@@ -161,8 +161,8 @@ TOOK_TURNS = 0.75  # a measured run with fewer gradients at once than this share
 def took_turns(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cpus: int) -> float | None:
     """The lowest of the reference's runs' :func:`gradient_concurrency` over the prediction's mean, when it is
     below :data:`TOOK_TURNS` with 2+ workers and no more workers than CPUs: by the guest's account every
-    worker held its CPU, yet they computed in turn (benchmarks/README_cpu.md: such runs at 0.34–0.77 of
-    capacity, all algorithms alike). None otherwise."""
+    worker held its CPU, yet they computed in turn (the host ran both CPUs on one: such runs at
+    0.34–0.77 of capacity, all algorithms alike). None otherwise."""
     if not 2 <= workers <= cpus:
         return None
     pred = list(gradient_concurrency(predicted).values())

@@ -290,8 +290,8 @@ class SimConfig(Section):
     # false, or uncalibrated = it decides at once.
     spin_before_yield: bool = True
     # Threads placed by the OS ("os") that outnumber the CPUs: "per_cpu" = each joins one CPU's run queue,
-    # spread evenly as Linux's balancer leaves them (on the 2-vCPU Intel Xeon, 4 and 8 mutex threads placed
-    # by the OS and pinned round robin gave the same staleness: benchmarks/fidelity.md, 2026-11-25 03:09);
+    # spread evenly as Linux's balancer leaves them (4 and 8 mutex threads placed by the OS and pinned
+    # round robin gave the same staleness);
     # "shared" = one queue for all the CPUs.
     run_queues: Literal["per_cpu", "shared"] = "per_cpu"
     # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
@@ -310,8 +310,8 @@ class SimConfig(Section):
     # latency_ns): the later writer cannot overtake the other in the sweep (simasgd/sim/racing.py); false (the
     # default) = both race and each ends on its own time. Off by default: it gives the measured ends a
     # hand-off apart and τ = 0 for the leader, but simulated writers that drifted apart met again far more
-    # often than the executor's (2-vCPU AMD EPYC, HOGWILD! 2 threads, B = 16: τ̄ -20% and -28% with it, +14%
-    # and +4% without; simasgd/sim/MODEL.md, benchmarks/fidelity.md, 2026-11-25 22:50).
+    # often than the executor's (HOGWILD! 2 threads, B = 16: τ̄ -20% and -28% with it, +14% and +4%
+    # without; docs/model.md).
     write_convoys: bool = False
     # HOGWILD! and Leashed: the executor's own work between a worker's bump of the version and its next read
     # of it (the record, the budget check, the clock; profile [executor] bookkeeping_s); false, or
@@ -325,13 +325,13 @@ class SimConfig(Section):
     # With held lines: Leashed's pass timed by what it is built into (profile cycle_fresh_k2_claimed/retry/
     # kept_median_s): a vector claimed after a publication (the other core read it: its lines are taken
     # back first), or the worker's own vector again after a failed CAS, at once (a retry) or after the next
-    # gradient (persistence reached, the attempt dropped): its lines are in this core's cache. On the 2-vCPU
-    # AMD EPYC, B = 16: 45, 23 and 22 µs, and the executor's claimed passes 49-51 µs against 22 for kept
-    # ones; that asymmetry keeps two persistence-0 workers in step, one dropping every round
-    # (benchmarks/fidelity.md, 2026-11-26). False, or uncalibrated = every pass cycle_fresh_k2_median_s.
+    # gradient (persistence reached, the attempt dropped): its lines are in this core's cache. At B = 16:
+    # 45, 23 and 22 µs, and the executor's claimed passes 49-51 µs against 22 for kept ones; that
+    # asymmetry keeps two persistence-0 workers in step, one dropping every round. False, or
+    # uncalibrated = every pass cycle_fresh_k2_median_s.
     leashed_destinations: bool = True
     # A periodic timer that stops every CPU at the same instant (profile [tick], executors/calibration/tick.py:
-    # 250 Hz on the 2-vCPU AMD EPYC): the gradient samples' slowest share (hit·median/period) are the calls
+    # e.g. 250 Hz): the gradient samples' slowest share (hit·median/period) are the calls
     # a tick fell into; a gradient that runs over a tick instant is stalled by that tick's draw of their
     # excess, the same for every worker it falls on (simasgd/sim/tick.py). Two workers computing at once
     # are slowed together and keep their offset, as measured. False, or no [tick] = the samples drawn
@@ -353,15 +353,15 @@ class SimConfig(Section):
     # Every worker on a CPU of its own: a gradient is its one-thread work, done at the calibrated rate of
     # as many gradients as compute at that moment (profile concurrent.k<k>, simasgd/sim/interference.py);
     # false (the default) = every gradient drawn from the k-at-once samples, k = the workers (or CPUs).
-    # Off by default: neutral on the 2-vCPU Intel Xeon's sweep (28 of 54 either way) and a process per
-    # gradient makes a profile-timed 2-worker simulation 3-6x slower (benchmarks/fidelity.md, 23:01).
+    # Off by default: it moved no fidelity cell's verdict on balance, and a process per gradient makes a
+    # profile-timed 2-worker simulation 3-6x slower.
     gradient_interference: bool = False
     # The host's speed, shared by its CPUs (profile concurrent.k2_speed_corr and k2_speed_time_s,
     # simasgd/sim/host_speed.py): gradients drawn from the same samples, but those computing at once, and a
     # worker's successive ones, take alike times as on the machine; false (the default) = every draw
-    # independent. Off by default: with held lines on, it took 4 cells of the 2-vCPU Intel Xeon's sweep
-    # (33 of 54 without it, 29 with; the lock algorithms fall into lockstep too often) and it makes a
-    # profile-timed 2-worker simulation 12% slower (benchmarks/fidelity.md, 2026-11-25 01:39).
+    # independent. Off by default: with held lines on, the lock algorithms' simulated workers fall into
+    # lockstep too often with it (fewer fidelity cells met), and it makes a profile-timed 2-worker
+    # simulation 12% slower.
     shared_speed: bool = False
     # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
     # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.

@@ -2,9 +2,8 @@
 
 Two kinds: repeats that disagree with each other (:func:`stability_warnings`' coefficient of
 variation), and one run whose machine changed under it (:func:`regime_ratios`). On a VM the host
-may move the vCPUs between placements every few seconds (executors/c2c.py): on the 2-vCPU EPYC of
-benchmarks/README_cpu.md a 2-thread cycle went from 340 to 800 µs when the two vCPUs landed in two
-CCXs, and back, within one 2 s run. Probes before and after the run read the same placement, so
+may move the CPUs between placements every few seconds (executors/c2c.py): a 2-thread cycle went
+from 340 to 800 µs when the two CPUs landed in two CCXs, and back, within one 2 s run. Probes before and after the run read the same placement, so
 only the run's own cycles can tell.
 """
 
@@ -18,8 +17,8 @@ from simasgd import metadata, phases
 UNSTABLE_CV = 0.10
 WINDOWS = 8  # a run is cut into this many equal spans of its time
 MIN_PER_WINDOW = 10  # cycles a window needs for its median to count
-# Slowest over fastest window median past this: the run changed regime. Measured on the 2-vCPU EPYC
-# (2026-11-25 20:58, 1 s runs, B = 16): steady runs 1.00-1.21 (one thread's host bursts, HOGWILD!'s
+# Slowest over fastest window median past this: the run changed regime. Measured on a two-CPU VM
+# (1 s runs, B = 16): steady runs 1.00-1.21 (one thread's host bursts, HOGWILD!'s
 # overlapping writes at 2 threads up to 1.26); a move into or out of two CCXs during the run 2.27, into one
 # core's two hardware threads 1.41-1.57.
 SHIFT = 1.4

@@ -72,13 +72,13 @@ def divisor(staleness: int, staleness_aware: bool) -> float:
 # with no temporary vector: a racy caller's concurrent writes interleave element by element.
 # The arithmetic is in θ's element type (η, m and the divisor are converted to it first), as in
 # PyTorch's SGD: a float32 model's step in float64 converted every element twice and ran at half
-# the speed (135k elements: 25 µs against 13 µs on the machine of benchmarks/README_cpu.md).
+# the speed (135k elements: 25 µs against 13 µs).
 
 @njit(nogil=True, cache=True)
 def sweeps_down(alternate: bool, worker: int) -> bool:
     """HOGWILD!'s ``[algorithm] sweep``: with ``alternate``, odd-numbered workers write their update from the top of
-    θ down, so two overlapping updates cross once instead of one trailing the other line by line (the convoys of
-    benchmarks/README_cpu.md). The arithmetic is the same either way; only the order of the writes differs."""
+    θ down, so two overlapping updates cross once instead of one trailing the other line by line (convoys: the
+    follower takes each line just as the leader wrote it, for the rest of the run). The arithmetic is the same either way; only the order of the writes differs."""
     return alternate and worker % 2 == 1
 
 
@@ -171,8 +171,8 @@ def step_mirrored(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, mirror: np.
     (``kernels.grad_over_theta``). Each element of g is read before the same element of the mirror is
     written. A worker that keeps its copy so, and finds at its next read that no one has written θ
     since, need not copy θ again (executors/cpu/loops.py). At one thread that copy was 22.5 µs of a
-    305 µs cycle (B = 16 float64; benchmarks/README_cpu.md). Against :func:`step`, this sweep costs
-    +2.6 µs when g is the mirror (d = 109k float64, 2-vCPU AMD EPYC) and +14 µs when g is a third buffer."""
+    305 µs cycle (B = 16 float64). Against :func:`step`, this sweep costs +2.6 µs when g is the mirror
+    (d = 109k float64) and +14 µs when g is a third buffer."""
     eta, m, d = as_element(theta, lr), as_element(theta, momentum), as_element(theta, div)
     heavy, divided = momentum > 0.0, div != 1.0
     if g.ctypes.data == mirror.ctypes.data:
@@ -191,7 +191,7 @@ def step_scaled(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mo
     The same arithmetic as ``g' ← scale·g`` into a vector of its own and then :func:`step` on g' (the
     product is rounded to θ's element type either way), with one stream fewer and no third model-sized
     buffer: the Lopez master's three buffers (the sum, g', θ) outgrew a 2 MB L2 at 680 KB each, and its
-    step took 36 µs where this one takes 17 (2-vCPU Intel Xeon, d = 85k float64; benchmarks/fidelity.md)."""
+    step took 36 µs where this one takes 17 (d = 85k float64)."""
     eta, m, c = as_element(theta, lr), as_element(theta, momentum), as_element(theta, scale)
     n = theta.shape[0]
     if momentum > 0.0:

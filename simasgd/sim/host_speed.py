@@ -1,10 +1,10 @@
 """The host's speed, shared by its CPUs: why gradients that compute at once take alike times.
 
-Two threads computing gradients at once on the 2-vCPU Intel Xeon, each its own θ and data, no
-shared model: the normal scores of their durations, paired by overlap in time, correlate at 0.70
+Two threads computing gradients at once on a two-CPU VM, each its own θ and data, no shared
+model: the normal scores of their durations, paired by overlap in time, correlate at 0.70
 to 0.74 (B = 16 and 64, pinned or not); one thread's successive gradients correlate too, and the
 correlation across the two CPUs falls with the time between the calls as exp(−Δt/T), T ≈ 450 µs at
-both batch sizes (benchmarks/fidelity.md, 2026-11-25). So most of a gradient's variation is the
+both batch sizes. So most of a gradient's variation is the
 host's, not the call's: its clock, its other tenants. Drawn independently, simulated workers drift
 apart; the lock algorithms' measured workers instead keep the phase they fell into (mutex at
 2 threads, B = 16: τ̄ 0.62 measured, 0.89 simulated with independent draws).

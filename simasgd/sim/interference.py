@@ -1,13 +1,13 @@
 """Gradients that slow each other down while they compute at once (``[sim] gradient_interference``).
 
 Two workers' gradients on two CPUs share what the CPUs share: the last-level cache, memory bandwidth and,
-on a VM, whatever the host's cores share. Calibration measures it (executors/PROFILE.md,
+on a VM, whatever the host's cores share. Calibration measures it (docs/profile.md,
 ``[gradient."<key>"].concurrent``): a gradient with a worker's cycle traffic around it took 160.5 µs
-alone and 179.4 µs beside another (``cycle_k2``) on the 2-vCPU Intel Xeon. Drawing every gradient of a
+alone and 179.4 µs beside another (``cycle_k2``), two CPUs sharing an L3. Drawing every gradient of a
 2-worker run from the k = 2 samples charges the slowdown whether or not the other worker computes at
 that moment, and draws the two workers' times independently. The measured gradients that overlap in
 time had durations correlated at 0.4–0.9 (mutex, HOGWILD!, rwlock, 2 threads; simulated ~0), and the
-lock-based workers fell into step (benchmarks/fidelity.md, 2026-11-24 23:01).
+lock-based workers fell into step.
 
 Here a gradient is its work alone (a draw from the one-thread samples), done at rate 1 / s_m while m
 gradients compute at once, s_m = median(k = m samples) / median(k = 1 samples): processor sharing with

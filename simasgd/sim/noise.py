@@ -4,8 +4,8 @@ A thread that computes is not always running: timer and device interrupts,
 kernel threads, other processes and — on a virtual machine — the hypervisor
 take its CPU away now and then. ``simasgd calibrate`` measures it with k
 threads spinning at once, each on its own CPU (``[noise.k<k>]``: pauses per
-second of busy time, and their lengths, executors/PROFILE.md). With every CPU
-busy the pauses are longer and rarer ones appear (a 2-vCPU VM: 15 µs typical,
+second of busy time, and their lengths, docs/profile.md). With every CPU
+busy the pauses are longer and rarer ones appear (on a small VM: 15 µs typical,
 up to tens of ms) — and a worker paused for milliseconds misses dozens of the
 others' updates, which is where measured staleness gets its τ = 0 share and
 its tail, and measured updates/s its mean-cycle excess over the median.
@@ -25,7 +25,7 @@ rest, each standing for the recorded pauses nearest it in rank
 (:func:`rank_weights`); a draw weights them so. An even rank grid of all the
 pauses, drawn uniformly, had given the largest one (25.6 ms, once in 2 s of
 calibration) the weight of 5.3 recorded pauses and put the mean k2 pause at
-80 µs where 52 µs had been recorded (2-vCPU EPYC).
+80 µs where 52 µs had been recorded.
 """
 
 from __future__ import annotations

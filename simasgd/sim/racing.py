@@ -11,10 +11,10 @@ writing now it can finish only after the other's last line of it, one line's han
 later (the profile's ``[c2c] latency_ns``, else the lock hand-off), and a chunk the other has left
 behind is lines the other wrote, taken at the update's own rate, so the follower catches up with a
 leader slowed by lines both caches held. The two then end one hand-off apart. Measured in the
-executor's HOGWILD! at 2 threads, B = 16, on the 2-vCPU AMD EPYC (2026-11-25, three runs): of the
+executor's HOGWILD! at 2 threads, B = 16, two CPUs sharing an L3 (three runs): of the
 updates that overlapped another, 90-96% of those that began within 4 µs of it and 84% of those
 20-30 µs behind ended within 2 µs after it, the median gap between the two ends 25-40 ns, the
-core-to-core hand-off of 31-37 ns (benchmarks/fidelity.md). Chunk by chunk, the first of a worker's
+core-to-core hand-off of 31-37 ns. Chunk by chunk, the first of a worker's
 update alone stays a whole update on its own; a leader that loses its CPU holds its follower.
 
 Where the executor's bookkeeping between a bump of the version and the next read of it (the record, the
@@ -77,7 +77,7 @@ class Writers:
         Without convoys, while another worker holding its CPU is inside a chunk of its own, both write lines
         both caches hold and each write must first take its line from the other core, which wants it back:
         the chunk runs at the racing rate where slower (calibrated so: two threads copy a buffer, meet, then
-        update it at once; 680 KB on the 2-vCPU Intel Xeon: 94–121 µs against 35 µs for an update after
+        update it at once; 680 KB, 2 MB of L2 a core: 94–121 µs against 35 µs for an update after
         the other's). With convoys, where each is in the sweep counts: another inside the chunk before,
         right behind, makes this one race; another inside this same chunk, begun first, is ahead, and this
         chunk ends no earlier than the other's plus one line's hand-off, its lines taken as the other

@@ -1,7 +1,7 @@
 """The timer tick: a periodic interrupt that stops every CPU at the same instant.
 
-On the 2-vCPU AMD EPYC (2026-11-26) the host's pauses were mostly a timer: every 4.000 ms, on both
-vCPUs within 0.3 µs, ~16 µs on a spinning thread (profile ``[tick]``, executors/calibration/tick.py).
+On a small VM the host's pauses can be mostly a timer: with a 250 Hz tick, every 4.000 ms, on both
+CPUs within 0.3 µs, ~16 µs on a spinning thread (profile ``[tick]``, executors/calibration/tick.py).
 A gradient that contains such an instant took 20–45 µs longer (the interrupt disturbs its caches
 too). The calibrated gradient samples hold those slow calls, but a draw from them puts the slow
 ones at random moments, independently for each worker. In the executor's runs (2 threads, B = 16)
