@@ -1,0 +1,117 @@
+"""The documentation site: generated reference pages match the code, the site builds strictly, and
+nothing in the project points outside it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simasgd import reference
+from simasgd.reference.scenario_page import undescribed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[str, str]:
+    return reference.render()
+
+
+def test_generated_pages_match_the_code(pages: dict[str, str]) -> None:
+    stale = [p for p, text in pages.items()
+             if not (ROOT / p).exists() or (ROOT / p).read_text(encoding="utf-8") != text]
+    assert not stale, f"{', '.join(stale)} differ from the code: run `{reference.COMMAND}` and commit them"
+
+
+def test_the_check_notices_a_drifted_page(tmp_path: Path, pages: dict[str, str]) -> None:
+    for p, text in pages.items():
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).write_text(text, encoding="utf-8")
+    assert reference.drifted(tmp_path) == []
+    scenario = tmp_path / "docs/reference/scenario.md"
+    scenario.write_text(scenario.read_text(encoding="utf-8").replace("`max_updates`", "`max_steps`"),
+                        encoding="utf-8")
+    assert reference.drifted(tmp_path) == ["docs/reference/scenario.md"]
+
+
+def test_every_scenario_key_is_on_the_page_with_a_description(pages: dict[str, str]) -> None:
+    from simasgd import algorithms, scenario
+
+    page = pages["docs/reference/scenario.md"]
+    assert undescribed() == [], "describe these keys (a comment in the model, or simasgd/reference/key_docs.py)"
+    for model in (scenario.MachineConfig, scenario.WorkersConfig, scenario.WorkloadConfig, scenario.StopConfig,
+                  scenario.SimConfig, scenario.OptimizerConfig, scenario.DistSpec, scenario.BackoffConfig):
+        for name, f in model.model_fields.items():
+            if not f.exclude:
+                assert f"| `{name}` |" in page, f"{model.__name__}.{name} missing from the scenario page"
+    for d in algorithms.ALGORITHMS.values():
+        assert f"| `{d.name}` |" in page
+        for p in d.params:
+            assert f"| `{p.name}` |" in page
+
+
+def test_results_page_lists_every_column_and_summary_field(pages: dict[str, str]) -> None:
+    import dataclasses
+
+    from simasgd import results
+
+    page = pages["docs/reference/results-format.md"]
+    for name in [f.name for f in dataclasses.fields(results.RunSummary)] + list(results.UPDATE_COLUMNS) + \
+            list(results.CURVE_COLUMNS):
+        assert f"| `{name}` |" in page
+    assert f"`\"format_version\": {results.FORMAT_VERSION}`" in page
+
+
+def test_cli_page_lists_every_command(pages: dict[str, str]) -> None:
+    import typer.main
+
+    from simasgd.cli import app
+
+    group = typer.main.get_command(app)
+    ctx = group.context_class(group, info_name="simasgd")
+    for name in group.list_commands(ctx):  # type: ignore[attr-defined]
+        assert f"## `simasgd {name}`" in pages["docs/reference/cli.md"]
+
+
+def test_profile_page_names_the_format_and_its_version() -> None:
+    from simasgd import profile
+
+    text = (ROOT / "docs/profile.md").read_text(encoding="utf-8")
+    assert f'`"{profile.FORMAT}"`' in text
+    assert f"`{profile.FORMAT_VERSION}`" in text
+
+
+@pytest.mark.slow
+def test_site_builds_strictly(tmp_path: Path) -> None:
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
+    if mkdocs is None:
+        pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
+    proc = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for notebook in (ROOT / "notebooks").glob("*.ipynb"):
+        assert (tmp_path / "site" / "notebooks" / notebook.stem / "index.html").exists(), notebook.name
+
+
+# Built from pieces, so this file does not match its own pattern.
+OUTSIDE = ("shared" + "/", "../" + "shared")
+
+
+def test_nothing_in_the_project_points_outside_it() -> None:
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    hits = []
+    for name in files.decode().split("\0"):
+        path = ROOT / name
+        if not name or name.startswith((".git/", ".venv/")) or not path.is_file() or path.is_symlink():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        hits += [f"{name}:{i}: {line.strip()[:120]}" for i, line in enumerate(text.splitlines(), 1)
+                 if any(p in line for p in OUTSIDE)]
+    assert not hits, "the project points outside itself:\n" + "\n".join(hits)
