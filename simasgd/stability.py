@@ -3,8 +3,8 @@
 Two kinds: repeats that disagree with each other (:func:`stability_warnings`' coefficient of
 variation), and one run whose machine changed under it (:func:`regime_ratios`). On a VM the host
 may move the CPUs between placements every few seconds (executors/c2c.py): a 2-thread cycle went
-from 340 to 800 µs when the two CPUs landed in two CCXs, and back, within one 2 s run. Probes before and after the run read the same placement, so
-only the run's own cycles can tell.
+from 340 to 800 µs when the two CPUs landed in two CCXs, and back, within one 2 s run. Probes before
+and after the run read the same placement, so only the run's own cycles can tell.
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ def divisor(staleness: int, staleness_aware: bool) -> float:
 def sweeps_down(alternate: bool, worker: int) -> bool:
     """HOGWILD!'s ``[algorithm] sweep``: with ``alternate``, odd-numbered workers write their update from the top of
     θ down, so two overlapping updates cross once instead of one trailing the other line by line (convoys: the
-    follower takes each line just as the leader wrote it, for the rest of the run). The arithmetic is the same either way; only the order of the writes differs."""
+    follower takes each line just as the leader wrote it, for the rest of the run). The arithmetic is the
+    same either way; only the order of the writes differs."""
     return alternate and worker % 2 == 1
 
 
