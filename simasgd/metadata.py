@@ -139,7 +139,8 @@ def profile_placement_warnings(doc: dict[str, object], ratio: float = 2.0) -> li
     elsewhere than the profile's ``[c2c]`` placement (``cycle_fresh_k2_in_placement = false``: no run of it
     was there, docs/profile.md): the simulator's multi-worker Leashed passes then cost the other
     placement's (with the CPUs in two CCXs against one, e.g. 290 µs a pass against 40). A profile
-    without the flag: where no run's two probes (``cycle_fresh_k2_c2c_ns``) are within ``ratio`` of ``[c2c] latency_ns``."""
+    without the flag: where no run's two probes (``cycle_fresh_k2_c2c_ns``) are within ``ratio`` of
+    ``[c2c] latency_ns``."""
     home = (doc.get("c2c") or {}).get("latency_ns") if isinstance(doc.get("c2c"), dict) else None
 
     def near(x: float) -> bool:  # within executors.c2c.same_mode's ratio of the profile's placement
