@@ -12,6 +12,7 @@ from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from simasgd import gpus
 from simasgd import profile as profile_format
 from simasgd.scenario import MachineConfig
 
@@ -182,9 +183,8 @@ def resolve(cfg: MachineConfig) -> Machine:
         raise MachineError(f"machine.preset = \"{name}\" is a GPU (machine kind \"gpu\", simasgd/sim/gpu.py): "
                            f"the sim backend models it; CPU presets: {', '.join([*PRESETS, 'this'])}")
     else:
-        from simasgd.sim import gpu
         raise MachineError(f"machine.preset = \"{name}\": unknown preset; allowed: "
-                           f"{', '.join([*PRESETS, 'this', *gpu.names()])}")
+                           f"{', '.join([*PRESETS, 'this', *gpus.names()])}")
     given = {f.name: getattr(cfg, f.name) for f in fields(Machine)
              if hasattr(cfg, f.name) and f.name != "name" and getattr(cfg, f.name) is not None}
     return replace(base, **given) if given else base
@@ -192,9 +192,7 @@ def resolve(cfg: MachineConfig) -> Machine:
 
 def is_gpu(cfg: MachineConfig) -> bool:
     """The machine kind: a GPU preset (``v100``, ``h100``, ``this-gpu``: simasgd/sim/gpu.py) or a CPU machine."""
-    from simasgd.sim import gpu
-
-    return cfg.preset in gpu.names()
+    return cfg.preset in gpus.names()
 
 
 def place(machine: Machine, workers: int, placement: str | Sequence[int]) -> list[int | None]:

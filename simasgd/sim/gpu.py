@@ -18,21 +18,21 @@ then its work on three processor-sharing servers (:class:`memory.Bandwidth`):
 A kernel ends when its flops, bytes and atomics are all done. A barrier or a
 host-side hand-off costs ``host_sync_s`` (stream synchronise + the host
 threads' barrier). The presets come from public specifications (cited at
-each); ``simasgd calibrate --gpu`` (``executors/cuda/calibrate.py``) measures
+each); ``simasgd calibrate --gpu`` (``executors/calibration/gpu.py``) measures
 a real GPU's, including kernel time against concurrent streams, into the
 profile's ``[gpu]`` table (preset ``this-gpu``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import simpy
 
-from simasgd import seeds
+from simasgd import machine, profile, seeds
+from simasgd.gpus import PRESETS, PROFILE_PRESET, Gpu, from_profile, names  # noqa: F401 - re-exported
 from simasgd.scenario import Scenario
 from simasgd.sim.memory import Bandwidth
 
@@ -40,72 +40,11 @@ from simasgd.sim.memory import Bandwidth
 CPU_ONLY = frozenset({"mutex", "rwlock"})
 
 
-@dataclass(frozen=True)
-class Gpu:
-    name: str
-    sms: int                      # streaming multiprocessors
-    clock_ghz: float              # boost clock
-    fp32_lanes_per_sm: int        # FP32 FMA units per SM (2 flops each per cycle)
-    mem_bandwidth_gbs: float      # device memory
-    launch_latency_s: float       # a kernel launch, host to running (per kernel, on its stream)
-    atomics_per_s: float          # device-wide throughput of global atomic adds
-    threads_per_sm: int = 2048    # resident threads an SM holds
-    efficiency: float = 0.3       # sustained fraction of peak flops of these small numba kernels
-    host_sync_s: float = 10e-6    # stream synchronise + host barrier hand-off
-    kernels_per_gradient: int = 12  # launches in one minibatch gradient (forward, loss, backward)
-    profile: dict[str, Any] | None = None
-
-    @property
-    def flops_per_s(self) -> float:
-        return self.sms * self.clock_ghz * 1e9 * self.fp32_lanes_per_sm * 2 * self.efficiency
-
-    @property
-    def resident_threads(self) -> int:
-        return self.sms * self.threads_per_sm
-
-
-PRESETS: dict[str, Gpu] = {g.name: g for g in (
-    # NVIDIA Tesla V100 SXM2 (Lopez et al. 2020's DGX-1, §IV): 80 SMs, 1530 MHz boost, 64 FP32 cores
-    # per SM (15.7 TFLOPS FP32), 900 GB/s HBM2 — NVIDIA Tesla V100 GPU Architecture whitepaper
-    # (2017), Table 1. Launch latency ~5 µs: typical measured CUDA launch overhead (not a spec).
-    # Atomic throughput: no public figure; one global atomic add per SM per clock is assumed
-    # (80 × 1.53e9 / s); `calibrate --gpu` measures it.
-    Gpu("v100", sms=80, clock_ghz=1.53, fp32_lanes_per_sm=64, mem_bandwidth_gbs=900.0,
-        launch_latency_s=5e-6, atomics_per_s=80 * 1.53e9),
-    # NVIDIA H100 SXM5: 132 SMs, 1980 MHz boost, 128 FP32 cores per SM (67 TFLOPS FP32), 3.35 TB/s
-    # HBM3 — NVIDIA H100 Tensor Core GPU datasheet and the Hopper architecture whitepaper (2022).
-    # Launch latency and atomics as for the V100 (assumed, measured by `calibrate --gpu`).
-    Gpu("h100", sms=132, clock_ghz=1.98, fp32_lanes_per_sm=128, mem_bandwidth_gbs=3350.0,
-        launch_latency_s=4e-6, atomics_per_s=132 * 1.98e9),
-)}
-PROFILE_PRESET = "this-gpu"  # the calibrated profile's [gpu] table
-
-
-def names() -> list[str]:
-    return [*PRESETS, PROFILE_PRESET]
-
-
-def from_profile(doc: dict[str, Any], path: Path) -> Gpu:
-    """The ``[gpu]`` table of a calibrated profile (``executors/cuda/calibrate.py`` writes it)."""
-    t = doc.get("gpu")
-    if not isinstance(t, dict):
-        raise ValueError(f"{path}: no [gpu] table; run `simasgd calibrate --gpu` on a machine with a GPU")
-    keys = {f.name for f in fields(Gpu)} - {"name", "profile"}
-    given = {k: t[k] for k in keys if k in t}
-    missing = {"sms", "clock_ghz", "fp32_lanes_per_sm", "mem_bandwidth_gbs", "launch_latency_s",
-               "atomics_per_s"} - set(given)
-    if missing:
-        raise ValueError(f"{path}: [gpu] lacks {sorted(missing)}")
-    return Gpu(name=PROFILE_PRESET, profile=doc, **given)
-
-
 def resolve(name: str) -> Gpu | None:
     """The GPU preset ``name`` (``this-gpu``: the calibrated profile), or None if it names no GPU."""
     if name in PRESETS:
         return PRESETS[name]
     if name == PROFILE_PRESET:
-        from simasgd import machine, profile
-
         path = machine.profile_path()
         if not path.exists():
             raise machine.MachineError(f"machine.preset = \"{name}\": no calibrated profile at {path}; "
