@@ -1,4 +1,4 @@
-"""The ``cnn`` workload: Lopez et al. 2020's GPU model (§IV-B), and a reader for CIFAR-10's binary files.
+"""The ``cnn`` workload: Lopez et al. 2020's GPU model (§IV-B).
 
 conv (K filters k×k) → ReLU → P×P max-pool → dense Hd → ReLU → dense classes →
 softmax cross-entropy; kernels in :mod:`simasgd.workloads.cnn_kernels` (CPU)
@@ -9,16 +9,13 @@ image shape follows from the data: ``features = 3·s²`` is a 3-channel s×s
 image (CIFAR-10: 3072 = 3·32·32), else ``features = s²`` one channel (MNIST
 784, digits 64). Data: ``dataset = "synthetic"`` with ``features = 3072``
 (CIFAR-10-shaped class mixtures) or ``dataset = "cifar10:PATH"``, a folder
-holding CIFAR-10's binary version (``data_batch_1.bin`` … ``data_batch_5.bin``,
-``test_batch.bin``: each record one label byte and 3072 pixel bytes, channel
-by channel, row by row).
+holding CIFAR-10's binary version (read by :mod:`simasgd.workloads.cifar10`).
 """
 
 from __future__ import annotations
 
 import math
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
@@ -28,9 +25,6 @@ from simasgd.workloads.cnn_kernels import CNN
 from simasgd.workloads.data import Dataset
 
 DEFAULT_LAYERS = (16, 5, 2, 64)  # filters, kernel size, pool size, hidden units
-CIFAR_RECORD = 1 + 3 * 32 * 32
-CIFAR_TRAIN = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
-CIFAR_TEST = "test_batch.bin"
 
 
 def image_shape(features: int, where: str) -> tuple[int, int, int]:
@@ -93,33 +87,3 @@ def he_init(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     o += s["F1"] * s["Hd"] + s["Hd"]
     theta[o:o + s["Hd"] * s["nc"]] = rng.standard_normal(s["Hd"] * s["nc"]) * math.sqrt(2.0 / (s["Hd"] + s["nc"]))
     return theta
-
-
-# -- CIFAR-10, binary version ------------------------------------------------------
-
-def read_cifar_bin(path: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
-    """One CIFAR-10 binary batch: float64 rows in [0, 1] (C, H, W order) and int64 labels."""
-    raw = np.fromfile(path, dtype=np.uint8)
-    if raw.size == 0 or raw.size % CIFAR_RECORD:
-        raise WorkloadError(f"workload.dataset = {dataset!r}: {path} has {raw.size} bytes, not a multiple of "
-                            f"a CIFAR-10 record ({CIFAR_RECORD} bytes: 1 label + 3072 pixels)")
-    rec = raw.reshape(-1, CIFAR_RECORD)
-    y = rec[:, 0].astype(np.int64)
-    if y.max() > 9:
-        raise WorkloadError(f"workload.dataset = {dataset!r}: {path} has label {int(y.max())} (CIFAR-10: 0-9)")
-    return rec[:, 1:].astype(np.float64) / 255.0, y
-
-
-def read_cifar10(folder: Path) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
-    """Training rows from the ``data_batch_*.bin`` present (at least one), and ``test_batch.bin`` if there."""
-    dataset = f"cifar10:{folder}"
-    if not folder.is_dir():
-        raise WorkloadError(f"workload.dataset = {dataset!r}: {folder} is not a folder")
-    train = [folder / n for n in CIFAR_TRAIN if (folder / n).is_file()]
-    if not train:
-        raise WorkloadError(f"workload.dataset = {dataset!r}: no {CIFAR_TRAIN[0]} … {CIFAR_TRAIN[-1]} in {folder} "
-                            f"(CIFAR-10 binary version)")
-    parts = [read_cifar_bin(p, dataset) for p in train]
-    X, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-    test = read_cifar_bin(folder / CIFAR_TEST, dataset) if (folder / CIFAR_TEST).is_file() else None
-    return X, y, test

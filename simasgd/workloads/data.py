@@ -21,6 +21,7 @@ import numpy as np
 from simasgd import seeds
 from simasgd.scenario import WorkloadConfig
 from simasgd.workloads.base import CSR, DataMatrix, WorkloadError
+from simasgd.workloads.cifar10 import read_cifar10
 
 # Synthetic mixtures: class means are scaled so that two classes are this many
 # noise standard deviations apart (in expectation) over the coordinates a row
@@ -136,7 +137,6 @@ def _cached(source: str, regression: bool, sparse: bool, dtype: str, test_fracti
         classes, name = int(max(y.max(), test_given[1].max() if test_given else 0)) + 1, "mnist"
         classes = max(classes, 2)
     elif source.startswith("cifar10:"):
-        from simasgd.workloads.cnn import read_cifar10
         X, y, test_given = read_cifar10(Path(source[len("cifar10:"):]))
         classes, name = 10, "cifar10"
     else:

@@ -14,7 +14,7 @@ from functools import partial
 import numpy as np
 
 from simasgd.scenario import WorkloadConfig
-from simasgd.workloads import kernels
+from simasgd.workloads.kernels import LEAST_SQUARES, SOFTMAX
 from simasgd.workloads.base import ModelSpec, WorkloadError
 from simasgd.workloads.data import Dataset
 from simasgd.workloads.mlp import check_layers, softmax_spec, zeros_init
@@ -34,7 +34,7 @@ def build_logreg(cfg: WorkloadConfig, data: Dataset) -> ModelSpec:
         return _zeros(spec)
     nnz = data.nnz_per_row
     flops = 4 * nnz * C + 5 * C  # logits and gradient over the row's nonzeros only
-    shape = np.array([kernels.SOFTMAX, F, C], dtype=np.int64)
+    shape = np.array([SOFTMAX, F, C], dtype=np.int64)
     dim = F * C + C
     return ModelSpec(shape=shape, dim=dim, flops_per_sample=float(flops),
                      init=partial(zeros_init, dim), description=f"logreg {F}x{C} sparse")
@@ -46,7 +46,7 @@ def build_least_squares(cfg: WorkloadConfig, data: Dataset) -> ModelSpec:
         raise WorkloadError(f"workload.layers = {list(cfg.layers)}: least_squares has one output; "
                             f"omit layers or give [{F}, 1]")
     nnz = data.nnz_per_row
-    shape = np.array([kernels.LEAST_SQUARES, F], dtype=np.int64)
+    shape = np.array([LEAST_SQUARES, F], dtype=np.int64)
     return ModelSpec(shape=shape, dim=F + 1, flops_per_sample=float(4 * nnz + 4),
                      init=partial(zeros_init, F + 1),
                      description=f"least_squares {F}" + (" sparse" if data.sparse else ""))

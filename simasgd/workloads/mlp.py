@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from simasgd.scenario import WorkloadConfig
-from simasgd.workloads import kernels
+from simasgd.workloads.kernels import SOFTMAX
 from simasgd.workloads.base import ModelSpec, WorkloadError
 from simasgd.workloads.data import Dataset
 
@@ -45,7 +45,7 @@ def softmax_spec(layers: list[int], description: str) -> ModelSpec:
     # first (2·macs each) + bias, ReLU and softmax element work (~5 per unit).
     flops = 4 * macs + 2 * sum(i * o for i, o in pairs[1:]) + 5 * sum(layers[1:])
 
-    shape = np.array([kernels.SOFTMAX, *layers], dtype=np.int64)
+    shape = np.array([SOFTMAX, *layers], dtype=np.int64)
     return ModelSpec(shape=shape, dim=dim, flops_per_sample=float(flops),
                      init=partial(he_glorot_init, tuple(layers)), description=description)
 

@@ -9,7 +9,8 @@ import pytest
 
 from simasgd import loader
 from simasgd.workloads import WorkloadError, build_workload
-from simasgd.workloads.cnn import CIFAR_RECORD, image_shape
+from simasgd.workloads.cifar10 import CIFAR_RECORD
+from simasgd.workloads.cnn import image_shape
 
 
 def _batch(path: Path, labels: list[int], rng: np.random.Generator) -> np.ndarray:
