@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
+import math
 import os
 import sys
 import time
@@ -73,10 +75,9 @@ def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> dict
     (``simasgd.phases.gradient_concurrency``, ``update_concurrency``, ``both_updating``); the median
     read, gradient and update phase of a cycle (``read_us``, ``gradient_us``, ``update_us``); the slowest
     over the fastest span's median cycle (``regime``, ``simasgd.stability.regime_ratios``)."""
+    from executors.cpu.runner import run_workload
     from simasgd import phases
     from simasgd.stability import regime_ratios
-
-    from executors.cpu.runner import run_workload
     from simasgd.workloads import build_workload
 
     sc = scenario(alg, threads, batch, seconds, dtype)
@@ -197,12 +198,11 @@ def torch_rate(threads: int, batch: int, seconds: float) -> float:
 
 
 def _torch_rate_here(threads: int, batch: int, seconds: float) -> float:
-    import torch
     import torch.multiprocessing as mp
     from torch import nn
 
     layers: list[nn.Module] = []
-    for a, b in zip(LAYERS[:-1], LAYERS[1:]):
+    for a, b in itertools.pairwise(LAYERS):
         layers += [nn.Linear(a, b), nn.ReLU()]
     model = nn.Sequential(*layers[:-1])
     model.share_memory()
@@ -229,7 +229,7 @@ def one_round(seconds: float, with_torch: bool, home: float | None = None,
                          "updates_per_s": serial, "ideal": serial, "capacity": serial,
                          "concurrency": seq["concurrency"]})
             # one core's two hardware threads share its FMA units: the yardstick sees the placement too
-            two = placed(lambda: {"rate": capacity(2, batch, seconds, dtype)}, home, retries, [], settle_s)
+            two = placed(lambda b=batch, d=dtype: {"rate": capacity(2, b, seconds, d)}, home, retries, [], settle_s)
             cap = two["rate"] / capacity(1, batch, seconds, dtype)
             for alg in ALGORITHMS:
                 for threads in (1, 2):
@@ -247,7 +247,7 @@ def one_round(seconds: float, with_torch: bool, home: float | None = None,
             for threads in (1, 2):
                 moved = []  # its two processes share the model too: held to the same placement
                 r = {"updates_per_s": torch_rate(threads, batch, seconds)} if threads == 1 else placed(
-                    lambda: {"updates_per_s": torch_rate(2, batch, seconds)}, home, retries, moved, settle_s)
+                    lambda b=batch: {"updates_per_s": torch_rate(2, b, seconds)}, home, retries, moved, settle_s)
                 rows.append({"batch": batch, "dtype": "float32", "algorithm": "torch-hogwild", "threads": threads,
                              **r, "moved": moved, "ideal": threads * serial32, "capacity": None})
     return rows
@@ -341,7 +341,8 @@ def _home_flags(row: dict[str, Any], key: str) -> list[bool]:
 
 def _at_home(row: dict[str, Any], key: str) -> list[float]:
     """The row's per-round ``key`` values from the rounds run in the home placement, Nones and NaNs left out."""
-    return [x for x, h in zip(row.get(key, []), _home_flags(row, key)) if h and x is not None and x == x and x]
+    return [x for x, h in zip(row.get(key, []), _home_flags(row, key), strict=False)
+            if h and x is not None and not math.isnan(x) and x]
 
 
 def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
@@ -382,15 +383,15 @@ def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
         return f"Every 2-thread run in the home placement (hand-off {home or float('nan'):.0f} ns)."
 
     def f(v: Any) -> str:
-        return "—" if v is None or v != v else f"{v:.2f}"
+        return "—" if v is None or math.isnan(v) else f"{v:.2f}"
 
     def f0(v: Any) -> str:
-        return "—" if v is None or v != v else f"{v:.0f}"
+        return "—" if v is None or math.isnan(v) else f"{v:.0f}"
 
-    lines = [f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, or whose median "
-             "cycle shifted partway (the slowest over the fastest span, simasgd.stability), set aside:", "",
-             "| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home "
-             "| update phase µs | at home | cycle shift |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [(f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, or whose median "
+              "cycle shifted partway (the slowest over the fastest span, simasgd.stability), set aside:"), "",
+             ("| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home "
+              "| update phase µs | at home | cycle shift |"), "|---|---|---|---|---|---|---|---|---|"]
     for m in moved:
         ns = ", ".join("—" if x is None else f"{x:.0f}" for x in m["c2c_ns"])
         lines.append(f"| {m['config']} | {m['round']} | {ns} | {f(m['of_home'])} | {f(m['concurrency'])} | "
@@ -399,7 +400,7 @@ def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=None)  # building the workload loads its data: once per batch size
+@functools.cache  # building the workload loads its data: once per batch size
 def flops_per_update(batch: int) -> float:
     """The MLP gradient's flops for one minibatch (the workload's own count: forward + backward)."""
     from simasgd.workloads import build_workload

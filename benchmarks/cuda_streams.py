@@ -88,8 +88,8 @@ def ratios(a: dict[tuple[str, int], dict[str, Any]], b: dict[tuple[str, int], di
     num = ("updates/s", "gradients/s", "mean staleness", "time to ε (s)")
     lines = [f"### {names[1]} / {names[0]}", "", "| algorithm | streams | " + " | ".join(num) + " |",
              "|---|---:|" + "---:|" * len(num)]
-    for key in a:
-        x, y = a[key], b.get(key, {})
+    for key, x in a.items():
+        y = b.get(key, {})
         vals = []
         for k in num:
             if "note" in x or "note" in y or not x.get(k) or math.isnan(x[k]) or math.isnan(y.get(k, math.nan)):

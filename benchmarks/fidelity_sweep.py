@@ -20,8 +20,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from simasgd import algorithms, analysis, fidelity, loader, metadata, phases, stability
 from simasgd.plots import fmt_value, verdict_mark
@@ -233,15 +234,15 @@ def heading(partial: bool = False) -> str:
 
 
 def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) -> str:
-    head = [
-        TITLE, "", heading(getattr(args, "partial", False)), "",
+    measured = (
         f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {metadata.cpu_model()} "
         f"({os.cpu_count()} logical CPUs), simasgd "
         f"{metadata.git_commit()}, in {seconds / 60:.1f} min, by `benchmarks/fidelity_sweep.py "
         f"{' '.join(sys.argv[1:])}`. Profile: `{args.profile_used}`{_calibrated_at(args.profile_used)}. "
         "Load average (1, 5, 15 min) at the "
         f"start {_load(args.load_before)}, now {_load(os.getloadavg())}: other work on the machine skews the "
-        "measured side.", "",
+        "measured side.")
+    legend = (
         f"Each cell: {args.repeats} runs per backend, at most {args.max_updates} updates or "
         f"{args.max_time_s} s, MLP {'-'.join(map(str, LAYERS))} on digits, lr {args.lr}, ε = {args.epsilon} × initial loss, "
         f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
@@ -267,7 +268,9 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "like the machine would show with as many runs; ⚠ unstable where that misses a goal. \"cpu as prediction\": "
         "the share of the measured runs that, each taken as the prediction of the others pooled, meet all four "
         "goals, errors scaled to as many runs as the simulator's (simasgd.fidelity.self_prediction); summed over "
-        "the cells, about the count a simulator that ran exactly like this machine would meet.", "",
+        "the cells, about the count a simulator that ran exactly like this machine would meet.")
+    head = [
+        TITLE, "", heading(getattr(args, "partial", False)), "", measured, "", legend, "",
         f"**Headline: {headline(rows)}**", "",
         "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join(head + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"

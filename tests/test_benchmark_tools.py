@@ -8,8 +8,9 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -43,8 +44,7 @@ def test_the_ablation_re_simulates_each_cell_against_its_stored_measured_runs(
     assert ablation.main([str(tmp_path / "sweep"), "--profile", str(profile), "--out", str(out),
                           "--variants", "all mechanisms", "no host noise"]) == 0
     text = out.read_text()
-    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| all mechanisms")
-            or line.startswith("| no host noise")]
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith(("| all mechanisms", "| no host noise"))]
     assert [r[0] for r in rows[:2]] == ["| all mechanisms", "| no host noise"]
     assert rows[0][1] in ("0/1", "1/1") and rows[0][2] == "1" and rows[0][4] == "1"  # same runs: τ̄, upd/s met
     assert "| all mechanisms | cell-a |" in text and "| no host noise | cell-a |" in text  # the per-cell table

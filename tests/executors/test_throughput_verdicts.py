@@ -45,7 +45,7 @@ def test_verdicts_name_the_worst_configuration_and_separate_host_noise(bench: An
     by_rate, by_capacity = bimodal
     assert by_rate["worst"] == pytest.approx(2.0) and by_rate["met"] is False
     assert by_capacity["worst"] == pytest.approx(910 / 900) and by_capacity["met"] is True  # the 1-thread rows
-    peak = [x for x in bench.verdicts(rows) if "GEMM peak" in x["goal"]][0]
+    peak = next(x for x in bench.verdicts(rows) if "GEMM peak" in x["goal"])
     assert peak["worst"] == pytest.approx(serial) and peak["met"] is True
 
 
@@ -53,7 +53,7 @@ def test_rounds_where_two_workers_took_turns_are_named(bench: Any) -> None:
     row = _row("mutex", 2, 16, "float64", [5600, 2900, 5500], [2.0, 2.0, 2.0], 3000.0)
     row["concurrency_rounds"] = [1.62, 0.81, 1.55]
     assert bench.taking_turns([row]) == ["mutex B=16 float64 round 2 (0.81 of 1.62)"]
-    turns = [x for x in bench.verdicts([row]) if "took turns" in x["goal"]][0]
+    turns = next(x for x in bench.verdicts([row]) if "took turns" in x["goal"])
     assert turns["met"] is False and turns["worst"] == 1.0
     row["concurrency_rounds"] = [1.62, 1.30, 1.55]  # 80% of the best: within the bound
     assert bench.taking_turns([row]) == []
@@ -111,9 +111,9 @@ def test_medians_and_bimodality_use_the_rounds_in_the_home_placement(bench: Any)
     row["of_ideal"], row["vs_torch"] = row["updates_per_s"] / 6000.0, None
     assert bench.taking_turns([row]) == []
     v = bench.verdicts([row])
-    bimodal = [x for x in v if x["goal"].startswith("no bimodal runs (rounds' updates/s")][0]
+    bimodal = next(x for x in v if x["goal"].startswith("no bimodal runs (rounds' updates/s"))
     assert bimodal["worst"] == pytest.approx(5600 / 5400) and bimodal["met"] is True
-    away = [x for x in v if "home placement" in x["goal"]][0]
+    away = next(x for x in v if "home placement" in x["goal"])
     assert away["met"] is None and "1 configurations kept a round out of it" in away["where"]
     # without a home placement every round counts, and the far one shows as bimodal
     row = bench.median_rows(rounds, home=None)[0]
@@ -140,9 +140,9 @@ def test_a_sequential_row_whose_rounds_moved_is_flagged_beside_the_verdicts(benc
                 "updates_per_s": sorted(rounds)[1], "rounds": rounds, "of_ideal": 1.0, "vs_torch": None}
 
     rows = [seq(16, [2781.0, 2716.0, 3328.0]), seq(64, [991.0, 1000.0, 985.0])]
-    flag = [x for x in bench.verdicts(rows) if x["goal"].startswith("sequential rows' rounds")][0]
+    flag = next(x for x in bench.verdicts(rows) if x["goal"].startswith("sequential rows' rounds"))
     assert flag["worst"] == pytest.approx(3328 / 2716) and flag["met"] is None
     assert flag["where"] == "B=16 float64 ⚠ its ratios moved with it"
     rows[0]["rounds"] = [3300.0, 3328.0, 3290.0]
-    flag = [x for x in bench.verdicts(rows) if x["goal"].startswith("sequential rows' rounds")][0]
+    flag = next(x for x in bench.verdicts(rows) if x["goal"].startswith("sequential rows' rounds"))
     assert flag["worst"] == pytest.approx(1000 / 985) and flag["where"] == "B=64 float64"  # the wider of the two
