@@ -470,3 +470,14 @@ def _labels(pa: Path, pb: Path, a: RunResult, b: RunResult) -> tuple[str, str]:
     if a.backend != b.backend:
         return a.backend, b.backend
     return (pa.resolve().name, pb.resolve().name) if pa.resolve().name != pb.resolve().name else ("A", "B")
+
+
+def histogram_metrics(predicted: np.ndarray, reference: np.ndarray) -> dict[str, float]:
+    """KS, Wasserstein and the mean staleness's relative error between two staleness histograms (counts at
+    τ = 0, 1, …), for references kept only as histograms (``benchmarks/gpu_model_score.py``)."""
+    a, b = np.asarray(predicted, float)[None], np.asarray(reference, float)[None]
+    k = max(a.shape[1], b.shape[1])
+    a, b = np.pad(a, ((0, 0), (0, k - a.shape[1]))), np.pad(b, ((0, 0), (0, k - b.shape[1])))
+    diff = np.abs(_cdf(a) - _cdf(b))
+    return {"ks": float(diff.max()), "wasserstein": float(diff.sum()),
+            "mean_staleness_rel_err": float(_rel(_hist_mean(a), _hist_mean(b))[0])}

@@ -122,8 +122,9 @@ class GpuPlatform:
     """The GPU as the workers see it: the interface of :class:`simasgd.sim.costs.Platform`."""
 
     def __init__(self, env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, dim: int | None,
-                 itemsize: int, flops_per_sample: float | None, shape: np.ndarray | None = None):
-        if sc.algorithm.name in CPU_ONLY:
+                 itemsize: int, flops_per_sample: float | None, shape: np.ndarray | None = None,
+                 check: bool = True):
+        if check and sc.algorithm.name in CPU_ONLY:
             raise ValueError(f"machine.preset = \"{gpu.name}\" is a GPU: algorithm {sc.algorithm.name!r} (spin "
                              f"locks on CPU cores) is not modelled on streams")
         if dim is None or flops_per_sample is None:
@@ -230,8 +231,15 @@ class GpuPlatform:
 
 
 def platform(env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, wl: Any) -> GpuPlatform:
+    """The ``gpu`` backend's resident blocks or streams (``[gpu] mode``, :mod:`simasgd.sim.gpu_resident`)
+    where the profile has measured a block's rates (``[gpu.block]``); else kernels launched per stream."""
     if wl is None:
         raise ValueError("a GPU machine needs the workload (its dimension and flops)")
+    from simasgd.sim import gpu_resident
+
+    costs = gpu_resident.block_costs(gpu)
+    if costs is not None:
+        return gpu_resident.platform(env, sc, gpu, costs, run, wl, sc.workload.model)
     return GpuPlatform(env, sc, gpu, run, int(wl.dim), int(np.dtype(wl.dtype).itemsize), float(wl.flops_per_sample),
                        np.asarray(wl.shape))
 
