@@ -1,0 +1,152 @@
+"""Backend ``dist``: the distributed algorithms over torch.distributed (gloo), one process per node.
+
+The roles follow each algorithm's definition (:mod:`simasgd.algorithms`): ``sync`` — every rank a
+worker, one all-reduce a round (:mod:`.collective`); ``param_server`` — ``shards`` server ranks and
+the workers, pushes and pulls as point-to-point messages (:mod:`.server`); ``easgd`` / ``eawild`` —
+the centre on rank 0 and the workers, EA-wild's groups with collectives of their own
+(:mod:`.elastic`). :func:`run_once` forks the ``workers + servers`` processes itself on loopback
+(gloo over TCP on 127.0.0.1); across machines the same roles run in the processes ``torchrun``
+starts (:mod:`.launch`). Rank 0 gathers the rows (versions, times from one clock, bytes of every
+message) and builds the run's result (:mod:`.collect`); a rank that fails ends the run with an
+error naming it, and no result is returned, so ``backends.run`` writes no folder for that repeat.
+
+The shared-memory algorithms (one θ that several threads read and write: mutex, rwlock, hogwild,
+leashed, lopez, sequential) are refused with the backends that run them; so are the distributed
+ones not implemented here yet (keuper, simuparallel, ssp, backup, k_sync, k_async).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from typing import Any
+
+from executors.dist.ranks import run_rank
+from executors.dist.world import DistError, Layout, free_port, init
+from simasgd import algorithms, metadata, seeds
+from simasgd.progress import Advance
+from simasgd.results import RunResult
+from simasgd.scenario import Scenario
+
+NAME = "dist"
+ALGORITHMS = frozenset({"sync", "param_server", "easgd", "eawild"})
+SHARED_MEMORY = ("sequential", "mutex", "rwlock", "hogwild", "leashed", "lopez")
+MEASURES_HOST = True   # real processes on this host (loopback): its timings are this machine's
+NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
+START_METHOD = "fork"  # the ranks inherit the built workload: nothing is pickled, a rank starts in milliseconds
+START_S = 60.0         # beyond the run's own budget: process start, rendezvous, gathering the rows
+
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "DistError", "run_once", "run_workload"]
+
+
+def require(name: str) -> None:
+    """``algorithms.require``, naming for a shared-memory algorithm the backends that run it."""
+    try:
+        algorithms.require(NAME, name, ALGORITHMS)
+    except algorithms.UnsupportedAlgorithm as e:
+        if name not in SHARED_MEMORY:
+            raise
+        raise algorithms.UnsupportedAlgorithm(
+            f"{e} ({name!r} shares one θ in memory among its workers, which a process per node cannot; "
+            f"backends that run it: {', '.join(_runners(name))})") from None
+
+
+def _runners(name: str) -> list[str]:
+    from simasgd import backends
+
+    out = []
+    for b, present in backends.available().items():
+        if b == NAME or not present:
+            continue
+        try:
+            mod = importlib.import_module(backends.BACKENDS[b])
+        except ImportError:
+            continue
+        if name in getattr(mod, "ALGORITHMS", ()) or getattr(mod, "RUNS_AS", None) == name:
+            out.append(b)
+    return out
+
+
+def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
+    require(scenario.algorithm.name)
+    from simasgd.workloads import build_workload, check_backend
+
+    check_backend(scenario.workload, NAME)
+    wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    start = metadata.host_state()
+    result = run_workload(scenario, run, wl)
+    end = metadata.host_state()
+    result.metadata["host"] = {"run": run, "loadavg_start": start["loadavg"], "loadavg_end": end["loadavg"],
+                               "affinity_start": start["affinity"], "affinity_end": end["affinity"]}
+    return result
+
+
+def run_workload(sc: Scenario, run: int, wl: Any) -> RunResult:
+    """Run ``sc`` once in forked rank processes on loopback with the given workload."""
+    import torch.multiprocessing as mp
+
+    from executors.dist import collect
+
+    wl.warmup()  # compiled once here; the ranks inherit it
+    theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
+    layout = Layout.of(sc, theta0.shape[0])
+    ctx: Any = mp.get_context(START_METHOD)
+    results, errors = ctx.SimpleQueue(), ctx.SimpleQueue()
+    port = free_port()
+    procs = [ctx.Process(target=_rank_main, name=f"simasgd-dist-rank-{r}", daemon=True,
+                         args=(sc, run, wl, r, layout.world, port, results, errors)) for r in range(layout.world)]
+    for p in procs:
+        p.start()
+    try:
+        reports = _await(procs, results, errors, layout, sc.stop.max_time_s + START_S)
+    finally:
+        _end(procs, sc.cpu.join_timeout_s)
+    return collect.result(sc, run, wl, theta0, reports, NAME, "loopback")
+
+
+def _rank_main(sc: Scenario, run: int, wl: Any, rank: int, world: int, port: int, results: Any, errors: Any) -> None:
+    try:
+        init(sc, rank, world, port)
+        out = run_rank(sc, run, wl)
+        if out is not None:
+            results.put(out)
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which names the rank
+        errors.put((rank, f"{type(e).__name__}: {e}"))
+        os._exit(1)  # leave at once: a clean exit would wait on peers that may never answer
+    os._exit(0)
+
+
+def _await(procs: list[Any], results: Any, errors: Any, layout: Layout, limit: float) -> list[dict[str, Any]]:
+    """Rank 0's gathered reports, or an error naming the first rank that failed, died or hung."""
+    deadline = time.monotonic() + limit
+    while True:
+        if not errors.empty():
+            rank, why = errors.get()
+            raise DistError(f"dist backend: rank {rank} ({layout.role(rank)}) failed: {why}; the run is abandoned")
+        if not results.empty():
+            return list(results.get())
+        dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+        if dead:
+            time.sleep(0.2)  # its own message may be on its way
+            if not errors.empty():
+                continue
+            r, code = dead[0]
+            raise DistError(f"dist backend: rank {r} ({layout.role(r)}) exited with code {code}; the run is abandoned")
+        if time.monotonic() > deadline:
+            raise DistError(f"dist backend: no result within {limit:g} s (stop.max_time_s + {START_S:g} s); "
+                            f"ranks still running: {[r for r, p in enumerate(procs) if p.is_alive()]}")
+        time.sleep(0.005)
+
+
+def _end(procs: list[Any], timeout: float) -> None:
+    """Join the ranks; any still alive after ``timeout`` (a failed run's peers, blocked in a receive) is killed."""
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join(5.0)
+
+

@@ -1,0 +1,37 @@
+"""One rank's part of one run: its role (from the algorithm and the layout), then the reports to rank 0."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from executors.dist import collective, elastic, server
+from executors.dist.world import FAIL_ENV, DistError, Layout, Rank
+from simasgd import seeds
+from simasgd.scenario import Scenario
+
+ROLES = {"sync": collective.run_sync, "param_server": server.run_param_server,
+         "easgd": elastic.run_elastic, "eawild": elastic.run_elastic}
+
+
+def run_rank(sc: Scenario, run: int, wl: Any) -> list[dict[str, Any]] | None:
+    """This rank's part of one run, after :func:`init`: its role, then every report gathered on rank 0
+    (None on the others)."""
+    import torch.distributed as dist
+
+    theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
+    layout = Layout.of(sc, theta0.shape[0])
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != layout.world:
+        raise DistError(f"the scenario needs {layout.world} processes ({layout.workers} workers + "
+                        f"{layout.servers} server/centre ranks); {world} were started")
+    me = Rank(sc, run, wl, rank, layout, theta0.dtype)
+    dist.barrier()
+    me.t0_ns = time.perf_counter_ns()
+    if os.environ.get(FAIL_ENV) == str(rank):
+        raise RuntimeError(f"{FAIL_ENV}={rank}: this rank fails on purpose (test hook)")
+    ROLES[layout.algorithm](me, theta0)
+    out: list[Any] | None = [None] * world if rank == 0 else None
+    dist.gather_object(me.report(), out, dst=0)
+    return out
