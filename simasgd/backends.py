@@ -32,6 +32,7 @@ BACKENDS: dict[str, str] = {
     "torch": "executors.torchmp.backend",  # one process per worker (torch.multiprocessing); needs simasgd[torch]
     "cuda": "executors.cuda.backend",
     "gpu": "executors.resident.backend",  # workers resident on the GPU, or a fused attempt per stream launch
+    "dist": "executors.dist.backend",  # one torch.distributed (gloo) process per node; needs simasgd[torch]
 }
 DEFAULT = "sim"
 
