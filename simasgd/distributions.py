@@ -1,7 +1,7 @@
 """Time distributions for the timing model: one object per `dist` kind.
 
 Every distribution is parameterised by the mean of the *whole* distribution
-(`mean_s`), as DESIGN.md fixes, so that swapping `exponential` for
+(`mean_s`), as the scenario format fixes (docs/reference/scenario.md), so that swapping `exponential` for
 `deterministic` keeps the throughput and only changes the shape.
 """
 

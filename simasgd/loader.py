@@ -200,9 +200,9 @@ def _allowed_keys(key: str) -> str:
     for part in key.split(".")[:-1]:
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:
-            return "see DESIGN.md"
+            return "see docs/reference/scenario.md"
         ann = field.annotation
         model = next((a for a in getattr(ann, "__args__", (ann,)) if hasattr(a, "model_fields")), None)
         if model is None:
-            return "see DESIGN.md"
+            return "see docs/reference/scenario.md"
     return ", ".join(k for k in model.model_fields if k != "base_dir")

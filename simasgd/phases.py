@@ -1,6 +1,6 @@
 """Where a cycle's time goes: read, gradient, update and the time between cycles, per attempt.
 
-From the phase boundaries of ``updates.parquet`` (DESIGN.md, "RunResult and the results folder"):
+From the phase boundaries of ``updates.parquet`` (docs/reference/results-format.md):
 
 - ``read``     = t_grad_start − t_start   (read-side lock wait and the copy of the model)
 - ``gradient`` = t_grad_end − t_grad_start

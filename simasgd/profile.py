@@ -1,4 +1,4 @@
-"""The calibrated machine profile's file format (``machine.preset = "this"``; executors/PROFILE.md).
+"""The calibrated machine profile's file format (``machine.preset = "this"``; docs/profile.md).
 
 simasgd owns the format: how a workload is keyed (:func:`workload_key`), how
 the file is read (:func:`read`, which checks ``[profile] format`` and
@@ -90,7 +90,7 @@ def _name(k: str) -> str:
 
 def to_toml(profile: dict[str, Any]) -> str:
     """The profile as TOML, ``[profile]`` (format, version) first; None values are left out (TOML has no null)."""
-    lines = ["# simasgd machine profile, written by `simasgd calibrate` (format: executors/PROFILE.md)", ""]
+    lines = ["# simasgd machine profile, written by `simasgd calibrate` (format: docs/profile.md)", ""]
 
     def table(name: str, d: dict[str, Any]) -> None:
         scalars = {k: v for k, v in d.items() if not isinstance(v, dict) and v is not None}

@@ -1,4 +1,4 @@
-"""RunResult and the results folder of DESIGN.md.
+"""RunResult and the results folder (docs/reference/results-format.md).
 
 A folder holds ``updates.parquet``, ``curve.parquet`` and ``summary.json``.
 Each file is written to a temporary name and renamed into place, and

@@ -1,8 +1,8 @@
-"""The scenario schema of DESIGN.md as frozen pydantic models.
+"""The scenario schema as frozen pydantic models (docs/reference/scenario.md is generated from them).
 
 Loading, overrides and error reporting live in :mod:`simasgd.loader`; this
 module only says what a valid scenario is. Keys may be added; the keys of
-DESIGN.md must keep working.
+the scenario format must keep working.
 """
 
 from __future__ import annotations

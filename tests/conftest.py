@@ -155,7 +155,7 @@ def make_result(samples: list[np.ndarray], workers: int = 4, rates: list[float] 
 
 
 def geometric(rng: np.random.Generator, m: int, n: int) -> np.ndarray:
-    """THEORY.md: τ ~ Geometric on {0, 1, …} with P(τ=k) = (1/M)(1 − 1/M)^k."""
+    """docs/theory.md: τ ~ Geometric on {0, 1, …} with P(τ=k) = (1/M)(1 − 1/M)^k."""
     return rng.geometric(1.0 / m, size=n) - 1
 
 
@@ -168,7 +168,7 @@ def make_result_fixture() -> Callable[..., RunResult]:
 
 @pytest.fixture(scope="session", name="geometric")
 def geometric_fixture() -> Callable[[np.random.Generator, int, int], np.ndarray]:
-    """``geometric(rng, m, n)``: n draws of THEORY.md's staleness of M workers."""
+    """``geometric(rng, m, n)``: n draws of docs/theory.md's staleness of M workers."""
     return geometric
 
 

@@ -31,7 +31,7 @@ def test_quickstart_loads_and_is_frozen() -> None:
 
 
 def test_design_example_keys_all_accepted(tmp_path: Path) -> None:
-    # The contract's example from DESIGN.md, verbatim in substance.
+    # A contract-style example using most tables (the scenario format: docs/reference/scenario.md).
     p = write(tmp_path, """
 name = "mutex-8-threads"
 seed = 42

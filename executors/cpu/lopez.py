@@ -24,7 +24,7 @@ The definition is ``simasgd.algorithms`` ``lopez``; this is its mechanics on OS 
   the pass that removes it the worker loads the announced step again: below the row's version, no
   step began reading g with it, so the row becomes ``applied = false`` (version kept). Once the master
   has stopped, rows whose version the run did not make become ``applied = false``
-  (:func:`drop_unincluded`). The simulator counts the same way (simasgd/sim/MODEL.md, "Lopez").
+  (:func:`drop_unincluded`). The simulator counts the same way (docs/model.md, "Lopez").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ model — become SimPy events here. Durations come from ``[timing]`` when the
 scenario gives them; otherwise they follow from the machine and the workload:
 
 - gradient: the calibrated profile's samples (preset ``this``, ``[gradient."<workload>"]``
-  of executors/PROFILE.md; those measured with k = min(workers, CPUs) threads at once,
+  of docs/profile.md; those measured with k = min(workers, CPUs) threads at once,
   ``concurrent.k<k>``, when the profile has them) when present, else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
   coefficient of variation ``[sim] gradient_cv``;
 - read: a copy of the model, ``2·d·itemsize`` bytes (load shared, store local);
@@ -77,7 +77,7 @@ class Platform:
         dest = profile_fresh_destinations(machine.profile, sc.workload) \
             if two is not None and sc.sim.leashed_destinations else {}
         # persistence 0 as calibrated with it, where it was: workers that drop fall into step, and a claimed
-        # pass then mostly overlaps the other worker's (executors/PROFILE.md)
+        # pass then mostly overlaps the other worker's (docs/profile.md)
         dropping = sc.algorithm.name == "leashed" and sc.algorithm.param("persistence") == 0
         two = dest.get("claimed_dropping" if dropping and "claimed_dropping" in dest else "claimed", two)
         self._own_fresh_s = {k: dest[k] for k in ("retry", "kept") if k in dest} if self._coherent else {}

@@ -1,4 +1,4 @@
-"""What the simulator reads from a calibrated machine profile (executors/PROFILE.md), table by table.
+"""What the simulator reads from a calibrated machine profile (docs/profile.md), table by table.
 
 Each function returns None (or an empty result) where the profile lacks the table, so a preset machine,
 or a profile calibrated before a table existed, simulates as without that mechanism.
@@ -41,7 +41,7 @@ def workload_table(profile: dict[str, Any] | None, workload: WorkloadConfig) -> 
 
 def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
                      concurrent: int = 1, in_cycle: bool = False) -> distributions.Distribution | None:
-    """Gradient times measured by ``simasgd calibrate`` for this workload (executors/PROFILE.md).
+    """Gradient times measured by ``simasgd calibrate`` for this workload (docs/profile.md).
 
     The table of the same workload and batch size when there is one; else the
     same workload at the nearest measured batch size, scaled by the batch ratio;
@@ -118,14 +118,14 @@ def _seconds(profile: dict[str, Any] | None, workload: WorkloadConfig, keys: dic
 def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[int, float]:
     """The model's steps timed inside a one-thread worker's cycle for this workload (the gradient table of
     the nearest batch size: ``cycle_read_median_s``, ``cycle_update_median_s``, ``cycle_fresh_median_s``,
-    executors/PROFILE.md), by the streams they move; empty when the profile has none."""
+    docs/profile.md), by the streams they move; empty when the profile has none."""
     return _seconds(profile, workload, {READ_COPIES: "cycle_read_median_s", UPDATE_COPIES: "cycle_update_median_s",
                                         FRESH_COPIES: "cycle_fresh_median_s"})
 
 
 def profile_shared_fresh(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
     """Seconds of Leashed-SGD's pass with two workers on two CPUs for this workload
-    (``cycle_fresh_k2_median_s`` of the gradient table at the nearest batch size, executors/PROFILE.md);
+    (``cycle_fresh_k2_median_s`` of the gradient table at the nearest batch size, docs/profile.md);
     None when the profile has none."""
     return _seconds(profile, workload, {0: "cycle_fresh_k2_median_s"}).get(0)
 
@@ -137,11 +137,11 @@ FRESH_DESTINATIONS = ("claimed", "retry", "kept", "claimed_dropping")
 def profile_fresh_destinations(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[str, float]:
     """Seconds of Leashed-SGD's two-worker pass by what it is built into (``cycle_fresh_k2_<kind>_median_s``
     of the gradient table at the nearest batch size, kinds :data:`FRESH_DESTINATIONS`,
-    executors/PROFILE.md): the kinds the profile has."""
+    docs/profile.md): the kinds the profile has."""
     return _seconds(profile, workload, {k: f"cycle_fresh_k2_{k}_median_s" for k in FRESH_DESTINATIONS})
 
 
 def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
     """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
-    table at the nearest batch size, executors/PROFILE.md); None when the profile has none."""
+    table at the nearest batch size, docs/profile.md); None when the profile has none."""
     return _seconds(profile, workload, {0: "cycle_snapshot_median_s"}).get(0)

@@ -46,7 +46,7 @@ def test_hogwild_rows_carry_the_device_versions(hogwild_mlp: Any) -> None:
 
 def test_hogwild_staleness_is_what_the_streams_interleaving_made(hogwild_mlp: Any) -> None:
     # Each row's read version is the number of increments that had happened when it read; a row's
-    # staleness counts the versions of *other* rows made between its read and its write (DESIGN.md).
+    # staleness counts the versions of *other* rows made between its read and its write (docs/results.md).
     u = hogwild_mlp.updates
     for _, row in u.iterrows():
         others = u[(u["worker"] != row["worker"]) & (u["version"] > row["read_version"])

@@ -1,5 +1,5 @@
 """Backup workers in the simulator: every round applies N gradients and discards exactly b; the round
-time is the N-th order statistic of N + b gradient times (k-sync's theory, THEORY.md); it reaches ε."""
+time is the N-th order statistic of N + b gradient times (k-sync's theory, docs/theory.md); it reaches ε."""
 
 from __future__ import annotations
 

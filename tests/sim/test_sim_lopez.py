@@ -1,4 +1,4 @@
-"""Lopez in the simulator follows Alg. 2/3 as written (simasgd/algorithms.py ``lopez``; MODEL.md, Lopez).
+"""Lopez in the simulator follows Alg. 2/3 as written (simasgd/algorithms.py ``lopez``; docs/model.md, Lopez).
 
 The master steps without waiting for gradients; a worker takes its previous gradient out of g before
 it computes the next one; rows are gradients, ``version`` the first step that read g with them.

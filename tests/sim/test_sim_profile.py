@@ -1,6 +1,6 @@
 """The simulator takes its gradient times from the calibrated profile, under the key calibration writes.
 
-A profile is written in executors/PROFILE.md's format (`[gradient."<workload_key>"] samples_s`),
+A profile is written in docs/profile.md's format (`[gradient."<workload_key>"] samples_s`),
 loaded as preset ``this`` the way `simasgd calibrate` output is, and the simulator's gradient
 distribution for the scenario's workload must be exactly the measured samples.
 """

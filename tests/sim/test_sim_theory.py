@@ -1,4 +1,4 @@
-"""The simulator against the closed forms of THEORY.md.
+"""The simulator against the closed forms of docs/theory.md.
 
 Warm-up is discarded; tolerances come from the sample (batch means for
 correlated series, chi-square on a thinned series), never from a pinned run.
@@ -94,7 +94,7 @@ def test_deterministic_equal_times_give_m_minus_one() -> None:
 
 
 def repairman(m: int, lam: float, mu: float) -> tuple[float, float]:
-    """Throughput and mean queueing wait of the M/M/1//M queue (THEORY.md)."""
+    """Throughput and mean queueing wait of the M/M/1//M queue (docs/theory.md)."""
     rho = lam / mu
     terms = [math.factorial(m) / math.factorial(m - n) * rho**n for n in range(m + 1)]
     p0 = 1.0 / sum(terms)

@@ -6,7 +6,7 @@ worker's own update made costs nothing (``[sim] read_elision``, as the executor'
 ``mutex`` uses one :class:`~simasgd.sim.primitives.Mutex`; ``rwlock`` reads
 under a shared read lock and updates under the exclusive write lock. With
 ``[sim] read_lock = false`` the read is a lock-free snapshot and each cycle
-takes the lock once (the finite-source M/M/1//M queue of THEORY.md).
+takes the lock once (the finite-source M/M/1//M queue of docs/theory.md).
 """
 
 from __future__ import annotations

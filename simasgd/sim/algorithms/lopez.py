@@ -21,7 +21,7 @@ The definition (``simasgd.algorithms``, ``lopez``), as simulated:
 
 In the simulator a step reads ``g`` at one instant, so the row's version is exact; on real threads a
 step's read of ``g`` spans time and the step before ``version`` may hold part of the gradient
-(MODEL.md, "Lopez").
+(docs/model.md, "Lopez").
 """
 
 from __future__ import annotations
