@@ -54,6 +54,16 @@ def test_every_scenario_key_is_on_the_page_with_a_description(pages: dict[str, s
             assert f"| `{p.name}` |" in page
 
 
+def test_the_example_scenario_loads(tmp_path: Path) -> None:
+    from simasgd import loader
+    from simasgd.reference.scenario_page import EXAMPLE
+
+    path = tmp_path / "example.toml"
+    path.write_text(EXAMPLE, encoding="utf-8")
+    sc = loader.load(path)
+    assert sc.algorithm.name == "leashed" and sc.algorithm.param("persistence") == 1
+
+
 def test_results_page_lists_every_column_and_summary_field(pages: dict[str, str]) -> None:
     import dataclasses
 

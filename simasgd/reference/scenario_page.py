@@ -22,6 +22,54 @@ from simasgd.reference.common import (
 from simasgd.reference.key_docs import KEY_DOCS
 
 
+# A complete scenario, shown first on the page; the docs test loads it, so it stays valid.
+EXAMPLE = """\
+name = "leashed-8-threads"
+seed = 42
+repeats = 10                      # independent runs, random streams derived from seed
+
+[machine]                         # or preset = "xeon-e5-2687w-v2", or "this" (the calibrated profile)
+sockets = 2
+cores_per_socket = 8
+threads_per_core = 2
+local_latency_ns = 90
+remote_latency_ns = 150
+mem_bandwidth_gbs = 40            # per socket
+link_bandwidth_gbs = 16           # between sockets
+
+[workers]
+count = 8
+placement = "numa"                # "uma" | "numa" | "os" | [logical CPU ids]
+stragglers = { count = 1, slowdown = 4.0 }
+
+[workload]
+model = "mlp"
+layers = [64, 128, 10]
+dataset = "digits"
+batch_size = 64
+
+[timing]                          # optional: left out, times come from the machine
+gradient = { dist = "exponential", mean_s = 1e-3 }
+
+[algorithm]
+name = "leashed"
+persistence = 1                   # failed CAS attempts before an update is dropped
+backoff = { kind = "exponential", initial_s = 1e-6, max_s = 1e-4 }
+
+[optimizer]
+lr = 0.005
+momentum = 0.0
+
+[stop]
+epsilon = 0.05                    # stop at 5% of the initial loss
+max_time_s = 60
+max_updates = 100000
+
+[sim]
+numerics = true                   # false: timing only (staleness, throughput), much faster
+"""
+
+
 def extra_allowed() -> dict[tuple[str, str], str]:
     """Values checked outside the field's type (names of presets, of algorithms, dataset forms)."""
     from simasgd import algorithms, machine
@@ -160,7 +208,8 @@ def scenario_page() -> str:
             "key by its dotted path; `simasgd validate FILE` checks a file without running it. Relative paths "
             "in the file resolve against the file's folder."), "",
            ("Units follow the key's suffix: `_s` seconds, `_ns` nanoseconds, `_us` microseconds, "
-            "`_gbs` GB/s (10⁹ bytes/s), `_gbps` Gb/s (line rate, bits), `_ghz` GHz, `_mb`/`_kb` MB/KB."), ""]
+            "`_gbs` GB/s (10⁹ bytes/s), `_gbps` Gb/s (line rate, bits), `_ghz` GHz, `_mb`/`_kb` MB/KB."), "",
+           "## Example", "", "```toml", EXAMPLE.rstrip(), "```", ""]
     for table, model in tables():
         if model is scenario.AlgorithmConfig:
             out += algorithm_section() + [""]
