@@ -87,6 +87,28 @@ def test_cli_page_lists_every_command(pages: dict[str, str]) -> None:
         assert f"## `simasgd {name}`" in pages["docs/reference/cli.md"]
 
 
+def test_algorithms_page_has_a_section_per_algorithm_naming_its_parameters() -> None:
+    import re
+
+    from simasgd import algorithms
+
+    text = (ROOT / "docs/algorithms.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^### `(\w+)`\n(.*?)(?=^#)", text, flags=re.S | re.M))
+    assert set(sections) == set(algorithms.ALGORITHMS), "one `### `name`` section per algorithm"
+    for name, d in algorithms.ALGORITHMS.items():
+        for p in d.param_names:
+            assert f"`{p}`" in sections[name], f"docs/algorithms.md, {name}: parameter {p} not described"
+        assert "](#" in sections[name] or d.reference == "reference", f"{name}: no source cited"
+
+
+def test_backends_page_describes_every_backend() -> None:
+    from simasgd import backends
+
+    text = (ROOT / "docs/backends.md").read_text(encoding="utf-8")
+    for name in [*backends.BACKENDS, "peer"]:
+        assert f"| `{name}` |" in text, f"docs/backends.md has no row for backend {name!r}"
+
+
 def test_profile_page_names_the_format_and_its_version() -> None:
     from simasgd import profile
 

@@ -79,7 +79,9 @@ def _params(params: list[Any]) -> list[str]:
             " / ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
         kind = "flag" if getattr(p, "is_flag", False) else _param_type(p)
         default = p.default
-        shown = "" if default is None or callable(default) or default == () or default == [] else f"`{default}`"
+        if isinstance(default, (list, tuple)):
+            default = ", ".join(str(x) for x in default) or None
+        shown = "" if default is None or callable(default) else f"`{default}`"
         if isinstance(default, bool):
             shown = f"`{str(default).lower()}`"
         if p.required:
