@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +59,27 @@ def test_the_reader_refuses_what_it_must_not_use(record: Any, tmp_path: Path) ->
 def test_the_machine_kind_is_vendor_and_family(record: Any, model: str, kind: str) -> None:
     assert record.machine_kind(model) == kind
     assert record.current_path("cpu_throughput", record.machine_kind(model)).name == f"cpu_throughput_{kind}.json"
+
+
+def test_every_committed_record_reads_at_its_schema(record: Any) -> None:
+    """Each current result file is a record its benchmark's reader accepts, one per machine kind."""
+    files = sorted((ROOT / "benchmarks" / "results").glob("cpu_throughput_*.json"))
+    assert {p.stem.removeprefix("cpu_throughput_") for p in files} >= {"amd_epyc", "intel_xeon"}
+    for path in files:
+        doc = record.read(path, "cpu_throughput", 1)
+        assert re.fullmatch(r"[0-9a-f]{40}", doc["commit"]), path  # the code the figures were measured with
+        assert record.machine_kind(doc["machine"]["cpu_model"]) == path.stem.removeprefix("cpu_throughput_")
+        assert doc["rows"] and doc["verdicts"]
+
+
+def test_cpu_throughput_prints_its_tables_from_a_record_and_refuses_another(record: Any, tmp_path: Path) -> None:
+    script = ROOT / "benchmarks" / "cpu_throughput.py"
+    run = subprocess.run([sys.executable, str(script), "--table",
+                          str(ROOT / "benchmarks" / "results" / "cpu_throughput_amd_epyc.json")],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| goal | worst measured | target | met | where |" in run.stdout and "| 64 | float32 | mutex | 2 |" in run.stdout
+    other = record.write(tmp_path / "x.json", "cuda_streams", 1, {})
+    run = subprocess.run([sys.executable, str(script), "--table", str(other)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode != 0 and "a 'cuda_streams' record, not 'cpu_throughput'" in run.stderr
