@@ -500,8 +500,8 @@ def grad_over_theta(X, idx, shape):
     For a worker's private copy of θ, discarded after its gradient: a worker that copies θ and
     computes the gradient beside the copy keeps three model-sized vectors hot (the shared θ, the
     copy, g), and with them past a core's L2 the copy cost the mutex 0.77 of sequential SGD's rate
-    at B = 16 float64 on a 2 MB-L2 Xeon; over the copy it keeps two, as sequential SGD does (θ, g)
-    (benchmarks/README_cpu.md). A worker loop that uses it calls it as a global, like
+    at B = 16 float64 with a 2 MB L2 a core; over the copy it keeps two, as sequential SGD does (θ, g).
+    A worker loop that uses it calls it as a global, like
     ``loss_and_grad``: a workload's own kernel gets ``executors.kernel.never_over`` in its place."""
     return _by_layout_over(X, idx, shape)
 
