@@ -134,7 +134,7 @@ def test_a_run_whose_cycle_shifted_between_home_probes_is_measured_again(bench: 
 
 
 def test_a_sequential_row_whose_rounds_moved_is_flagged_beside_the_verdicts(bench: Any) -> None:
-    # every ratio of its batch and dtype divides by it (11:17 run: B = 16 float64 rounds 2781, 2716, 3328)
+    # every ratio of its batch and dtype divides by it (as in a run whose B = 16 float64 rounds were 2781, 2716, 3328)
     def seq(batch: int, rounds: list[float]) -> dict[str, Any]:
         return {"algorithm": "sequential", "threads": 1, "batch": batch, "dtype": "float64",
                 "updates_per_s": sorted(rounds)[1], "rounds": rounds, "of_ideal": 1.0, "vs_torch": None}
