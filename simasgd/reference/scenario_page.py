@@ -21,7 +21,6 @@ from simasgd.reference.common import (
 )
 from simasgd.reference.key_docs import KEY_DOCS
 
-
 # A complete scenario, shown first on the page; the docs test loads it, so it stays valid.
 EXAMPLE = """\
 name = "leashed-8-threads"
