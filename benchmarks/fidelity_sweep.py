@@ -119,8 +119,8 @@ def _floor(fid: fidelity.Fidelity) -> str:
 
 def _c2c(r: Any) -> str:
     """The measured runs' core-to-core hand-off (executors/c2c.py), ⚠ where not the profile's placement."""
-    ns = [float(h[k]) for h in metadata.host_records(r.metadata) for k in ("c2c_ns_start", "c2c_ns_end")
-          if isinstance(h.get(k), (int, float))]
+    ns = [float(v) for h in metadata.host_records(r.metadata) for k in ("c2c_ns_start", "c2c_ns_end")
+          if isinstance(v := h.get(k), (int, float))]
     if not ns:
         return "·"
     moved = metadata.topology_warnings(r.metadata, metadata.calibrated_c2c_ns())
@@ -193,7 +193,7 @@ def _phase_cols(fid: fidelity.Fidelity, master: tuple[float, float] | None = Non
     e = ph.explanation
     main = f"{e.phase} {e.delta_s * 1e6:+.1f} µs of {e.cycle_delta_s * 1e6:+.1f}"
     err = _step_err(master)
-    if math.isfinite(err):
+    if master is not None and math.isfinite(err):
         main = (f"master step {master[0] * 1e6:.1f} / {master[1] * 1e6:.1f} µs ({err:+.0%})"
                 + (" ⚠ memory drift" if abs(err) > DRIFT else ""))
     g = gradient_drift(fid)
