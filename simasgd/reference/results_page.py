@@ -21,7 +21,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "initial_loss": "the loss at θ₀, on the workload's evaluation rows",
     "final_loss": "the loss at the end of the run",
     "mean_staleness": "mean staleness of the applied updates",
-    "attempts": "update attempts, dropped ones included",
+    "attempts": "rows of updates.parquet: update attempts (or gradients, where an update combines several), "
+                "dropped ones included",
     "updates_per_s": "applied updates per second (`updates / time_s`)",
     "extra": "backend-specific figures (e.g. `bytes_per_row`, `bytes_total` of distributed algorithms)",
 }
