@@ -29,10 +29,11 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.cpu.entry import Run, Wiring, elided
 from executors.cpu.loops import CODE_VERSION, lock_in, lock_out
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKERS, LINE, OK, S_DEADLINE,
                                   S_ROUND_STOP, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING,
-                                  apply_update, apply_update_mirrored, barrier, out_of_budget, read_copy, record,
+                                  apply_update_mirrored, barrier, out_of_budget, read_copy, record,
                                   sample_batch, seq_update, snapshot_due, spin_pause, straggle, take_snapshot,
                                   wait_go)
 from simasgd.memops import copy_into
@@ -195,19 +196,15 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
 run_ssp, run_backup = _make()
 
 
-def wire_ssp(r: Any) -> Any:
+def wire_ssp(r: Run) -> Wiring:
     """``run_ssp``'s arrays (``wiring.TABLE``): the clocks, each on its own cache line, and the bound s."""
-    from executors.cpu.wiring import Wiring, elided
-
     clocks = np.zeros(r.workers * LINE, dtype=np.int64)
     bound = np.array([r.scenario.algorithm.param("bound")], dtype=np.int64)
     return Wiring(r.loop, lambda w: (clocks, bound), lambda: r.theta, lambda applied: elided(r.ctrl))
 
 
-def wire_backup(r: Any) -> Any:
+def wire_backup(r: Run) -> Wiring:
     """``run_backup``'s arrays: a gradient per worker, the round's places and order, N, the 1-bit residuals."""
-    from executors.cpu.wiring import Wiring
-
     a, n, d = r.scenario.algorithm, r.workers, r.theta.shape[0]
     grads = np.zeros((n, d), dtype=r.theta.dtype)
     arrive = np.zeros(LINE, dtype=np.int64)

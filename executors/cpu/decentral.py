@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.cpu.entry import Run, Wiring
 from executors.cpu.loops import CODE_VERSION
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_CAP, C_MAXU, C_NROWS, C_STALE_AWARE, C_WORKERS, F_LR, F_MOM,
                                   LINE, OK, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING, aborted, out_of_budget,
@@ -136,9 +137,8 @@ def _make(kernels_version: str = CODE_VERSION + parzen.SOURCE_HASH) -> Any:
 run_own = _make()
 
 
-def wire_own(r: Any) -> Any:
+def wire_own(r: Run) -> Wiring:
     """The arrays of ``run_own`` (``wiring.TABLE``): states, velocities, shards, inboxes, counters."""
-    from executors.cpu.wiring import Wiring
     from simasgd import algorithms
 
     a, n, d = r.scenario.algorithm, r.workers, r.theta.shape[0]

@@ -32,6 +32,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.cpu.entry import Run, Wiring
 from executors.cpu.loops import CODE_VERSION
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, LINE, OK, S_VERSION, STOPPED_WAITING,
                                   aborted, apply_update, out_of_budget, record, sample_batch, snapshot_due, spin_pause,
@@ -188,11 +189,9 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
 run_elastic = _make()
 
 
-def wire(r: Any) -> Any:
+def wire(r: Run) -> Wiring:
     """``wiring.TABLE``'s entry for easgd / eawild: the groups' states, barriers, token and distances."""
     from executors.cpu.shared import C_CAP, F_MOM
-    from executors.cpu.wiring import Wiring
-
     a, n, theta = r.scenario.algorithm, r.workers, r.theta
     locked = a.name == "easgd"
     g = 1 if locked else int(a.param("group_size"))

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors.cpu.entry import Run, Wiring
 from executors.cpu.loops import CODE_VERSION
 from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_STALE_AWARE, F_LR, F_MOM, LINE, OK,
                                   S_VERSION, STOPPED_WAITING, lock_release, out_of_budget, record, sample_batch,
@@ -97,10 +98,8 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
 run_param_server = _make()
 
 
-def wire(r: Any) -> Any:
+def wire(r: Run) -> Wiring:
     """``wiring.TABLE``'s entry: one lock per shard, and whether gradients are sent 1-bit."""
-    from executors.cpu.wiring import Wiring
-
     a = r.scenario.algorithm
     shards = max(1, min(int(a.param("shards")), r.theta.shape[0]))
     locks = np.zeros(shards * LINE, dtype=np.int64)

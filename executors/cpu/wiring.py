@@ -14,40 +14,15 @@ any other kernel.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from executors.cpu import bounded, decentral, elastic, leashed, loops, lopez, param_server
-from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, C_SWEEP_ALTERNATE, F_MOM, LINE, S_CONTRIB, S_ELIDED, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu.entry import Run, Wiring, elided
+from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, C_SWEEP_ALTERNATE, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
 from executors.kernel import with_kernel
-
-
-@dataclass
-class Wiring:
-    loop: Any                                   # the worker loop (numba dispatcher)
-    extras: Callable[[int], tuple[Any, ...]]    # worker -> extra arguments after the common head
-    final_theta: Callable[[], np.ndarray]       # θ at the end, once every thread has stopped
-    extra: Callable[[int], dict[str, Any]] = field(default=lambda applied: {})  # summary figures
-    records_per_worker: Callable[[int, int], int] = field(default=lambda w, n: n)  # cap per worker
-    immediate_warmup: bool = False              # warm-up only compiles (the loop cannot finish alone)
-    # (worker, its record count) -> optional updates.parquet columns of its rows (e.g. elastic "distance")
-    row_columns: Callable[[int, int], dict[str, np.ndarray]] = field(default=lambda w, k: {})
-
-
-@dataclass(frozen=True)
-class Run:
-    """What :func:`wire` hands an entry: the run's shared arrays and sizes."""
-    loop: Any
-    ctrl: np.ndarray
-    cfg_i: np.ndarray
-    cfg_f: np.ndarray
-    theta: np.ndarray
-    vel: np.ndarray
-    workers: int
-    scenario: Any = None  # the Scenario, for entries whose arrays follow from it (bounds, data shards)
-    n_rows: int = 0       # training rows of the workload
 
 
 def _plain(r: Run) -> Wiring:
@@ -59,11 +34,6 @@ def _copies(r: Run) -> Wiring:
     """θ (and v) the whole shared state, read into a worker's copy that its update keeps (loops.run_locked):
     the summary counts the reads skipped because θ was unchanged since the worker's own update."""
     return Wiring(r.loop, lambda w: (), lambda: r.theta, lambda applied: elided(r.ctrl))
-
-
-def elided(ctrl: np.ndarray) -> dict[str, Any]:
-    """The summary's count of reads of θ skipped, θ unchanged since the worker's own update (``S_ELIDED``)."""
-    return {"reads_elided": int(ctrl[slot(S_ELIDED)])}
 
 
 def _no_config(algorithm: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:

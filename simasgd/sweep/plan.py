@@ -25,7 +25,7 @@ from typing import Any, Iterable
 from simasgd import algorithms, loader, seeds
 from simasgd.loader import ScenarioError
 from simasgd.scenario import Scenario
-from simasgd.sweep import grid as gridmod
+import simasgd.sweep.grid as gridmod
 from simasgd.sweep.grid import Cell, Grid
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from simasgd.atomicio import atomic_write
 from simasgd.results import ResultsError, RunResult, read_versioned_json
-from simasgd.sweep import grid as gridmod
+import simasgd.sweep.grid as gridmod
 
 FORMAT = "simasgd-sweep"
 FORMAT_VERSION = 2  # 2: a task row's ``diverged`` is ``not_reached`` (tasks of 1 still read)
