@@ -117,6 +117,18 @@ def test_profile_page_names_the_format_and_its_version() -> None:
     assert f"`{profile.FORMAT_VERSION}`" in text
 
 
+def test_profile_page_documents_every_table_the_simulator_reads() -> None:
+    import re
+
+    text = (ROOT / "docs/profile.md").read_text(encoding="utf-8")
+    read = set()
+    for module in (ROOT / "simasgd" / "sim").glob("*.py"):
+        read |= set(re.findall(r"profile or \{\}\)\.get\(\"(\w+)\"\)", module.read_text(encoding="utf-8")))
+    assert {"gradient", "noise", "coherence"} <= read  # the pattern still finds the simulator's reads
+    missing = [t for t in sorted(read) if not re.search(rf"^## `\[{t}[\]\.]", text, flags=re.MULTILINE)]
+    assert not missing, f"docs/profile.md has no section for the profile tables {missing}"
+
+
 @pytest.mark.slow
 def test_site_builds_strictly(tmp_path: Path) -> None:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or shutil.which("mkdocs")
