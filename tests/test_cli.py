@@ -182,3 +182,134 @@ def test_a_scenarios_machine_wins_over_the_profile(tmp_path: Path, monkeypatch: 
     this = loader.from_dict({"machine": {"preset": "this"}}).machine
     assert machine.simulated(this)["source"] == "scenario" and "calibrated profile" in machine.describe(
         machine.simulated(this))
+
+
+# --- --version, config, init --------------------------------------------------------------------
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.strip() == f"simasgd {version('simasgd')}"
+
+
+def test_config_prints_every_default_and_reads_back_as_the_same_scenario(tmp_path: Path) -> None:
+    from simasgd import loader
+    from simasgd.scenario import StopConfig
+
+    res = runner.invoke(app, ["config", QUICK, "-s", "algorithm.name=leashed", "-s", "workers.count=3"])
+    assert res.exit_code == 0, res.output
+    doc = tomllib.loads(res.output)  # valid TOML
+    # What the file sets, the override, a default it leaves out, and the algorithm's own default.
+    assert doc["workers"]["count"] == 3 and doc["workload"]["layers"] == [64, 32, 10]
+    assert doc["stop"]["explode_factor"] == StopConfig().explode_factor and "explode_factor" not in Path(QUICK).read_text()
+    assert doc["algorithm"] == {"name": "leashed", "persistence": float("inf"),
+                                "backoff": {"kind": "none", "initial_s": 1e-06, "max_s": 0.0001, "start": "random"}}
+    assert "# preset: not set; the simulator takes" in res.output  # what is derived at run time is said
+    path = tmp_path / "resolved.toml"
+    path.write_text(res.output)
+    again = runner.invoke(app, ["config", str(path)])
+    assert again.exit_code == 0 and again.output == res.output  # nothing left to resolve
+    a = loader.load(Path(QUICK), ["algorithm.name=leashed", "workers.count=3", "algorithm.persistence=inf",
+                                  "algorithm.backoff=none"])
+    assert loader.load(path).model_dump() == a.model_dump()
+
+
+def test_config_of_a_bad_file_is_one_error_line_exit_2(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["config", QUICK, "-s", "workers.count=0"])
+    assert res.exit_code == 2 and "workers.count = 0" in res.output and "Traceback" not in res.output
+
+
+def test_init_writes_a_valid_example_that_runs_and_never_overwrites(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    res = runner.invoke(app, ["init", str(path)])
+    assert res.exit_code == 0 and path.is_file(), res.output
+    assert path.read_text().startswith("#") and path.read_text().count("#") > 10  # commented
+    ok = runner.invoke(app, ["validate", str(path)])
+    assert ok.exit_code == 0 and f"{path}: ok" in ok.output
+    run = runner.invoke(app, ["run", str(path), *SMALL_SIM, "--out", str(tmp_path / "r")])
+    assert run.exit_code == 0, run.output
+    assert RunResult.load(tmp_path / "r").runs[0].updates == 200
+    before = path.read_text()
+    path.write_text(before + "# mine\n")
+    again = runner.invoke(app, ["init", str(path)])
+    assert again.exit_code == 2 and "exists" in again.output and path.read_text().endswith("# mine\n")
+    assert runner.invoke(app, ["init", str(path), "--force"]).exit_code == 0 and path.read_text() == before
+
+
+# --- one meaning for -b, one name for the figure folder, --svg wherever figures are written ----------
+
+def test_b_is_the_backend_in_every_command_that_takes_one() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    takes = {}
+    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
+        for p in cmd.params:
+            if "-b" in p.opts:
+                takes[name] = p.opts
+    assert set(takes) == {"run", "sweep", "compare"}
+    assert all("--backend" in opts for opts in takes.values()), takes
+
+
+def test_compare_takes_its_two_backends_as_b_twice(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["compare", QUICK, "-b", "serial", "-b", "sim", "--out", str(tmp_path / "c"), "-n", "1",
+                              "-s", "stop.max_updates=100", "-s", "stop.eval_every_updates=50"])
+    assert res.exit_code == 0, res.output
+    doc = __import__("json").loads((tmp_path / "c" / "fidelity.json").read_text())
+    assert doc["predicted"]["backend"] == "sim" and doc["reference"]["backend"] == "serial"
+    one = runner.invoke(app, ["compare", QUICK, "-b", "sim", "--out", str(tmp_path / "d")])
+    assert one.exit_code == 2 and "two different backends" in one.output
+
+
+def test_figure_folder_option_is_figures_and_svg_goes_with_it(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert runner.invoke(app, ["run", QUICK, "-b", "serial", "-n", "1", "-s", "stop.max_updates=100",
+                               "--out", str(out)]).exit_code == 0
+    res = runner.invoke(app, ["plot", str(out), "--figures", str(tmp_path / "figs"), "--svg"])
+    assert res.exit_code == 0, res.output
+    pngs = {p.stem for p in (tmp_path / "figs").glob("*.png")}
+    assert pngs and pngs == {p.stem for p in (tmp_path / "figs").glob("*.svg")}
+    # The old name still works, hidden from --help.
+    assert runner.invoke(app, ["plot", str(out), "-o", str(tmp_path / "old")]).exit_code == 0
+    assert list((tmp_path / "old").glob("*.png"))
+    assert "--out" not in runner.invoke(app, ["plot", "--help"]).output
+
+
+@pytest.mark.slow
+def test_sweep_summary_writes_figures_and_svg(tmp_path: Path) -> None:
+    grid = str(REPO / "tests" / "sweep" / "small_grid.toml")
+    res = runner.invoke(app, ["sweep", grid, "-b", "serial", "-j", "0", "-n", "1", "-s", "stop.max_updates=40",
+                              "-o", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["sweep-summary", str(tmp_path / "s"), "--figures", str(tmp_path / "f"), "--svg"])
+    assert res.exit_code == 0, res.output
+    pngs = {p.stem for p in (tmp_path / "f").glob("*.png")}
+    assert len(pngs) == 2 and pngs == {p.stem for p in (tmp_path / "f").glob("*.svg")}
+
+
+def test_every_command_that_writes_figures_takes_svg() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    for name in ("plot", "compare", "sweep-summary"):
+        assert any("--svg" in p.opts for p in group.commands[name].params), name  # type: ignore[attr-defined]
+
+
+# --- list ----------------------------------------------------------------------------------------
+
+def test_list_shows_every_workload_dataset_preset_and_shipped_scenario() -> None:
+    from simasgd.machine import PRESETS
+    from simasgd.scenario import WorkloadConfig
+    from simasgd.sim import gpu, network
+
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    models = WorkloadConfig.model_fields["model"].annotation.__args__  # type: ignore[union-attr]
+    names = [*models, "digits", "synthetic", "mnist:PATH", "cifar10:PATH", *PRESETS, "this", *gpu.names(),
+             *network.PRESETS]
+    missing = [n for n in names if n not in res.output]
+    assert not missing, missing
+    shipped = sorted(str(p.relative_to(REPO)) for p in (REPO / "scenarios").rglob("*.toml"))
+    assert shipped and [s for s in shipped if s not in res.output] == []
+    assert "A small scenario that runs in seconds on any backend" in res.output  # quickstart's own comment

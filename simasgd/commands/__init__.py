@@ -11,6 +11,17 @@ import typer
 EXIT_BAD_INPUT = 2
 
 
+def version() -> str:
+    """simasgd's version as installed (``pip install -e .`` from a clone records it from pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("simasgd")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def console(stderr: bool = False):
     from rich.console import Console
 

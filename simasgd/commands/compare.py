@@ -16,15 +16,16 @@ def register(app: typer.Typer) -> None:
 
 
 def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file (TOML) to run on both backends."),
-            backends: str = typer.Option("sim,cpu", "--backends", "-b",
-                                         help="Two backends; the simulator is the prediction, the other the reference."),
+            backend: list[str] = typer.Option(["sim", "cpu"], "--backend", "-b", "--backends",
+                                              help="The two backends, -b sim -b cpu or -b sim,cpu: the simulator "
+                                                   "is the prediction, the other the reference."),
             out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder (default results/compare-<name>)."),
             overrides: list[str] = OverrideOpt,
             repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
             results: Optional[list[Path]] = typer.Option(None, "--results", help="Compare two existing results folders: "
                                                          "--results PREDICTED --results REFERENCE (or two paths)."),
             extra: list[Path] = typer.Argument(None, hidden=True),
-            svg: bool = typer.Option(False, "--svg", help="Also write SVG figures."),
+            svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG (in OUT/figures)."),
             quick_calibration: bool = typer.Option(False, "--quick-calibration",
                                                    help="If this machine has no profile yet, calibrate briefly."),
             ) -> None:
@@ -37,7 +38,7 @@ def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file 
             out = out or Path("results") / f"compare-{folders[0].name}-vs-{folders[1].name}"
             fid, res = fidelity.compare_folders(folders[0], folders[1], out)
         else:
-            fid, res, out = _run(scenario, backends, out, overrides, repeats, quick_calibration)
+            fid, res, out = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration)
         report = plots.write_report(out, fid, res, svg)
     print_fidelity(fid)
     _stability(res)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import typer
@@ -108,11 +109,14 @@ def _stats(values: list[object]) -> list[str]:
 
 
 def list_things() -> None:
-    """List algorithms (with parameters), backends, workloads and machine presets."""
+    """List algorithms (with parameters and backends), backends, workloads, dataset forms, machine, GPU and
+    network presets, and the shipped scenarios."""
+    from rich.markup import escape
     from rich.table import Table
 
     from simasgd import algorithms, backends
-    from simasgd.machine import PRESETS
+    from simasgd.machine import FALLBACK_PRESET, PRESETS, profile_path
+    from simasgd.sim import gpu, network
 
     con = console()
     t = Table(title="algorithms")
@@ -132,7 +136,46 @@ def list_things() -> None:
     con.print(t)
     con.print("serial runs any scenario as plain sequential SGD: the reference the others are compared with")
     con.print("backends: " + ", ".join(f"{b}{'' if ok else ' (unavailable)'}" for b, ok in backends.available().items()))
-    con.print("workloads: mlp, logreg, least_squares (sparse = true for sparse rows); datasets: digits, synthetic, mnist:PATH")
-    con.print("  torch: your own nn.Module (module = \"pkg.mod:factory\"; backends sim, serial, torch; "
-              "pip install 'simasgd[torch]')", markup=False)
-    con.print("machine presets: " + ", ".join([*PRESETS, "this (calibrated: simasgd calibrate)"]))
+    con.print("workloads (workload.model): " + ", ".join(f"{k} ({v})" for k, v in WORKLOADS.items()), markup=False)
+    con.print("datasets (workload.dataset): " + ", ".join(f"{k} ({v})" for k, v in DATASETS.items()), markup=False)
+    here = "this machine's profile exists" if profile_path().is_file() else "none yet: `simasgd calibrate`"
+    con.print(f"machine presets (machine.preset): {', '.join(PRESETS)}, this (the calibrated profile "
+              f"{profile_path()}: {here}); no [machine]: this when the profile exists, else {FALLBACK_PRESET}",
+              markup=False)
+    con.print(f"GPU presets (machine.preset): {', '.join(gpu.names())} ({gpu.PROFILE_PRESET}: `simasgd calibrate --gpu`)",
+              markup=False)
+    con.print("network presets (network.preset): " + ", ".join(
+        f"{k} ({'shared memory' if v is None else f'{v[0]:g} Gb/s, {v[1]:g} µs'})" for k, v in network.PRESETS.items()),
+        markup=False)
+    s = Table(title="shipped scenarios")
+    s.add_column("file", no_wrap=True)
+    s.add_column("what")
+    for path, what in shipped_scenarios():
+        s.add_row(escape(path), escape(what))
+    con.print(s)
+
+
+WORKLOADS = {"mlp": "multi-layer perceptron, workload.layers", "logreg": "logistic regression",
+             "least_squares": "linear least squares; sparse = true for sparse rows",
+             "cnn": "conv, ReLU, pool, dense", "torch": "your nn.Module: module = \"pkg.mod:factory\""}
+DATASETS = {"digits": "scikit-learn's 8x8 digits, no download", "synthetic": "a Gaussian mixture of "
+            "workload.samples x features", "mnist:PATH": "MNIST's IDX files in PATH",
+            "cifar10:PATH": "CIFAR-10's binary batches in PATH"}
+
+
+def shipped_scenarios(root: Path | None = None, width: int = 110) -> list[tuple[str, str]]:
+    """Each scenarios/**/*.toml with the first sentence of its opening comment (or its name, if it has
+    none), cut to ``width`` characters; ``root``: the scenarios folder (default: the clone's)."""
+    base = root or Path(__file__).resolve().parents[2] / "scenarios"
+    out = []
+    for p in sorted(base.rglob("*.toml")):
+        head = []
+        for line in p.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("#"):
+                break
+            head.append(line.lstrip("#").strip())
+        text = " ".join(x for x in head if x)
+        end = re.search(r"\.\s+(?=[A-Z])", text)  # a sentence's end, not "Fig. 4.2"
+        text = text[: end.start() + 1] if end else text
+        out.append((str(p.relative_to(base.parent)), text if len(text) <= width else text[: width - 1] + "…"))
+    return [(path, what or Path(path).stem) for path, what in out]

@@ -15,8 +15,10 @@ def register(app: typer.Typer) -> None:
 
 
 def plot(folder: Path = typer.Argument(..., help="A results folder, a compare folder, or a folder of results folders."),
-         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write figures (default FOLDER/figures)."),
+         figures: Optional[Path] = typer.Option(None, "--figures", "-f",
+                                                help="Where to write figures (default FOLDER/figures)."),
          svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG."),
+         out: Optional[Path] = typer.Option(None, "--out", "-o", hidden=True, help="Old name of --figures."),
          ) -> None:
     """Draw staleness histograms (pooled, per worker), loss curves, time-to-ε boxes, updates/s vs threads."""
     from simasgd import plots
@@ -26,7 +28,7 @@ def plot(folder: Path = typer.Argument(..., help="A results folder, a compare fo
             from simasgd.results import ResultsError
 
             raise ResultsError(f"{folder}: no such folder")
-        written = plots.plot_folder(folder, out, svg)
+        written = plots.plot_folder(folder, figures or out, svg)
     con = console()
     for p in written:
         con.print(str(p), markup=False)

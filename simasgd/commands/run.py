@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -14,7 +14,7 @@ OverrideOpt = typer.Option([], "--set", "-s", help="Override a scenario key: -s 
 BACKEND_HELP = "Backend: sim | serial | cpu | torch | cuda | gpu (`simasgd list` shows which runs what)."
 
 
-def backend_option(default: str = "sim") -> typer.models.OptionInfo:
+def backend_option(default: str = "sim") -> Any:  # typer.Option: typed as the parameter it fills
     """``-b/--backend``: the one meaning of ``-b`` in every command (compare takes it twice)."""
     return typer.Option(default, "--backend", "-b", help=BACKEND_HELP)
 

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Optional
 import typer
 
 from simasgd.commands import console, user_errors
+from simasgd.commands.run import backend_option
 
 GRID_HELP = ("Sweep a key: KEY=V1,V2,... (TOML values; bare words are strings) or KEY=START:STOP:STEP "
              "(inclusive) or KEY=START:STOP:*FACTOR. Repeatable; several form the product; "
@@ -26,7 +27,7 @@ def register(app: typer.Typer) -> None:
 def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may hold a \\[sweep.grid] table."),
           grid: list[str] = typer.Option([], "--grid", "-g", help=GRID_HELP),
           overrides: list[str] = typer.Option([], "--set", "-s", help="Override a key for every cell: -s stop.max_updates=1000."),
-          backend: str = typer.Option("sim", "--backend", "-b", help="serial | sim | cpu | cuda"),
+          backend: str = backend_option(),
           repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Repeats per cell (overrides `repeats`)."),
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="Sweep folder (default sweeps/<name>-<backend>)."),
           jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0,
@@ -110,11 +111,14 @@ def _note_real_backend(backend: str, jobs: Optional[int], dask: Optional[str]) -
 
 
 def sweep_summary(folder: Path = typer.Argument(..., help="A sweep folder written by `simasgd sweep`."),
-                  plots: Optional[Path] = typer.Option(None, "--plots", help="Write heatmaps (PNG) to this folder."),
+                  figures: Optional[Path] = typer.Option(None, "--figures", "-f",
+                                                         help="Write heatmaps (PNG) to this folder."),
+                  svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG."),
                   max_crash: float = typer.Option(0.1, "--max-crash", min=0.0, max=1.0,
                                                   help="Largest fraction of crashed repeats a setting may have."),
                   within: float = typer.Option(0.1, "--within", min=0.0,
                                                help="Count settings within this fraction of the fastest."),
+                  plots: Optional[Path] = typer.Option(None, "--plots", hidden=True, help="Old name of --figures."),
                   ) -> None:
     """The fastest stable setting per algorithm x threads (Ek 2021, Table 4.3), and heatmaps."""
     from simasgd.sweep import analysis, store
@@ -128,6 +132,7 @@ def sweep_summary(folder: Path = typer.Argument(..., help="A sweep folder writte
         con.width = max(con.width, 200)  # a file or pipe: do not squeeze the table into 80 columns
     analysis.print_table(table, con, title=f"{manifest['scenario'].get('name')} · {manifest['backend']} · "
                                                   f"{len(df)} runs")
-    if plots is not None:
-        written = analysis.heatmaps(df, plots, manifest=manifest)
-        console().print(f"{len(written)} heatmaps -> {plots}", markup=False)
+    figures = figures or plots
+    if figures is not None:
+        written = analysis.heatmaps(df, figures, manifest=manifest, svg=svg)
+        console().print(f"{len(written)} figures -> {figures}", markup=False)

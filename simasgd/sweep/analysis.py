@@ -155,9 +155,10 @@ def _fmt(v: Any) -> str:
 
 
 def heatmaps(df: pd.DataFrame, out: str | Path, manifest: dict[str, Any] | None = None,
-             axes: tuple[str, str] = AXES, max_crash: float = 0.1) -> list[Path]:
+             axes: tuple[str, str] = AXES, max_crash: float = 0.1, svg: bool = False) -> list[Path]:
     """Mean time to ε over (x, y) = (batch, lr) per algorithm x threads, each cell annotated with crashes (C)
-    and runs that did not reach ε (N). Returns the PNGs written (none if the grid has fewer than two setting keys)."""
+    and runs that did not reach ε (N). Returns the PNGs written, and with ``svg`` an SVG beside each (none if
+    the grid has fewer than two setting keys)."""
     if df.empty:
         return []
     s = settings(df, manifest, max_crash)
@@ -175,12 +176,12 @@ def heatmaps(df: pd.DataFrame, out: str | Path, manifest: dict[str, Any] | None 
         key = key if isinstance(key, tuple) else (key,)
         label = ", ".join(f"{k}={v}" for k, v in zip(facets, key) if not pd.isna(v))  # unset: no label
         path = folder / f"heatmap_{_slug(label) or 'all'}.png"
-        _heatmap(part, x, y, label, unit, path)
-        written.append(path)
+        _heatmap(part, x, y, label, unit, path, svg)
+        written += [path, path.with_suffix(".svg")] if svg else [path]
     return written
 
 
-def _heatmap(part: pd.DataFrame, x: str, y: str, label: str, unit: str, path: Path) -> None:
+def _heatmap(part: pd.DataFrame, x: str, y: str, label: str, unit: str, path: Path, svg: bool = False) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,6 +210,8 @@ def _heatmap(part: pd.DataFrame, x: str, y: str, label: str, unit: str, path: Pa
     ax.set_title(f"{label}\nC = crashed runs, N = runs that did not reach ε, box = fastest stable", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    if svg:
+        fig.savefig(path.with_suffix(".svg"))
     plt.close(fig)
 
 

@@ -1,0 +1,169 @@
+"""``simasgd config`` (a scenario as resolved, every default written out) and ``simasgd init`` (an example)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from simasgd.commands import EXIT_BAD_INPUT, console, user_errors, version
+from simasgd.commands.run import OverrideOpt
+
+
+def register(app: typer.Typer) -> None:
+    app.command("config")(config)
+    app.command("init")(init)
+
+
+def config(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
+           overrides: list[str] = OverrideOpt) -> None:
+    """Print the scenario as resolved: every key with the value a run uses (TOML; unset keys as comments)."""
+    from simasgd import loader
+
+    with user_errors(scenario):
+        sc = loader.load(scenario, overrides)
+        text = resolved_toml(sc)
+    sys.stdout.write(text)
+
+
+def resolved_toml(sc: Any) -> str:
+    """The scenario's every key as TOML: its values, the defaults of what it leaves out, and the chosen
+    algorithm's parameters at their registry defaults. A key with no value (derived at run time, or an
+    optional table left out) is a comment saying so. Loading the text gives the same resolved scenario."""
+    from simasgd import algorithms, loader
+
+    doc = sc.model_dump(mode="python")
+    algo = doc["algorithm"]
+    for p in algorithms.ALGORITHMS[algo["name"]].params:
+        if algo.get(p.name) is None:
+            algo[p.name] = p.default
+    # Through the loader once more, so that a parameter's default is written as the scenario reads it
+    # (backoff = "none" becomes its table).
+    filled = loader.from_dict({"algorithm": {k: v for k, v in algo.items() if v is not None},
+                               "workers": {"count": sc.workers.count}})
+    # Other algorithms' parameters do not apply: left out.
+    doc["algorithm"] = filled.algorithm.model_dump(mode="python", exclude_none=True)
+    lines = [f"# {sc.name}: the scenario as resolved by simasgd {version()} (`simasgd config`)",
+             f"# {_machine_note(sc)}", ""]
+    for k, v in doc.items():
+        if not isinstance(v, dict) and v is not None:
+            lines.append(f"{_key(k)} = {_value(v)}")
+    hints = {"machine": {k: f"not set; the simulator takes {v}" for k, v in _machine_values(sc).items()}}
+    if doc["workload"].get("data") is not None:  # the scenario refuses both: its data come from the factory
+        doc["workload"]["dataset"] = None
+        hints["workload"] = {"dataset": "not used: `data` gives the data"}
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            _table(lines, _key(k), v, hints.get(k, {}))
+        elif v is None:
+            lines += ["", f"# [{k}] not set"]
+    return "\n".join(lines) + "\n"
+
+
+def _machine_note(sc: Any) -> str:
+    from simasgd.machine import describe, simulated
+
+    return "sim backend: " + describe(simulated(sc.machine))
+
+
+def _machine_values(sc: Any) -> dict[str, str]:
+    """What the simulator takes for each unset machine key: the preset's value (none for a GPU preset, or
+    a profile that cannot be read: the run says why)."""
+    from dataclasses import asdict
+
+    from simasgd import machine
+
+    if machine.is_gpu(sc.machine):
+        return {}
+    try:
+        m = machine.resolve(sc.machine)
+    except machine.MachineError:
+        return {}
+    return {"preset": _value(machine.preset_of(sc.machine)),
+            **{k: _value(v) for k, v in asdict(m).items() if k not in ("name", "profile")}}
+
+
+def _table(lines: list[str], name: str, d: dict[str, Any], hints: dict[str, str] | None = None) -> None:
+    lines += ["", f"[{name}]"]
+    for k, v in d.items():
+        if v is None and (hints or {}).get(k):
+            lines.append(f"# {_key(k)}: {hints[k]}")  # type: ignore[index]
+        elif v is None:
+            lines.append(f"# {_key(k)}: not set")
+        elif not isinstance(v, dict):
+            lines.append(f"{_key(k)} = {_value(v)}")
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _table(lines, f"{name}.{_key(k)}", v)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else ("inf" if v == math.inf else "-inf" if v == -math.inf else repr(v))
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items() if x is not None) + "}"
+    return _value(str(v))
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() and k.isascii() else '"' + k.replace('"', '\\"') + '"'
+
+
+EXAMPLE = '''\
+# An example scenario (written by `simasgd init`). Every key is optional; `simasgd config FILE` prints
+# the whole scenario with its defaults, docs/scenario.md describes each key.
+name = "example"
+seed = 0        # every random number of a run derives from (seed, repeat, role, worker)
+repeats = 3     # independent runs of the same setting
+
+# No [machine] table: the simulator runs on this machine's calibrated profile (`simasgd calibrate`)
+# when there is one, else on the "laptop-2core" preset. Name one to simulate another machine:
+# [machine]
+# preset = "xeon-e5-2687w-v2"
+
+[workers]
+count = 4               # threads (or processes, streams) training one model
+placement = "os"        # "os" | "uma" (fill a socket first) | "numa" (alternate sockets) | [cpu, ...]
+
+[workload]
+model = "mlp"           # "mlp" | "logreg" | "least_squares" | "cnn" | "torch"
+layers = [64, 32, 10]   # input, hidden..., classes
+dataset = "digits"      # scikit-learn's digits (no download) | "synthetic" | "mnist:PATH" | "cifar10:PATH"
+batch_size = 16
+
+[algorithm]
+name = "hogwild"        # `simasgd list` shows every algorithm, its parameters and its backends
+
+[optimizer]
+lr = 0.05
+momentum = 0.0
+
+[stop]
+epsilon = 0.1           # target: 10% of the initial training loss (0: no target, run the budget)
+max_updates = 4000      # budget: whichever of updates and seconds runs out first
+max_time_s = 10
+eval_every_updates = 50 # how often the loss is measured
+'''
+
+
+def init(path: Path = typer.Argument(Path("scenario.toml"), help="Where to write the example scenario."),
+         force: bool = typer.Option(False, "--force", help="Overwrite PATH if it exists.")) -> None:
+    """Write an example scenario (commented) to start from."""
+    if path.exists() and not force:
+        print(f"error: {path} exists; choose another PATH or pass --force", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(EXAMPLE)
+    console().print(f"wrote {path}: `simasgd run {path}` runs it on the simulator, "
+                    f"`simasgd config {path}` shows every key", markup=False)
