@@ -109,6 +109,16 @@ def test_backends_page_describes_every_backend() -> None:
         assert f"| `{name}` |" in text, f"docs/backends.md has no row for backend {name!r}"
 
 
+def test_model_page_names_every_sim_switch() -> None:
+    import re
+
+    from simasgd.scenario import SimConfig
+
+    text = (ROOT / "docs/model.md").read_text(encoding="utf-8")
+    missing = [k for k in SimConfig.model_fields if not re.search(rf"\b{k}\b", text)]
+    assert not missing, f"docs/model.md does not say what these [sim] keys model: {missing}"
+
+
 def test_profile_page_names_the_format_and_its_version() -> None:
     from simasgd import profile
 
