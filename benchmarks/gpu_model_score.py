@@ -47,6 +47,12 @@ def _workload(model: str) -> Any:
     return build_workload(sc.workload, sc.seed, None)
 
 
+def _key(model: str) -> str:
+    from simasgd import profile
+
+    return profile.workload_key(gpu_check.scenario(_doc(model)).workload)
+
+
 def _one_worker(cells: list[dict[str, Any]], **key: Any) -> dict[str, Any]:
     hit = [c for c in cells if c["workers"] == 1 and all(c[k] == v for k, v in key.items())]
     if not hit:
@@ -69,7 +75,7 @@ def block_table(cells: list[dict[str, Any]]) -> dict[str, Any]:
     # a copy moves θ in and out (2 vectors); the MLP's step (no momentum) θ, g and θ' (3)
     return {"threads": 128, "copy_bytes_per_s": 2 * theta / ph["read"], "step_bytes_per_s": 3 * theta / ph["update"],
             "host_launch_s": streams["meta"]["launch"]["host_launch_us_per_attempt"] * 1e-6,
-            "gradient_flops_per_s": {"mlp": rate(mlp, res), "cnn": rate(cnn, res_cnn)}}
+            "gradient_flops_per_s": {_key("mlp"): rate(mlp, res), _key("cnn"): rate(cnn, res_cnn)}}
 
 
 def write_profile(block: dict[str, Any], out: Path) -> None:

@@ -81,9 +81,10 @@ class SMs:
         self.active: dict[simpy.Event, list[float]] = {}  # event -> [flops left, occupancy]
         self.last, self.generation = 0.0, 0
 
-    def _speed(self, f: float) -> float:
+    def _scale(self) -> float:
+        """rate × min(1, 1/Σf): a job's speed is its occupancy times this (one sum per event, not per job)."""
         demand = sum(x[1] for x in self.active.values())
-        return self.rate * f * min(1.0, 1.0 / demand) if demand > 0 else self.rate * f
+        return self.rate * min(1.0, 1.0 / demand) if demand > 0 else self.rate
 
     def run(self, flops: float, occupancy: float) -> simpy.Event:
         done = self.env.event()
@@ -95,8 +96,9 @@ class SMs:
     def _advance(self) -> None:
         dt = self.env.now - self.last
         if self.active and dt > 0:
+            scale = self._scale()
             for job in self.active.values():
-                job[0] -= dt * self._speed(job[1])
+                job[0] -= dt * job[1] * scale
         self.last = self.env.now
 
     def _reschedule(self) -> None:
@@ -104,7 +106,8 @@ class SMs:
         if not self.active:
             return
         gen = self.generation
-        wait = max(0.0, min(j[0] / self._speed(j[1]) for j in self.active.values()))
+        scale = self._scale()
+        wait = max(0.0, min(j[0] / (j[1] * scale) for j in self.active.values()))
         self.env.timeout(wait).callbacks.append(lambda _ev: self._complete(gen))
 
     def _complete(self, gen: int) -> None:
@@ -239,7 +242,7 @@ def platform(env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, wl: Any) 
 
     costs = gpu_resident.block_costs(gpu)
     if costs is not None:
-        return gpu_resident.platform(env, sc, gpu, costs, run, wl, sc.workload.model)
+        return gpu_resident.platform(env, sc, gpu, costs, run, wl, profile.workload_key(sc.workload))
     return GpuPlatform(env, sc, gpu, run, int(wl.dim), int(np.dtype(wl.dtype).itemsize), float(wl.flops_per_sample),
                        np.asarray(wl.shape))
 

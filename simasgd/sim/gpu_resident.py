@@ -5,7 +5,8 @@ update, as ``executors/resident/kernels.py`` runs it. What the blocks share:
 
 - **their SM**: worker ``w``'s block runs on SM ``w mod sms`` (the block scheduler hands a launch's
   blocks to the SMs in turn). Alone on its SM a block computes its gradient at
-  ``block.gradient_flops_per_s`` (the workload's flops per block-second, measured per workload kind);
+  ``block.gradient_flops_per_s`` (the workload's flops per block-second, measured per workload:
+  ``simasgd.profile.workload_key``);
   the blocks on one SM share its sustained rate ``efficiency × clock × fp32_lanes_per_sm × 2``, each
   getting ``min(its own rate, the SM's rate × its share)`` (:class:`simasgd.sim.gpu.SMs`, one per SM);
 - **device memory**: a read (θ into the worker's copy: 2 vectors moved at ``block.copy_bytes_per_s``
@@ -13,7 +14,9 @@ update, as ``executors/resident/kernels.py`` runs it. What the blocks share:
   at ``block.step_bytes_per_s`` alone) go through ``mem_bandwidth_gbs``, shared the same way;
 - **the lock and CAS words**: mutex's spin lock and Leashed's CAS on the latest index are the sim
   algorithms' own primitives (a serialised critical section, retries), each access costing
-  ``atomic_latency_s``; sync's device-wide barrier is the sim's barrier plus two such accesses.
+  ``atomic_latency_s``; sync's round (a version per N gradients) computes at θ itself, no copy, and its
+  step is split over the N blocks, each stepping 1/N of θ with the N gradients between two device-wide
+  barriers (each an arrival and a release).
 
 Staleness is not modelled: it follows from the order of the events, as on the CPU simulator (the
 version read at the read, ``staleness = version − 1 − read_version``), with the workers of
@@ -34,6 +37,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from simasgd import algorithms
 from simasgd.scenario import GpuConfig, Scenario
 from simasgd.sim.gpu import Gpu, GpuPlatform, SMs
 
@@ -47,7 +51,7 @@ class BlockCosts:
     """A resident worker's rates alone on an idle GPU (the profile's ``[gpu.block]`` table)."""
 
     threads: int                                # threads per block the rates were measured at
-    gradient_flops_per_s: Mapping[str, float]   # workload kind (mlp, cnn, ...) → gradient flops per block-second
+    gradient_flops_per_s: Mapping[str, float]   # workload (profile.workload_key) → gradient flops per block-second
     copy_bytes_per_s: float                     # θ bytes one block copies per second (the read)
     step_bytes_per_s: float                     # θ bytes one block steps per second (the update)
     host_launch_s: float = 0.0                  # streams: the host's launch call, holding the interpreter lock
@@ -105,8 +109,8 @@ class ResidentPlatform(GpuPlatform):
             raise ValueError(f"[gpu] threads_per_worker = {threads}: the profile's [gpu.block] "
                              f"rates are for blocks of {costs.threads} threads; calibrate at this size")
         if kind not in costs.gradient_flops_per_s:
-            raise ValueError(f"the profile's [gpu.block] has no gradient rate for workload {kind!r} "
-                             f"(has {sorted(costs.gradient_flops_per_s)})")
+            raise ValueError(f"the profile's [gpu.block] has no gradient rate for workload {kind!r} (has "
+                             f"{sorted(costs.gradient_flops_per_s)}): measure it with one resident worker")
         cap = resident_max(gpu, costs.threads)
         if self.n > cap:
             raise ValueError(f"{self.n} workers: the GPU holds {cap} resident blocks of {costs.threads} threads")
@@ -122,7 +126,13 @@ class ResidentPlatform(GpuPlatform):
         self.step_share = min(1.0, costs.step_bytes_per_s / bw)
         # a step moves θ, g and θ' (3 vectors); with momentum the velocity too (2 more)
         self.step_vectors = 3.0 + (2.0 if sc.optimizer.momentum > 0 else 0.0)
+        # A round of all the workers' gradients (sync): θ does not change while they are computed, so the
+        # kernel computes them at θ itself (no copy), and the N blocks step a slice of θ each with the N
+        # gradients, between two device-wide barriers.
+        defn = algorithms.ALGORITHMS[sc.algorithm.name]
+        self.rounds = self.n > 1 and defn.rows.per == "gradient" and defn.rows.per_version(sc.algorithm, self.n) == self.n
         self.copy_pending = [False] * self.n
+        self.builds_into = [False] * self.n
         self.fused_read = [False] * self.n
         self.cas_latency = [costs.atomic_latency_s] * self.n
         self.handoff_s = [costs.atomic_latency_s] * self.n  # the lock word's line moving to the next holder
@@ -144,7 +154,7 @@ class ResidentPlatform(GpuPlatform):
     def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
         if seconds is not None:
             return self.env.timeout(seconds)
-        if self.fused_read[w]:  # the Lopez master reads the sum inside its step's pass
+        if self.fused_read[w] or self.rounds:  # the Lopez master reads the sum inside its step's pass
             return self.env.timeout(0.0)
         return self._copy(w, part)
 
@@ -153,19 +163,36 @@ class ResidentPlatform(GpuPlatform):
         """The block's step over θ (or its ``part``); racing HOGWILD! writers cost no more here."""
         if seconds is not None:
             return self.env.timeout(seconds)
+        if self.rounds:
+            return self.env.process(self._round_update(part))
+        if self.builds_into[w]:  # a lone Leashed worker too: the kernel always builds in a pool vector
+            return self.update_into(w)
+        return self._step(w, part)
+
+    def _step(self, w: int, part: float = 1.0) -> simpy.Event:
         return self.device_mem.run(self.step_vectors * self.model_bytes * part, self.step_share)
+
+    def _round_update(self, part: float) -> Any:
+        """A round's step, done by all N blocks at once: each its 1/N of θ in and out (with the velocity)
+        and of the N gradients, after a barrier and before the next (each an arrival and a release)."""
+        yield self.env.timeout(2 * self.costs.atomic_latency_s)
+        vectors = (self.n + self.step_vectors - 1) / self.n
+        yield self.device_mem.run(vectors * self.model_bytes * part, self.step_share)
+        yield self.env.timeout(2 * self.costs.atomic_latency_s)
 
     def update_into(self, w: int, dest: str = "claimed") -> simpy.Event:
         """θ_latest − η·g built in another vector of the pool: its lines come in as a copy's, then the step."""
         return self.env.process(self._update_into(w))
 
     def _update_into(self, w: int) -> Any:
+        self.builds_into[w] = False
         yield self._copy(w)
-        yield self.update(w)
+        yield self._step(w)
 
     def touch(self, w: int) -> None:
-        """Leashed's reference to the latest vector: the block copies it before its gradient."""
-        self.copy_pending[w] = True
+        """Leashed's reference to the latest vector: the block copies it before its gradient, and builds its
+        update in another vector of the pool."""
+        self.copy_pending[w] = self.builds_into[w] = True
 
     def lopez_master(self, w: int) -> None:
         """The master's step reads the sum in the same pass (``acc[i] · scale`` per element): no read."""

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from simasgd import backends, fidelity, loader
+from simasgd.profile import workload_key
 from simasgd.sim import gpu_resident
 from simasgd.workloads import build_workload
 
@@ -51,7 +52,7 @@ host_launch_s = {host_launch_s!r}
 atomic_latency_s = 0.0
 
 [gpu.block.gradient_flops_per_s]
-mlp = {BLOCK["gradient_flops_per_s"]!r}
+{workload_key(_scenario(1).workload)} = {BLOCK["gradient_flops_per_s"]!r}
 """
     path = tmp_path / "gpu.toml"
     path.write_text(text)
@@ -146,6 +147,17 @@ def test_mutex_serialises_its_critical_sections(gpu_profile: Any) -> None:
     r = backends.load("sim").run_once(_scenario(n, algorithm="mutex", seconds=300 * (read + grad + update)), 0)
     rate, _ = _steady(r, 10 * (read + grad + update))
     assert rate == pytest.approx(1 / (read + update), rel=0.02)
+
+
+def test_sync_rounds_compute_at_theta_and_split_the_step(gpu_profile: Any) -> None:
+    # A round: every block's gradient at θ itself (no copy), then each steps 1/n of θ with the n gradients:
+    # (n + 2)/n vectors a block, at the step's rate. Versions/s = 1 / (gradient + that).
+    gpu_profile()
+    _, grad, update = _phases()
+    for n in (2, 8):
+        round_s = grad + update / 3 * (n + 2) / n
+        r = backends.load("sim").run_once(_scenario(n, algorithm="sync", seconds=300 * round_s), 0)
+        assert r.runs[0].updates / r.runs[0].time_s == pytest.approx(1 / round_s, rel=0.01)
 
 
 def test_the_model_refuses_what_the_gpu_cannot_hold(gpu_profile: Any, tmp_path: Path) -> None:
