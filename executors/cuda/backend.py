@@ -7,12 +7,12 @@ saying so.
 
 from __future__ import annotations
 
+from executors.cuda import NAME
 from simasgd import algorithms
 from simasgd.progress import Advance
 from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
-NAME = "cuda"
 # The keys of executors/cuda/loops.py's LOOPS, written out so that listing them imports no numba.cuda
 # (tests/cuda checks the two agree).
 ALGORITHMS = frozenset({"sync", "lopez", "hogwild", "leashed"})

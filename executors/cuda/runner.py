@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from executors.cuda import device, lopez
-from executors.cuda.backend import NAME
+from executors.cuda import NAME, device, lopez
 from executors.cuda.loops import LOOPS, SyncRound, Tickets
 from executors.cuda.model import gradient_class
 from executors.cuda.records import Clock, Records

@@ -9,12 +9,12 @@ functions, :mod:`.gradients`) and the conformance tests' constant gradient; othe
 
 from __future__ import annotations
 
+from executors.resident import NAME
 from simasgd import algorithms
 from simasgd.progress import Advance
 from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
-NAME = "gpu"
 ALGORITHMS = frozenset({"sequential", "mutex", "hogwild", "leashed", "sync", "lopez"})
 # Parameter values the kernels implement, where not every value (algorithms.require_values).
 VALUES = {"mutex": {"backoff": ("none",)}, "leashed": {"backoff": ("none",)}, "sync": {"onebit": (False,)}}

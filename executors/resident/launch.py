@@ -19,6 +19,10 @@ from executors.cuda.device import launch_lock
 from executors.resident import device
 
 
+class ExecutorError(RuntimeError):
+    """The kernel or a stream's host thread failed, or a run did not stop."""
+
+
 class Prepared:
     """One worker's launch of a compiled kernel with fixed arguments: a single driver call per attempt."""
 
@@ -139,8 +143,6 @@ class Launcher:
 
     def finish(self, timeout: float) -> None:
         """Join every host thread; raise the first error, or name the threads that did not stop."""
-        from executors.resident.runner import ExecutorError
-
         for t in self.threads:
             t.join(timeout)
         stuck = [t.name for t in self.threads if t.is_alive()]

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from executors.cuda import device as cuda_device
-from executors.resident import device, kernels
+from executors.resident import NAME, device, kernels
 from executors.resident import protocol as P
-from executors.resident.backend import NAME
-from executors.resident.launch import Launcher
+from executors.resident.launch import ExecutorError, Launcher
 from simasgd import seeds
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
@@ -33,10 +32,6 @@ RING = 32            # snapshot slots
 ROW_SLACK = 4        # rows buffer = (max_updates + workers) × this for algorithms that drop or record per gradient
 MAX_ROWS = 20_000_000
 _REHEARSED: set[str] = set()
-
-
-class ExecutorError(RuntimeError):
-    """The kernel or a stream's host thread failed, or a run did not stop."""
 
 
 @dataclass
