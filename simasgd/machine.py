@@ -166,8 +166,8 @@ def describe(record: dict[str, Any] | None) -> str:
     if source == "profile":
         return f"machine: this (calibrated profile {record.get('profile')}; the scenario has no [machine])"
     if source == "preset":
-        return (f"machine: {name} (preset: the scenario has no [machine] and there was no calibrated profile at "
-                f"{record.get('profile')}; `simasgd calibrate` measures this machine)")
+        return (f"machine: {name} (preset; the scenario has no [machine] and there is no calibrated profile at "
+                f"{record.get('profile')}: `simasgd calibrate` makes one)")
     where = f", calibrated profile {record['profile']}" if record.get("profile") else ""
     return f"machine: {name} (the scenario's [machine]{where}{keys})"
 
