@@ -16,14 +16,14 @@ def _feed(stop: StopConfig, losses: list[float]) -> Monitor:
     return m
 
 
-def test_epsilon_reached_stops_and_is_not_diverged() -> None:
+def test_epsilon_reached_stops_and_counts_as_reached() -> None:
     m = _feed(StopConfig(epsilon=0.5), [1.0, 0.8, 0.5, 0.1])
     assert m.reached and m.updates_to_eps == 20 and m.done
     s = m.summary(20, 2.0, np.zeros(3))
     assert not s.not_reached and s.updates_to_eps == 20
 
 
-def test_epsilon_missed_is_diverged() -> None:
+def test_epsilon_missed_is_not_reached() -> None:
     s = _feed(StopConfig(epsilon=0.5), [1.0, 0.9, 0.8]).summary(20, 2.0, np.zeros(3))
     assert s.not_reached and s.updates_to_eps is None
 
