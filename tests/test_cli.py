@@ -313,3 +313,25 @@ def test_list_shows_every_workload_dataset_preset_and_shipped_scenario() -> None
     shipped = sorted(str(p.relative_to(REPO)) for p in (REPO / "scenarios").rglob("*.toml"))
     assert shipped and [s for s in shipped if s not in res.output] == []
     assert "A small scenario that runs in seconds on any backend" in res.output  # quickstart's own comment
+
+
+def test_show_of_a_simulated_result_without_a_machine_record_says_so(tmp_path: Path) -> None:
+    """Results written before the machine was recorded load, and show says the machine is not known."""
+    import json
+
+    out = tmp_path / "r"
+    assert runner.invoke(app, ["run", QUICK, *SMALL_SIM, "--out", str(out)]).exit_code == 0
+    doc = json.loads((out / "summary.json").read_text())
+    del doc["metadata"]["machine"]
+    (out / "summary.json").write_text(json.dumps(doc))
+    shown = runner.invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0 and "machine: not recorded" in shown.output
+
+
+def test_a_sweep_says_which_machine_it_simulates(tmp_path: Path) -> None:
+    grid = str(REPO / "tests" / "sweep" / "small_grid.toml")
+    res = runner.invoke(app, ["sweep", grid, "-b", "sim", "-j", "0", "-n", "1", "-s", "stop.max_updates=20",
+                              "-g", "optimizer.lr=0.05", "-g", "workload.batch_size=16", "-g", "algorithm.name=mutex",
+                              "-o", str(tmp_path / "s")])
+    assert res.exit_code == 0, res.output
+    assert sum(line.startswith("machine: laptop-2core (preset") for line in res.output.splitlines()) == 1

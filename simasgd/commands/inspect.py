@@ -75,8 +75,11 @@ def machine_line(result) -> str | None:
         return describe(result.metadata["machine"])
     try:
         measured = backends.measures_host(result.backend)
+        simulates = hasattr(backends.load(result.backend), "simulated_machine")
     except backends.BackendError:  # imported (peer) or absent here: nothing to say
         return None
+    if simulates:
+        return "machine: not recorded (results written before simasgd recorded the machine it simulated)"
     cpu = result.metadata.get("cpu_model")
     return f"machine: the host it ran on, measured{f' ({cpu})' if cpu else ''}" if measured else None
 

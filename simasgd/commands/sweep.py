@@ -12,7 +12,7 @@ from typing import Any, Iterator, Optional
 import typer
 
 from simasgd.commands import console, user_errors
-from simasgd.commands.run import backend_option
+from simasgd.commands.run import backend_option, say_machine
 
 GRID_HELP = ("Sweep a key: KEY=V1,V2,... (TOML values; bare words are strings) or KEY=START:STOP:STEP "
              "(inclusive) or KEY=START:STOP:*FACTOR. Repeatable; several form the product; "
@@ -54,6 +54,8 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
             _describe(p, out)
             return
         _note_real_backend(p.backend, jobs, dask)
+        if not any(k.startswith("machine.") for k in p.grid):  # one machine for every cell: say which
+            say_machine(p.base, p.backend)
         with _sigterm_unwinds():
             report = runner.run(p, out, jobs=jobs, dask=dask, resume=resume, keep_runs=keep_runs,
                                 retry_failed=retry_failed)
