@@ -29,6 +29,8 @@ sys.path.insert(0, str(HERE))
 
 import gpu_check  # the measured cells' scenarios
 
+from executors.calibration import gpu_block
+
 RESULTS = HERE / "results"
 MEASURED = [RESULTS / "gpu_check_h200_a.json", RESULTS / "gpu_check_h200_b.json"]
 PROFILE = RESULTS / "gpu_profile_h200.toml"
@@ -61,21 +63,22 @@ def _one_worker(cells: list[dict[str, Any]], **key: Any) -> dict[str, Any]:
 
 
 def block_table(cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """``[gpu.block]`` from the 1-worker cells: a block's rates alone on the GPU (phase medians)."""
+    """``[gpu.block]`` from the 1-worker cells: a block's rates alone on the GPU (phase medians), as
+    ``simasgd calibrate --gpu`` measures them (``executors/calibration/gpu_block.py``)."""
     mlp, cnn = _workload("mlp"), _workload("cnn")
     res = _one_worker(cells, algorithm="hogwild", mode="resident", model="mlp")
     res_cnn = _one_worker(cells, algorithm="hogwild", mode="resident", model="cnn")
     streams = _one_worker(cells, algorithm="hogwild", mode="streams", model="mlp")
-    ph = res["phase_median_s"]
-    theta = mlp.dim * np.dtype(mlp.dtype).itemsize
+    def rate(model: str, wl: Any, cell: dict[str, Any]) -> dict[str, float]:
+        ph, sc = cell["phase_median_s"], gpu_check.scenario(_doc(model))
+        return gpu_block.rates(wl.dim * np.dtype(wl.dtype).itemsize, float(wl.flops_per_sample) * cell["batch"],
+                               ph["read"], ph["gradient"], ph["update"], sc.optimizer.momentum)
 
-    def rate(wl: Any, cell: dict[str, Any]) -> float:
-        return float(wl.flops_per_sample) * cell["batch"] / cell["phase_median_s"]["gradient"]
-
-    # a copy moves θ in and out (2 vectors); the MLP's step (no momentum) θ, g and θ' (3)
-    return {"threads": 128, "copy_bytes_per_s": 2 * theta / ph["read"], "step_bytes_per_s": 3 * theta / ph["update"],
+    first = rate("mlp", mlp, res)
+    return {"threads": 128, "copy_bytes_per_s": first["copy_bytes_per_s"], "step_bytes_per_s": first["step_bytes_per_s"],
             "host_launch_s": streams["meta"]["launch"]["host_launch_us_per_attempt"] * 1e-6,
-            "gradient_flops_per_s": {_key("mlp"): rate(mlp, res), _key("cnn"): rate(cnn, res_cnn)}}
+            "gradient_flops_per_s": {_key("mlp"): first["gradient_flops_per_s"],
+                                     _key("cnn"): rate("cnn", cnn, res_cnn)["gradient_flops_per_s"]}}
 
 
 def write_profile(block: dict[str, Any], out: Path) -> None:

@@ -10,7 +10,8 @@ What it measures (``simasgd/sim/gpu.py`` reads the same keys):
 - ``efficiency``: flops/s of a fused multiply-add kernel that fills the GPU, over the peak;
 - ``[gpu.concurrent]``: that kernel's mean time with s = 1, 2, 4, … streams running it at once
   (``streams``; ``all_done_s``: until all s are done; ``kernel_threads``, ``kernel_flops``): the curve
-  the model's SM sharing is held to (``simasgd.sim.gpu.predicted_kernel_s``).
+  the model's SM sharing is held to (``simasgd.sim.gpu.predicted_kernel_s``);
+- ``[gpu.block]`` (on a GPU only): one resident worker's rates alone, ``executors/calibration/gpu_block.py``.
 
 On a GPU, times are CUDA events; under numba's CUDA simulator (tests) they are host times of
 simulated kernels and attributes are placeholders: the table is well formed, ``simulator = true``
@@ -76,6 +77,7 @@ def calibrate(quick: bool = False, log: Callable[[str], None] = lambda s: None) 
     """The ``[gpu]`` table (module docstring)."""
     cuda = device.require()
     sim = device.simulator()
+    from executors.calibration import gpu_block
     from executors.calibration import gpu_kernels as ck
 
     k = {"empty": ck.empty, "copy": ck.copy, "atomics": ck.atomics, "fma": ck.fma}
@@ -130,4 +132,7 @@ def calibrate(quick: bool = False, log: Callable[[str], None] = lambda s: None) 
         "efficiency": min(1.0, flops / alone / peak),
         "concurrent": {"streams": streams_n, "all_done_s": kernel_s, "kernel_threads": threads,
                        "kernel_flops": flops},
+        # one resident worker per study workload (executors/calibration/gpu_block.py); under the simulator a
+        # resident run takes a minute and times nothing, so the table is left out there
+        **({} if sim else {"block": gpu_block.measure(seconds=0.5 if quick else 1.0, log=log)}),
     }
