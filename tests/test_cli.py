@@ -76,8 +76,8 @@ def test_a_parameter_value_the_backend_does_not_run_is_refused_naming_the_file_a
                               "-s", "workers.count=2", "--out", str(out)])
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     errors = [line for line in res.output.splitlines() if line.startswith("error:")]
-    assert errors == [f"error: {QUICK}: backend 'torch': algorithm.onebit = true is not implemented for 'sync'; "
-                      f"allowed: false (the worker processes send their gradients unquantised)"], res.output
+    assert errors == [(f"error: {QUICK}: backend 'torch': algorithm.onebit = true is not implemented for 'sync'; "
+                       f"allowed: false (the worker processes send their gradients unquantised)")], res.output
     assert not out.exists() or not any(out.iterdir())  # nothing ran: no results
 
 

@@ -29,7 +29,7 @@ SMALL = {
 
 def commands() -> list[list[str]]:
     """The command lines of the README's ```bash blocks, comments removed, as argument lists."""
-    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
     return [shlex.split(line, comments=True) for block in blocks for line in block.splitlines()
             if shlex.split(line, comments=True)]
 
@@ -56,7 +56,7 @@ def test_every_readme_command_is_covered() -> None:
 @pytest.mark.parametrize("script", ["scripts/quickstart.sh", "scripts/test.sh", "scripts/setup.sh"])
 def test_the_scripts_exist_and_parse(script: str) -> None:
     assert ["bash", script] in commands() or script == "scripts/setup.sh"
-    res = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True)
+    res = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     # They set themselves up from python3 alone: the venv first, then simasgd into it.
     assert "setup.sh" in (REPO / script).read_text() or "-m venv" in (REPO / script).read_text()
@@ -107,7 +107,7 @@ def test_the_readme_is_a_users_guide_not_a_log() -> None:
     assert len(text.splitlines()) <= 150
     for pattern in (r"\b20\d\d-\d\d-\d\d\b", r"\bissue\s*#?\d", r"\b(EPYC|Xeon|Firecracker)\b", r"\.\./shared",
                     r"\d\d:\d\d UTC", r"\bdiverged\b"):
-        assert not re.search(pattern, text, flags=re.I), pattern
+        assert not re.search(pattern, text, flags=re.IGNORECASE), pattern
 
 
 def test_the_readmes_links_resolve() -> None:

@@ -87,9 +87,7 @@ def machine_line(result) -> str | None:
 def print_busy_host(result, label: str | None = None) -> None:
     """A warning line per run of a real backend that ran while the machine was busy with other work, or
     with its CPUs placed elsewhere than at calibration (core-to-core latency, executors/c2c.py)."""
-    from simasgd.metadata import busy_host_warnings
-
-    from simasgd.metadata import calibrated_c2c_ns, topology_warnings
+    from simasgd.metadata import busy_host_warnings, calibrated_c2c_ns, topology_warnings
 
     workers = int((result.scenario.get("workers") or {}).get("count", 1))
     lines = busy_host_warnings(result.metadata, workers) + topology_warnings(result.metadata, calibrated_c2c_ns())
