@@ -151,6 +151,19 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
         assert (tmp_path / "site" / "notebooks" / notebook.stem / "index.html").exists(), notebook.name
 
 
+def test_paths_the_docs_name_exist() -> None:
+    import re
+
+    pages = [ROOT / "DEVELOPERS.md", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = []
+    for page in pages:
+        for path in re.findall(r"`((?:simasgd|executors|tests|scripts|benchmarks|scenarios|docs|notebooks)/[\w/.\-]+)",
+                               page.read_text(encoding="utf-8")):
+            if not (ROOT / path.split("::")[0].rstrip("/")).exists():
+                missing.append(f"{page.name}: {path}")
+    assert not missing, "the docs name paths that do not exist:\n" + "\n".join(missing)
+
+
 # Built from pieces, so this file does not match its own pattern.
 OUTSIDE = ("shared" + "/", "../" + "shared")
 
