@@ -30,7 +30,7 @@ from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
 NAME = "dist"
-ALGORITHMS = frozenset({"sync", "param_server", "easgd", "eawild"})
+ALGORITHMS = frozenset({"sync", "param_server", "easgd", "eawild", "keuper", "simuparallel"})
 SHARED_MEMORY = ("sequential", "mutex", "rwlock", "hogwild", "leashed", "lopez")
 MEASURES_HOST = True   # real processes on this host (loopback): its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile

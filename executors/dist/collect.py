@@ -33,10 +33,11 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
     updates = int(df["version"].max()) if len(df) else 0
     mon = Monitor(sc.stop, run)
     mon.observe(0.0, 0, wl.eval_loss(theta0))
-    for t, v, theta in _snapshots(holders):
+    mean = bool(holders) and holders[0]["combine"] == "mean"
+    for t, v, theta in _snapshots(holders, mean):
         if v <= updates:
             mon.observe(t, v, wl.eval_loss(theta), theta)
-    final = np.concatenate([r["final"] for r in holders])
+    final = _join([r["final"] for r in holders], mean)
     time_s = float(df["t_write"].max()) if len(df) else 0.0
     if mon.updates[-1] != updates:
         mon.observe(time_s, updates, wl.eval_loss(final), final)
@@ -57,7 +58,7 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
     summary = mon.summary(updates, time_s, df["staleness"].to_numpy()[applied], attempts=len(df), **extra)
     if not math.isfinite(summary.final_loss):
         summary.crashed = True
-    ranks = [{"rank": r["rank"], "role": r["role"], "messages_sent": r["sent"][0], "bytes_sent": r["sent"][1],
+    ranks = [{"rank": r["rank"], "role": r["role"], "host": r["host"], "messages_sent": r["sent"][0], "bytes_sent": r["sent"][1],
               "messages_received": r["received"][0], "bytes_received": r["received"][1], **r["extra"]}
              for r in reports]
     return RunResult(scenario=sc.to_dict(), backend=backend, runs=[summary], updates=df, curve=mon.curve(),
@@ -70,8 +71,18 @@ def _frame(run: int, rows: dict[str, np.ndarray]) -> pd.DataFrame:
                          rows["t_grad_start"], rows["t_grad_end"], rows["distance"])
 
 
-def _snapshots(holders: list[dict[str, Any]]) -> list[tuple[float, int, np.ndarray]]:
-    """θ at each version every holder kept (the shards' slices joined; the latest of their times)."""
+def _join(parts: list[np.ndarray], mean: bool) -> np.ndarray:
+    """θ from its holders' parts: the shards in rank order, or (simuparallel) the mean of the states."""
+    if not mean:
+        return np.concatenate(parts)
+    out = parts[0].copy()
+    for p in parts[1:]:
+        out += p
+    return out / len(parts)
+
+
+def _snapshots(holders: list[dict[str, Any]], mean: bool) -> list[tuple[float, int, np.ndarray]]:
+    """θ at each version every holder kept (joined by :func:`_join`; the latest of their times)."""
     by: list[dict[int, tuple[float, np.ndarray]]] = [{v: (t, x) for t, v, x in r["snaps"]} for r in holders]
     common = sorted(set.intersection(*(set(b) for b in by))) if by else []
-    return [(max(b[v][0] for b in by), v, np.concatenate([b[v][1] for b in by])) for v in common]
+    return [(max(b[v][0] for b in by), v, _join([b[v][1] for b in by], mean)) for v in common]

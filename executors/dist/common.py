@@ -16,15 +16,18 @@ from simasgd import seeds
 class Gradients:
     """Worker ``w``'s gradients: its minibatches (``Role.BATCH``), the workload's kernel, its slowdown."""
 
-    def __init__(self, me: Rank, w: int):
+    def __init__(self, me: Rank, w: int, shard: np.ndarray | None = None):
         self.wl, self.batch = me.wl, me.sc.workload.batch_size
         self.rng = seeds.rng(me.sc.seed, me.run, seeds.Role.BATCH, w)
         self.slowdown = slowdowns(me.sc, me.sc.workers.count)[w]
+        self.shard = shard  # minibatches from these training rows only (keuper's, simuparallel's partition)
 
     def __call__(self, theta: np.ndarray, out: np.ndarray) -> None:
         t = A.clock_ns()  # straggle's clock
         wl: Any = self.wl
-        wl.kernel(theta, wl.X, wl.y, wl.sample_batch(self.rng, self.batch), out, wl.shape)
+        idx = (wl.sample_batch(self.rng, self.batch) if self.shard is None or not len(self.shard)
+               else self.shard[self.rng.integers(0, len(self.shard), self.batch)])
+        wl.kernel(theta, wl.X, wl.y, idx, out, wl.shape)
         straggle(self.slowdown, t)
 
 

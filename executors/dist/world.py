@@ -30,7 +30,7 @@ from simasgd.scenario import Scenario
 
 HEADER = 4                          # int64 words: kind, worker, a, b
 FAIL_ENV = "SIMASGD_DIST_FAIL_RANK"  # test hook: this rank raises after the start barrier
-SERVED = {"sync": 0, "easgd": 1, "eawild": 1}  # ranks before the workers (param_server: its shards)
+SERVED = {"sync": 0, "easgd": 1, "eawild": 1, "keuper": 0, "simuparallel": 0}  # ranks before the workers (param_server: its shards)
 
 
 class DistError(RuntimeError):
@@ -97,6 +97,7 @@ class Rank:
     rows: Rows = field(default_factory=Rows)
     snaps: list[tuple[float, int, np.ndarray]] = field(default_factory=list)  # (t, version, θ or its shard)
     final: np.ndarray | None = None
+    combine: str = "concat"  # θ from the holders' finals and snapshots: their shards joined, or their mean
     extra: dict[str, Any] = field(default_factory=dict)
     sent: list[int] = field(default_factory=lambda: [0, 0])      # messages, bytes
     received: list[int] = field(default_factory=lambda: [0, 0])
@@ -150,8 +151,9 @@ class Rank:
         return int(got), hdr
 
     def report(self) -> dict[str, Any]:
-        return {"rank": self.rank, "role": self.layout.role(self.rank), "rows": self.rows.arrays(),
-                "snaps": self.snaps, "final": self.final, "extra": self.extra,
+        return {"rank": self.rank, "role": self.layout.role(self.rank), "host": socket.gethostname(),
+                "rows": self.rows.arrays(),
+                "snaps": self.snaps, "final": self.final, "combine": self.combine, "extra": self.extra,
                 "sent": list(self.sent), "received": list(self.received)}
 
 
