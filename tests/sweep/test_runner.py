@@ -102,7 +102,7 @@ def test_manifest_records_the_sweep(tmp_path: Path) -> None:
     p = small_plan()
     runner.run(p, tmp_path / "s", jobs=0, body=fakes.fake_body)
     doc = json.loads((tmp_path / "s" / "sweep.json").read_text())
-    assert doc["format"] == "simasgd-sweep" and doc["format_version"] == 1
+    assert doc["format"] == "simasgd-sweep" and doc["format_version"] == store.FORMAT_VERSION == 2
     assert doc["grid"] == p.grid and doc["backend"] == "serial" and doc["repeats"] == 2
     assert doc["scenario"]["workload"]["layers"] == [64, 16, 10]
     doc["format_version"] = 99
