@@ -90,11 +90,15 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     sc = loader.from_dict({"machine": {"preset": "this"}})
     import os
 
+    before = os.environ.get(machine.PROFILE_ENV)  # tests/conftest.py sets one: put it back, not away
     os.environ[machine.PROFILE_ENV] = str(out)
     try:
         assert machine.resolve(sc.machine).gflops_per_core == m.gflops_per_core
     finally:
-        del os.environ[machine.PROFILE_ENV]
+        if before is None:
+            del os.environ[machine.PROFILE_ENV]
+        else:
+            os.environ[machine.PROFILE_ENV] = before
 
 
 def test_calibrate_bad_scenario_is_one_line_exit_2(tmp_path: Path) -> None:
