@@ -5,7 +5,8 @@ For each workload one resident HOGWILD! worker (``[gpu] threads_per_worker`` thr
 while; the medians of its phases (the first 5% of attempts discarded) give the block's rates: the read
 copies θ into the worker's vector (2|θ| bytes moved), the gradient does the workload's flops, the update
 steps θ (|θ| for θ, g and θ' each, and the velocity in and out with momentum). One streams worker's launch
-calls give the host's cost of a launch. ``benchmarks/gpu_model_score.py`` derives the same table from
+calls give the host's cost of a launch; the spread of the first workload's gradient times, attempt to
+attempt (``gradient_cv``), replaces ``[sim] gradient_cv`` on this GPU. ``benchmarks/gpu_model_score.py`` derives the same table from
 ``benchmarks/gpu_check.py``'s 1-worker cells with :func:`rates`.
 """
 
@@ -37,14 +38,16 @@ def rates(theta_bytes: float, gradient_flops: float, read_s: float, gradient_s: 
 
 
 def phase_medians(updates: Any) -> dict[str, float]:
-    """Median read, gradient and update seconds of a run's attempts, the first ``WARMUP`` share discarded."""
+    """Median read, gradient and update seconds of a run's attempts, and the gradient's coefficient of
+    variation (``gradient_cv``), the first ``WARMUP`` share discarded."""
     u = updates.sort_values("t_start")
     u = u.iloc[max(1, int(len(u) * WARMUP)):]
     if not len(u):
         raise RuntimeError("too few attempts to time a block's phases: run it longer")
-    return {"read": float(np.median(u["t_grad_start"] - u["t_start"])),
-            "gradient": float(np.median(u["t_grad_end"] - u["t_grad_start"])),
-            "update": float(np.median(u["t_write"] - u["t_grad_end"]))}
+    grad = (u["t_grad_end"] - u["t_grad_start"]).to_numpy(float)
+    return {"read": float(np.median(u["t_grad_start"] - u["t_start"])), "gradient": float(np.median(grad)),
+            "update": float(np.median(u["t_write"] - u["t_grad_end"])),
+            "gradient_cv": float(grad.std(ddof=1) / grad.mean()) if len(grad) > 1 and grad.mean() > 0 else 0.0}
 
 
 def _scenario(workload: dict[str, Any], mode: str, threads: int, seconds: float, updates: int) -> Any:
@@ -76,6 +79,7 @@ def measure(workloads: list[dict[str, Any]] | None = None, seconds: float = 1.0,
         table["gradient_flops_per_s"][key] = r["gradient_flops_per_s"]
         if i == 0:
             table["copy_bytes_per_s"], table["step_bytes_per_s"] = r["copy_bytes_per_s"], r["step_bytes_per_s"]
+            table["gradient_cv"] = ph["gradient_cv"]
             log(f"one streams worker's launches: {key}")
             res = gpu.run_once(_scenario(wl_doc, "streams", threads, seconds, updates), 0)
             table["host_launch_s"] = float(res.metadata["launch"]["host_launch_us_per_attempt"]) * 1e-6

@@ -56,6 +56,7 @@ class BlockCosts:
     step_bytes_per_s: float                     # θ bytes one block steps per second (the update)
     host_launch_s: float = 0.0                  # streams: the host's launch call, holding the interpreter lock
     atomic_latency_s: float = ATOMIC_LATENCY_S  # one device-scope atomic on a shared word
+    gradient_cv: float | None = None            # a block's gradient time, attempt to attempt (None: [sim] gradient_cv)
 
     @staticmethod
     def from_table(t: Mapping[str, Any]) -> BlockCosts:
@@ -66,7 +67,8 @@ class BlockCosts:
                           gradient_flops_per_s={str(k): float(v) for k, v in dict(t["gradient_flops_per_s"]).items()},
                           copy_bytes_per_s=float(t["copy_bytes_per_s"]), step_bytes_per_s=float(t["step_bytes_per_s"]),
                           host_launch_s=float(t.get("host_launch_s", 0.0)),
-                          atomic_latency_s=float(t.get("atomic_latency_s", ATOMIC_LATENCY_S)))
+                          atomic_latency_s=float(t.get("atomic_latency_s", ATOMIC_LATENCY_S)),
+                          gradient_cv=None if t.get("gradient_cv") is None else float(t["gradient_cv"]))
 
 
 def block_costs(gpu: Gpu) -> BlockCosts | None:
@@ -115,6 +117,8 @@ class ResidentPlatform(GpuPlatform):
         if self.n > cap:
             raise ValueError(f"{self.n} workers: the GPU holds {cap} resident blocks of {costs.threads} threads")
         self.costs = costs
+        if costs.gradient_cv is not None:  # measured on this GPU: a block's own spread, not a CPU's default
+            self.cv = costs.gradient_cv
         sm_rate = sm_flops_per_s(gpu)
         self.block_flops = costs.gradient_flops_per_s[kind]
         self.grad_share = min(1.0, self.block_flops / sm_rate)

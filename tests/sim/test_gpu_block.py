@@ -28,7 +28,7 @@ def test_phase_medians_discard_the_warm_up() -> None:
     slow = np.where(np.arange(n) < 5, 5.0, 1.0)  # the first 5% compile and warm up
     u = pd.DataFrame({"t_start": t0, "t_grad_start": t0 + slow, "t_grad_end": t0 + slow + 2.0,
                       "t_write": t0 + slow + 2.5})
-    assert gpu_block.phase_medians(u) == {"read": 1.0, "gradient": 2.0, "update": 0.5}
+    assert gpu_block.phase_medians(u) == {"read": 1.0, "gradient": 2.0, "update": 0.5, "gradient_cv": 0.0}
 
 
 @pytest.mark.slow
@@ -40,3 +40,4 @@ def test_measure_under_the_cuda_simulator_gives_a_table_the_model_reads() -> Non
     costs = gpu_resident.BlockCosts.from_table(t)
     assert costs.threads == 32 and len(costs.gradient_flops_per_s) == 1
     assert costs.copy_bytes_per_s > 0 and costs.step_bytes_per_s > 0 and costs.host_launch_s > 0
+    assert costs.gradient_cv is not None and costs.gradient_cv >= 0

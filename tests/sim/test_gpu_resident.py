@@ -26,7 +26,7 @@ BLOCK = {"threads": 128, "copy_bytes_per_s": 1e8, "step_bytes_per_s": 2e8, "grad
 
 
 def _profile(tmp_path: Path, host_launch_s: float = 0.0, launch_latency_s: float = 0.0,
-             sm_share: float = 0.25) -> Path:
+             sm_share: float = 0.25, extra: str = "") -> Path:
     """A GPU of SMS SMs whose SM runs 1 / ``sm_share`` blocks at full speed; memory (100 GB/s) never the bottleneck."""
     clock, lanes = 1.0, 64
     efficiency = BLOCK["gradient_flops_per_s"] / sm_share / (clock * 1e9 * lanes * 2)
@@ -50,7 +50,7 @@ copy_bytes_per_s = {BLOCK["copy_bytes_per_s"]!r}
 step_bytes_per_s = {BLOCK["step_bytes_per_s"]!r}
 host_launch_s = {host_launch_s!r}
 atomic_latency_s = 0.0
-
+{extra}
 [gpu.block.gradient_flops_per_s]
 {workload_key(_scenario(1).workload)} = {BLOCK["gradient_flops_per_s"]!r}
 """
@@ -100,6 +100,15 @@ def test_resident_hogwild_round_robin_makes_n_over_t_and_n_minus_one(gpu_profile
     r = backends.load("sim").run_once(_scenario(n, startup_stagger_s=t / n, seconds=200 * t), 0)
     rate, tau = _steady(r, 2 * t)
     assert rate == pytest.approx(n / t, rel=n / (rate * (r.runs[0].time_s - 2 * t)))  # ± one cycle per worker at the edges
+    assert np.all(tau == n - 1)
+
+
+def test_a_measured_gradient_cv_replaces_the_scenarios(gpu_profile: Any) -> None:
+    # The block's own spread, measured on the GPU (0 here), not [sim] gradient_cv's: round-robin stays exact.
+    gpu_profile(extra="gradient_cv = 0.0")
+    t, n = sum(_phases()), 3
+    r = backends.load("sim").run_once(_scenario(n, startup_stagger_s=t / n, seconds=100 * t, gradient_cv=0.5), 0)
+    _, tau = _steady(r, 2 * t)
     assert np.all(tau == n - 1)
 
 
