@@ -21,6 +21,10 @@ threads' barrier). The presets come from public specifications (cited at
 each); ``simasgd calibrate --gpu`` (``executors/calibration/gpu.py``) measures
 a real GPU's, including kernel time against concurrent streams, into the
 profile's ``[gpu]`` table (preset ``this-gpu``).
+
+This kernel-sequence model is the ``cuda`` backend's design. Where the profile also has a block's measured
+rates (``[gpu.block]``), :func:`platform` models the ``gpu`` backend instead: resident blocks or one fused
+launch per attempt (:mod:`simasgd.sim.gpu_resident`).
 """
 
 from __future__ import annotations
