@@ -213,21 +213,20 @@ class ResidentPlatform(GpuPlatform):
 
 class StreamsPlatform(ResidentPlatform):
     """Streams mode: the same block per attempt, launched by the worker's host thread under the shared
-    interpreter lock. The attempt's start (read, or the gradient where there is no read) waits for it."""
+    interpreter lock. The attempt's start (read, or the gradient where there is no read) waits for it; its
+    gradient or its update ends it (a Lopez master's attempt is one step). A lock-based worker's launch is
+    priced at its read, inside the device lock, where the kernel would take the lock after it."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.host_lock = simpy.Resource(self.env, capacity=1)
         self.launch_rest_s = max(0.0, self.gpu.launch_latency_s - self.costs.host_launch_s)
         self.launched = [False] * self.n
-        self.host_wait_s = [0.0] * self.n
 
     def _launch(self, w: int) -> Any:
-        t = self.env.now
         with self.host_lock.request() as req:
             yield req
             yield self.env.timeout(self.costs.host_launch_s)
-        self.host_wait_s[w] += self.env.now - t
         yield self.env.timeout(self.launch_rest_s)
 
     def _launched_then(self, w: int, step: Any) -> Any:
@@ -250,6 +249,7 @@ class StreamsPlatform(ResidentPlatform):
             self.launched[w] = True
             yield from self._launch(w)
         yield from super()._gradient(w)
+        self.begin_attempt(w)  # a round's worker that does not step (sync) launches again for its next
 
     def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
                racing: bool = False, down: bool = False) -> simpy.Event:
@@ -259,7 +259,7 @@ class StreamsPlatform(ResidentPlatform):
 
 
 def platform(env: simpy.Environment, sc: Scenario, gpu: Gpu, costs: BlockCosts, run: int, wl: Any,
-             kind: str) -> ResidentPlatform:
+             workload_key: str) -> ResidentPlatform:
     cls = StreamsPlatform if (sc.gpu or GpuConfig()).mode == "streams" else ResidentPlatform
     return cls(env, sc, gpu, costs, run, int(wl.dim), int(np.dtype(wl.dtype).itemsize), float(wl.flops_per_sample),
-               kind)
+               workload_key)
