@@ -258,6 +258,7 @@ def test_compare_takes_its_two_backends_as_b_twice(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = __import__("json").loads((tmp_path / "c" / "fidelity.json").read_text())
     assert doc["predicted"]["backend"] == "sim" and doc["reference"]["backend"] == "serial"
+    assert "sim: machine: laptop-2core (preset" in res.output  # the simulated side's machine
     one = runner.invoke(app, ["compare", QUICK, "-b", "sim", "--out", str(tmp_path / "d")])
     assert one.exit_code == 2 and "two different backends" in one.output
 

@@ -41,8 +41,18 @@ def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file 
             fid, res, out = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration)
         report = plots.write_report(out, fid, res, svg)
     print_fidelity(fid)
+    _machines(res)
     _stability(res)
     console().print(f"fidelity: {out / 'fidelity.json'}\nreport:   {report}", markup=False)
+
+
+def _machines(results: dict) -> None:
+    """The machine each simulated side ran on (metadata["machine"]), one line each."""
+    from simasgd.machine import describe
+
+    for label, r in results.items():
+        if "machine" in r.metadata:
+            console().print(f"{label}: {describe(r.metadata['machine'])}", markup=False, soft_wrap=True)
 
 
 def _stability(results: dict) -> None:
