@@ -30,7 +30,7 @@ from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
 NAME = "dist"
-ALGORITHMS = frozenset({"sync", "param_server", "easgd", "eawild", "keuper", "simuparallel"})
+ALGORITHMS = frozenset({"sync", "param_server", "easgd", "eawild", "keuper", "simuparallel", "ssp", "backup"})
 SHARED_MEMORY = ("sequential", "mutex", "rwlock", "hogwild", "leashed", "lopez")
 MEASURES_HOST = True   # real processes on this host (loopback): its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
@@ -111,7 +111,7 @@ def _rank_main(sc: Scenario, run: int, wl: Any, rank: int, world: int, port: int
         out = run_rank(sc, run, wl)
         if out is not None:
             results.put(out)
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, which names the rank
+    except BaseException as e:
         errors.put((rank, f"{type(e).__name__}: {e}"))
         os._exit(1)  # leave at once: a clean exit would wait on peers that may never answer
     os._exit(0)

@@ -30,7 +30,7 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
                                                                           reports[0]["rows"]}))
     df = df.sort_values(["version", "t_write"], kind="stable").reset_index(drop=True)
     applied = df["applied"].to_numpy()
-    updates = int(df["version"].max()) if len(df) else 0
+    updates = int(df["version"][applied].max()) if applied.any() else 0
     mon = Monitor(sc.stop, run)
     mon.observe(0.0, 0, wl.eval_loss(theta0))
     mean = bool(holders) and holders[0]["combine"] == "mean"
@@ -58,8 +58,9 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
     summary = mon.summary(updates, time_s, df["staleness"].to_numpy()[applied], attempts=len(df), **extra)
     if not math.isfinite(summary.final_loss):
         summary.crashed = True
-    ranks = [{"rank": r["rank"], "role": r["role"], "host": r["host"], "messages_sent": r["sent"][0], "bytes_sent": r["sent"][1],
-              "messages_received": r["received"][0], "bytes_received": r["received"][1], **r["extra"]}
+    ranks = [{"rank": r["rank"], "role": r["role"], "host": r["host"], "messages_sent": r["sent"][0],
+              "bytes_sent": r["sent"][1], "messages_received": r["received"][0],
+              "bytes_received": r["received"][1], **r["extra"]}
              for r in reports]
     return RunResult(scenario=sc.to_dict(), backend=backend, runs=[summary], updates=df, curve=mon.curve(),
                      metadata={"ranks": ranks, "final_theta_norm": float(np.linalg.norm(final))})
@@ -67,8 +68,8 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
 
 def _frame(run: int, rows: dict[str, np.ndarray]) -> pd.DataFrame:
     return updates_frame(run, rows["worker"].astype(np.int64), rows["version"], rows["read_version"],
-                         rows["t_read"], rows["t_write"], rows["lock_wait_s"], 0, True, rows["t_start"],
-                         rows["t_grad_start"], rows["t_grad_end"], rows["distance"])
+                         rows["t_read"], rows["t_write"], rows["lock_wait_s"], 0, rows["applied"].astype(bool),
+                         rows["t_start"], rows["t_grad_start"], rows["t_grad_end"], rows["distance"])
 
 
 def _join(parts: list[np.ndarray], mean: bool) -> np.ndarray:

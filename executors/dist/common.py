@@ -16,7 +16,7 @@ from simasgd import seeds
 class Gradients:
     """Worker ``w``'s gradients: its minibatches (``Role.BATCH``), the workload's kernel, its slowdown."""
 
-    def __init__(self, me: Rank, w: int, shard: np.ndarray | None = None):
+    def __init__(self, me: Rank, w: int, shard: np.ndarray | None = None) -> None:
         self.wl, self.batch = me.wl, me.sc.workload.batch_size
         self.rng = seeds.rng(me.sc.seed, me.run, seeds.Role.BATCH, w)
         self.slowdown = slowdowns(me.sc, me.sc.workers.count)[w]

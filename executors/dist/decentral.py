@@ -45,12 +45,13 @@ class Inbox(threading.Thread):
     received since the previous call. A header ``(STATE, src)`` precedes each state; ``(END, src)``
     ends the thread."""
 
-    def __init__(self, theta: np.ndarray):
+    def __init__(self, theta: np.ndarray) -> None:
         super().__init__(name="simasgd-dist-inbox", daemon=True)
         self.buf, self.latest = np.empty_like(theta), np.empty_like(theta)
         self.hdr = np.zeros(HEADER, np.int64)
         self.lock = threading.Lock()
-        self.fresh, self.got, self.bytes, self.error = False, 0, 0, None
+        self.fresh, self.got, self.bytes = False, 0, 0
+        self.error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
@@ -70,7 +71,7 @@ class Inbox(threading.Thread):
                     self.fresh = True
                     self.got += 1
                     self.bytes += self.hdr.nbytes + self.buf.nbytes
-        except BaseException as e:  # noqa: BLE001 - raised again in the rank's loop
+        except BaseException as e:
             self.error = e
 
     def take(self, peer: np.ndarray) -> bool:

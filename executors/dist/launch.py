@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         role = Layout.of(sc, wl.init_theta(seeds.rng(sc.seed, 0, seeds.Role.INIT)).shape[0]).role(rank)
         init(sc)
         _repeats(sc, wl, args.out or Path("runs") / f"{sc.name}-dist", args.repeats or sc.repeats)
-    except BaseException as e:  # noqa: BLE001 - one line naming the rank, then out at once
+    except BaseException as e:
         print(f"simasgd dist: rank {rank} ({role}) on {socket.gethostname()} failed: {type(e).__name__}: {e}",
               file=sys.stderr, flush=True)
         os._exit(1)  # a clean exit would wait on peers that may never answer

@@ -6,14 +6,14 @@ import os
 import time
 from typing import Any
 
-from executors.dist import collective, decentral, elastic, server
+from executors.dist import backup, collective, decentral, elastic, server
 from executors.dist.world import FAIL_ENV, DistError, Layout, Rank
 from simasgd import seeds
 from simasgd.scenario import Scenario
 
 ROLES = {"sync": collective.run_sync, "param_server": server.run_param_server,
          "easgd": elastic.run_elastic, "eawild": elastic.run_elastic, "keuper": decentral.run_own,
-         "simuparallel": decentral.run_own}
+         "simuparallel": decentral.run_own, "ssp": server.run_param_server, "backup": backup.run_backup}
 
 
 def run_rank(sc: Scenario, run: int, wl: Any) -> list[dict[str, Any]] | None:

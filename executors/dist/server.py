@@ -1,4 +1,4 @@
-"""``param_server`` over point-to-point messages: shard servers on ranks ``0..S−1``, workers after them.
+"""``param_server`` (and ``ssp``) over point-to-point messages: shard servers on ranks ``0..S−1``, workers after them.
 
 θ is cut into ``shards`` contiguous shards ``[s·d/S, (s+1)·d/S)`` (the cpu backend's cut); server
 ``s`` holds shard ``s`` (and, with ``optimizer.momentum``, its velocity: Async MSGD) and serves one
@@ -8,8 +8,9 @@ message at a time, from whichever worker sent first. A worker's cycle is one rou
   the worker's own residual, dense floats on the wire); the server steps its shard with it
   (``update_rule.step``, divided by ``update_rule.divisor`` of its pushes since ``read_version``)
   and counts it;
-- pull, in the same reply: header ``(OK, version)`` and the shard after that step — the next
-  gradient's θ, so ``read_version`` of the next push is the version this reply carries.
+- pull, in the same reply: header ``(OK, version of θ, version the push made)`` and the shard
+  after that step — the next gradient's θ, so ``read_version`` of the next push is the version of
+  θ this reply carries.
 
 The first pull is a header alone ``(PULL, w)``. The version is the count of the last shard's server
 (rank S−1): the version a push made "when its last shard landed"; with one shard, θ at every
@@ -19,6 +20,11 @@ others, and every server ends when each worker has left it. Shards count their p
 (Downpour: independent shards), so with S > 1 the last pushes of a run may land on some shards and
 not others; the rows are the last shard's. Rows: one per applied push, on the worker:
 ``t_start = t_read = t_grad_start`` when its θ arrived, ``t_write`` when the push's reply did.
+
+``ssp`` (Ho et al. 2013) is this server with one shard and a clock gate: a worker's clock is its
+applied pushes; the reply to its push (the θ of its next iteration) is held while its clock is more
+than ``bound`` ahead of the slowest running worker's, so it starts iteration c + 1 only when
+c − (the slowest's) ≤ s, and the θ it then gets holds every worker's first c − s updates.
 """
 
 from __future__ import annotations
@@ -37,13 +43,17 @@ def bounds(d: int, shards: int, s: int) -> tuple[int, int]:
 
 
 def run_param_server(me: Rank, theta0: np.ndarray) -> None:
+    """``param_server``, and ``ssp``: the same server with a clock gate (:func:`serve`)."""
     if me.rank < me.layout.servers:
-        serve(me, theta0)
+        serve(me, theta0, int(me.sc.algorithm.param("bound")) if me.layout.algorithm == "ssp" else None)
     else:
         work(me, theta0)
 
 
-def serve(me: Rank, theta0: np.ndarray) -> None:
+def serve(me: Rank, theta0: np.ndarray, bound: int | None = None) -> None:
+    """Serve pushes and pulls; with ``bound`` (SSP, one shard), a worker's reply — the θ of its next
+    iteration — waits while its clock (its applied pushes) is more than ``bound`` ahead of the slowest
+    running worker's, and goes out as soon as the slowest catches up."""
     sc, s, S = me.sc, me.rank, me.layout.servers
     opt = sc.optimizer
     lo, hi = bounds(theta0.shape[0], S, s)
@@ -51,6 +61,9 @@ def serve(me: Rank, theta0: np.ndarray) -> None:
     vel, g = velocity(me, theta), np.empty_like(theta)
     count, refused = 0, 0
     left: set[int] = set()
+    clocks = [0] * me.layout.workers
+    gated: dict[int, int] = {}  # SSP: worker -> its rank, waiting for its next θ
+    made = [0] * me.layout.workers  # the version each worker's latest push made (its reply says it)
     while len(left) < me.layout.workers:
         src, hdr = me.recv(None, g, with_payload=(PUSH,))
         kind, w, rv = int(hdr[0]), int(hdr[1]), int(hdr[2])
@@ -61,12 +74,23 @@ def serve(me: Rank, theta0: np.ndarray) -> None:
             refused += kind == PUSH
             me.send(src, STOP, w, count)
             left.add(w)
+            for u, at in gated.items():  # applied, held at the gate: let them go, to be told at their next push
+                me.send(at, OK, u, count, made[u], payload=theta)
+            gated.clear()
             continue
         if kind == PUSH:
             update_rule.step(theta, vel, g, opt.lr, opt.momentum, max(0, count - rv), opt.staleness_aware)
             count += 1
+            clocks[w] += 1
+            made[w] = count
             me.snapshot(count, theta)
-        me.send(src, OK, w, count, payload=theta)
+        if bound is None:
+            me.send(src, OK, w, count, made[w], payload=theta)
+            continue
+        gated[w] = src
+        slowest = min(c for u, c in enumerate(clocks) if u not in left)
+        for u in [u for u in gated if clocks[u] - slowest <= bound]:
+            me.send(gated.pop(u), OK, u, count, made[u], payload=theta)
     me.final = theta
     me.extra = {"pushes": count, "refused_pushes": refused}
 
@@ -77,13 +101,13 @@ def work(me: Rank, theta0: np.ndarray) -> None:
     d = theta0.shape[0]
     cut = [bounds(d, S, s) for s in range(S)]
     theta, g = theta0.copy(), np.empty_like(theta0)
-    onebit = bool(sc.algorithm.param("onebit"))
+    onebit = me.layout.algorithm == "param_server" and bool(sc.algorithm.param("onebit"))
     resid = np.zeros_like(theta0)
     grad = Gradients(me, w)
     t_s = me.clock()
     for s in range(S):
         me.send(s, PULL, w)
-    ok, rv = _replies(me, theta, cut)
+    ok, _, rv = _replies(me, theta, cut)
     while all(ok):
         t_r = me.clock()
         grad(theta, g)
@@ -92,21 +116,22 @@ def work(me: Rank, theta0: np.ndarray) -> None:
             compression.quantize(g, resid, g)
         for s, (lo, hi) in enumerate(cut):
             me.send(s, PUSH, w, rv, payload=g[lo:hi])
-        ok, version = _replies(me, theta, cut)
+        ok, version, next_rv = _replies(me, theta, cut)
         t_w = me.clock()
-        if ok[-1]:  # the last shard counted it: version `version`, and its reply is the next read
+        if ok[-1]:  # the last shard counted it: version `version`; its reply is the next read, at `next_rv`
             me.rows.add(w, version, rv, t_s if not len(me.rows.cols["version"]) else t_r, t_r, t_r, t_ge, t_w)
-            rv = version
+            rv = next_rv
     for s in range(S):
         if ok[s]:  # this server still counts the worker: tell it the worker leaves
             me.send(s, BYE, w)
 
 
-def _replies(me: Rank, theta: np.ndarray, cut: list[tuple[int, int]]) -> tuple[list[bool], int]:
-    """Each shard's reply (its slice into θ where it is ``OK``); which said OK, and the last one's version."""
-    ok, version = [], 0
+def _replies(me: Rank, theta: np.ndarray, cut: list[tuple[int, int]]) -> tuple[list[bool], int, int]:
+    """Each shard's reply (its slice into θ where it is ``OK``): which said OK, and the last one's
+    version of the push and version of the θ it sent (they differ where SSP held the reply)."""
+    ok, version, read = [], 0, 0
     for s, (lo, hi) in enumerate(cut):
         _, hdr = me.recv(s, theta[lo:hi], with_payload=(OK,))
         ok.append(int(hdr[0]) == OK)
-        version = int(hdr[2])
-    return ok, version
+        read, version = int(hdr[2]), int(hdr[3])
+    return ok, version, read

@@ -30,7 +30,8 @@ from simasgd.scenario import Scenario
 
 HEADER = 4                          # int64 words: kind, worker, a, b
 FAIL_ENV = "SIMASGD_DIST_FAIL_RANK"  # test hook: this rank raises after the start barrier
-SERVED = {"sync": 0, "easgd": 1, "eawild": 1, "keuper": 0, "simuparallel": 0}  # ranks before the workers (param_server: its shards)
+SERVED = {"sync": 0, "easgd": 1, "eawild": 1, "keuper": 0, "simuparallel": 0,
+          "ssp": 1, "backup": 1}  # ranks before the workers (param_server: its shards)
 
 
 class DistError(RuntimeError):
@@ -63,19 +64,20 @@ class Layout:
 
 
 COLUMNS = ("worker", "version", "read_version", "t_start", "t_read", "t_grad_start", "t_grad_end", "t_write",
-           "lock_wait_s", "distance")
+           "lock_wait_s", "distance", "applied")
 
 
 @dataclass
 class Rows:
     """One rank's rows of ``updates.parquet`` (times in seconds from the start barrier)."""
 
-    cols: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in COLUMNS})
+    cols: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in COLUMNS})
 
     def add(self, worker: int, version: int, read_version: int, t_start: float, t_read: float, t_grad_start: float,
-            t_grad_end: float, t_write: float, wait: float = 0.0, distance: float = float("nan")) -> None:
+            t_grad_end: float, t_write: float, wait: float = 0.0, distance: float = float("nan"),
+            applied: bool = True) -> None:
         for k, v in zip(COLUMNS, (worker, version, read_version, t_start, t_read, t_grad_start, t_grad_end, t_write,
-                                  wait, distance)):
+                                  wait, distance, applied), strict=True):
             self.cols[k].append(v)
 
     def arrays(self) -> dict[str, np.ndarray]:

@@ -6,21 +6,42 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from numba import njit
 
+from executors import atomics as A
 from simasgd import loader
 from simasgd.scenario import Scenario
-from simasgd.workloads.constant import LR, ConstWorkload, first_loss
+from simasgd.workloads.constant import LR, ConstWorkload, G, first_loss
 
 pytest.importorskip("torch.distributed")
 
 
-def dist_scenario(algorithm: str, workers: int = 2, updates: int = 120, **params: Any) -> Scenario:
+def dist_scenario(algorithm: str, workers: int = 2, updates: int = 120, slowdown: float = 1.0,
+                  **params: Any) -> Scenario:
+    """A small scenario; ``slowdown`` > 1 makes worker 0 a straggler that takes that many times its gradient."""
+    strag = {"stragglers": {"count": 1, "slowdown": slowdown}} if slowdown > 1 else {}
     return loader.from_dict({
-        "name": f"dist-{algorithm}", "seed": 5, "workers": {"count": workers, "placement": "os"},
+        "name": f"dist-{algorithm}", "seed": 5, "workers": {"count": workers, "placement": "os", **strag},
         "workload": {"model": "least_squares", "batch_size": 1},  # replaced by a known-gradient workload
         "algorithm": {"name": algorithm, **params}, "optimizer": {"lr": LR},
         "stop": {"max_updates": updates, "max_time_s": 30.0, "eval_every_updates": 20},
         "cpu": {"pin": False, "join_timeout_s": 10.0}})
+
+
+@njit(nogil=True, cache=True)
+def _half_ms_grad(theta, X, y, idx, grad_out, shape):
+    """The constant gradient after 0.5 ms: long beside a loopback message, so a straggler stands out."""
+    until = A.now_ns() + 500_000
+    while A.now_ns() < until:
+        A.cpu_relax()
+    for i in range(grad_out.shape[0]):
+        grad_out[i] = G
+    return 0.0
+
+
+@pytest.fixture
+def half_ms_kernel() -> Any:
+    return _half_ms_grad
 
 
 @pytest.fixture

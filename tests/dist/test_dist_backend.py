@@ -30,7 +30,7 @@ def test_param_server_theta_replays_from_the_rows_with_a_gradient_that_is_theta(
     u = r.updates.sort_values("version")
     assert list(u["version"]) == list(range(1, 81))
     history = [np.ones(1)]
-    for rv, tau in zip(u["read_version"], u["staleness"]):
+    for rv, tau in zip(u["read_version"], u["staleness"], strict=True):
         theta = history[-1].copy()
         update_rule.step(theta, np.zeros(0), history[int(rv)].copy(), LR, 0.0, int(tau), False)
         history.append(theta)
@@ -78,6 +78,31 @@ def test_sync_onebit_sends_the_quantised_gradient(scenario: Any, run_dist: Any) 
     r = run_dist(scenario("sync", workers=2, updates=50, onebit=True))
     assert _theta(r) == 1.0 - 50 * STEP
     assert r.runs[0].extra["onebit_message_bytes"] == 2 + 8  # 16 signs, one bucket's two float32 levels
+
+
+def test_ssp_holds_every_worker_within_the_bound_of_a_straggler(scenario: Any, run_dist: Any) -> None:
+    """Worker 0 takes 6× its gradient: without the gate the others would run ahead by tens of clocks."""
+    from simasgd.sim.algorithms.bounded import clock_gaps
+
+    r = run_dist(scenario("ssp", workers=3, updates=120, slowdown=6.0, bound=1))
+    gaps = clock_gaps(r.updates)
+    assert gaps.max() == 1, np.bincount(gaps - gaps.min())
+    assert sorted(r.updates["version"]) == list(range(1, 121)) and _theta(r) == 1.0 - 120 * STEP
+
+
+def test_backup_discards_the_straggler_and_applies_n_a_round(scenario: Any, run_dist: Any,
+                                                             half_ms_kernel: Any) -> None:
+    """N + b = 3, b = 1, worker 0 8× slow (4 ms to the others' 0.5): each round applies the first 2
+    gradients, so θ is exact, and the straggler's, cancelled or late, are dropped with the round's version."""
+    r = run_dist(scenario("backup", workers=3, updates=60, slowdown=8.0, backup=1), half_ms_kernel)
+    u = r.updates
+    applied = u[u["applied"]]
+    assert (applied.groupby("version").size() == 2).all() and applied["version"].nunique() == 60
+    assert _theta(r) == 1.0 - 60 * STEP
+    dropped = u[~u["applied"]]
+    mine = dropped[dropped["worker"] == 0]
+    assert len(mine) > len(dropped) / 2, dropped["worker"].value_counts()  # evenly: a third
+    assert (dropped["version"] == dropped["read_version"] + 1).all()
 
 
 def test_a_failed_rank_ends_the_run_with_its_name_and_no_results(scenario: Any, tmp_path: Path,
