@@ -27,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import gpu_check  # the measured cells' scenarios
+import gpu_check  # noqa: E402 - the measured cells' scenarios, beside this file
 
-from executors.calibration import gpu_block
+from executors.calibration import gpu_block  # noqa: E402 - the checkout, on sys.path above
 
 RESULTS = HERE / "results"
 MEASURED = [RESULTS / "gpu_check_h200_a.json", RESULTS / "gpu_check_h200_b.json"]
@@ -75,7 +75,8 @@ def block_table(cells: list[dict[str, Any]]) -> dict[str, Any]:
                                ph["read"], ph["gradient"], ph["update"], sc.optimizer.momentum)
 
     first = rate("mlp", mlp, res)
-    return {"threads": 128, "copy_bytes_per_s": first["copy_bytes_per_s"], "step_bytes_per_s": first["step_bytes_per_s"],
+    return {"threads": 128, "copy_bytes_per_s": first["copy_bytes_per_s"],
+            "step_bytes_per_s": first["step_bytes_per_s"],
             "host_launch_s": streams["meta"]["launch"]["host_launch_us_per_attempt"] * 1e-6,
             "gradient_flops_per_s": {_key("mlp"): first["gradient_flops_per_s"],
                                      _key("cnn"): rate("cnn", cnn, res_cnn)["gradient_flops_per_s"]}}

@@ -6,8 +6,8 @@ while; the medians of its phases (the first 5% of attempts discarded) give the b
 copies θ into the worker's vector (2|θ| bytes moved), the gradient does the workload's flops, the update
 steps θ (|θ| for θ, g and θ' each, and the velocity in and out with momentum). One streams worker's launch
 calls give the host's cost of a launch; the spread of the first workload's gradient times, attempt to
-attempt (``gradient_cv``), replaces ``[sim] gradient_cv`` on this GPU. ``benchmarks/gpu_model_score.py`` derives the same table from
-``benchmarks/gpu_check.py``'s 1-worker cells with :func:`rates`.
+attempt (``gradient_cv``), replaces ``[sim] gradient_cv`` on this GPU. ``benchmarks/gpu_model_score.py``
+derives the same table from ``benchmarks/gpu_check.py``'s 1-worker cells with :func:`rates`.
 """
 
 from __future__ import annotations

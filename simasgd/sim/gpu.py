@@ -80,7 +80,7 @@ class SMs:
     fraction f of the GPU runs at f·rate while the kernels running at once fill it no more than
     once (Σf ≤ 1), and at f·rate/Σf when they oversubscribe it."""
 
-    def __init__(self, env: simpy.Environment, flops_per_s: float):
+    def __init__(self, env: simpy.Environment, flops_per_s: float) -> None:
         self.env, self.rate = env, flops_per_s
         self.active: dict[simpy.Event, list[float]] = {}  # event -> [flops left, occupancy]
         self.last, self.generation = 0.0, 0
@@ -130,7 +130,7 @@ class GpuPlatform:
 
     def __init__(self, env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, dim: int | None,
                  itemsize: int, flops_per_sample: float | None, shape: np.ndarray | None = None,
-                 check: bool = True):
+                 check: bool = True) -> None:
         if check and sc.algorithm.name in CPU_ONLY:
             raise ValueError(f"machine.preset = \"{gpu.name}\" is a GPU: algorithm {sc.algorithm.name!r} (spin "
                              f"locks on CPU cores) is not modelled on streams")

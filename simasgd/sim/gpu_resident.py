@@ -104,7 +104,7 @@ class ResidentPlatform(GpuPlatform):
     """Resident blocks: :class:`simasgd.sim.costs.Platform`'s interface, each step priced as above."""
 
     def __init__(self, env: simpy.Environment, sc: Scenario, gpu: Gpu, costs: BlockCosts, run: int, dim: int,
-                 itemsize: int, flops_per_sample: float, kind: str):
+                 itemsize: int, flops_per_sample: float, kind: str) -> None:
         super().__init__(env, sc, gpu, run, dim, itemsize, flops_per_sample, None, check=False)
         threads = (sc.gpu or GpuConfig()).threads_per_worker
         if threads != costs.threads:
@@ -134,7 +134,8 @@ class ResidentPlatform(GpuPlatform):
         # kernel computes them at θ itself (no copy), and the N blocks step a slice of θ each with the N
         # gradients, between two device-wide barriers.
         defn = algorithms.ALGORITHMS[sc.algorithm.name]
-        self.rounds = self.n > 1 and defn.rows.per == "gradient" and defn.rows.per_version(sc.algorithm, self.n) == self.n
+        self.rounds = (self.n > 1 and defn.rows.per == "gradient"
+                       and defn.rows.per_version(sc.algorithm, self.n) == self.n)
         self.copy_pending = [False] * self.n
         self.builds_into = [False] * self.n
         self.fused_read = [False] * self.n
@@ -217,7 +218,7 @@ class StreamsPlatform(ResidentPlatform):
     gradient or its update ends it (a Lopez master's attempt is one step). A lock-based worker's launch is
     priced at its read, inside the device lock, where the kernel would take the lock after it."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.host_lock = simpy.Resource(self.env, capacity=1)
         self.launch_rest_s = max(0.0, self.gpu.launch_latency_s - self.costs.host_launch_s)

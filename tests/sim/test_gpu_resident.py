@@ -99,7 +99,8 @@ def test_resident_hogwild_round_robin_makes_n_over_t_and_n_minus_one(gpu_profile
     t = sum(_phases())
     r = backends.load("sim").run_once(_scenario(n, startup_stagger_s=t / n, seconds=200 * t), 0)
     rate, tau = _steady(r, 2 * t)
-    assert rate == pytest.approx(n / t, rel=n / (rate * (r.runs[0].time_s - 2 * t)))  # ± one cycle per worker at the edges
+    # ± one update per worker at the window's edges
+    assert rate == pytest.approx(n / t, rel=n / (rate * (r.runs[0].time_s - 2 * t)))
     assert np.all(tau == n - 1)
 
 
@@ -144,6 +145,17 @@ def test_streams_are_bounded_by_the_host_lock(gpu_profile: Any, n: int) -> None:
     r = backends.load("sim").run_once(_scenario(n, mode="streams", seconds=300 * k), 0)
     rate, _ = _steady(r, 5 * k)
     assert rate == pytest.approx(min(1 / h, n / (latency + k)), rel=0.01)
+
+
+def test_every_streams_attempt_launches_also_where_it_does_not_step(gpu_profile: Any) -> None:
+    # sync in streams mode: each round both workers launch (one after the other on the host lock), compute,
+    # and the last steps the round: a round = 2h + (latency − h) + gradient + the split step, for each round.
+    _, grad, update = _phases()
+    h, latency = grad / 4, grad / 2
+    gpu_profile(host_launch_s=h, launch_latency_s=latency)
+    round_s = 2 * h + (latency - h) + grad + update / 3 * (2 + 2) / 2
+    r = backends.load("sim").run_once(_scenario(2, algorithm="sync", mode="streams", seconds=300 * round_s), 0)
+    assert r.runs[0].updates / r.runs[0].time_s == pytest.approx(1 / round_s, rel=0.01)
 
 
 def test_mutex_serialises_its_critical_sections(gpu_profile: Any) -> None:
