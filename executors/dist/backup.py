@@ -44,6 +44,7 @@ def serve(me: Rank, theta0: np.ndarray) -> None:
     need = n - int(sc.algorithm.param("backup"))
     theta, vel = theta0.copy(), velocity(me, theta0)
     g, total = np.empty_like(theta), np.zeros_like(theta)
+    me.watch(theta0)
     version, stopped, late = 0, False, 0
     members: list[int] = []
     bye: set[int] = set()
@@ -63,13 +64,13 @@ def serve(me: Rank, theta0: np.ndarray) -> None:
         update_rule.step(theta, vel, total / need, opt.lr, opt.momentum, 0, opt.staleness_aware)
         version += 1
         me.snapshot(version, theta)
-        stopped = version >= sc.stop.max_updates or me.clock() >= me.deadline
+        stopped = version >= sc.stop.max_updates or me.over()
         for u in range(n):
             me.send(1 + u, STOP if stopped else OK, u, int(u in members), version, payload=theta)
         members.clear()
         total[:] = 0
     me.final = theta
-    me.extra = {"rounds": version, "late_pushes": late}
+    me.extra |= {"rounds": version, "late_pushes": late}
 
 
 class Closes(threading.Thread):

@@ -42,7 +42,10 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
     if mon.updates[-1] != updates:
         mon.observe(time_s, updates, wl.eval_loss(final), final)
     reason = "max_updates" if updates >= sc.stop.max_updates else "max_time"
-    if mon.reached:
+    live = [r["extra"].get("stopped_by") for r in reports if r["extra"].get("stopped_by")]
+    if live:
+        reason = live[0]
+    elif mon.reached:
         reason = "epsilon (found after the run)"
     elif mon.crashed:
         reason = "crashed"

@@ -33,13 +33,15 @@ def run_sync(me: Rank, theta0: np.ndarray) -> None:
     resid = np.zeros_like(theta)
     grad = Gradients(me, w)
     version, bytes_each = 0, 0
+    if w == 0:
+        me.watch(theta0)
     while True:
         t_s = me.clock()
         grad(theta, buf[:d])
         t_ge = me.clock()
         if onebit:
             compression.quantize(buf[:d], resid, buf[:d])
-        buf[d] = 1.0 if w == 0 and (version + 1 >= sc.stop.max_updates or me.clock() >= me.deadline) else 0.0
+        buf[d] = 1.0 if w == 0 and (version + 1 >= sc.stop.max_updates or me.over()) else 0.0
         dist.all_reduce(tbuf, op=dist.ReduceOp.SUM)
         bytes_each += round(2 * (n - 1) / n * buf.nbytes) if n > 1 else 0  # a ring all-reduce's share
         update_rule.step(theta, vel, buf[:d] / n, opt.lr, opt.momentum, 0, opt.staleness_aware)
@@ -50,7 +52,7 @@ def run_sync(me: Rank, theta0: np.ndarray) -> None:
             me.snapshot(version, theta)
         if buf[d] > 0:
             break
-    me.extra = {"allreduce_calls": version, "allreduce_bytes_ring": bytes_each, "onebit_wire": "dense"
+    me.extra |= {"allreduce_calls": version, "allreduce_bytes_ring": bytes_each, "onebit_wire": "dense"
                 if onebit else "", "onebit_message_bytes": compression.message_bytes(d) if onebit else 0}
     if w == 0:
         me.final = theta

@@ -57,6 +57,7 @@ def centre(me: Rank, theta0: np.ndarray, g: int) -> None:
     x = theta0.copy()
     got, before = np.empty_like(x), np.empty_like(x)
     count, active, turn = 0, set(leaders), 0
+    me.watch(theta0)
     while active:
         if locked:  # round-robin: the next leader still running
             while leaders[turn] not in active:
@@ -66,7 +67,7 @@ def centre(me: Rank, theta0: np.ndarray, g: int) -> None:
         else:
             src, hdr = me.recv(None, got, with_payload=(PUSH,))
         kind, w = int(hdr[0]), int(hdr[1])
-        if count >= sc.stop.max_updates or me.clock() >= me.deadline:
+        if count >= sc.stop.max_updates or me.over():
             me.send(src, STOP, w, count)
             active.discard(w)
             continue
@@ -82,7 +83,7 @@ def centre(me: Rank, theta0: np.ndarray, g: int) -> None:
             me.send(src, OK, w, count)
         me.snapshot(count, x)
     me.final = x
-    me.extra = {"exchanges": count}
+    me.extra |= {"exchanges": count}
 
 
 def worker(me: Rank, theta0: np.ndarray, w: int, g: int, group: Any) -> None:

@@ -32,7 +32,10 @@ def run_rank(sc: Scenario, run: int, wl: Any) -> list[dict[str, Any]] | None:
     me.t0_ns = time.perf_counter_ns()
     if os.environ.get(FAIL_ENV) == str(rank):
         raise RuntimeError(f"{FAIL_ENV}={rank}: this rank fails on purpose (test hook)")
-    ROLES[layout.algorithm](me, theta0)
+    try:
+        ROLES[layout.algorithm](me, theta0)
+    finally:
+        me.unwatch()
     out: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(me.report(), out, dst=0)
     return out

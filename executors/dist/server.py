@@ -64,13 +64,15 @@ def serve(me: Rank, theta0: np.ndarray, bound: int | None = None) -> None:
     clocks = [0] * me.layout.workers
     gated: dict[int, int] = {}  # SSP: worker -> its rank, waiting for its next θ
     made = [0] * me.layout.workers  # the version each worker's latest push made (its reply says it)
+    if S == 1:
+        me.watch(theta0)
     while len(left) < me.layout.workers:
         src, hdr = me.recv(None, g, with_payload=(PUSH,))
         kind, w, rv = int(hdr[0]), int(hdr[1]), int(hdr[2])
         if kind == BYE:
             left.add(w)
             continue
-        if count >= sc.stop.max_updates or me.clock() >= me.deadline:
+        if count >= sc.stop.max_updates or me.over():
             refused += kind == PUSH
             me.send(src, STOP, w, count)
             left.add(w)
@@ -92,7 +94,7 @@ def serve(me: Rank, theta0: np.ndarray, bound: int | None = None) -> None:
         for u in [u for u in gated if clocks[u] - slowest <= bound]:
             me.send(gated.pop(u), OK, u, count, made[u], payload=theta)
     me.final = theta
-    me.extra = {"pushes": count, "refused_pushes": refused}
+    me.extra |= {"pushes": count, "refused_pushes": refused}
 
 
 def work(me: Rank, theta0: np.ndarray) -> None:

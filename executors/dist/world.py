@@ -104,6 +104,7 @@ class Rank:
     sent: list[int] = field(default_factory=lambda: [0, 0])      # messages, bytes
     received: list[int] = field(default_factory=lambda: [0, 0])
     _hdr: np.ndarray = field(default_factory=lambda: np.zeros(HEADER, np.int64))
+    live: Any = None  # the ε watcher (executors.dist.live.Live) where this rank holds all of θ
 
     def clock(self) -> float:
         return (time.perf_counter_ns() - self.t0_ns) * 1e-9
@@ -116,10 +117,30 @@ class Rank:
     def eval_every(self) -> int:
         return self.sc.stop.eval_updates()
 
+    def watch(self, theta0: np.ndarray) -> None:
+        """This rank holds all of θ: evaluate its snapshots during the run when the scenario has an ε."""
+        if self.sc.stop.has_target:
+            from executors.dist.live import Live
+
+            self.live = Live(self.sc, self.run, self.wl, theta0)
+
+    def over(self) -> bool:
+        """Past ``stop.max_time_s``, or ε reached (or the loss crashed) by what this rank watches."""
+        if self.live is not None and self.live.done:
+            self.extra["stopped_by"] = "epsilon" if self.live.mon.reached else "crashed"
+            return True
+        return self.clock() >= self.deadline
+
     def snapshot(self, version: int, theta: np.ndarray) -> None:
         """Keep θ (or this shard of it) at ``version`` when the loss curve has a point there."""
         if version % self.eval_every == 0:
             self.snaps.append((self.clock(), version, theta.copy()))
+            if self.live is not None:
+                self.live.todo.put(self.snaps[-1])
+
+    def unwatch(self) -> None:
+        if self.live is not None:
+            self.live.close()
 
     def send(self, dst: int, kind: int, worker: int = 0, a: int = 0, b: int = 0,
              payload: np.ndarray | None = None) -> None:

@@ -137,3 +137,18 @@ def test_the_layout_puts_the_servers_first(scenario: Any) -> None:
                                                                               "worker 0", "worker 2")
     assert Layout.of(scenario("sync", workers=3), 16).world == 3
     assert Layout.of(scenario("eawild", workers=4, group_size=2), 16).role(0) == "centre"
+
+
+@pytest.mark.parametrize(("algorithm", "params"), [("param_server", {}), ("sync", {}), ("easgd", {})])
+def test_epsilon_stops_the_run_where_one_rank_holds_theta(algorithm: str, params: dict[str, Any], scenario: Any,
+                                                          run_dist: Any) -> None:
+    """loss = θ[0]; with every gradient applied once it falls by 2⁻¹⁶ an update, so ε = 1 − 30·2⁻¹⁶ is
+    reached at version 30 exactly (the centre of easgd moves by α of its workers' moves: later)."""
+    sc = scenario(algorithm, workers=2, updates=5000, **params)
+    sc = sc.model_copy(update={"stop": sc.stop.model_copy(update={"epsilon": 1 - 30 * STEP,
+                                                                  "eval_every_updates": 5})})
+    r = run_dist(sc)
+    run = r.runs[0]
+    assert run.extra["stop_reason"] == "epsilon" and run.updates_to_eps is not None
+    assert run.updates_to_eps == 30 or algorithm == "easgd", run.updates_to_eps
+    assert run.updates_to_eps <= run.updates < 1000, (run.updates_to_eps, run.updates)  # stopped, not at 5000
