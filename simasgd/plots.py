@@ -8,8 +8,9 @@ and returns a matplotlib Figure; :func:`save` writes PNG (and SVG on request).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 TIME_LABEL = "time (s; simulated for sim, wall clock otherwise)"
 
 
-def _libs() -> tuple[Any, Any]:
+def libs() -> tuple[Any, Any]:
     # Lazy: the CLI must start fast, and a headless machine needs Agg before pyplot loads.
     import os
     import sys
@@ -60,9 +61,9 @@ def staleness_frame(results: Mapping[str, RunResult], by_worker: bool = False) -
     return pd.concat(frames, ignore_index=True)
 
 
-def staleness_histogram(results: Mapping[str, RunResult], max_tau: int | None = None) -> "Figure":
+def staleness_histogram(results: Mapping[str, RunResult], max_tau: int | None = None) -> Figure:
     """Pooled staleness distributions overlaid (one step outline per result)."""
-    plt, sns = _libs()
+    plt, sns = libs()
     df = staleness_frame(results)
     df = df[df["worker"] == analysis.ALL]
     cut = max_tau if max_tau is not None else _tail_cut(df)
@@ -78,21 +79,23 @@ def staleness_histogram(results: Mapping[str, RunResult], max_tau: int | None = 
         for text in leg.get_texts():
             r = results.get(text.get_text())
             if r is not None:
-                text.set_text(f"{text.get_text()} ({analysis.mean_from_counts(analysis.counts(analysis.staleness(r))):.2f})")
+                mean = analysis.mean_from_counts(analysis.counts(analysis.staleness(r)))
+                text.set_text(f"{text.get_text()} ({mean:.2f})")
     fig.tight_layout()
     return fig
 
 
-def staleness_by_worker(results: Mapping[str, RunResult], max_tau: int | None = None) -> "Figure":
+def staleness_by_worker(results: Mapping[str, RunResult], max_tau: int | None = None) -> Figure:
     """One panel per worker, results overlaid (as Ek 2021, figs. 4.13–4.18)."""
-    plt, sns = _libs()
+    _, sns = libs()
     df = staleness_frame(results, by_worker=True)
     df = df[df["worker"] != analysis.ALL].astype({"worker": int})
     if df.empty:
         raise ResultsError("no per-worker staleness: the workers are unknown (imported results?)")
     cut = max_tau if max_tau is not None else _tail_cut(df)
     df = df[df["staleness"] <= cut]
-    grid = sns.displot(df, x="staleness", weights="count", hue="label", col="worker", col_wrap=min(4, df["worker"].nunique()),
+    grid = sns.displot(df, x="staleness", weights="count", hue="label", col="worker",
+                       col_wrap=min(4, df["worker"].nunique()),
                        discrete=True, stat="probability", common_norm=False, element="step", alpha=0.25,
                        height=2.6, aspect=1.2, facet_kws={"sharey": False})
     grid.set_axis_labels("staleness τ", "fraction of the worker's updates")
@@ -103,9 +106,9 @@ def staleness_by_worker(results: Mapping[str, RunResult], max_tau: int | None = 
     return grid.figure
 
 
-def loss_curves(results: Mapping[str, RunResult]) -> "Figure":
+def loss_curves(results: Mapping[str, RunResult]) -> Figure:
     """Loss against time and against updates, side by side (as Lopez et al. 2020, figs. 1–2)."""
-    plt, sns = _libs()
+    plt, sns = libs()
     df = pd.concat([r.curve.assign(label=label) for label, r in results.items()], ignore_index=True)
     df = df[np.isfinite(df["loss"]) & (df["loss"] > 0)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
@@ -113,7 +116,7 @@ def loss_curves(results: Mapping[str, RunResult]) -> "Figure":
         sns.lineplot(df[np.isfinite(df[x])], x=x, y="loss", hue="label", units="run", estimator=None,
                      lw=1.2, alpha=0.8, ax=ax, legend=ax is axes[0])
         ax.set(xlabel=xlabel, ylabel="training loss", yscale="log")
-        _plain_log_ticks(ax)
+        plain_log_ticks(ax)
     axes[0].set_title("loss vs time")
     axes[1].set_title("loss vs updates")
     if axes[0].get_legend() is not None:
@@ -127,10 +130,10 @@ def has_accuracy(results: Mapping[str, RunResult]) -> bool:
     return any("accuracy" in r.curve.columns and r.curve["accuracy"].notna().any() for r in results.values())
 
 
-def accuracy_curves(results: Mapping[str, RunResult]) -> "Figure":
+def accuracy_curves(results: Mapping[str, RunResult]) -> Figure:
     """Test accuracy against time and against updates (Lopez et al. 2020, figs. 1–2, plot accuracy
     against training time)."""
-    plt, sns = _libs()
+    plt, sns = libs()
     df = pd.concat([r.curve.assign(label=label) for label, r in results.items()], ignore_index=True)
     df = df[np.isfinite(df["accuracy"])]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
@@ -146,9 +149,9 @@ def accuracy_curves(results: Mapping[str, RunResult]) -> "Figure":
     return fig
 
 
-def time_to_eps_boxes(results: Mapping[str, RunResult]) -> "Figure":
+def time_to_eps_boxes(results: Mapping[str, RunResult]) -> Figure:
     """Time to ε per result, one point per run that reached it; crashed and ε-not-reached runs counted above."""
-    plt, sns = _libs()
+    plt, sns = libs()
     rows = [{"label": label, "time_to_eps": run.time_to_eps} for label, r in results.items() for run in r.runs
             if run.time_to_eps is not None]
     df = pd.DataFrame(rows, columns=["label", "time_to_eps"])
@@ -167,7 +170,8 @@ def time_to_eps_boxes(results: Mapping[str, RunResult]) -> "Figure":
     top = float(df["time_to_eps"].max()) if not df.empty else 1.0
     for i, label in enumerate(order):
         o = analysis.outcomes(results[label])
-        ax.text(i, top * 1.05, f"reached {o['reached']}/{o['runs']}\ncrashed {o['crashed']} · not reached {o['not_reached']}",
+        ax.text(i, top * 1.05,
+                f"reached {o['reached']}/{o['runs']}\ncrashed {o['crashed']} · not reached {o['not_reached']}",
                 ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, top * 1.3)
     ax.set(xlabel="", ylabel="time to ε (s)", title="Time to ε (runs that reached it)")
@@ -185,13 +189,14 @@ def throughput_frame(results: Sequence[RunResult], labels: Sequence[str] | None 
     return pd.DataFrame(rows)
 
 
-def throughput_vs_threads(results: Sequence[RunResult], labels: Sequence[str] | None = None) -> "Figure":
-    """Updates/s and mean staleness against the number of threads (mean and 95% CI over runs)."""
-    plt, sns = _libs()
+def throughput_vs_threads(results: Sequence[RunResult], labels: Sequence[str] | None = None) -> Figure:
+    """Updates/s and mean staleness against the number of threads (mean and ± 1 sd band over runs)."""
+    plt, sns = libs()
     df = throughput_frame(results, labels)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, y, ylabel in ((axes[0], "updates_per_s", "updates / s"), (axes[1], "mean_staleness", "mean staleness τ")):
-        sns.lineplot(df, x="threads", y=y, hue="label", marker="o", errorbar=("ci", 95), ax=ax,
+    for ax, y, ylabel in ((axes[0], "updates_per_s", "updates / s"),
+                          (axes[1], "mean_staleness", "mean staleness τ (updates)")):
+        sns.lineplot(df, x="threads", y=y, hue="label", marker="o", errorbar="sd", ax=ax,
                      legend=ax is axes[0])
         ax.set(xlabel="threads (workers)", ylabel=ylabel, xscale="log")
         ticks = sorted(df["threads"].unique())
@@ -200,17 +205,18 @@ def throughput_vs_threads(results: Sequence[RunResult], labels: Sequence[str] | 
     axes[0].set_title("throughput")
     axes[1].set_title("staleness")
     _legend_title(axes[0], "algorithm (backend)" if not labels else "result")
+    fig.suptitle("Throughput and staleness against threads: mean over runs, band ± 1 sd")
     fig.tight_layout()
     return fig
 
 
 def phase_distributions(results: Mapping[str, RunResult], warmup: float | None = None,
-                        max_points: int = 50_000) -> "Figure":
+                        max_points: int = 50_000) -> Figure:
     """Per phase of the cycle, each result's distribution of durations (boxen, log y, µs).
 
     Durations ≤ 0 cannot sit on a log axis and are left out; at most ``max_points`` per result and
     phase are drawn (a fixed-seed subsample), which keeps the boxes' quantiles but not the extremes."""
-    plt, sns = _libs()
+    plt, sns = libs()
     rng = np.random.default_rng(0)
     frames = []
     for label, r in results.items():
@@ -225,21 +231,25 @@ def phase_distributions(results: Mapping[str, RunResult], warmup: float | None =
     df = pd.concat(frames, ignore_index=True)
     order = [p for p in phases.ALL_PHASES if p in set(df["phase"])]
     fig, ax = plt.subplots(figsize=(max(7.0, 1.7 * len(order)), 4.4))
-    sns.boxenplot(df, x="phase", y="us", hue="label", order=order, hue_order=[k for k in results if k in set(df["label"])],
-                  log_scale=True, showfliers=False, ax=ax)
+    sns.boxenplot(df, x="phase", y="us", hue="label", order=order,
+                  hue_order=[k for k in results if k in set(df["label"])], log_scale=True, showfliers=False, ax=ax)
     ax.set(xlabel="phase of a worker's cycle", ylabel="duration (µs)", title="Where a cycle's time goes")
     _legend_title(ax, "result")
     fig.tight_layout()
     return fig
 
 
-def _plain_log_ticks(ax: Any) -> None:
-    # 0.3, 1, 2 rather than 3×10⁻¹: losses span a decade or two, not many.
+def plain_log_ticks(ax: Any) -> None:
+    # 0.3, 1, 2 rather than 3×10⁻¹: losses span a decade or two, not many. Minor ticks are labelled at
+    # 2× and 5× a power of ten only, so that the labels of a decade do not run into each other.
     from matplotlib.ticker import FuncFormatter
 
-    fmt = FuncFormatter(lambda v, _: f"{v:g}")
-    ax.yaxis.set_major_formatter(fmt)
-    ax.yaxis.set_minor_formatter(fmt)
+    def minor(v: float, _: Any) -> str:
+        lead = round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
+        return f"{v:g}" if lead in (2, 5) else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _legend_title(ax: Any, title: str) -> None:
@@ -248,9 +258,9 @@ def _legend_title(ax: Any, title: str) -> None:
         leg.set_title(title)
 
 
-def save(fig: "Figure", path: str | Path, svg: bool = False) -> list[Path]:
+def save(fig: Figure, path: str | Path, svg: bool = False) -> list[Path]:
     """Write ``path``.png (and .svg); close the figure. Returns the files written."""
-    plt, _ = _libs()
+    plt, _ = libs()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     out = [path.with_suffix(".png")]
@@ -283,7 +293,8 @@ def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = F
     written: list[Path] = []
     threads = {int(r.scenario["workers"]["count"]) for r in results.values()}
     if len(threads) > 1:
-        written += save(throughput_vs_threads(list(results.values()), list(results)), out / "throughput_vs_threads", svg)
+        written += save(throughput_vs_threads(list(results.values()), list(results)), out / "throughput_vs_threads",
+                        svg)
     written += save(staleness_histogram(results), out / "staleness", svg)
     if any(analysis.workers(r) for r in results.values()) and max(threads) > 1:
         written += save(staleness_by_worker({k: r for k, r in results.items() if analysis.workers(r)}),
@@ -298,7 +309,7 @@ def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = F
     return written
 
 
-# --- the fidelity report (tables in words; shared by compare, its report and the benchmark) ----------------------------------------------------------------------------
+# --- the fidelity report (tables in words; shared by compare, its report and the benchmark) -------------------------
 
 UNITS = {"ks": "", "wasserstein": "updates", "p50_err": "updates", "p90_err": "updates", "p99_err": "updates"}
 METRIC_ORDER = ("mean_staleness_rel_err", "ks", "wasserstein", "p50_err", "p90_err", "p99_err",
@@ -332,7 +343,7 @@ def verdict_mark(ok: bool | None) -> str:
     return {True: "✓", False: "✗", None: "·"}[ok]
 
 
-def summary_rows(fid: "Fidelity") -> list[dict[str, str]]:
+def summary_rows(fid: Fidelity) -> list[dict[str, str]]:
     """The pooled metrics as display rows: metric, value, interval, goal, verdict."""
     rows = []
     for name in METRIC_ORDER:
@@ -350,11 +361,11 @@ def summary_rows(fid: "Fidelity") -> list[dict[str, str]]:
     return rows
 
 
-def disagreements(fid: "Fidelity") -> list[str]:
+def disagreements(fid: Fidelity) -> list[str]:
     """Plain sentences for each goal missed, pooled and per worker."""
     out = []
     for name, m in fid.overall.items():
-        if m.ok is False:
+        if m.ok is False and m.goal is not None:  # a verdict needs a goal: ok is None without one
             out.append(f"{name} = {fmt_value(name, m.value)} misses the goal (|·| {fmt_goal(name, m.goal)})")
     for w, ms in fid.per_worker.items():
         bad = [n for n in ("mean_staleness_rel_err", "ks") if ms[n].ok is False]
@@ -363,17 +374,18 @@ def disagreements(fid: "Fidelity") -> list[str]:
     return out
 
 
-def window_line(fid: "Fidelity") -> str:
+def window_line(fid: Fidelity) -> str:
     """Which versions were compared, when one side's runs went on past the other's."""
     return (f"Compared over versions 1–{fid.info['up_to_version']}, the ones every run of both sides made (a side that "
             "ran on past ε, e.g. a cpu run whose losses were evaluated after it, is cut there).")
 
 
-def unstable(fid: "Fidelity") -> list[str]:
+def unstable(fid: Fidelity) -> list[str]:
     """Plain warnings for each goal the reference misses against itself (``Fidelity.floor``): there, a
     simulator that ran exactly like the machine would miss it too, about as often; and how many of the
     reference's runs, each taken as the prediction of the others, meet every goal (``Fidelity.self_share``)."""
-    out = [f"{label(k)}: the {fid.reference.label} runs differ among themselves by ±{fmt_value(k, fid.floor[k]).lstrip('+')} "
+    out = [f"{label(k)}: the {fid.reference.label} runs differ among themselves by "
+           f"±{fmt_value(k, fid.floor[k]).lstrip('+')} "
            f"(|·| {fmt_goal(k, GOALS[k])} is the goal); more or longer runs narrow that"
            for k, ok in fid.reproducible.items() if ok is False]
     share = fid.self_share
@@ -384,12 +396,12 @@ def unstable(fid: "Fidelity") -> list[str]:
     return out
 
 
-def undefined(fid: "Fidelity") -> list[str]:
+def undefined(fid: Fidelity) -> list[str]:
     """Goal metrics that could not be computed here."""
     return [k for k in GOALS if k in fid.overall and not math.isfinite(fid.overall[k].value)]
 
 
-def to_markdown(fid: "Fidelity", figures: list[str] | None = None) -> str:
+def to_markdown(fid: Fidelity, figures: list[str] | None = None) -> str:
     p, r = fid.predicted, fid.reference
     lines = [f"# Fidelity: {p.label} ({p.backend}, {p.runs} runs) against {r.label} ({r.backend}, {r.runs} runs)",
              "", f"Errors are {p.label} − {r.label}; intervals: {fid.level:.0%} bootstrap over runs "
@@ -414,8 +426,9 @@ def to_markdown(fid: "Fidelity", figures: list[str] | None = None) -> str:
             lines.append(f"| {w} | " + " | ".join(fmt_value(n, ms[n].value) for n in
                          ("mean_staleness_rel_err", "ks", "wasserstein", "updates_per_s_rel_err")) + " |")
         lines.append("")
-    if getattr(fid, "phases", None) is not None:
-        lines += [fid.phases.markdown()]
+    comparison = getattr(fid, "phases", None)
+    if comparison is not None:
+        lines += [comparison.markdown()]
     if figures:
         lines += ["## Figures", ""] + [f"![{Path(f).stem}]({f})" for f in figures] + [""]
     return "\n".join(lines)
@@ -450,6 +463,7 @@ def sides_markdown(results: Mapping[str, RunResult]) -> str:
         cells = []
         for t in tables.values():
             m, lo, hi = (float(t.loc[metric, c]) for c in ("mean", "ci_low", "ci_high"))
-            cells.append("n/a" if not math.isfinite(m) else f"{m:.4g}" + (f" [{lo:.4g}, {hi:.4g}]" if math.isfinite(lo) else ""))
+            ci = f" [{lo:.4g}, {hi:.4g}]" if math.isfinite(lo) else ""
+            cells.append("n/a" if not math.isfinite(m) else f"{m:.4g}{ci}")
         lines.append(f"| {metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
