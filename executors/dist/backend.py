@@ -2,17 +2,20 @@
 
 The roles follow each algorithm's definition (:mod:`simasgd.algorithms`): ``sync`` — every rank a
 worker, one all-reduce a round (:mod:`.collective`); ``param_server`` — ``shards`` server ranks and
-the workers, pushes and pulls as point-to-point messages (:mod:`.server`); ``easgd`` / ``eawild`` —
-the centre on rank 0 and the workers, EA-wild's groups with collectives of their own
-(:mod:`.elastic`). :func:`run_once` forks the ``workers + servers`` processes itself on loopback
-(gloo over TCP on 127.0.0.1); across machines the same roles run in the processes ``torchrun``
-starts (:mod:`.launch`). Rank 0 gathers the rows (versions, times from one clock, bytes of every
-message) and builds the run's result (:mod:`.collect`); a rank that fails ends the run with an
-error naming it, and no result is returned, so ``backends.run`` writes no folder for that repeat.
+the workers, pushes and pulls as point-to-point messages, and ``ssp``, the same server with a clock
+gate (:mod:`.server`); ``backup`` — a server closing each round at its first N gradients
+(:mod:`.backup`); ``easgd`` / ``eawild`` — the centre on rank 0 and the workers, EA-wild's groups
+with collectives of their own (:mod:`.elastic`); ``keuper`` / ``simuparallel`` — every rank a node
+with its own state, Keuper's states sent node to node (:mod:`.decentral`). :func:`run_once` forks
+the ``workers + servers`` processes itself on loopback (gloo over TCP on 127.0.0.1); across
+machines the same roles run in the processes ``torchrun`` starts (:mod:`.launch`). Rank 0 gathers
+the rows (versions, times from one clock, bytes of every message) and builds the run's result
+(:mod:`.collect`); a rank that fails ends the run with an error naming it, and no result is
+returned, so ``backends.run`` writes no folder for that repeat.
 
 The shared-memory algorithms (one θ that several threads read and write: mutex, rwlock, hogwild,
-leashed, lopez, sequential) are refused with the backends that run them; so are the distributed
-ones not implemented here yet (keuper, simuparallel, ssp, backup, k_sync, k_async).
+leashed, lopez, sequential) are refused with the backends that run them; so are k_sync and k_async
+(not implemented here).
 """
 
 from __future__ import annotations
