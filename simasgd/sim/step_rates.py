@@ -1,0 +1,156 @@
+"""What a read, an update or a fresh-vector pass of the model costs where its lines are, and what a line's move
+costs: the tables :class:`~simasgd.sim.costs.Platform` times a worker's steps by.
+
+- :class:`StepTables` (caches and coherence): a step's time by the streams it moves, on the worker's own
+  lines, on lines another core wrote last, and on lines both hold (:mod:`caches`), from the warm
+  ``[copy_by_size]`` rates, replaced by those timed in a worker's cycle where calibrated;
+- :class:`LineCosts` (locks, CAS, atomic passes): a CAS, a lock's hand-off, a Lopez pass's locked adds
+  and a line's core-to-core move;
+- :func:`executor_costs`: the executor's loss snapshot and its bookkeeping between two cycles.
+
+Every figure is the calibrated profile's (docs/profile.md) where it has one; without it the memory model
+(:mod:`memory`) prices the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simasgd.machine import Machine
+from simasgd.scenario import Scenario
+from simasgd.sim.caches import CacheModel, LastWriter
+from simasgd.sim.profile_tables import (
+    FRESH_COPIES,
+    READ_COPIES,
+    UPDATE_COPIES,
+    pass_costs,
+    profile_fresh_destinations,
+    profile_latency,
+    profile_shared_fresh,
+    profile_snapshot,
+    profile_steps,
+)
+
+Rates = dict[int, float]  # a step's seconds by the model-sized streams it moves (READ_COPIES, ...)
+
+
+@dataclass
+class StepTables:
+    """Step times where the model's lines are (caches and coherence), per worker; None off the cache model."""
+
+    caches: CacheModel | None    # cache-resident model buffers (None: through the memory model)
+    model_bytes: int
+    coherent: bool               # the model's lines may have been written by another core
+    in_cycle: bool               # [sim] steps_in_cycle: the steps as timed in a worker's cycle
+    held: bool                   # [sim] held_lines: lines valid in two caches cost an invalidation
+    own_fresh_s: dict[str, float]  # Leashed's pass into the worker's own vector again: "retry", "kept"
+    private_copy_s: float | None  # a copy between two of a worker's own buffers
+    cached_s: list[Rates | None]  # on the worker's own lines
+    shared_s: list[Rates | None]  # on lines another core wrote last
+    held_s: list[Rates | None]    # on lines valid here and in another core's cache
+    lines: LastWriter             # who wrote the model's lines last, who holds them
+    evicts: bool                  # a gradient on a private copy evicts the model's lines
+    race_s: float | None          # an unlocked update racing another on the same lines (per stream)
+
+    @classmethod
+    def build(cls, sc: Scenario, machine: Machine, model_bytes: int) -> StepTables:
+        n = sc.workers.count
+        caches = CacheModel.from_profile(machine.profile) if sc.sim.cache_model else None
+        resident = caches if caches is not None and caches.in_cache(model_bytes, n) else None
+        coherent = n > 1 and sc.sim.coherence
+        in_cycle, held = sc.sim.steps_in_cycle, sc.sim.held_lines
+        # Leashed's pass timed with two workers at once (its destination held by the other's cache): in-cycle
+        two = profile_shared_fresh(machine.profile, sc.workload) if in_cycle and held else None
+        # ... by what it is built into: a claimed vector, or the worker's own again (a retry, or kept from a
+        # dropped attempt), whose lines are in its cache
+        dest = profile_fresh_destinations(machine.profile, sc.workload) \
+            if two is not None and sc.sim.leashed_destinations else {}
+        # persistence 0 as calibrated with it, where it was: workers that drop fall into step, and a claimed
+        # pass then mostly overlaps the other worker's (docs/profile.md)
+        dropping = sc.algorithm.name == "leashed" and sc.algorithm.param("persistence") == 0
+        two = dest.get("claimed_dropping" if dropping and "claimed_dropping" in dest else "claimed", two)
+        own_fresh = {k: dest[k] for k in ("retry", "kept") if k in dest} if coherent else {}
+        t = cls(resident, model_bytes, coherent, in_cycle, held, own_fresh,
+                None if resident is None else resident.read_s(model_bytes), [], [], [],
+                LastWriter(n, sc.sim.coherence_recency), False, None)
+        cached, shared, both = t.rates(profile_steps(machine.profile, sc.workload) if in_cycle else {}, two)
+        t.cached_s, t.shared_s, t.held_s = [cached] * n, [shared] * n, [both] * n
+        # A gradient on a private copy evicts the model's lines from the worker's private cache when the copy
+        # and the model do not fit it together (a 1 MB L2 and a 680 KB model; not a 2 MB L2)
+        private = _private_cache_bytes(machine.profile)
+        t.evicts = coherent and held and private is not None and 2 * model_bytes > private
+        t.race_s = resident.race_s(model_bytes) if resident is not None and coherent and sc.sim.racing_writes \
+            else None
+        return t
+
+    def rates(self, steps: Rates, shared_fresh: float | None = None) -> tuple[Rates | None, Rates | None,
+                                                                              Rates | None]:
+        """Step times by streams moved, on a worker's own lines, on another core's, and on lines both hold
+        (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates, replaced by ``steps`` (timed in
+        a worker's cycle) where given; another core's lines cost the slower of those and ``[coherence]``'s
+        rate (they come from that core's cache or, where the cycle evicted them, from the next level: not
+        both), and so do held lines (``held_read_gbs``/``held_write_gbs``, when calibrated and ``[sim]
+        held_lines``). ``shared_fresh``: Leashed's pass timed in two workers' cycles at once
+        (``cycle_fresh_k2_median_s``), which is then the fresh pass on another core's lines: its
+        destination is a vector both gradients read, held by the other's cache or evicted by the
+        gradients' traffic in proportions no ping-pong reproduces. (None, None, None) off the cache model."""
+        c, s = self.caches, self.model_bytes
+        if c is None:
+            return None, None, None
+        own = {READ_COPIES: c.read_s(s), UPDATE_COPIES: c.update_s(s), FRESH_COPIES: c.update_into_s(s), **steps}
+        if not self.coherent:
+            return own, None, None
+        shared = {READ_COPIES: max(own[READ_COPIES], c.read_s(s, True)),
+                  UPDATE_COPIES: max(own[UPDATE_COPIES], c.update_s(s, True)),
+                  FRESH_COPIES: shared_fresh or max(own[FRESH_COPIES], c.update_into_s(s, True))}
+        read, update = c.held_s(s, False), c.held_s(s, True)
+        if not self.held or read is None or update is None:
+            return own, shared, None
+        return own, shared, {READ_COPIES: max(own[READ_COPIES], read), UPDATE_COPIES: max(own[UPDATE_COPIES], update)}
+
+
+@dataclass
+class LineCosts:
+    """What moving one line costs, per worker: a CAS, a lock's hand-off, a line between two cores; and a Lopez
+    pass's locked add, alone and while another CPU reads the buffer (profile ``[passes]``)."""
+
+    cas_latency: list[float]
+    handoff_s: list[float]
+    line_s: list[float]             # a line's core-to-core move: the later of two racing updates trails by it
+    pass_add_s: float | None
+    pass_shared_add_s: float | None
+
+    @classmethod
+    def build(cls, sc: Scenario, machine: Machine, memory_latency: list[float], model_bytes: int) -> LineCosts:
+        n = sc.workers.count
+        # A CAS moves the line from where the model lives (or takes what calibration measured).
+        cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
+        add, shared_add = pass_costs(machine, model_bytes)
+        pass_add = add if add is not None else cas
+        handoffs = list(memory_latency) if handoff is None else [handoff] * n
+        # updates racing another on the same lines (HOGWILD!, EA-wild's centre): the later one trails the
+        # earlier by a line's hand-off between the cores (racing.py)
+        c2c = profile_latency(machine, "c2c", "latency_ns")
+        return cls(cas_latency=list(memory_latency) if cas is None else [cas] * n, handoff_s=handoffs,
+                   line_s=[c2c * 1e-9] * n if c2c is not None else handoffs, pass_add_s=pass_add,
+                   pass_shared_add_s=shared_add if shared_add is not None and sc.sim.coherence else pass_add)
+
+
+def executor_costs(sc: Scenario, machine: Machine, dim: int | None) -> tuple[float | None, float | None]:
+    """(the executor's loss snapshot: θ copied into a ring slot in no cache, calibrated in a worker's cycle;
+    its record, budget check and clock between a version's bump and the next read of it), each None where
+    uncalibrated, switched off, or with a given ``[timing] update``."""
+    snapshot = profile_snapshot(machine.profile, sc.workload) \
+        if sc.sim.loss_snapshots and sc.timing.update is None and dim else None
+    books = profile_latency(machine, "executor", "bookkeeping_s") \
+        if sc.sim.bookkeeping and sc.timing.update is None else None
+    return snapshot, books
+
+
+def _private_cache_bytes(profile: dict[str, Any] | None) -> float | None:
+    """The largest cache level a core has to itself (profile ``[cache]``, ``shared_by`` 1), or None."""
+    cache = (profile or {}).get("cache") or {}
+    sizes, shared = cache.get("sizes_bytes") or [], cache.get("shared_by") or []
+    private = [float(z) for z, k in zip(sizes, shared, strict=False) if k == 1]
+    return max(private) if private else None
