@@ -13,8 +13,9 @@ backend for an algorithm it lacks is a clear error (:func:`require`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 
 class Params(Protocol):

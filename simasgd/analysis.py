@@ -10,8 +10,8 @@ confidence intervals in :mod:`simasgd.fidelity`.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd

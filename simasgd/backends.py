@@ -7,8 +7,9 @@ pays for numba or SimPy, and a backend that is absent says so plainly.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from simasgd import metadata
 from simasgd.progress import Advance
@@ -80,14 +81,14 @@ def pairs() -> list[tuple[str, str]]:
 
 def measures_host(name: str) -> bool:
     """The backend's ``MEASURES_HOST`` trait (BackendError if it is unknown or absent)."""
-    return bool(getattr(load(name), "MEASURES_HOST"))
+    return bool(load(name).MEASURES_HOST)
 
 
 def needs_profile(name: str, scenario: Scenario) -> bool:
     """Whether running ``scenario`` on the backend reads the calibrated profile (``needs_profile`` or ``NEEDS_PROFILE``)."""
     impl = load(name)
     decide = getattr(impl, "needs_profile", None)
-    return bool(decide(scenario)) if callable(decide) else bool(getattr(impl, "NEEDS_PROFILE"))
+    return bool(decide(scenario)) if callable(decide) else bool(impl.NEEDS_PROFILE)
 
 
 def run_metadata(backend: str, scenario: Scenario) -> dict[str, object]:

@@ -16,8 +16,9 @@ curve's ``accuracy`` column; the last one is the summary's ``final_accuracy``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -33,7 +33,7 @@ class Distribution:
         """One draw (``n is None``) or an array of ``n`` draws."""
         raise NotImplementedError
 
-    def scaled(self, factor: float) -> "Distribution":
+    def scaled(self, factor: float) -> Distribution:
         """The distribution of ``factor * X`` (stragglers, calibration scaling)."""
         return Scaled(self, factor)
 

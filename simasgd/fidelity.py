@@ -112,7 +112,7 @@ class Fidelity:
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION,
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "predicted": asdict(self.predicted), "reference": asdict(self.reference),
             "scenario_diff": self.scenario_diff, "goals": GOALS,
             "confidence_level": self.level, "bootstrap_resamples": self.resamples,
@@ -374,8 +374,8 @@ def _measures_host(name: str) -> bool:
         return False
 
 
-def sim_scenario(scenario: "Scenario", backends: list[str], quick_calibration: bool = False,
-                 calibrate: "Calibrate | None" = None) -> "Scenario":
+def sim_scenario(scenario: Scenario, backends: list[str], quick_calibration: bool = False,
+                 calibrate: Calibrate | None = None) -> Scenario:
     """The scenario the simulator runs: against a backend that measures this host, the calibrated preset ``this``."""
     if not any(_measures_host(b) for b in backends):
         return scenario
@@ -386,8 +386,8 @@ def sim_scenario(scenario: "Scenario", backends: list[str], quick_calibration: b
     return scenario.model_copy(update={"machine": scenario.machine.model_copy(update={"preset": "this"})})
 
 
-def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False,
-                   also: "list[Any] | None" = None, calibrate: "Calibrate | None" = None) -> Path:
+def ensure_profile(scenario: Scenario | None = None, quick: bool = False,
+                   also: list[Any] | None = None, calibrate: Calibrate | None = None) -> Path:
     """The calibrated profile of this machine; calibrate first (including the scenario's workload and the
     workloads in ``also``, e.g. the same model at every batch size a sweep runs) if there is none.
 
@@ -419,7 +419,7 @@ def ensure_profile(scenario: "Scenario | None" = None, quick: bool = False,
     return profile.write(doc, path)
 
 
-def _add_torch_gradients(path: Path, scenario: "Scenario", quick: bool) -> None:
+def _add_torch_gradients(path: Path, scenario: Scenario, quick: bool) -> None:
     """A profile without the user's torch module: measure its gradient times and add them. Timed from
     Python in worker processes, they are far from what the profile's FLOP rate would derive."""
     from simasgd import profile
@@ -434,9 +434,9 @@ def _add_torch_gradients(path: Path, scenario: "Scenario", quick: bool) -> None:
     profile.write(doc, path)
 
 
-def run_and_compare(scenario: "Scenario", backends: list[str], out: str | Path, *, repeats: int | None = None,
+def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *, repeats: int | None = None,
                     advance: Any = None, resamples: int = 1000, quick_calibration: bool = False,
-                    calibrate: "Calibrate | None" = None) -> tuple[Fidelity, dict[str, RunResult]]:
+                    calibrate: Calibrate | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
     """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first)."""
     from simasgd import backends as registry
 

@@ -61,7 +61,7 @@ def collect(backend: str, scenario_hash: str) -> dict[str, object]:
         "hostname": platform.node(),
         "platform": platform.platform(),
         "versions": versions(),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -164,7 +164,7 @@ def profile_placement_warnings(doc: dict[str, object], ratio: float = 2.0) -> li
     return out
 
 
-def calibrated_c2c_ns(path: "os.PathLike[str] | str | None" = None) -> float | None:
+def calibrated_c2c_ns(path: os.PathLike[str] | str | None = None) -> float | None:
     """The profile's ``[c2c] latency_ns`` (this machine's profile by default), or None without one."""
     from simasgd import machine, profile
 

@@ -134,7 +134,7 @@ def to_result(doc: dict[str, Any], scenario: Scenario | None = None, *, source: 
     sc = scenario or Scenario(name=Path(source).stem or "peer")
     meta = {"backend": BACKEND, "scenario_hash": sc.hash if scenario is not None else "",
             "scenario_known": scenario is not None, "source": source,
-            "imported": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "imported": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "importer_git_commit": metadata.git_commit(), "producer": "dcs-chalmers/shared-memory-sgd"}
     return RunResult(sc.to_dict(), BACKEND, [summary], updates, curve, meta)
 

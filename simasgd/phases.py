@@ -18,8 +18,9 @@ worker's updates/s is 1/cycle, for most of the updates/s error (≈ −Δc/c).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -195,14 +196,14 @@ class Cycles:
     long: pd.DataFrame
 
     @classmethod
-    def of(cls, x: "Side | Cycles", warmup: float = WARMUP) -> "Cycles":
+    def of(cls, x: Side | Cycles, warmup: float = WARMUP) -> Cycles:
         if isinstance(x, Cycles):
             return x
         wide = cycle_table(x.updates if isinstance(x, RunResult) else x, warmup)
         return cls(wide, _long(wide))
 
 
-def has_phases(x: "Side | Cycles", warmup: float = WARMUP) -> bool:
+def has_phases(x: Side | Cycles, warmup: float = WARMUP) -> bool:
     """Whether any attempt has every phase defined (old results and imports have no boundaries)."""
     return bool(len(_complete(Cycles.of(x, warmup).wide)))
 
@@ -236,7 +237,7 @@ def _rel(a: Any, b: Any) -> Any:
         return np.where((a == 0) & (b == 0), 0.0, (a - b) / b)
 
 
-def compare_phases(a: "Side | Cycles", b: "Side | Cycles", labels: tuple[str, str] = ("sim", "cpu"),
+def compare_phases(a: Side | Cycles, b: Side | Cycles, labels: tuple[str, str] = ("sim", "cpu"),
                    warmup: float = WARMUP) -> pd.DataFrame:
     """Index phase; columns ``"<label> <stat>"`` for both sides, then mean/median rel err (a vs b)."""
     la, lb = _labels(labels)
@@ -252,7 +253,7 @@ def compare_phases(a: "Side | Cycles", b: "Side | Cycles", labels: tuple[str, st
     return t
 
 
-def compare_by_worker(a: "Side | Cycles", b: "Side | Cycles", labels: tuple[str, str] = ("sim", "cpu"),
+def compare_by_worker(a: Side | Cycles, b: Side | Cycles, labels: tuple[str, str] = ("sim", "cpu"),
                       warmup: float = WARMUP) -> pd.DataFrame:
     """Long: worker, phase, ``"<label> mean"`` of both sides (seconds) and mean_rel_err."""
     la, lb = _labels(labels)
@@ -294,7 +295,7 @@ class Explanation:
                 "cycle_mean_s": [_num(x) for x in self.cycle_mean_s], "cycle_rel_err": _num(self.cycle_rel_err)}
 
 
-def explain(a: "Side | Cycles", b: "Side | Cycles", warmup: float = WARMUP) -> Explanation | None:
+def explain(a: Side | Cycles, b: Side | Cycles, warmup: float = WARMUP) -> Explanation | None:
     """The phase whose mean-time difference explains most of the mean-cycle difference (None: no phases)."""
     wa, wb = _complete(Cycles.of(a, warmup).wide), _complete(Cycles.of(b, warmup).wide)
     if wa.empty or wb.empty:
@@ -389,7 +390,7 @@ class PhaseComparison:
                 "per_worker": per_worker}
 
 
-def breakdown(a: "Side | Cycles", b: "Side | Cycles", labels: tuple[str, str] = ("sim", "cpu"),
+def breakdown(a: Side | Cycles, b: Side | Cycles, labels: tuple[str, str] = ("sim", "cpu"),
               warmup: float = WARMUP) -> PhaseComparison:
     """The phase comparison of ``a`` against ``b`` (errors are a − b, relative to b)."""
     la, lb = _labels(labels)

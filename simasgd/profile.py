@@ -16,8 +16,9 @@ import math
 import numbers
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from simasgd import versioning
 from simasgd.atomicio import atomic_write_text

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -37,7 +37,7 @@ class DistSpec(Section):
     path: str | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "DistSpec":
+    def _consistent(self) -> DistSpec:
         if self.dist == "shifted_exponential" and self.shift_s > self.mean_s:
             raise ValueError("shift_s must be <= mean_s (mean_s is the mean of the whole distribution)")
         if self.dist == "empirical" and not self.path:
@@ -83,7 +83,7 @@ class StragglerConfig(Section):
     pause: DistSpec | None = None
 
     @model_validator(mode="after")
-    def _pause_given(self) -> "StragglerConfig":
+    def _pause_given(self) -> StragglerConfig:
         if self.probability > 0 and self.pause is None:
             raise ValueError("a transient-pause probability needs `pause = {dist = ..., mean_s = ...}`")
         return self
@@ -91,7 +91,7 @@ class StragglerConfig(Section):
 
 class WorkersConfig(Section):
     count: PosInt = 1
-    placement: Union[Literal["uma", "numa", "os"], list[Annotated[int, Field(ge=0)]]] = "os"
+    placement: Literal["uma", "numa", "os"] | list[Annotated[int, Field(ge=0)]] = "os"
     stragglers: StragglerConfig = StragglerConfig()
 
 
@@ -131,7 +131,7 @@ class WorkloadConfig(Section):
                          "'cifar10:PATH' (a folder of CIFAR-10 binary batches)")
 
     @model_validator(mode="after")
-    def _model_keys(self) -> "WorkloadConfig":
+    def _model_keys(self) -> WorkloadConfig:
         if self.layers is not None and len(self.layers) < 2:
             raise ValueError("layers needs at least [inputs, outputs]")
         if self.sparse and self.model not in ("logreg", "least_squares"):
@@ -205,7 +205,7 @@ class AlgorithmConfig(Section):
         return {"kind": v} if isinstance(v, str) else v
 
     @model_validator(mode="after")
-    def _params_belong(self) -> "AlgorithmConfig":
+    def _params_belong(self) -> AlgorithmConfig:
         stray = stray_params(self.name, {k for k in self.model_fields_set if getattr(self, k) is not None})
         if stray:
             raise ValueError("; ".join(stray))
@@ -402,7 +402,7 @@ class NetworkConfig(Section):
         return v
 
     @model_validator(mode="after")
-    def _complete(self) -> "NetworkConfig":
+    def _complete(self) -> NetworkConfig:
         if self.preset == "none" and self.bandwidth_gbps is None and (
                 self.latency_us is not None or self.server_bandwidth_gbps is not None):
             raise ValueError("preset = \"none\" is shared memory: give bandwidth_gbps (or a preset) for a network")
@@ -421,7 +421,7 @@ class GpuConfig(Section):
 
 class SweepConfig(Section):
     # dotted key -> list of values or a range string "start:stop:step" (see simasgd.sweep.grid)
-    grid: dict[str, Union[list[Any], str]] = {}
+    grid: dict[str, list[Any] | str] = {}
     # "cell": a seed per cell derived from its content; "shared": every cell uses `seed` (see simasgd.sweep.plan)
     seeding: Literal["cell", "shared"] = "cell"
 
@@ -460,7 +460,7 @@ class Scenario(Section):
     base_dir: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "Scenario":
+    def _cross_checks(self) -> Scenario:
         a, n = self.algorithm, self.workers.count
         problems = algorithms.check(a.name, a, n)  # the algorithm's definition: worker bounds, k <= n, ...
         if problems:

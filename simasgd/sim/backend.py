@@ -20,13 +20,12 @@ from simasgd.machine import is_gpu, preset_of, resolve, simulated
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
+from simasgd.sim import gpu, network
 from simasgd.sim.algorithms import STARTERS
 from simasgd.sim.costs import Platform
-from simasgd.sim.profile_tables import profile_gradient
-from simasgd.sim import gpu
 from simasgd.sim.engine import SimRun
 from simasgd.sim.numerics import Model
-from simasgd.sim import network
+from simasgd.sim.profile_tables import profile_gradient
 
 NAME = "sim"
 ALGORITHMS = frozenset(STARTERS)

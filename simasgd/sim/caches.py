@@ -64,7 +64,7 @@ class CacheModel:
     held_update_gbs: np.ndarray | None = None  # an update of such lines: each write invalidates the other's copy
 
     @classmethod
-    def from_profile(cls, profile: dict[str, Any] | None) -> "CacheModel | None":
+    def from_profile(cls, profile: dict[str, Any] | None) -> CacheModel | None:
         """The model from a calibrated profile, or None when it lacks ``[copy_by_size]``."""
         table = (profile or {}).get("copy_by_size") or {}
         sizes, gbs, upd = table.get("sizes_bytes"), table.get("gbs"), table.get("update_gbs")
@@ -184,7 +184,7 @@ class LastWriter:
     a multi-worker run as another core's.
     """
 
-    __slots__ = ("_writes", "_seen", "_valid", "_writer", "_downgraded", "_lapsed", "recency")
+    __slots__ = ("_downgraded", "_lapsed", "_seen", "_valid", "_writer", "_writes", "recency")
 
     def __init__(self, n: int, recency: bool = True):
         self._writes = 0  # writes of the model begun, by anyone
@@ -209,9 +209,7 @@ class LastWriter:
     def touch(self, w: int, writes: bool) -> int:
         """Worker ``w`` reads (or, ``writes``, writes) the model now: where its lines were as it began
         (:data:`OWN`, :data:`OTHERS`, :data:`HELD`)."""
-        if not self.recency:
-            where = OTHERS
-        elif self._seen[w] != self._writes and self._writes:
+        if not self.recency or (self._seen[w] != self._writes and self._writes):
             where = OTHERS
         # another cache holds the lines: the holders but w (before the first write, w's own first touch asks
         # for two, as it always did)

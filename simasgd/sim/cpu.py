@@ -26,7 +26,7 @@ spinning lock waiters call every 64 spins:
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Generator
+from collections.abc import Callable, Generator
 
 import simpy
 
@@ -36,7 +36,7 @@ from simasgd.machine import Machine
 class Thread:
     """Scheduler state of one worker thread."""
 
-    __slots__ = ("pool", "req", "left", "sliced", "cpu", "holds", "cpu_time", "since", "queued")
+    __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "since", "sliced")
 
     def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None):
         self.pool = pool

@@ -7,8 +7,8 @@ hot path is an index into a list.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -25,7 +25,7 @@ BLOCK = 1024
 class Sampler:
     """Draws from a distribution in blocks; ``sampler()`` is the next duration."""
 
-    __slots__ = ("_draw", "_buf", "_i")
+    __slots__ = ("_buf", "_draw", "_i")
 
     def __init__(self, draw: Callable[[int], np.ndarray]):
         self._draw = draw

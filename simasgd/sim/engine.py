@@ -9,11 +9,12 @@ updates table derives it from ``version`` and ``read_version``.
 from __future__ import annotations
 
 import math
-from typing import Generator
+from collections.abc import Generator
 
 import numpy as np
 import simpy
 
+from simasgd import seeds
 from simasgd.convergence import Monitor
 from simasgd.machine import is_gpu
 from simasgd.progress import Advance
@@ -21,7 +22,6 @@ from simasgd.scenario import Scenario
 from simasgd.sim.costs import Platform
 from simasgd.sim.numerics import Model
 from simasgd.sim.primitives import Backoff
-from simasgd import seeds
 
 
 class Recorder:

@@ -24,7 +24,8 @@ draw independent (ρ = 0).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class SharedDraw:
     ``extra`` adds (stragglers' pauses, the host's long pauses) for a provisional time, a draw of the
     same marginal (their rate depends on the busy time only to first order)."""
 
-    __slots__ = ("_q", "_n", "_a", "_b", "_speed", "_clock", "_slow", "_rng", "_extra", "_e", "_x", "_i")
+    __slots__ = ("_a", "_b", "_clock", "_e", "_extra", "_i", "_n", "_q", "_rng", "_slow", "_speed", "_x")
 
     def __init__(self, samples: np.ndarray, rho: float, speed: HostSpeed, clock: Callable[[], float],
                  slowdown: float, rng: np.random.Generator,

@@ -17,7 +17,8 @@ Only where every worker has a CPU of its own (time-shared CPUs keep the k-at-onc
 
 from __future__ import annotations
 
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import numpy as np
 import simpy

@@ -33,13 +33,17 @@ IBTA for InfiniBand EDR: 4 lanes × 25.78125 Gb/s, 64b/66b, = 100 Gb/s —
 ConnectX-4 user manual, docs.nvidia.com/networking); latencies are orders of
 magnitude, not measurements: a TCP message through the kernel tens of µs
 (Mellanox 2019, "Paving the road to exascale": 30–40 µs CPU-onloaded), an
-RDMA message on InfiniBand about 1 µs.
+RDMA message on InfiniBand about 1 µs. ``preset = "this"`` takes the
+measured transport instead: the calibrated profile's ``[network]`` table
+(``simasgd calibrate --network``: latency, point-to-point bandwidth and the
+server's link under N senders, measured over backend ``dist``'s gloo).
 """
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Generator
+from typing import Any
 
 import simpy
 
@@ -52,7 +56,9 @@ PRESETS: dict[str, tuple[float, float] | None] = {
     "10gbe": (10.0, 30.0),     # IEEE 802.3ae; kernel TCP
     "25gbe": (25.0, 20.0),     # IEEE 802.3by; kernel TCP
     "100g_ib": (100.0, 1.0),   # InfiniBand EDR 4x (IBTA); RDMA
+    "this": None,              # measured: the calibrated profile's [network] (simasgd calibrate --network)
 }
+MEASURED = "this"
 
 Proc = Generator[simpy.Event, Any, None]
 
@@ -67,14 +73,33 @@ class Links:
 
 
 def resolve(cfg: Any) -> Links | None:
-    """The scenario's ``[network]`` (``scenario.NetworkConfig``) as numbers; None for shared memory."""
-    base = PRESETS[cfg.preset]
+    """The scenario's ``[network]`` (``scenario.NetworkConfig``) as numbers; None for shared memory.
+    ``preset = "this"``: the calibrated profile's measured transport (:func:`measured`)."""
+    base, server_base = (measured() if cfg.preset == MEASURED else (PRESETS[cfg.preset], None))
     gbps = cfg.bandwidth_gbps if cfg.bandwidth_gbps is not None else (base[0] if base else None)
     lat_us = cfg.latency_us if cfg.latency_us is not None else (base[1] if base else 0.0)
     if gbps is None:
         return None
-    server = cfg.server_bandwidth_gbps if cfg.server_bandwidth_gbps is not None else gbps
+    server = cfg.server_bandwidth_gbps if cfg.server_bandwidth_gbps is not None else (server_base or gbps)
     return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6)
+
+
+def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
+    """((Gb/s, one-way µs), the server link's Gb/s) from the profile's ``[network]`` table, written by
+    ``simasgd calibrate --network`` (the transport of backend ``dist``); the presets stay for networks
+    not measured. A clear error where the profile or its table is missing."""
+    from simasgd import machine, profile
+
+    p = path or machine.profile_path()
+    if not p.is_file():
+        raise ValueError(f'[network] preset = "this": no calibrated profile at {p}; run `simasgd calibrate '
+                         f'--network --out {p}`')
+    net = profile.read(p).get("network")
+    if not net or "bandwidth_gbps" not in net or "latency_us" not in net:
+        raise ValueError(f'[network] preset = "this": {p} has no measured [network] table; run `simasgd '
+                         f'calibrate --network --out {p}`')
+    server = net.get("server_bandwidth_gbps")
+    return (float(net["bandwidth_gbps"]), float(net["latency_us"])), None if server is None else float(server)
 
 
 def model_bytes(dim: int, itemsize: int) -> int:
@@ -119,7 +144,7 @@ def traffic(sc: Any, dim: int, itemsize: int, rows: int) -> dict[str, int]:
     return {"bytes_per_row": b, "bytes_total": b * rows} if b else {}
 
 
-def for_run(run: Any, servers: int = 1) -> "Network":
+def for_run(run: Any, servers: int = 1) -> Network:
     """The network of a simulated run (``SimRun``): its scenario's ``[network]``, n workers, ``servers`` servers."""
     cfg = run.sc.network
     return Network(run.env, None if cfg is None else resolve(cfg), run.n, servers)

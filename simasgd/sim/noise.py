@@ -44,7 +44,7 @@ class HostNoise:
 
     @classmethod
     def from_profile(cls, profile: dict[str, Any] | None, busy_threads: int,
-                     longer_than_s: float) -> "HostNoise | None":
+                     longer_than_s: float) -> HostNoise | None:
         """The long pauses of ``[noise.k<k>]`` with k the largest measured ≤ ``busy_threads``; None if absent."""
         noise = (profile or {}).get("noise") or {}
         ks = [k for k in range(1, max(1, busy_threads) + 1) if isinstance(noise.get(f"k{k}"), dict)]

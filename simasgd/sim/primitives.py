@@ -17,7 +17,7 @@ can run someone else — including, or not, the lock holder (convoys).
 
 from __future__ import annotations
 
-from typing import Callable, Generator
+from collections.abc import Callable, Generator
 
 import numpy as np
 import simpy
@@ -47,7 +47,7 @@ class ReadRequest(Put):
 class WriteRequest(Put):
     write = True
 
-    def __init__(self, resource: "RWLock"):
+    def __init__(self, resource: RWLock):
         # Counted before Put.__init__ runs the grant loop, so writer priority sees this writer.
         resource.writers_waiting += 1
         super().__init__(resource)
@@ -73,7 +73,7 @@ class WriteRequest(Put):
 
 
 class RWRelease(Get):
-    def __init__(self, resource: "RWLock", request: Put):
+    def __init__(self, resource: RWLock, request: Put):
         self.request = request
         super().__init__(resource)
 
@@ -172,7 +172,7 @@ def atomic(env: simpy.Environment, line: CacheLine, latency_s: float | None = No
 class CasCell:
     """A word updated only by compare-and-swap: here the version of the published parameter vector."""
 
-    __slots__ = ("value", "line", "failures")
+    __slots__ = ("failures", "line", "value")
 
     def __init__(self, line: CacheLine, value: int = 0):
         self.value = value
@@ -191,7 +191,7 @@ class CasCell:
 class AtomicCounter:
     """A fetch-and-add word (the shared gradient sum of Lopez et al. is d of these)."""
 
-    __slots__ = ("value", "line")
+    __slots__ = ("line", "value")
 
     def __init__(self, line: CacheLine, value: float = 0):
         self.value = value
@@ -206,7 +206,7 @@ class AtomicCounter:
 class Backoff:
     """Delay before the next attempt after ``attempt`` failures (attempt counts from 0)."""
 
-    __slots__ = ("kind", "initial", "max", "rng", "random_start")
+    __slots__ = ("initial", "kind", "max", "random_start", "rng")
 
     def __init__(self, cfg: BackoffConfig | None, rng: np.random.Generator):
         cfg = cfg or BackoffConfig()

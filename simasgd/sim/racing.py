@@ -25,7 +25,7 @@ version that already counts the follower's update, and its next update has τ = 
 
 from __future__ import annotations
 
-from typing import Generator
+from collections.abc import Generator
 
 import simpy
 
@@ -35,7 +35,7 @@ from simasgd.sim.cpu import Cores
 class Writers:
     """Who is writing the shared model without a lock, and where in the sweep: the chunk each is inside."""
 
-    __slots__ = ("env", "cores", "race_s", "handoff_s", "convoys", "_next", "_at", "_done", "_down", "_n")
+    __slots__ = ("_at", "_done", "_down", "_n", "_next", "convoys", "cores", "env", "handoff_s", "race_s")
 
     def __init__(self, env: simpy.Environment, cores: Cores, race_s: float, handoff_s: list[float],
                  convoys: bool):

@@ -9,7 +9,8 @@ load when used.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def run(scenario: Any, out: Any, grid: Sequence[str] = (), overrides: Sequence[str] = (), backend: str = "sim",
-        repeats: int | None = None, **kwargs: Any) -> "SweepReport":
+        repeats: int | None = None, **kwargs: Any) -> SweepReport:
     """``simasgd sweep`` from Python: ``run("s.toml", "sweeps/x", ["optimizer.lr=0.001:0.009:0.001"])``.
 
     ``kwargs`` go to :func:`simasgd.sweep.runner.run` (jobs, dask, resume, keep_runs, retry_failed).
@@ -28,14 +29,14 @@ def run(scenario: Any, out: Any, grid: Sequence[str] = (), overrides: Sequence[s
     return runner.run(plan.build(scenario, grid, overrides, backend=backend, repeats=repeats), out, **kwargs)
 
 
-def load(root: Any) -> "pd.DataFrame":
+def load(root: Any) -> pd.DataFrame:
     """One pandas row per finished (cell, repeat) of the sweep stored in ``root``."""
     from simasgd.sweep.store import load as _load
 
     return _load(root)
 
 
-def summary(df: "pd.DataFrame", **kwargs: Any) -> "pd.DataFrame":
+def summary(df: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
     """The fastest stable setting per algorithm x threads (see :func:`simasgd.sweep.analysis.table`)."""
     from simasgd.sweep.analysis import table
 

@@ -21,12 +21,13 @@ import socket
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, Union
+from typing import Any, Protocol
 
 from simasgd.results import RunResult
 from simasgd.sweep.plan import Task
@@ -69,7 +70,7 @@ def run_task(task: Task, body: Body | None = None) -> Outcome:
         fields = asdict(summary)
         row.update({k: v for k, v in fields.items() if k not in ("run", "extra")},
                    status="ok", extra=json.dumps(fields["extra"], default=str))
-    except Exception as e:  # noqa: BLE001 — any failure of one task is recorded, the sweep goes on
+    except Exception as e:
         row.update(status="failed", error=describe(e))
         result = None
     row["wall_s"] = time.perf_counter() - start
@@ -136,7 +137,7 @@ def _dask_host_lock() -> Iterator[None]:
 
 # -- pools ---------------------------------------------------------------------------------------------
 TaskFn = Callable[[Task], Outcome]
-Finished = tuple[Task, Union[Outcome, BaseException]]
+Finished = tuple[Task, Outcome | BaseException]
 
 
 class Pool(Protocol):
@@ -156,7 +157,7 @@ class InlinePool:
         for t in tasks:
             try:
                 yield t, fn(t)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 yield t, e
 
     def close(self, cancel: bool) -> None:
@@ -280,7 +281,7 @@ class DaskPool:
             task = pending.pop(fut.key)
             try:
                 yield task, fut.result()
-            except Exception as e:  # noqa: BLE001 — a lost worker (KilledWorker) fails only this task
+            except Exception as e:
                 yield task, e
             fut.release()
             for t in _take(it, 1):

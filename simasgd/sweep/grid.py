@@ -14,9 +14,10 @@ import hashlib
 import itertools
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from simasgd.loader import ScenarioError, parse_value
 

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+import simasgd.sweep.grid as gridmod
 from simasgd import algorithms, loader, seeds
 from simasgd.loader import ScenarioError
 from simasgd.scenario import Scenario
-import simasgd.sweep.grid as gridmod
 from simasgd.sweep.grid import Cell, Grid
-
 
 
 def measures_host(backend: str) -> bool:

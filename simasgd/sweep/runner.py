@@ -7,11 +7,11 @@ unless ``retry_failed=False``; finished successes are never rerun.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
 
 from simasgd import progress
 from simasgd.sweep.execution import Body, Outcome, failed_row, make_pool, run_task

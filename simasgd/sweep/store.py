@@ -23,9 +23,9 @@ from typing import Any
 
 import pandas as pd
 
+import simasgd.sweep.grid as gridmod
 from simasgd.atomicio import atomic_write
 from simasgd.results import ResultsError, RunResult, read_versioned_json
-import simasgd.sweep.grid as gridmod
 
 FORMAT = "simasgd-sweep"
 FORMAT_VERSION = 2  # 2: a task row's ``diverged`` is ``not_reached`` (tasks of 1 still read)
@@ -74,7 +74,7 @@ class SweepStore:
         else:
             doc = {"format": FORMAT, "format_version": FORMAT_VERSION, **_jsonable(identity),
                    "scenario": scenario,
-                   "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+                   "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
             self.root.mkdir(parents=True, exist_ok=True)
             atomic_write(self.root / MANIFEST, lambda p: Path(p).write_text(json.dumps(doc, indent=2)))
         self.tasks_dir.mkdir(parents=True, exist_ok=True)

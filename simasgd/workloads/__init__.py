@@ -14,7 +14,7 @@ would make numba recompile the caller in every process.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -32,9 +32,24 @@ WORKLOADS: dict[str, Builder] = {
     "cnn": cnn.build,
 }
 
-__all__ = ["CSR", "DataMatrix", "Dataset", "ModelSpec", "Workload", "WorkloadError", "WORKLOADS",
-           "build_workload", "check_backend", "densify", "eval_rows", "kernels", "load_dataset", "read_idx", "to_csr",
-           "workload_names"]
+__all__ = [
+    "CSR",
+    "WORKLOADS",
+    "DataMatrix",
+    "Dataset",
+    "ModelSpec",
+    "Workload",
+    "WorkloadError",
+    "build_workload",
+    "check_backend",
+    "densify",
+    "eval_rows",
+    "kernels",
+    "load_dataset",
+    "read_idx",
+    "to_csr",
+    "workload_names",
+]
 
 
 def workload_names() -> list[str]:

@@ -101,7 +101,7 @@ def _forward_one(theta, x, shape, conv, arg, pool, h, z):
 
 
 @njit(**_JIT)
-def _ce(z, label):  # noqa: ANN001, ANN201
+def _ce(z, label):  # noqa: ANN001
     """Cross-entropy of logits z; z becomes softmax(z) in place."""
     mx = z.max()
     s = 0.0

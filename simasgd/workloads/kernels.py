@@ -48,8 +48,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from simasgd import blas
 import simasgd.workloads.cnn_kernels as cnn_kernels
+from simasgd import blas
 from simasgd.workloads.cnn_kernels import CNN, cnn_rows
 
 # Changes whenever any kernel's source changes (see the module docstring); cnn_kernels.py and the

@@ -14,9 +14,9 @@ from functools import partial
 import numpy as np
 
 from simasgd.scenario import WorkloadConfig
-from simasgd.workloads.kernels import LEAST_SQUARES, SOFTMAX
 from simasgd.workloads.base import ModelSpec, WorkloadError
 from simasgd.workloads.data import Dataset
+from simasgd.workloads.kernels import LEAST_SQUARES, SOFTMAX
 from simasgd.workloads.mlp import check_layers, softmax_spec, zeros_init
 
 

@@ -12,9 +12,9 @@ from functools import partial
 import numpy as np
 
 from simasgd.scenario import WorkloadConfig
-from simasgd.workloads.kernels import SOFTMAX
 from simasgd.workloads.base import ModelSpec, WorkloadError
 from simasgd.workloads.data import Dataset
+from simasgd.workloads.kernels import SOFTMAX
 
 DEFAULT_HIDDEN = 128  # `layers` omitted: one hidden layer of this width
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def resolve(spec: str, key: str, base_dir: str | None) -> Callable[..., Any]:
         where = f"the scenario's folder {base_dir} and sys.path" if base_dir else "sys.path"
         raise WorkloadError(f"workload.{key} = {spec!r}: cannot import module {mod_name!r} "
                             f"({type(e).__name__}: {e}); looked in {where}") from None
-    except Exception as e:  # noqa: BLE001 - the user's module failed while importing
+    except Exception as e:
         raise WorkloadError(f"workload.{key} = {spec!r}: importing {mod_name!r} raised "
                             f"{type(e).__name__}: {e}") from None
     fn = getattr(mod, attr, None)
@@ -87,7 +88,7 @@ def make_module(cfg: WorkloadConfig, base_dir: str | None, seed: int) -> Any:
         torch.manual_seed(seed)
         try:
             module = factory()
-        except Exception as e:  # noqa: BLE001 - any failure of the user's factory is a bad workload
+        except Exception as e:
             raise WorkloadError(f"workload.module = {cfg.module!r}: the factory raised "
                                 f"{type(e).__name__}: {e}") from None
     if not isinstance(module, torch.nn.Module):
@@ -123,7 +124,7 @@ def _factory_data(cfg: WorkloadConfig, seed: int, base_dir: str | None) -> Datas
         got = resolve(spec, "data", base_dir)()
     except WorkloadError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise WorkloadError(f"workload.data = {spec!r}: the factory raised {type(e).__name__}: {e}") from None
     if isinstance(got, (tuple, list)) and len(got) in (2, 4):
         arrays = [_numpy(a) for a in got]
@@ -286,7 +287,7 @@ def _check(model: TorchModel, cfg: WorkloadConfig, data: Dataset) -> None:
     try:
         with model.torch.no_grad():
             out = model.module(xb)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise WorkloadError(f"workload.module = {cfg.module!r} does not fit {source}: its forward on rows of "
                             f"shape {tuple(xb.shape)} ({xb.dtype}) raised {type(e).__name__}: {e}") from None
     shape = tuple(getattr(out, "shape", ()))
@@ -295,7 +296,7 @@ def _check(model: TorchModel, cfg: WorkloadConfig, data: Dataset) -> None:
                             f"cross_entropy needs (rows, classes) with at least the data's {data.classes} classes")
     try:
         model(np.zeros(model.dim, dtype=cfg.dtype), X, y, idx, np.empty(model.dim, dtype=cfg.dtype))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise WorkloadError(f"workload.loss = {_loss_name(cfg)!r} on workload.module = {cfg.module!r}'s output "
                             f"{shape} and the labels of {source} raised {type(e).__name__}: {e}") from None
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from simasgd.sim.algorithms.bounded import start_backup, start_ssp
 from simasgd.sim.algorithms.decentral import start_keuper, start_simuparallel
-from simasgd.sim.algorithms.elastic import start_eawild, start_easgd
-from simasgd.sim.algorithms.locks import start_mutex, start_rwlock
+from simasgd.sim.algorithms.elastic import start_easgd, start_eawild
 from simasgd.sim.algorithms.lockfree import start_hogwild, start_leashed
+from simasgd.sim.algorithms.locks import start_mutex, start_rwlock
 from simasgd.sim.algorithms.lopez import start_lopez
 from simasgd.sim.algorithms.param_server import start_param_server
 from simasgd.sim.algorithms.sequential import start_sequential

@@ -15,7 +15,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generator
+from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -52,7 +53,7 @@ class Clocks:
 def start_ssp(run: SimRun) -> None:
     lock = Mutex(run.env)
     clocks = Clocks(run.env, run.n, run.sc.algorithm.param("bound"))
-    free = lambda: lock.free  # noqa: E731
+    free = lambda: lock.free
     for w in range(run.n):
         run.env.process(lock_worker(run.env, w, run, lock.request, lock.request, free, free, lock.release,
                                     gate=lambda w_: clocks.gate(w_, run), done=clocks.tick))
@@ -97,7 +98,7 @@ def start_backup(run: SimRun) -> None:
     rnd.procs = [run.env.process(k_sync_worker(run.env, w, run, rnd, k)) for w in range(run.n)]
 
 
-def clock_gaps(updates: "pd.DataFrame") -> np.ndarray:
+def clock_gaps(updates: pd.DataFrame) -> np.ndarray:
     """The clock gap at every read, from any backend's rows (one run): for the row of worker w's
     (i+1)-th iteration, i − min_j (j's updates with version ≤ its read_version) — how many iterations
     w had finished beyond the slowest worker's, counting only updates already in the θ it read. SSP

@@ -24,7 +24,8 @@ How far the states drift apart is :func:`simasgd.parzen.spread`.
 
 from __future__ import annotations
 
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import numpy as np
 import simpy

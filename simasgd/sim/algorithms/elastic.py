@@ -39,7 +39,7 @@ shared centre on the worker's CPU.
 
 from __future__ import annotations
 
-from typing import Generator
+from collections.abc import Generator
 
 import numpy as np
 import simpy

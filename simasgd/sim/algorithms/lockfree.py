@@ -25,7 +25,7 @@ next pass after a dropped attempt, build in the worker's own vector again (``Pla
 from __future__ import annotations
 
 import math
-from typing import Generator
+from collections.abc import Generator
 
 import simpy
 

@@ -11,7 +11,7 @@ takes the lock once (the finite-source M/M/1//M queue of docs/theory.md).
 
 from __future__ import annotations
 
-from typing import Callable, Generator
+from collections.abc import Callable, Generator
 
 import simpy
 
@@ -30,10 +30,10 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     backoff = run.backoff(w)
     spins = backoff.spins
     handoff = p.handoff_s[w]
-    block = lambda: p.block(w)  # noqa: E731 - a sleeping lock wait gives the CPU away
+    block = lambda: p.block(w)
     # a spinning one keeps it, burning its quantum (the executor's locks spin)
     spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.sc.sim.lock_waiters == "spin" else None
-    hold = lambda held: p.cores.hold(w, held)  # noqa: E731 - spinners yield to a descheduled holder
+    hold = lambda held: p.cores.hold(w, held)
     elide = run.elide_reads
     mine = -1  # the version this worker's last update made: its copy of θ holds it
     yield from run.start(w)
@@ -83,7 +83,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
 
 def start_mutex(run: SimRun) -> None:
     lock = Mutex(run.env)
-    free = lambda: lock.free  # noqa: E731
+    free = lambda: lock.free
     for w in range(run.n):
         run.env.process(lock_worker(run.env, w, run, lock.request, lock.request, free, free, lock.release))
 

@@ -26,7 +26,7 @@ step's read of ``g`` spans time and the step before ``version`` may hold part of
 
 from __future__ import annotations
 
-from typing import Generator
+from collections.abc import Generator
 
 import numpy as np
 import simpy

@@ -22,7 +22,7 @@ without, copies of the shared θ on the worker's CPU.
 
 from __future__ import annotations
 
-from typing import Generator
+from collections.abc import Generator
 
 import numpy as np
 import simpy

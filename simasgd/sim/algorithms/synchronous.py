@@ -15,7 +15,7 @@ version that first includes it (0 for sync and k-sync).
 
 from __future__ import annotations
 
-from typing import Generator
+from collections.abc import Generator
 
 import numpy as np
 import simpy
