@@ -189,8 +189,8 @@ class Platform:
         not fit its private cache together, the copy it just took (or the update that wrote both) and the
         gradient's first pass over the copy evict the model's lines from its cache
         (:meth:`LastWriter.evicted`): the next write of the model need not invalidate them there. Found in
-        the executor's mutex at 2 threads with reads skipped (2-vCPU AMD EPYC, B = 16, 680 KB): updates
-        15-23 µs where the held-lines rate gave 60-79 (benchmarks/fidelity.md, 2026-11-26)."""
+        the executor's mutex at 2 threads with reads skipped (B = 16, a 680 KB model, 1 MB of L2 a core):
+        updates 15-23 µs where the held-lines rate gave 60-79."""
         if self.steps.evicts:
             self.steps.lines.evicted(w)
 
@@ -239,7 +239,7 @@ class Platform:
         # whoever published the source, the destination is a pool vector the other workers' gradients have
         # read in place (Leashed reads every published vector without a copy): its lines must be taken
         # from their caches before they are written, so with 2+ workers a pass is always another core's
-        # (``cycle_fresh_k2_median_s`` where calibrated: on the 2-vCPU EPYC 36-41 µs against 22 alone;
+        # (``cycle_fresh_k2_median_s`` where calibrated: e.g. 36-41 µs against 22 alone;
         # ``cycle_fresh_k2_claimed_median_s`` with destinations)
         self._table[w] = self.steps.shared_s[w] or self.steps.cached_s[w]
         return self._step(w, None, FRESH_COPIES, 1.0, None)
