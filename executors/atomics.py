@@ -30,9 +30,24 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
-    "cas", "cas_float", "fetch_add", "fetch_add_relaxed", "exchange", "load", "load_acquire", "load_relaxed",
-    "store", "store_release", "store_relaxed", "fence", "fence_acquire", "fence_release",
-    "compiler_barrier", "now_ns", "cpu_relax", "sched_yield",
+    "cas",
+    "cas_float",
+    "compiler_barrier",
+    "cpu_relax",
+    "exchange",
+    "fence",
+    "fence_acquire",
+    "fence_release",
+    "fetch_add",
+    "fetch_add_relaxed",
+    "load",
+    "load_acquire",
+    "load_relaxed",
+    "now_ns",
+    "sched_yield",
+    "store",
+    "store_relaxed",
+    "store_release",
 ]
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")

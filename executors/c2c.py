@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit

@@ -17,8 +17,18 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (C_MAXU, LINE, N_CFG_I, N_RF, S_DEADLINE, S_VERSION, new_ctrl,
-                                  out_of_budget, record, snapshot_due)
+from executors.cpu.shared import (
+    C_MAXU,
+    LINE,
+    N_CFG_I,
+    N_RF,
+    S_DEADLINE,
+    S_VERSION,
+    new_ctrl,
+    out_of_budget,
+    record,
+    snapshot_due,
+)
 
 ROWS = 4096  # record buffer columns: rewritten in turn, as a run's buffer is written once a row
 
@@ -57,4 +67,4 @@ def bookkeeping_table(rounds: int = 40, n: int = 20_000) -> dict[str, float | in
     out = np.zeros(max(1, rounds))
     _bookkeeping(ctrl, cfg_i, ri, rf, nrec, max(1, n), out)
     return {"bookkeeping_s": float(np.median(out)) * 1e-9, "p10_s": float(np.percentile(out, 10)) * 1e-9,
-            "p90_s": float(np.percentile(out, 90)) * 1e-9, "rounds": int(len(out)), "calls": int(n)}
+            "p90_s": float(np.percentile(out, 90)) * 1e-9, "rounds": len(out), "calls": int(n)}

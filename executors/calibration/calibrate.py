@@ -51,7 +51,6 @@ from simasgd import profile as _profile
 from simasgd.profile import workload_key
 from simasgd.scenario import WorkloadConfig
 
-
 DEFAULT_WORKLOADS: list[dict[str, Any]] = [
     {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16},
     {"model": "mlp", "layers": [784, 128, 128, 128, 10], "dataset": "synthetic", "batch_size": 16},

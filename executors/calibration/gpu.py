@@ -21,7 +21,8 @@ says its numbers mean nothing.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

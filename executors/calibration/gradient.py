@@ -31,7 +31,6 @@ from executors.kernel import with_kernel
 from simasgd.memops import copy_into
 from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 
-
 # Before each run of the two-thread Leashed pass, wait up to this long (s) for the CPUs to be where the
 # other line-moving tables saw them: a VM's host moves its CPUs and brings them back within seconds
 SETTLE_S = 10.0

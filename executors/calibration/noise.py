@@ -18,7 +18,6 @@ from executors import settle
 from executors.calibration.timing import run_threads
 from simasgd.sim.noise import quantile_grid
 
-
 MIN_GAP_S = 2e-6  # a clock jump above this between two reads of a spin loop is a pause (a read is ~25 ns)
 
 
@@ -78,7 +77,7 @@ def noise(duration_s: float, min_gap_s: float = MIN_GAP_S, max_k: int | None = N
         s = np.sort(kept) * 1e-9
         if len(s):
             grid, top = quantile_grid(s, KEEP_PAUSES)  # the longest verbatim, the rest by rank
-            d.update(pauses_s=[float(x) for x in grid], count=int(len(s)), top=int(top))
+            d.update(pauses_s=[float(x) for x in grid], count=len(s), top=int(top))
             d.update(mean_s=float(paused) / float(n) * 1e-9, p50_s=float(np.median(s)),
                      p90_s=float(np.quantile(s, 0.9)), p99_s=float(np.quantile(s, 0.99)), max_s=float(s[-1]))
         else:

@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit

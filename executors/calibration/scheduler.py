@@ -78,7 +78,7 @@ def scheduler(seconds: float) -> dict[str, Any]:
     ns = run_threads(_yield_loop, [(n,), (n,)], cpus=[cpu, cpu])
     switch = max(ns) * 1e-9 / (2 * n)
     spin = run_threads(spin_yield_s, [()], cpus=[cpu])[0]
-    return {"quantum_s": quantum, "context_switch_s": switch, "runs": int(len(runs)), "spin_yield_s": spin,
+    return {"quantum_s": quantum, "context_switch_s": switch, "runs": len(runs), "spin_yield_s": spin,
             "source": "two spinning threads pinned to one CPU; sched_yield ping-pong; spin_yield_s: the "
                       "executor's lock-waiting loop alone on a CPU, time between its sched_yield calls"}
 

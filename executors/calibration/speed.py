@@ -67,4 +67,4 @@ def speed_from_stamps(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.nda
         return {}
     t = float(np.median(times))
     rho = min(1.0, r0 * float(np.exp(dt0 / t)))  # at the same instant, not dt0 apart
-    return {"k2_speed_corr": rho, "k2_speed_time_s": t, "k2_speed_pairs": int(len(p))}
+    return {"k2_speed_corr": rho, "k2_speed_time_s": t, "k2_speed_pairs": len(p)}

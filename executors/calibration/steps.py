@@ -23,7 +23,8 @@ destination is in no cache: a 680 KB model's update took 32–60 µs longer when
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit

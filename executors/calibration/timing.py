@@ -18,7 +18,6 @@ import numpy as np
 
 from executors import settle
 
-
 MAX_CONCURRENT = 4  # gradient times are also measured with k = 2..min(CPUs, this) threads at once
 
 
@@ -36,7 +35,7 @@ def run_threads(target: Callable[..., Any], args_per_thread: Sequence[tuple[Any,
             if cpus is not None and cpus[i] is not None:
                 os.sched_setaffinity(0, {cpus[i]})
             out[i] = target(*args)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+        except BaseException as e:
             errors.append((i, e))
 
     settle.settle()  # no BLAS pool still spinning from an earlier call takes the timed threads' CPUs
@@ -60,7 +59,7 @@ def sample_stats(samples_s: np.ndarray, keep: int) -> dict[str, Any]:
     s = np.sort(samples_s)
     step = max(1, len(s) // keep)
     return {"mean_s": float(s.mean()), "median_s": float(np.median(s)), "p10_s": float(np.quantile(s, 0.1)),
-            "p90_s": float(np.quantile(s, 0.9)), "std_s": float(s.std()), "n": int(len(s)),
+            "p90_s": float(np.quantile(s, 0.9)), "std_s": float(s.std()), "n": len(s),
             "samples_s": [float(x) for x in samples_s[::step][:keep]]}
 
 

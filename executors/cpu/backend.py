@@ -14,7 +14,7 @@ ALGORITHMS = frozenset(TABLE)  # one row per algorithm in executors/cpu/wiring.p
 MEASURES_HOST = True   # real threads on this host: its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 
-__all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "ExecutorError", "run_once"]
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "ExecutorError", "run_once"]
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:

@@ -31,13 +31,35 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.entry import Run, Wiring, elided
 from executors.cpu.loops import CODE_VERSION, lock_in, lock_out
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_WORKERS, LINE, OK, S_DEADLINE,
-                                  S_ROUND_STOP, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING,
-                                  apply_update_mirrored, barrier, out_of_budget, read_copy, record,
-                                  sample_batch, seq_update, snapshot_due, spin_pause, straggle, take_snapshot,
-                                  wait_go)
-from simasgd.memops import copy_into
+from executors.cpu.shared import (
+    BUFFER_FULL,
+    C_BATCH,
+    C_MAXU,
+    C_NROWS,
+    C_WORKERS,
+    LINE,
+    OK,
+    S_DEADLINE,
+    S_ROUND_STOP,
+    S_STOP,
+    S_VERSION,
+    SPINS_BEFORE_YIELD,
+    STOPPED_WAITING,
+    apply_update_mirrored,
+    barrier,
+    out_of_budget,
+    read_copy,
+    record,
+    sample_batch,
+    seq_update,
+    snapshot_due,
+    spin_pause,
+    straggle,
+    take_snapshot,
+    wait_go,
+)
 from simasgd import compression
+from simasgd.memops import copy_into
 from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
 
 ARRIVE = 0  # arrive[ARRIVE]: places taken in the current round

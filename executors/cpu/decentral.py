@@ -25,11 +25,32 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.entry import Run, Wiring
 from executors.cpu.loops import CODE_VERSION
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_CAP, C_MAXU, C_NROWS, C_STALE_AWARE, C_WORKERS, F_LR, F_MOM,
-                                  LINE, OK, S_VERSION, SPINS_BEFORE_YIELD, STOPPED_WAITING, aborted, out_of_budget,
-                                  record, snapshot_due, spin_pause, straggle, take_snapshot, wait_go)
-from simasgd.memops import copy_into
+from executors.cpu.shared import (
+    BUFFER_FULL,
+    C_BATCH,
+    C_CAP,
+    C_MAXU,
+    C_NROWS,
+    C_STALE_AWARE,
+    C_WORKERS,
+    F_LR,
+    F_MOM,
+    LINE,
+    OK,
+    S_VERSION,
+    SPINS_BEFORE_YIELD,
+    STOPPED_WAITING,
+    aborted,
+    out_of_budget,
+    record,
+    snapshot_due,
+    spin_pause,
+    straggle,
+    take_snapshot,
+    wait_go,
+)
 from simasgd import parzen
+from simasgd.memops import copy_into
 from simasgd.parzen import merge_step
 from simasgd.workloads.kernels import loss_and_grad
 

@@ -34,9 +34,26 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.entry import Run, Wiring
 from executors.cpu.loops import CODE_VERSION
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, LINE, OK, S_VERSION, STOPPED_WAITING,
-                                  aborted, apply_update, out_of_budget, record, sample_batch, snapshot_due, spin_pause,
-                                  straggle, take_snapshot, wait_go)
+from executors.cpu.shared import (
+    BUFFER_FULL,
+    C_BATCH,
+    C_MAXU,
+    C_NROWS,
+    LINE,
+    OK,
+    S_VERSION,
+    STOPPED_WAITING,
+    aborted,
+    apply_update,
+    out_of_budget,
+    record,
+    sample_batch,
+    snapshot_due,
+    spin_pause,
+    straggle,
+    take_snapshot,
+    wait_go,
+)
 from simasgd.memops import copy_into
 from simasgd.workloads.kernels import loss_and_grad
 

@@ -32,11 +32,33 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_PERSIST, C_WORKERS, CLAIMED, LINE, OK,
-                                  S_EXHAUSTED, S_LATEST, S_VERSION, STOPPED_WAITING, backoff,
-                                  out_of_budget, record, sample_batch, snapshot_due, spin_pause,
-                                  stopped, straggle, take_snapshot, update_into, wait_go)
 from executors.cpu.loops import CODE_VERSION
+from executors.cpu.shared import (
+    BUFFER_FULL,
+    C_BATCH,
+    C_MAXU,
+    C_NROWS,
+    C_PERSIST,
+    C_WORKERS,
+    CLAIMED,
+    LINE,
+    OK,
+    S_EXHAUSTED,
+    S_LATEST,
+    S_VERSION,
+    STOPPED_WAITING,
+    backoff,
+    out_of_budget,
+    record,
+    sample_batch,
+    snapshot_due,
+    spin_pause,
+    stopped,
+    straggle,
+    take_snapshot,
+    update_into,
+    wait_go,
+)
 from simasgd.workloads.kernels import loss_and_grad
 
 

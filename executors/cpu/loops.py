@@ -29,15 +29,48 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOCAL_COPY, C_MAXU, C_NROWS, C_PROBES, C_RWLOCK,
-                                  C_STALE_AWARE, C_SWEEP_ALTERNATE, C_WORKERS, F_LR, F_MOM, LINE, OK, S_DEADLINE,
-                                  S_LOCK, S_ROUND_STOP, S_STOP, S_VERSION, STOPPED_WAITING, apply_update_mirrored,
-                                  barrier, lock_acquire, lock_release, out_of_budget,
-                                  read_acquire, read_copy, read_release, record, sample_batch, seq_update,
-                                  snapshot_due, straggle, take_snapshot, wait_go, write_acquire, write_release)
-from simasgd.memops import copy_into
+from executors.cpu.shared import (
+    BUFFER_FULL,
+    C_BATCH,
+    C_LOCAL_COPY,
+    C_MAXU,
+    C_NROWS,
+    C_PROBES,
+    C_RWLOCK,
+    C_STALE_AWARE,
+    C_SWEEP_ALTERNATE,
+    C_WORKERS,
+    F_LR,
+    F_MOM,
+    LINE,
+    OK,
+    S_DEADLINE,
+    S_LOCK,
+    S_ROUND_STOP,
+    S_STOP,
+    S_VERSION,
+    STOPPED_WAITING,
+    apply_update_mirrored,
+    barrier,
+    lock_acquire,
+    lock_release,
+    out_of_budget,
+    read_acquire,
+    read_copy,
+    read_release,
+    record,
+    sample_batch,
+    seq_update,
+    snapshot_due,
+    straggle,
+    take_snapshot,
+    wait_go,
+    write_acquire,
+    write_release,
+)
 from simasgd import compression, update_rule
 from simasgd.compression import quantize
+from simasgd.memops import copy_into
 from simasgd.update_rule import divisor, heavy_ball_range, plain_range, step_mirrored, sweeps_down
 from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 

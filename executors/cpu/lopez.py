@@ -35,11 +35,35 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_LOPEZ, C_NROWS, C_WORKERS, LINE, OK, R_APPLIED, R_VER,
-                                  RUN, S_CONTRIB, S_MASTER_DONE, S_STOP, S_VERSION, SPINS_BEFORE_YIELD, STOP,
-                                  STOPPED_WAITING, aborted, out_of_budget, record, sample_batch, seq_copy,
-                                  seq_update_scaled, spin_pause, straggle, wait_go)
 from executors.cpu.loops import CODE_VERSION
+from executors.cpu.shared import (
+    BUFFER_FULL,
+    C_BATCH,
+    C_LOPEZ,
+    C_NROWS,
+    C_WORKERS,
+    LINE,
+    OK,
+    R_APPLIED,
+    R_VER,
+    RUN,
+    S_CONTRIB,
+    S_MASTER_DONE,
+    S_STOP,
+    S_VERSION,
+    SPINS_BEFORE_YIELD,
+    STOP,
+    STOPPED_WAITING,
+    aborted,
+    out_of_budget,
+    record,
+    sample_batch,
+    seq_copy,
+    seq_update_scaled,
+    spin_pause,
+    straggle,
+    wait_go,
+)
 from simasgd.memops import copy_into
 from simasgd.workloads.kernels import loss_and_grad
 

@@ -26,17 +26,31 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from executors.cpu.shared import C_SNAP_EVERY, LINE, M_TNS, M_VER, S_DEADLINE, S_SNAP_DONE, S_SNAP_FULL, S_STOP, \
-    S_T0, RUN, STOP, new_ctrl, slot
-from simasgd.memops import copy_into
+from executors.cpu.shared import (
+    C_SNAP_EVERY,
+    LINE,
+    M_TNS,
+    M_VER,
+    RUN,
+    S_DEADLINE,
+    S_SNAP_DONE,
+    S_SNAP_FULL,
+    S_STOP,
+    S_T0,
+    STOP,
+    new_ctrl,
+    slot,
+)
 from simasgd.convergence import Monitor
+from simasgd.memops import copy_into
 from simasgd.progress import Advance
 
 # Memory the ring may take (bytes); it holds at least 2 snapshots whatever θ's size.
@@ -146,7 +160,7 @@ class Watcher(threading.Thread):
         buf = np.empty(self.ring.data.shape[1], dtype=self.ring.data.dtype)
         try:
             self._watch(buf)
-        except BaseException as e:  # noqa: BLE001 - reported by the runner, which stops the workers
+        except BaseException as e:
             self.error = e
             self.reason = "monitor error"
 

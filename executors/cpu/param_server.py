@@ -25,9 +25,28 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu.entry import Run, Wiring
 from executors.cpu.loops import CODE_VERSION
-from executors.cpu.shared import (BUFFER_FULL, C_BATCH, C_MAXU, C_NROWS, C_STALE_AWARE, F_LR, F_MOM, LINE, OK,
-                                  S_VERSION, STOPPED_WAITING, lock_release, out_of_budget, record, sample_batch,
-                                  snapshot_due, straggle, take_snapshot, wait_go, word_lock)
+from executors.cpu.shared import (
+    BUFFER_FULL,
+    C_BATCH,
+    C_MAXU,
+    C_NROWS,
+    C_STALE_AWARE,
+    F_LR,
+    F_MOM,
+    LINE,
+    OK,
+    S_VERSION,
+    STOPPED_WAITING,
+    lock_release,
+    out_of_budget,
+    record,
+    sample_batch,
+    snapshot_due,
+    straggle,
+    take_snapshot,
+    wait_go,
+    word_lock,
+)
 from simasgd import compression
 from simasgd.compression import quantize
 from simasgd.update_rule import divisor, step_range

@@ -10,9 +10,9 @@ node, CPUs outside this process's affinity) is said in a warning, not faked.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
 from simasgd import machine as machines
 

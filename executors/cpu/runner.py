@@ -149,7 +149,7 @@ def _thread_main(w: int, label: str, fn: Any, args: tuple[Any, ...], cpu: int | 
         out.codes[label] = code
         if code == shared.BUFFER_FULL and ctrl[slot(shared.S_STOP)] == shared.RUN:
             ctrl[slot(shared.S_STOP)] = shared.STOP  # the run's record budget is spent: everyone stops
-    except BaseException as e:  # noqa: BLE001 - any failure is reported, named, by the monitor
+    except BaseException as e:
         out.errors[label] = e
         ctrl[slot(shared.S_STOP)] = shared.ABORT  # others bail out of every spin loop
 

@@ -27,8 +27,8 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from simasgd.memops import copy_into
 from simasgd import update_rule
+from simasgd.memops import copy_into
 from simasgd.update_rule import divisor, step, step_into, step_mirrored, step_scaled
 
 LINE = 8  # int64 words per cache line

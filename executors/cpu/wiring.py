@@ -14,14 +14,29 @@ any other kernel.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from executors.cpu import bounded, decentral, elastic, leashed, loops, lopez, param_server
 from executors.cpu.entry import Run, Wiring, elided
-from executors.cpu.shared import C_LOCAL_COPY, C_LOPEZ, C_PERSIST, C_PRIO, C_PROBES, C_RWLOCK, C_SWEEP_ALTERNATE, F_MOM, LINE, S_CONTRIB, S_EXHAUSTED, S_LATEST, slot
+from executors.cpu.shared import (
+    C_LOCAL_COPY,
+    C_LOPEZ,
+    C_PERSIST,
+    C_PRIO,
+    C_PROBES,
+    C_RWLOCK,
+    C_SWEEP_ALTERNATE,
+    F_MOM,
+    LINE,
+    S_CONTRIB,
+    S_EXHAUSTED,
+    S_LATEST,
+    slot,
+)
 from executors.kernel import with_kernel
 
 

@@ -29,7 +29,7 @@ MOOT = {"hogwild": {"sweep": "one update kernel writes all of θ at once: its wr
 MEASURES_HOST = True   # real streams on this host's GPU: never two runs at once on one host
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 
-__all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "run_once"]
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "run_once"]
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:

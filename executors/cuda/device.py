@@ -16,8 +16,9 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 from simasgd.backends import BackendError
 

@@ -19,7 +19,8 @@ the simulator launches are serialised (:func:`device.launch_lock`).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from executors.cuda import kernels as K
 from executors.cuda import lopez

@@ -21,12 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from numba import cuda
 
 from executors.cuda import kernels as K
 from executors.cuda.model import launch, launch1, to_host
-
 
 # --------------------------------------------------------------------------- kernels
 # ann[0]: the master step whose read of the gradient sum began last (announced before it reads acc).

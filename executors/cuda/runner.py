@@ -179,7 +179,7 @@ def _run(sc: Scenario, run: int, wl: Any, cuda: Any, advance: Advance | None) ->
             loop(r, w)
         except threading.BrokenBarrierError:
             pass  # another stream failed and broke the round
-        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+        except BaseException as e:
             errors[w] = e
             r.stop.set()
             if hasattr(r, "round"):

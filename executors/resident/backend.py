@@ -26,7 +26,7 @@ MEASURES_HOST = True   # real blocks on this host's GPU: never two runs at once 
 NEEDS_PROFILE = False
 MAX_BATCH = 64  # a lane keeps a batch's sums of one output in registers
 
-__all__ = ["NAME", "ALGORITHMS", "MEASURES_HOST", "NEEDS_PROFILE", "run_once"]
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "run_once"]
 
 
 def refuse(scenario: Scenario, kind: str | None = None, built: bool = False) -> None:

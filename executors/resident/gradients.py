@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import math
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 from numba import float32, float64
@@ -51,7 +50,7 @@ def sample(rng, idx, w, ln, batch, n):  # noqa: ANN001, ANN201
             idx[w, b] = draw(rng, w, n)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     """Device functions for θ of ``dtype`` and minibatches of ``batch`` rows (module docstring)."""
     DT = ELEMENT[np.dtype(dtype)]

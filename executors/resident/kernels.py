@@ -41,8 +41,8 @@ from executors.resident.device import cuda, lane, lanes, now, worker, wsync
 KINDS = ("mlp", "cnn", "const")
 
 
-@functools.lru_cache(maxsize=None)
-def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:  # noqa: C901
+@functools.cache
+def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     """The kernels for a workload ``kind`` (mlp, cnn, const), θ's dtype and the batch size."""
     F = gradients.build(dtype, batch, g_const)
     B = batch

@@ -77,7 +77,7 @@ class Launcher:
     def _guard(self, w: int, body: Any) -> None:
         try:
             body(w)
-        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+        except BaseException as e:
             self.errors[w] = e
             if device.SIM:
                 device.sim_abort()
@@ -122,7 +122,7 @@ class Launcher:
                 p = Prepared(self.kernel, args, threads, stream)
                 self.path = "prepared cuLaunchKernel"
                 return p
-            except Exception as e:  # noqa: BLE001 - numba's launch still works; describe() says which ran
+            except Exception as e:
                 self.path = f"numba (prepared launch unavailable: {type(e).__name__}: {e})"
 
         def numba_launch() -> None:

@@ -9,8 +9,6 @@ sees θ without stopping anyone (a slot's version is written last, after a fence
 
 from __future__ import annotations
 
-import numpy as np
-
 from executors.resident.device import cuda, now
 
 LINE = 16  # int64 words per 128-byte line

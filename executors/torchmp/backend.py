@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 
 from executors import atomics as A
-from executors.cpu import monitor, placement
-from executors.cpu import shared
+from executors.cpu import monitor, placement, shared
 from executors.cpu.runner import ExecutorError, single_threaded_blas, slowdowns
 from executors.cpu.shared import ABORT, LINE, RUN, S_DEADLINE, S_GO, S_STOP, S_T0, S_VERSION, STOP, slot
 from executors.torchmp import state as S
@@ -57,8 +56,16 @@ NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 START_METHOD = "fork"  # inherits the built workload and compiled helpers; spawn would rebuild both per worker
 READY_TIMEOUT_S = 60.0
 
-__all__ = ["NAME", "ALGORITHMS", "VALUES", "MEASURES_HOST", "NEEDS_PROFILE", "ExecutorError", "run_once",
-           "run_workload"]
+__all__ = [
+    "ALGORITHMS",
+    "MEASURES_HOST",
+    "NAME",
+    "NEEDS_PROFILE",
+    "VALUES",
+    "ExecutorError",
+    "run_once",
+    "run_workload",
+]
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:

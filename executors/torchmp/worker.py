@@ -31,9 +31,24 @@ import numpy as np
 from executors import atomics as A
 from executors.cpu import shared
 from executors.cpu.loops import hogwild_step
-from executors.cpu.shared import (ABORT, BUFFER_FULL, C_LOCAL_COPY, C_MAXU, C_STALE_AWARE, C_SWEEP_ALTERNATE,
-                                  F_LR, F_MOM, LINE, OK, S_DEADLINE, S_ROUND_STOP, S_STOP, S_VERSION,
-                                  STOPPED_WAITING, slot)
+from executors.cpu.shared import (
+    ABORT,
+    BUFFER_FULL,
+    C_LOCAL_COPY,
+    C_MAXU,
+    C_STALE_AWARE,
+    C_SWEEP_ALTERNATE,
+    F_LR,
+    F_MOM,
+    LINE,
+    OK,
+    S_DEADLINE,
+    S_ROUND_STOP,
+    S_STOP,
+    S_VERSION,
+    STOPPED_WAITING,
+    slot,
+)
 from executors.torchmp.state import State, add_word, load_word
 from simasgd import seeds
 from simasgd.memops import copy_into
@@ -60,7 +75,7 @@ def main(w: int, st: State, wl: Any, sc: Scenario, run: int, cpu: int | None, sl
         code = LOOPS[sc.algorithm.name](w, st, wl, sc.workload.batch_size, rng, slowdown)
         if code == BUFFER_FULL and st.ctrl[slot(S_STOP)] == shared.RUN:
             st.ctrl[slot(S_STOP)] = shared.STOP  # the run's record budget is spent: everyone stops
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, which names the worker
+    except BaseException as e:
         st.ctrl[slot(S_STOP)] = ABORT  # the others leave every wait
         errors.put(f"worker {w} failed: {type(e).__name__}: {e}")
         sys.exit(1)
