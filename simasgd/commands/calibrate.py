@@ -22,12 +22,18 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
               seed: int = typer.Option(0, "--seed", help="Seed for batches and data."),
               gpu: bool = typer.Option(False, "--gpu", help="Measure the GPU instead (numba.cuda): the [gpu] "
                                        "table of machine.preset = \"this-gpu\", added to --out if it exists."),
+              network: bool = typer.Option(False, "--network", help="Measure the dist backend's transport instead "
+                                           "(gloo on loopback): the [network] table of [network] preset = \"this\", "
+                                           "added to --out if it exists."),
               ) -> None:
     """Micro-benchmark this machine (gradient times, copy bandwidth, lock hand-off, CAS, scheduler)."""
     from simasgd import loader
 
     if gpu:
         _calibrate_gpu(out, quick)
+        return
+    if network:
+        _calibrate_network(out, quick)
         return
 
     with user_errors():
@@ -94,3 +100,24 @@ def _calibrate_gpu(out: Path, quick: bool) -> None:
     fmt.write(doc, out)
     console().print(f"wrote [gpu] to {out}: {gpu['device']}, {gpu['sms']} SMs, launch "
                     f"{gpu['launch_latency_s'] * 1e6:.1f} µs, {gpu['mem_bandwidth_gbs']:.0f} GB/s", markup=False)
+
+
+def _calibrate_network(out: Path, quick: bool) -> None:
+    """``--network``: the [network] table (executors/dist/calibrate_network.py), merged into the profile at ``out``."""
+    import importlib
+
+    from simasgd import profile as fmt
+
+    err = console(stderr=True)
+    try:
+        net = importlib.import_module("executors.dist.calibrate_network").calibrate(
+            quick=quick, log=lambda s: err.print(f"measuring {s} …", markup=False))
+    except ModuleNotFoundError as e:  # torch absent: the dist backend's transport is torch.distributed
+        print(f"error: calibrate --network needs torch (pip install 'simasgd[torch]'): {e}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    doc = fmt.read(out) if out.is_file() else {}
+    doc["network"] = net
+    fmt.write(doc, out)
+    console().print(f"wrote [network] to {out}: {net['transport']}, latency {net['latency_us']:.1f} µs, "
+                    f"{net['bandwidth_gbps']:.2f} Gb/s point to point, server link {net['server_bandwidth_gbps']:.2f} "
+                    f"Gb/s", markup=False)

@@ -1,0 +1,165 @@
+"""``simasgd calibrate --network``: the transport ``dist`` uses, measured — the profile's ``[network]`` table.
+
+Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127.0.0.1), measure:
+
+- **point to point**: a ping-pong between two ranks for each message size (8 B … 4 MiB); the
+  one-way time is half the median round trip. ``latency_us`` is the smallest size's one-way time,
+  ``bandwidth_gbps`` the slope of one-way time against bytes over the sizes ≥ 64 KiB (least squares:
+  t = latency + bytes / bandwidth), both what :mod:`simasgd.sim.network` takes;
+- **the server's link under N senders**: N ranks send rank 0 messages of ``SERVER_BYTES`` as fast as
+  it takes them; ``server[N]`` is the bytes/s rank 0 received, and ``server_bandwidth_gbps`` the
+  most of them;
+- **all-reduce**: ``all_reduce(SUM)`` of a float32 vector for N = 2..``max_ranks`` and each size;
+  the median time.
+
+Each rank runs one intra-op thread. The numbers describe this host's loopback under whatever else
+runs on it (``loadavg`` is recorded with them), not a NIC: on a cluster, run it there (two or more
+ranks per machine under torchrun is not supported here; measure across machines with the backend
+itself and ``benchmarks/dist_rates.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from executors.dist.world import free_port
+
+SIZES = (8, 64, 512, 4096, 32768, 65536, 262144, 1048576, 4194304)
+QUICK_SIZES = (8, 512, 65536, 262144, 1048576)
+SERVER_BYTES = 262144
+ALLREDUCE_SIZES = (4096, 65536, 1048576)
+
+
+def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    sizes = QUICK_SIZES if quick else SIZES
+    reps = 20 if quick else 200
+    log("point-to-point latency and bandwidth by message size")
+    p2p = _spawn(2, _pingpong, (sizes, reps))
+    one_way = [float(x) for x in p2p]
+    big = [(s, t) for s, t in zip(sizes, one_way, strict=True) if s >= 65536]
+    slope = np.polyfit([s for s, _ in big], [t for _, t in big], 1)[0] if len(big) >= 2 else float("nan")
+    bw = 8.0 / slope / 1e9 if slope > 0 else float("nan")  # Gb/s
+    log("the server's link under N senders")
+    server = {}
+    for n in range(1, max_ranks):
+        server[str(n)] = float(_spawn(n + 1, _fan_in, (SERVER_BYTES, 10 if quick else 60)))
+    log("all-reduce by ranks and size")
+    allreduce: dict[str, list[float]] = {}
+    for n in range(2, max_ranks + 1):
+        allreduce[str(n)] = [float(x) for x in _spawn(n, _allreduce, (ALLREDUCE_SIZES, 10 if quick else 50))]
+    return {
+        "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,
+        "server_bandwidth_gbps": max(server.values()) * 8 / 1e9 if server else bw,
+        "p2p": {"bytes": list(sizes), "one_way_s": one_way},
+        "server": {"bytes": SERVER_BYTES, "senders": [int(k) for k in server],
+                   "bytes_per_s": list(server.values())},
+        "allreduce": {"bytes": [4 * (s // 4) for s in ALLREDUCE_SIZES], "ranks": [int(k) for k in allreduce],
+                      "seconds": list(allreduce.values())},
+        "loadavg": list(os.getloadavg()), "cpus": len(os.sched_getaffinity(0)),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _spawn(world: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Run ``fn(rank, world, *args)`` in ``world`` forked ranks joined on loopback; rank 0's return value."""
+    import torch.multiprocessing as mp
+
+    ctx: Any = mp.get_context("fork")
+    out, port = ctx.SimpleQueue(), free_port()
+    procs = [ctx.Process(target=_main, args=(r, world, port, fn, args, out), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + 300
+    while out.empty():
+        if any(p.exitcode not in (None, 0) for p in procs) or time.monotonic() > deadline:
+            for p in procs:
+                p.kill()
+            raise RuntimeError(f"calibrate --network: a rank of {fn.__name__} failed or hung")
+        time.sleep(0.01)
+    ok, value = out.get()
+    for p in procs:
+        p.join(30)
+    if not ok:
+        raise RuntimeError(f"calibrate --network: {fn.__name__}: {value}")
+    return value
+
+
+def _main(rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...], out: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        value = fn(rank, world, *args)
+        dist.barrier()
+        if rank == 0:
+            out.put((True, value))
+    except BaseException as e:
+        out.put((False, f"rank {rank}: {type(e).__name__}: {e}"))
+        os._exit(1)
+    os._exit(0)
+
+
+def _pingpong(rank: int, world: int, sizes: tuple[int, ...], reps: int) -> list[float]:
+    import torch
+    import torch.distributed as dist
+
+    out = []
+    for s in sizes:
+        t = torch.zeros(max(1, s), dtype=torch.uint8)
+        times = []
+        for i in range(reps + 5):  # 5 to warm the connection and buffers
+            dist.barrier() if i % 50 == 0 else None
+            t0 = time.perf_counter_ns()
+            if rank == 0:
+                dist.send(t, 1)
+                dist.recv(t, 1)
+            else:
+                dist.recv(t, 0)
+                dist.send(t, 0)
+            if i >= 5:
+                times.append(time.perf_counter_ns() - t0)
+        out.append(float(np.median(times)) * 1e-9 / 2)
+    return out
+
+
+def _fan_in(rank: int, world: int, nbytes: int, reps: int) -> float:
+    """Bytes per second rank 0 takes in from ``world − 1`` senders at once."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.zeros(nbytes, dtype=torch.uint8)
+    dist.barrier()
+    t0 = time.perf_counter_ns()
+    if rank == 0:
+        for _ in range(reps * (world - 1)):
+            dist.recv(t)
+    else:
+        for _ in range(reps):
+            dist.send(t, 0)
+    return reps * (world - 1) * nbytes / ((time.perf_counter_ns() - t0) * 1e-9)
+
+
+def _allreduce(rank: int, world: int, sizes: tuple[int, ...], reps: int) -> list[float]:
+    import torch
+    import torch.distributed as dist
+
+    out = []
+    for s in sizes:
+        t = torch.zeros(s // 4, dtype=torch.float32)
+        times = []
+        for i in range(reps + 3):
+            dist.barrier()
+            t0 = time.perf_counter_ns()
+            dist.all_reduce(t)
+            if i >= 3:
+                times.append(time.perf_counter_ns() - t0)
+        out.append(float(np.median(times)) * 1e-9)
+    return out
