@@ -5,8 +5,8 @@ Run: ``.venv/bin/python benchmarks/cpu_throughput.py [--seconds 2] [--rounds 3]`
 prints the tables of benchmarks/README_cpu.md; ``--table FILE`` prints them from a saved record.
 
 Workload: MLP 784-128-128-128-10 on synthetic MNIST-shaped data, float64 and
-float32 (PyTorch is compared with the float32 rows), batch 16 and 64. Each configuration runs for a fixed wall time with the loss
-monitor sampling only at the start and the end, so the figure is the
+float32 (PyTorch is compared with the float32 rows), batch 16 and 64. Each configuration runs for a fixed
+wall time with the loss monitor sampling only at the start and the end, so the figure is the
 executor's own rate. Ratios are computed within this one run.
 
 The goals (``GOAL_*`` below; ``verdicts`` prints one row per goal): one thread against
@@ -265,7 +265,7 @@ def median_rows(rounds: list[list[dict[str, Any]]], home: float | None = None) -
     for i, first in enumerate(rounds[0]):
         row = dict(first)
         home_ = [in_placement(r[i].get("c2c_ns"), home) for r in rounds]
-        used = [r for r, h in zip(rounds, home_) if h] or rounds
+        used = [r for r, h in zip(rounds, home_, strict=False) if h] or rounds
         for key in ("updates_per_s", "ideal", "capacity"):
             vals = [r[i][key] for r in used if r[i][key] is not None]
             row[key] = statistics.median(vals) if vals else None
@@ -354,7 +354,7 @@ def taking_turns(rows: list[dict[str, Any]]) -> list[str]:
         if r["threads"] == 2 and len(conc) > 1:
             home = _home_flags(r, "concurrency_rounds")
             out += [f"{r['algorithm']} B={r['batch']} {r['dtype']} round {k + 1} ({c:.2f} of {max(conc):.2f})"
-                    for k, (c, h) in enumerate(zip(r["concurrency_rounds"], home))
+                    for k, (c, h) in enumerate(zip(r["concurrency_rounds"], home, strict=False))
                     if h and c is not None and c < TURNS * max(conc)]
     return out
 

@@ -87,17 +87,18 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
         return sum(vals) / len(vals) if vals else math.nan
 
     bad = [k for k, ok in fid.verdicts.items() if ok is False]
-    verdict = "✓" if not bad and any(fid.verdicts.values()) else ("✗ " + ", ".join(_short(k) for k in bad) if bad else "·")
-    return [label, str(threads), str(batch), f"{mean(sim, 'mean_staleness'):.3g}", f"{mean(cpu, 'mean_staleness'):.3g}",
+    verdict = ("✓" if not bad and any(fid.verdicts.values())
+               else ("✗ " + ", ".join(_short(k) for k in bad) if bad else "·"))
+    return [label, str(threads), str(batch), f"{mean(sim, 'mean_staleness'):.3g}",
+            f"{mean(cpu, 'mean_staleness'):.3g}",
             fmt_value("mean_staleness_rel_err", o["mean_staleness_rel_err"].value) + _ci(o["mean_staleness_rel_err"]),
             fmt_value("ks", o["ks"].value) + " " + verdict_mark(o["ks"].ok),
             f"{mean(sim, 'updates_per_s'):.4g}", f"{mean(cpu, 'updates_per_s'):.4g}",
             fmt_value("updates_per_s_rel_err", o["updates_per_s_rel_err"].value) + _ci(o["updates_per_s_rel_err"]),
-            fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict] \
-        + _phase_cols(fid, _master_step(label, results)) \
-        + [f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}",
-           absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid),
-           _self(fid)]
+            fmt_value("updates_to_eps_rel_err", o["updates_to_eps_rel_err"].value), verdict,
+            *_phase_cols(fid, _master_step(label, results)),
+            f"{_concurrency(sim):.2f} / {_concurrency(cpu):.2f}",
+            absent_cell(sim, cpu, threads, len(os.sched_getaffinity(0))), _c2c(cpu), _floor(fid), _self(fid)]
 
 
 def _self(fid: fidelity.Fidelity) -> str:
@@ -219,7 +220,7 @@ def _calibrated_at(path: object) -> str:
         from simasgd import machine
 
         doc = machine.load_profile(Path(str(path))).profile or {}
-    except Exception:  # noqa: BLE001 - a header note only: an unreadable profile fails elsewhere, loudly
+    except Exception:  # a header note only: an unreadable profile fails elsewhere, loudly
         return ""
     created = doc.get("calibration", {}).get("created")
     placed = "".join(f" ⚠ {w}" for w in metadata.profile_placement_warnings(doc))  # its tables' own placement
@@ -244,7 +245,8 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "measured side.")
     legend = (
         f"Each cell: {args.repeats} runs per backend, at most {args.max_updates} updates or "
-        f"{args.max_time_s} s, MLP {'-'.join(map(str, LAYERS))} on digits, lr {args.lr}, ε = {args.epsilon} × initial loss, "
+        f"{args.max_time_s} s, MLP {'-'.join(map(str, LAYERS))} on digits, lr {args.lr}, "
+        f"ε = {args.epsilon} × initial loss, "
         f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
         "bootstrap interval over runs. Goals: mean staleness within 5%, KS ≤ 0.1, updates/s within 10%, "
         "updates to ε within 15% (✓ met, ✗ missed, · not computable). \"cycle err: main phase\": the phase whose "
@@ -280,7 +282,8 @@ def headline(rows: list[list[str]]) -> str:
     done = [r for r in rows if not r[COLUMNS.index("verdict")].startswith("error")]
     ok = [r[COLUMNS.index("verdict")] == "✓" for r in done]
     placed = [not r[COLUMNS.index("c2c ns")].endswith("CPUs moved") for r in done]
-    kept = [p and not r[COLUMNS.index("absent sim / cpu")].endswith("host took CPUs") for p, r in zip(placed, done)]
+    kept = [p and not r[COLUMNS.index("absent sim / cpu")].endswith("host took CPUs")
+            for p, r in zip(placed, done, strict=True)]
     moved = len(done) - sum(placed)
     steady = [not r[COLUMNS.index("cpu floor τ̄ / KS / upd/s")].endswith("unstable") for r in done]
     shares = [float(r[COLUMNS.index("cpu as prediction")]) for r in done
@@ -289,11 +292,14 @@ def headline(rows: list[list[str]]) -> str:
         f"; a simulator that ran exactly like this machine would meet about {sum(shares):.1f} of the "
         f"{len(shares)} cells it could be judged on (the measured runs as predictions of each other)"
         if shares else "") + (
-        f"; {sum(o and s for o, s in zip(ok, steady))} of the {sum(steady)} whose measured runs meet every goal among "
+        f"; {sum(o and s for o, s in zip(ok, steady, strict=True))} of the {sum(steady)} whose measured runs meet "
+        "every goal among "
         "themselves" if sum(steady) < len(done) else "") + (
-        f"; {sum(o and p for o, p in zip(ok, placed))} of the {sum(placed)} measured in the profile's placement of the "
+        f"; {sum(o and p for o, p in zip(ok, placed, strict=True))} of the {sum(placed)} measured in the profile's "
+        "placement of the "
         f"CPUs ({moved} were not, in --attempts tries)" if moved else "") + (
-        f"; {sum(o and k for o, k in zip(ok, kept))} of the {sum(kept)} measured in that placement with the host "
+        f"; {sum(o and k for o, k in zip(ok, kept, strict=True))} of the {sum(kept)} measured in that placement with "
+        "the host "
         "taking no more CPU time than at calibration" if sum(kept) < sum(placed) else "") + (
         f" ({len(rows) - len(done)} cells could not run)" if len(done) < len(rows) else "")
 
@@ -319,7 +325,7 @@ def from_folders(args: argparse.Namespace) -> int:
         cell = args.out / sc.name
         if (cell / "sim").is_dir() and (cell / "cpu").is_dir():
             fid, results = fidelity.compare_folders(cell / "sim", cell / "cpu", resamples=500)
-            rows.append(row(fid, results, label, threads, batch) + ["·"])
+            rows.append([*row(fid, results, label, threads, batch), "·"])
     save_table(args.table, markdown(rows, args, 0.0), args.key)
     print(headline(rows))
     print(f"wrote {args.table}")
@@ -385,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--from-folders", action="store_true",
                    help="run nothing: rebuild the table from the cells already in --out (their sim and cpu folders)")
     p.add_argument("--profile", type=Path, default=None,
-                   help="machine profile to use (calibrated there if absent); default: SIMASGD_PROFILE or profiles/this.toml")
+                   help="machine profile to use (calibrated there if absent); "
+                        "default: SIMASGD_PROFILE or profiles/this.toml")
     p.add_argument("--recalibrate", action="store_true",
                    help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
                         "the host drifts within the hour, and the goals assume a profile measured right before")
@@ -427,8 +434,8 @@ def main(argv: list[str] | None = None) -> int:
                 away = host_took_cpus(results["sim"], results["cpu"], threads, len(os.sched_getaffinity(0)))
                 # a Lopez master on a CPU of its own stepping >10% off its calibrated (memory-bound) speed
                 mem = master_drift(label, results) if threads <= len(os.sched_getaffinity(0)) else math.nan
-                if not (math.isfinite(drift) and abs(drift) > DRIFT or moved or away
-                        or math.isfinite(mem) and abs(mem) > DRIFT) or attempt == args.attempts:
+                if not ((math.isfinite(drift) and abs(drift) > DRIFT) or moved or away
+                        or (math.isfinite(mem) and abs(mem) > DRIFT)) or attempt == args.attempts:
                     break
                 # the host ran the gradient >10% off its calibrated speed (on a shared VM, another
                 # tenant), moved the CPUs, or took them away more than at calibration: the cell
@@ -440,8 +447,8 @@ def main(argv: list[str] | None = None) -> int:
                        f"{sc.name}: the host took the workers' CPUs more than at calibration")
                 print(f"  {why}: attempt {attempt + 1} in {args.drift_wait_s:g} s", flush=True)
                 time.sleep(args.drift_wait_s)
-            rows.append(row(fid, results, label, threads, batch) + [str(attempt)])
-        except Exception as e:  # noqa: BLE001 - one failing cell is a row, not the end of the sweep
+            rows.append([*row(fid, results, label, threads, batch), str(attempt)])
+        except Exception as e:  # one failing cell is a row, not the end of the sweep
             v = COLUMNS.index("verdict")
             rows.append([label, str(threads), str(batch)] + ["—"] * (v - 3)
                         + [f"error: {type(e).__name__}: {str(e).splitlines()[0][:120]}"]

@@ -23,7 +23,7 @@ def _row(alg: str, threads: int, batch: int, dtype: str, rounds: list[float], ca
          serial: float) -> dict[str, Any]:
     rate = sorted(rounds)[len(rounds) // 2]
     return {"algorithm": alg, "threads": threads, "batch": batch, "dtype": dtype, "updates_per_s": rate,
-            "rounds": rounds, "of_capacity_rounds": [r / c for r, c in zip(rounds, caps)],
+            "rounds": rounds, "of_capacity_rounds": [r / c for r, c in zip(rounds, caps, strict=False)],
             "of_ideal": rate / (threads * serial), "vs_torch": None}
 
 
@@ -83,7 +83,8 @@ def test_a_run_out_of_the_home_placement_is_measured_again_and_kept_aside(bench:
     monkeypatch.setattr(bench, "ours", ours)
     monkeypatch.setattr(bench, "capacity", lambda threads, *a: 1000.0 * threads)
     monkeypatch.setattr(bench, "ALGORITHMS", ("mutex",))
-    rows = [r for r in bench.one_round(1.0, False, home=33.0, retries=2) if r["batch"] == 16 and r["dtype"] == "float64"]
+    rows = [r for r in bench.one_round(1.0, False, home=33.0, retries=2)
+            if r["batch"] == 16 and r["dtype"] == "float64"]
     two = next(r for r in rows if r["threads"] == 2)
     assert calls[:4] == [("sequential", 1), ("mutex", 1), ("mutex", 2), ("mutex", 2)]  # measured again once
     assert two["updates_per_s"] == pytest.approx(1800.0) and two["c2c_ns"] == [33.0, 33.0]
@@ -130,7 +131,8 @@ def test_a_run_whose_cycle_shifted_between_home_probes_is_measured_again(bench: 
     r = bench.placed(lambda: next(tries), 33.0, 2, moved, settle_s=0.0)
     assert r["updates_per_s"] == 5600.0 and [m["regime"] for m in moved] == [2.3]
     # too short a run to tell (NaN) is not a reason to measure again
-    assert bench.placed(lambda: {"updates_per_s": 1.0, "regime": float("nan")}, 33.0, 2, [], 0.0)["updates_per_s"] == 1.0
+    short = bench.placed(lambda: {"updates_per_s": 1.0, "regime": float("nan")}, 33.0, 2, [], 0.0)
+    assert short["updates_per_s"] == 1.0
 
 
 def test_a_sequential_row_whose_rounds_moved_is_flagged_beside_the_verdicts(bench: Any) -> None:
