@@ -46,7 +46,7 @@ def load(name: str) -> Backend:
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
     try:
-        return importlib.import_module(BACKENDS[name])  # type: ignore[return-value]
+        return importlib.import_module(BACKENDS[name])
     except ModuleNotFoundError as e:
         if e.name and (BACKENDS[name].startswith(e.name) or e.name.startswith(BACKENDS[name].split(".")[0])):
             raise BackendError(f"backend {name!r} is not available in this build of simasgd "

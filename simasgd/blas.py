@@ -44,7 +44,7 @@ _NUMPY_SYMBOL = "scipy_cblas_sgemm64_"
 _CONFIG_SYMBOL = "scipy_openblas_get_config64_"
 
 
-def signature():  # type: ignore[no-untyped-def]
+def signature():
     """void cblas_sgemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 64-bit ints."""
     from numba import types
 
@@ -79,12 +79,12 @@ def provider() -> str:
 
 
 @lru_cache(maxsize=1)
-def _fallback_cfunc():  # type: ignore[no-untyped-def]
+def _fallback_cfunc():
     """A compiled CBLAS-ABI sgemm that calls ``np.dot`` (kept alive by the cache: its code is registered)."""
     from numba import carray, cfunc
 
     @cfunc(signature(), nopython=True, cache=True)
-    def sgemm_by_dot(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # type: ignore[no-untyped-def]
+    def sgemm_by_dot(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
         # Only the calls kernels.gemm makes: row-major, ld = the row's width, A and B not both
         # transposed, alpha 1, beta 0 (C overwritten).
         C = carray(c, (m, n))

@@ -37,10 +37,10 @@ def as_element(arr: np.ndarray, x: float) -> float:
 
 
 @overload(as_element, inline="always")
-def _as_element(arr, x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+def _as_element(arr, x):  # noqa: ANN001, ANN202
     elem = arr.dtype
 
-    def impl(arr, x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    def impl(arr, x):  # noqa: ANN001, ANN202
         return elem(x)
 
     return impl

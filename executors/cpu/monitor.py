@@ -135,7 +135,7 @@ def evaluate(ring: Ring, ctrl: np.ndarray, loss: Callable[[np.ndarray], float], 
 def idle_priority() -> bool:
     """Put the calling thread at SCHED_IDLE (pid 0 = this thread on Linux); False where not possible."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined]
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         return True
     except (AttributeError, OSError):
         return False

@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
 
     cc = tuple(int(x) for x in (argv[0] if argv else "9.0").split("."))
     # device functions are compiled for the current device's architecture: there is none here
-    dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=cc)  # type: ignore[attr-defined]
+    dispatcher.get_current_device = lambda: SimpleNamespace(compute_capability=cc)
     bad = 0
     for kind, dtype, batch in (("mlp", "float32", 16), ("cnn", "float32", 32), ("const", "float64", 1)):
         ks = kernels.build(kind, dtype, batch, 0.5)

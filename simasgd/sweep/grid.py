@@ -123,7 +123,7 @@ def parse_range(key: str, text: str, origin: str = "--grid") -> list[Any] | None
     nums = [_decimal(p.strip().lstrip("*") if i == 2 else p.strip()) for i, p in enumerate(parts)]
     if any(n is None for n in nums):
         return None  # e.g. "mnist:/data/x:y" is a plain string, not a range
-    start, stop, step = nums  # type: ignore[misc]
+    start, stop, step = nums
     where = f"{origin} {key}={text}"
     if stop < start:
         raise ScenarioError([f"{where}: the end {stop} is below the start {start}"])

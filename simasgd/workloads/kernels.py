@@ -80,9 +80,9 @@ _sgemm = types.ExternalFunction(blas.SYMBOL, blas.signature())
 
 
 @intrinsic
-def _data(typingctx, arr):  # type: ignore[no-untyped-def]
+def _data(typingctx, arr):
     """The address of a contiguous array's first element, typed, for the external GEMM."""
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, sig, args):
         return context.make_array(sig.args[0])(context, builder, args[0]).data
     return types.CPointer(arr.dtype)(arr), codegen
 
@@ -105,10 +105,10 @@ def _gemm_dims(A, B, C, trans_a, trans_b):
 
 
 @overload(gemm, jit_options={"nogil": True})
-def _gemm(A, B, C, trans_a, trans_b):  # type: ignore[no-untyped-def]
+def _gemm(A, B, C, trans_a, trans_b):
     f32 = all(getattr(a, "dtype", None) == types.float32 and a.layout == "C" and a.ndim == 2 for a in (A, B, C))
     if not f32:  # float64 (blas.py: numpy's build was no faster there) or strided views: numba's np.dot
-        def by_dot(A, B, C, trans_a, trans_b):  # type: ignore[no-untyped-def]
+        def by_dot(A, B, C, trans_a, trans_b):
             _gemm_dims(A, B, C, trans_a, trans_b)
             if trans_a:
                 np.dot(A.T, B, C)
@@ -118,7 +118,7 @@ def _gemm(A, B, C, trans_a, trans_b):  # type: ignore[no-untyped-def]
                 np.dot(A, B, C)
         return by_dot
 
-    def by_sgemm(A, B, C, trans_a, trans_b):  # type: ignore[no-untyped-def]
+    def by_sgemm(A, B, C, trans_a, trans_b):
         m, n, k = _gemm_dims(A, B, C, trans_a, trans_b)
         _sgemm(blas.ROW_MAJOR, blas.TRANS if trans_a else blas.NO_TRANS, blas.TRANS if trans_b else blas.NO_TRANS,
                m, n, k, np.float32(1), _data(A), A.shape[1], _data(B), B.shape[1], np.float32(0), _data(C), n)
