@@ -85,8 +85,9 @@ KEY_DOCS: dict[str, str] = {
     "SimConfig.read_chunks": "an unlocked read or write of θ lands in this many chunks (torn reads with numerics)",
     "CpuConfig.pin": "pin each worker thread to its CPU per `workers.placement`",
     "CpuConfig.join_timeout_s": "how long to wait for the worker threads to stop before reporting them stuck",
-    "NetworkConfig.preset": "\"none\": shared memory, no message timed; or a named network, its keys overridden "
-                            "by any key given",
+    "NetworkConfig.preset": "\"none\": shared memory, no message timed; a named network; or \"this\": the "
+                            "calibrated profile's measured transport (`simasgd calibrate --network`). Any key "
+                            "given overrides the preset's value",
     "GpuConfig.mode": "\"resident\": one launch, each worker a thread block looping on the device; \"streams\": "
                       "each worker a CUDA stream and a host thread launching its attempts",
     "GpuConfig.threads_per_worker": "threads of a worker's block (resident mode)",
