@@ -18,7 +18,7 @@ def backends_page() -> str:
            "|---|" + "---|" * len(present)]
     for a in algorithms.ALGORITHMS:
         marks = []
-        for name, mod in present.items():
+        for mod in present.values():
             runs_as = getattr(mod, "RUNS_AS", None)
             if a not in mod.ALGORITHMS:
                 marks.append("")

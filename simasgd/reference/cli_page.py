@@ -22,7 +22,7 @@ def cli_page() -> str:
     ctx = group.context_class(group, info_name="simasgd")
     out = [HEADER + "# Command line", "", f"`simasgd`: {_help(group)}", ""]
     if group.params:
-        out += _params(group.params) + [""]
+        out += [*_params(group.params), ""]
     for name in group.list_commands(ctx):
         cmd = group.get_command(ctx, name)
         if cmd is None or cmd.hidden:
@@ -30,7 +30,7 @@ def cli_page() -> str:
         args = " ".join(_usage(p) for p in cmd.params if _is_argument(p))
         out += [f"## `simasgd {name}`", "", _help(cmd), "", "```", f"simasgd {name} [OPTIONS] {args}".rstrip(),
                 "```", ""]
-        out += _params(cmd.params) + [""]
+        out += [*_params(cmd.params), ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -67,7 +67,8 @@ def _param_type_of(ann: Any) -> str:
         return " | ".join(str(a) for a in typing.get_args(ann))
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
         return " | ".join(str(m.value) for m in ann)
-    return {int: "integer", float: "number", bool: "flag", str: "text", Path: "path"}.get(ann, getattr(ann, "__name__", str(ann)))
+    names = {int: "integer", float: "number", bool: "flag", str: "text", Path: "path"}
+    return names.get(ann, getattr(ann, "__name__", str(ann)))
 
 
 def _params(params: list[Any]) -> list[str]:

@@ -21,7 +21,8 @@ KEY_DOCS: dict[str, str] = {
     "MachineConfig.remote_latency_ns": "memory latency from a core to the other socket's memory",
     "MachineConfig.mem_bandwidth_gbs": "memory bandwidth per socket, shared by the transfers in flight",
     "MachineConfig.link_bandwidth_gbs": "bandwidth of the link between sockets",
-    "MachineConfig.gflops_per_core": "sustained GFLOP/s of one core, for gradient times derived from a workload's flops",
+    "MachineConfig.gflops_per_core": "sustained GFLOP/s of one core, for gradient times derived from a "
+                                     "workload's flops",
     "MachineConfig.quantum_s": "the OS scheduler's time slice when threads outnumber CPUs",
     "MachineConfig.context_switch_s": "cost of giving a CPU to another thread",
     "MachineConfig.core_bandwidth_gbs": "what one core can stream (copy loops), whatever the socket offers",

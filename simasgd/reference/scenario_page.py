@@ -211,15 +211,15 @@ def scenario_page() -> str:
            "## Example", "", "```toml", EXAMPLE.rstrip(), "```", ""]
     for table, model in tables():
         if model is scenario.AlgorithmConfig:
-            out += algorithm_section() + [""]
+            out += [*algorithm_section(), ""]
             continue
         out += [f"## `{table}`" if table.startswith("[") else f"## {table.capitalize()}", ""]
         if model.__doc__ is not None:
             out += [" ".join((inspect.getdoc(model) or "").split()), ""]
-        out += field_rows(model) + [""]
+        out += [*field_rows(model), ""]
     for model, anchor in shared_models().items():
         out += [f"## {anchor.capitalize()} {{#{anchor}}}", "",
                 " ".join((inspect.getdoc(model) or "").split()) + " Written inline, e.g. "
                 "`gradient = { dist = \"exponential\", mean_s = 1e-3 }`.", ""]
-        out += field_rows(model) + [""]
+        out += [*field_rows(model), ""]
     return "\n".join(out).rstrip() + "\n"
