@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import time
 from typing import Any
 
+from executors.cpu import placement
 from executors.dist.ranks import run_rank
 from executors.dist.world import DistError, Layout, free_port, init
 from simasgd import algorithms, metadata, seeds
@@ -94,22 +96,33 @@ def run_workload(sc: Scenario, run: int, wl: Any) -> RunResult:
     wl.warmup()  # compiled once here; the ranks inherit it
     theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
     layout = Layout.of(sc, theta0.shape[0])
+    cpus: list[int | None] = [None] * layout.world
+    if sc.cpu.pin:  # rank r on the placement's r-th CPU, the servers first ("os": unpinned)
+        cpus, warnings = placement.plan(layout.world, sc.workers.placement)
+        for msg in warnings:
+            print(f"warning: {msg}", file=sys.stderr)
     ctx: Any = mp.get_context(START_METHOD)
     results, errors = ctx.SimpleQueue(), ctx.SimpleQueue()
     port = free_port()
     procs = [ctx.Process(target=_rank_main, name=f"simasgd-dist-rank-{r}", daemon=True,
-                         args=(sc, run, wl, r, layout.world, port, results, errors)) for r in range(layout.world)]
+                         args=(sc, run, wl, r, layout.world, port, results, errors, cpus[r]))
+             for r in range(layout.world)]
     for p in procs:
         p.start()
     try:
         reports = _await(procs, results, errors, layout, sc.stop.max_time_s + START_S)
     finally:
         _end(procs, sc.cpu.join_timeout_s)
-    return collect.result(sc, run, wl, theta0, reports, NAME, "loopback")
+    result = collect.result(sc, run, wl, theta0, reports, NAME, "loopback")
+    result.metadata["placement"] = {"cpus": [c if c is not None else -1 for c in cpus]}
+    return result
 
 
-def _rank_main(sc: Scenario, run: int, wl: Any, rank: int, world: int, port: int, results: Any, errors: Any) -> None:
+def _rank_main(sc: Scenario, run: int, wl: Any, rank: int, world: int, port: int, results: Any, errors: Any,
+               cpu: int | None = None) -> None:
     try:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
         init(sc, rank, world, port)
         out = run_rank(sc, run, wl)
         if out is not None:

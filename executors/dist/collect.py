@@ -61,7 +61,8 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
     summary = mon.summary(updates, time_s, df["staleness"].to_numpy()[applied], attempts=len(df), **extra)
     if not math.isfinite(summary.final_loss):
         summary.crashed = True
-    ranks = [{"rank": r["rank"], "role": r["role"], "host": r["host"], "messages_sent": r["sent"][0],
+    ranks = [{"rank": r["rank"], "role": r["role"], "host": r["host"], "affinity": r["affinity"],
+              "messages_sent": r["sent"][0],
               "bytes_sent": r["sent"][1], "messages_received": r["received"][0],
               "bytes_received": r["received"][1], **r["extra"]}
              for r in reports]

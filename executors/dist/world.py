@@ -175,6 +175,7 @@ class Rank:
 
     def report(self) -> dict[str, Any]:
         return {"rank": self.rank, "role": self.layout.role(self.rank), "host": socket.gethostname(),
+                "affinity": sorted(os.sched_getaffinity(0)),
                 "rows": self.rows.arrays(),
                 "snaps": self.snaps, "final": self.final, "combine": self.combine, "extra": self.extra,
                 "sent": list(self.sent), "received": list(self.received)}

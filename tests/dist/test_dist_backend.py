@@ -105,8 +105,24 @@ def test_backup_discards_the_straggler_and_applies_n_a_round(scenario: Any, run_
     assert (dropped["version"] == dropped["read_version"] + 1).all()
 
 
-def test_a_failed_rank_ends_the_run_with_its_name_and_no_results(scenario: Any, tmp_path: Path,
+def test_pinned_ranks_run_on_the_placement_s_cpus_servers_first(scenario: Any, run_dist: Any) -> None:
+    from executors.cpu import placement
+
+    sc = scenario("param_server", workers=1, updates=20)
+    sc = sc.model_copy(update={"cpu": sc.cpu.model_copy(update={"pin": True}),
+                               "workers": sc.workers.model_copy(update={"placement": "uma"})})
+    r = run_dist(sc)
+    want = placement.plan(2, "uma")[0]
+    assert r.metadata["placement"]["cpus"] == want
+    assert [m["affinity"] for m in r.metadata["ranks"]] == [[c] for c in want]
+
+
+def test_a_failed_rank_ends_the_run_with_its_name_and_no_results(scenario: Any, tmp_path: Path, jitter_kernel: Any,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd.workloads.constant import ConstWorkload
+
+    monkeypatch.setattr("simasgd.workloads.build_workload",
+                        lambda cfg, seed, base_dir=None: ConstWorkload(dim=16, kernel=jitter_kernel))
     monkeypatch.setenv(FAIL_ENV, "2")
     sc = scenario("param_server", workers=2, updates=50)
     with pytest.raises(DistError, match=r"rank 2 \(worker 1\) failed: RuntimeError: .*fails on purpose"):
