@@ -41,8 +41,10 @@ server's link under N senders, measured over backend ``dist``'s gloo).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import simpy
@@ -88,9 +90,9 @@ def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
     """((Gb/s, one-way µs), the server link's Gb/s) from the profile's ``[network]`` table, written by
     ``simasgd calibrate --network`` (the transport of backend ``dist``); the presets stay for networks
     not measured. A clear error where the profile or its table is missing."""
-    from simasgd import machine, profile
+    from simasgd import profile
 
-    p = path or machine.profile_path()
+    p = path or profile_path()
     if not p.is_file():
         raise ValueError(f'[network] preset = "this": no calibrated profile at {p}; run `simasgd calibrate '
                          f'--network --out {p}`')
@@ -100,6 +102,13 @@ def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
                          f'calibrate --network --out {p}`')
     server = net.get("server_bandwidth_gbps")
     return (float(net["bandwidth_gbps"]), float(net["latency_us"])), None if server is None else float(server)
+
+
+def profile_path() -> Path:
+    """``machine.profile_path()``, the calibrated profile's path (``SIMASGD_PROFILE`` or profiles/this.toml),
+    read here without importing :mod:`simasgd.machine`, which imports the scenario, which imports this module
+    (tests/dist/test_calibrate_network.py holds the two to the same answer)."""
+    return Path(os.environ.get("SIMASGD_PROFILE", "profiles/this.toml"))
 
 
 def model_bytes(dim: int, itemsize: int) -> int:
