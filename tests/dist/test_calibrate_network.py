@@ -59,3 +59,14 @@ def test_preset_this_without_a_measured_table_says_how_to_measure(tmp_path: Path
     monkeypatch.setenv("SIMASGD_PROFILE", str(tmp_path / "absent.toml"))
     with pytest.raises(ValueError, match="no calibrated profile at"):
         network.resolve(_scenario().network)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("env", [None, "elsewhere/mine.toml"])
+def test_the_network_reads_the_profile_the_machine_reads(env: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd import machine
+
+    if env is None:
+        monkeypatch.delenv(machine.PROFILE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(machine.PROFILE_ENV, env)
+    assert network.profile_path() == machine.profile_path()
