@@ -23,6 +23,7 @@ load could be hoisted into an infinite loop.
 from __future__ import annotations
 
 import platform
+from typing import Any
 
 from llvmlite import ir
 from numba import njit, types
@@ -63,7 +64,7 @@ def _check_array(arr: types.Type, ops: str) -> None:
         raise TypeError(f"atomics: unsupported element type {arr.dtype}")
 
 
-def _ptr(context, builder, aryty, ary, idx):
+def _ptr(context: Any, builder: Any, aryty: Any, ary: Any, idx: types.Type) -> Any:
     arr = context.make_array(aryty)(context, builder, ary)
     return cgutils.get_item_pointer(context, builder, aryty, arr, [idx], wraparound=False)
 
@@ -75,12 +76,12 @@ def _align(aryty: types.Array) -> int:
 # --- read-modify-write -------------------------------------------------------
 
 @intrinsic
-def cas(typingctx, arr, i, expected, new):
+def cas(typingctx: Any, arr: types.Type, i: types.Type, expected: types.Type, new: types.Type) -> tuple[Any, Any]:
     """``old = arr[i]; if old == expected: arr[i] = new; return old`` atomically (seq_cst)."""
     _check_array(arr, "int")
     sig = arr.dtype(arr, types.intp, arr.dtype, arr.dtype)
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         ptr = _ptr(context, builder, sig.args[0], args[0], args[1])
         pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
         return builder.extract_value(pair, 0)
@@ -89,14 +90,14 @@ def cas(typingctx, arr, i, expected, new):
 
 
 @intrinsic
-def cas_float(typingctx, arr, i, expected, new):
+def cas_float(typingctx: Any, arr: types.Type, i: types.Type, expected: types.Type, new: types.Type) -> tuple[Any, Any]:
     """Compare-exchange on a float element's bits; returns True when it swapped."""
     _check_array(arr, "float")
     if not isinstance(arr.dtype, types.Float):
         raise TypeError("cas_float needs a float array")
     sig = types.boolean(arr, types.intp, arr.dtype, arr.dtype)
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         aryty = sig.args[0]
         ity = ir.IntType(aryty.dtype.bitwidth)
         ptr = builder.bitcast(_ptr(context, builder, aryty, args[0], args[1]), ity.as_pointer())
@@ -107,12 +108,12 @@ def cas_float(typingctx, arr, i, expected, new):
     return sig, codegen
 
 
-def _rmw(op_int: str, op_float: str | None, ordering: str):
-    def impl(typingctx, arr, i, v):
+def _rmw(op_int: str, op_float: str | None, ordering: str) -> Any:
+    def impl(typingctx: Any, arr: types.Type, i: types.Type, v: types.Type) -> Any:
         _check_array(arr, "int" if op_float is None else "any")
         sig = arr.dtype(arr, types.intp, arr.dtype)
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             aryty = sig.args[0]
             ptr = _ptr(context, builder, aryty, args[0], args[1])
             op = op_float if isinstance(aryty.dtype, types.Float) else op_int
@@ -131,12 +132,12 @@ exchange = _rmw("xchg", "xchg", "seq_cst")
 
 # --- loads and stores --------------------------------------------------------
 
-def _load(ordering: str):
-    def impl(typingctx, arr, i):
+def _load(ordering: str) -> Any:
+    def impl(typingctx: Any, arr: types.Type, i: types.Type) -> Any:
         _check_array(arr, "any")
         sig = arr.dtype(arr, types.intp)
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             aryty = sig.args[0]
             ptr = _ptr(context, builder, aryty, args[0], args[1])
             return builder.load_atomic(ptr, ordering, _align(aryty))
@@ -146,12 +147,12 @@ def _load(ordering: str):
     return intrinsic(impl)
 
 
-def _store(ordering: str):
-    def impl(typingctx, arr, i, v):
+def _store(ordering: str) -> Any:
+    def impl(typingctx: Any, arr: types.Type, i: types.Type, v: types.Type) -> Any:
         _check_array(arr, "any")
         sig = types.void(arr, types.intp, arr.dtype)
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             aryty = sig.args[0]
             ptr = _ptr(context, builder, aryty, args[0], args[1])
             builder.store_atomic(args[2], ptr, ordering, _align(aryty))
@@ -168,9 +169,9 @@ store, store_release, store_relaxed = _store("seq_cst"), _store("release"), _sto
 
 # --- fences ------------------------------------------------------------------
 
-def _fence(ordering: str, scope: str | None = None):
-    def impl(typingctx):
-        def codegen(context, builder, sig, args):
+def _fence(ordering: str, scope: str | None = None) -> Any:
+    def impl(typingctx: Any) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             builder.fence(ordering, scope)
             return context.get_dummy_value()
 
@@ -186,9 +187,9 @@ compiler_barrier = _fence("seq_cst", "singlethread")
 # --- clock, pause, yield -----------------------------------------------------
 
 @intrinsic
-def now_ns(typingctx):
+def now_ns(typingctx: Any) -> tuple[Any, Any]:
     """Nanoseconds of ``clock_gettime(CLOCK_MONOTONIC)`` (libc, called directly from the compiled code)."""
-    def codegen(context, builder, sig, args):
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         i64, i32 = ir.IntType(64), ir.IntType(32)
         ts_t = ir.LiteralStructType([i64, i64])  # struct timespec on 64-bit Linux
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [i32, ts_t.as_pointer()]),
@@ -203,9 +204,9 @@ def now_ns(typingctx):
 
 
 @intrinsic
-def cpu_relax(typingctx):
+def cpu_relax(typingctx: Any) -> tuple[Any, Any]:
     """The spin-wait hint (x86 ``pause``); elsewhere only a compiler barrier."""
-    def codegen(context, builder, sig, args):
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         if _X86:
             # The LLVM intrinsic, not inline asm: numba's JIT has no assembler parser.
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
@@ -219,9 +220,9 @@ def cpu_relax(typingctx):
 
 
 @intrinsic
-def sched_yield(typingctx):
+def sched_yield(typingctx: Any) -> tuple[Any, Any]:
     """Give the core away (libc ``sched_yield``): spinners must, when threads outnumber cores."""
-    def codegen(context, builder, sig, args):
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
         builder.call(fn, [])
         return context.get_dummy_value()

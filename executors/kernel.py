@@ -29,6 +29,7 @@ import threading
 import types
 from typing import Any
 
+import numpy as np
 from numba import njit
 
 from simasgd.workloads import kernels
@@ -38,7 +39,7 @@ OVER = "grad_over_theta"  # kernels.grad_over_theta: whether the kernel may writ
 
 
 @njit(nogil=True, cache=True)
-def never_over(X, idx, shape):  # noqa: ANN001, ANN201
+def never_over(X: np.ndarray, idx: np.ndarray, shape: np.ndarray) -> bool:
     """``grad_over_theta`` for a workload's own kernel: its gradient always goes to its own buffer."""
     return False
 

@@ -43,7 +43,7 @@ def _state(stat: str) -> tuple[str, str]:
 def runnable(tasks: Path = TASKS, me: int | None = None) -> list[str]:
     """This process's threads other than ``me`` (the caller) that are running or waiting for a CPU."""
     me = threading.get_native_id() if me is None else me
-    out = []
+    out: list[str] = []
     try:
         entries = list(tasks.iterdir())
     except OSError:

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from simasgd.results import RunResult
+from simasgd.results import RunResult, RunSummary
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 ALL = "all"  # the label of the pooled (all-workers) group
@@ -152,7 +152,7 @@ def run_table(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _rate(r) -> float:
+def _rate(r: RunSummary) -> float:
     if r.updates_per_s:
         return float(r.updates_per_s)
     return r.updates / r.time_s if r.time_s and math.isfinite(r.time_s) and r.time_s > 0 else math.nan

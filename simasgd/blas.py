@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ _NUMPY_SYMBOL = "scipy_cblas_sgemm64_"
 _CONFIG_SYMBOL = "scipy_openblas_get_config64_"
 
 
-def signature():
+def signature() -> Any:
     """void cblas_sgemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), 64-bit ints."""
     from numba import types
 
@@ -79,12 +80,14 @@ def provider() -> str:
 
 
 @lru_cache(maxsize=1)
-def _fallback_cfunc():
+def _fallback_cfunc() -> Any:
     """A compiled CBLAS-ABI sgemm that calls ``np.dot`` (kept alive by the cache: its code is registered)."""
     from numba import carray, cfunc
 
     @cfunc(signature(), nopython=True, cache=True)
-    def sgemm_by_dot(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    def sgemm_by_dot(order: int, ta: int, tb: int, m: int, n: int, k: int, alpha: float, a: Any, lda: int, b: Any,
+                     ldb: int,
+                     beta: float, c: Any, ldc: int) -> None:
         # Only the calls kernels.gemm makes: row-major, ld = the row's width, A and B not both
         # transposed, alpha 1, beta 0 (C overwritten).
         C = carray(c, (m, n))

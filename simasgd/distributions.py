@@ -51,7 +51,7 @@ class Deterministic(Distribution):
     def variance(self) -> float:
         return 0.0
 
-    def sample(self, rng, n=None):
+    def sample(self, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
         return self.value if n is None else np.full(n, self.value)
 
 
@@ -68,7 +68,7 @@ class Exponential(Distribution):
     def variance(self) -> float:
         return self.mean_s**2
 
-    def sample(self, rng, n=None):
+    def sample(self, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
         return rng.exponential(self.mean_s, n)
 
 
@@ -88,7 +88,7 @@ class ShiftedExponential(Distribution):
     def variance(self) -> float:
         return (self.mean_s - self.shift_s) ** 2
 
-    def sample(self, rng, n=None):
+    def sample(self, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
         return self.shift_s + rng.exponential(self.mean_s - self.shift_s, n)
 
 
@@ -112,7 +112,7 @@ class LogNormal(Distribution):
     def variance(self) -> float:
         return (math.exp(self.sigma**2) - 1) * self.mean_s**2
 
-    def sample(self, rng, n=None):
+    def sample(self, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
         return rng.lognormal(self.mu, self.sigma, n)
 
 
@@ -130,7 +130,7 @@ class Gamma(Distribution):
     def variance(self) -> float:
         return self.mean_s**2 / self.shape
 
-    def sample(self, rng, n=None):
+    def sample(self, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
         return rng.gamma(self.shape, self.mean_s / self.shape, n)
 
 
@@ -149,7 +149,7 @@ class Empirical(Distribution):
     def variance(self) -> float:
         return float(np.var(self.samples))
 
-    def sample(self, rng, n=None):
+    def sample(self, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
         if n is None:
             return float(self.samples[rng.integers(len(self.samples))])
         return self.samples[rng.integers(len(self.samples), size=n)]
@@ -172,7 +172,7 @@ class Scaled(Distribution):
     def variance(self) -> float:
         return self.factor**2 * self.base.variance
 
-    def sample(self, rng, n=None):
+    def sample(self, rng: np.random.Generator, n: int | None = None) -> float | np.ndarray:
         return self.factor * self.base.sample(rng, n)
 
 

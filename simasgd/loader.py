@@ -16,7 +16,7 @@ from simasgd.scenario import AlgorithmConfig, Scenario, stray_params
 class ScenarioError(ValueError):
     """Every problem found in a scenario, one line each, naming file, key and what is allowed."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("\n".join(problems))
 

@@ -8,9 +8,10 @@ pins threads with the same :func:`place` so both mean the same thing by
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from simasgd import gpus
 from simasgd import profile as profile_format

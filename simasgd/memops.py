@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numba.extending import overload
 
 SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
@@ -37,10 +38,10 @@ def as_element(arr: np.ndarray, x: float) -> float:
 
 
 @overload(as_element, inline="always")
-def _as_element(arr, x):  # noqa: ANN001, ANN202
+def _as_element(arr: Any, x: Any) -> Any:
     elem = arr.dtype
 
-    def impl(arr, x):  # noqa: ANN001, ANN202
+    def impl(arr: Any, x: Any) -> Any:
         return elem(x)
 
     return impl

@@ -9,6 +9,7 @@ import subprocess
 from functools import lru_cache
 from importlib import metadata as _md
 from pathlib import Path
+from typing import Any
 
 PACKAGES = ("simasgd", "numpy", "scipy", "numba", "simpy", "pandas", "pyarrow", "pydantic", "scikit-learn")
 
@@ -51,7 +52,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def collect(backend: str, scenario_hash: str) -> dict[str, object]:
+def collect(backend: str, scenario_hash: str) -> dict[str, Any]:
     return {
         "backend": backend,
         "scenario_hash": scenario_hash,
@@ -78,7 +79,7 @@ def host_state() -> dict[str, list[float] | list[int]]:
     return {"loadavg": load, "affinity": cpus}
 
 
-def host_records(meta: dict[str, object]) -> list[dict[str, object]]:
+def host_records(meta: dict[str, Any]) -> list[dict[str, Any]]:
     """Every run's ``host`` record: ``host_runs`` of a merged result, else its one ``host``."""
     runs = meta.get("host_runs")
     if isinstance(runs, list):
@@ -87,14 +88,14 @@ def host_records(meta: dict[str, object]) -> list[dict[str, object]]:
     return [host] if isinstance(host, dict) else []
 
 
-def run_cpus(meta: dict[str, object]) -> int | None:
+def run_cpus(meta: dict[str, Any]) -> int | None:
     """The fewest CPUs any run's affinity held at its start (``host`` records: backends that measure this
     host keep them), or None where no run has one (a simulated result)."""
     seen = [len(h["affinity_start"]) for h in host_records(meta) if isinstance(h.get("affinity_start"), list)]
     return min(seen) if seen else None
 
 
-def busy_host_warnings(meta: dict[str, object], workers: int) -> list[str]:
+def busy_host_warnings(meta: dict[str, Any], workers: int) -> list[str]:
     """One line per run whose 1-minute load average, at its start or end, exceeded the CPUs of its affinity
     minus its own workers plus 0.5: the machine was busy with other work, and the run's timings show it."""
     out = []
@@ -111,7 +112,7 @@ def busy_host_warnings(meta: dict[str, object], workers: int) -> list[str]:
     return out
 
 
-def topology_warnings(meta: dict[str, object], calibrated_ns: float | None, ratio: float = 2.0) -> list[str]:
+def topology_warnings(meta: dict[str, Any], calibrated_ns: float | None, ratio: float = 2.0) -> list[str]:
     """One line per run whose core-to-core hand-off latency (``c2c_ns_start``/``_end`` of its ``host``
     record, executors/c2c.py), at its start or end, is not within ``ratio`` of ``calibrated_ns`` (the
     profile's ``[c2c] latency_ns``): the host had put the CPUs elsewhere (a VM's CPUs on cores that
@@ -134,7 +135,7 @@ def topology_warnings(meta: dict[str, object], calibrated_ns: float | None, rati
     return out
 
 
-def profile_placement_warnings(doc: dict[str, object], ratio: float = 2.0) -> list[str]:
+def profile_placement_warnings(doc: dict[str, Any], ratio: float = 2.0) -> list[str]:
     """One line per gradient table of a profile whose two-worker Leashed pass was timed with the CPUs
     elsewhere than the profile's ``[c2c]`` placement (``cycle_fresh_k2_in_placement = false``: no run of it
     was there, docs/profile.md): the simulator's multi-worker Leashed passes then cost the other

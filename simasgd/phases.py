@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -33,7 +33,7 @@ STATS = ("n", "mean", "median", "p90", "p99")
 BOUNDARIES = ("t_start", "t_grad_start", "t_grad_end", "t_write")
 WARMUP = 0.05
 
-Side = RunResult | pd.DataFrame  # a result, or its updates table
+Side: TypeAlias = RunResult | pd.DataFrame  # a result, or its updates table
 
 
 def cycle_table(updates: pd.DataFrame, warmup: float = WARMUP) -> pd.DataFrame:

@@ -33,11 +33,18 @@ class ProfileError(ValueError):
 
 
 class WorkloadLike(Protocol):
-    model: str
-    layers: Any
-    dataset: str
-    batch_size: int
-    dtype: str
+    """What :func:`workload_key` reads of a workload (``WorkloadConfig`` has it, read-only)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def layers(self) -> Any: ...
+    @property
+    def dataset(self) -> str: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
 
 
 def workload_key(cfg: WorkloadLike) -> str:

@@ -17,7 +17,9 @@ def interactive() -> bool:
 def bar(description: str, total: float | None, enabled: bool | None = None) -> Iterator[Advance]:
     """Yield ``advance(n)``; draws a bar with an ETA only when stderr is a terminal."""
     if not (interactive() if enabled is None else enabled):
-        yield lambda n=1.0: None
+        def nothing(n: float = 1.0) -> None:
+            return None
+        yield nothing
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -25,4 +27,7 @@ def bar(description: str, total: float | None, enabled: bool | None = None) -> I
                TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True) as p:
         task = p.add_task(description, total=total)
-        yield lambda n=1.0: p.advance(task, n)
+
+        def advance(n: float = 1.0) -> None:
+            p.advance(task, n)
+        yield advance

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from simasgd import metadata, phases
+from simasgd.results import RunResult
 
 UNSTABLE_CV = 0.10
 WINDOWS = 8  # a run is cut into this many equal spans of its time
@@ -25,7 +26,7 @@ SHIFT = 1.4
 WARMUP = 0.05  # the first share of a run's time left out (start-up, first-touch)
 
 
-def stability_warnings(result) -> list[str]:
+def stability_warnings(result: RunResult) -> list[str]:
     """pyperf-style warnings: repeats that disagree too much to trust one number, runs whose cycle time
     changed regime partway (:func:`regime_ratios`), crashed runs."""
     out = []
@@ -46,7 +47,7 @@ def stability_warnings(result) -> list[str]:
     return out
 
 
-def _times_this_host(result) -> bool:
+def _times_this_host(result: RunResult) -> bool:
     """Whether the run's cycles are this host's timings with a CPU for every worker: a backend that
     measures the host records its CPUs (``metadata.run_cpus``), and ``SHIFT`` was measured with no more
     workers than CPUs. A simulated run's virtual time, or time-sliced workers' cycles, can change

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from numba import cuda, float32
 
 
@@ -11,21 +13,21 @@ def empty() -> None:
 
 
 @cuda.jit
-def copy(dst, src):  # noqa: ANN001
+def copy(dst: Any, src: Any) -> None:
     i = cuda.grid(1)
     if i < dst.shape[0]:
         dst[i] = src[i]
 
 
 @cuda.jit
-def atomics(a, per):  # noqa: ANN001
+def atomics(a: Any, per: Any) -> None:
     i = cuda.grid(1)
     for _ in range(per):
         cuda.atomic.add(a, i % a.shape[0], 1.0)
 
 
 @cuda.jit
-def fma(out, iters):  # noqa: ANN001
+def fma(out: Any, iters: Any) -> None:
     i = cuda.grid(1)
     x = float32(i) * float32(1e-6)
     y = float32(1.0)

@@ -40,7 +40,7 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
     """The gradient timer, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def time_gradient(theta, X, y, shape, n_rows, batch, out_ns, seed, shared, starts_ns):  # noqa: ANN001
+    def time_gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray, batch: int, out_ns: np.ndarray, seed: np.ndarray, shared: np.ndarray, starts_ns: np.ndarray) -> None:
         """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``; with a
         ``starts_ns`` as long as it (else :data:`NO_STARTS`), each call's start on the shared monotonic
         clock too (two threads' calls paired by time: :mod:`executors.calibration.speed`).
@@ -106,7 +106,7 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
                                      max(20, min(n // 2, 5000)), seed + 1).items():
             st = sample_stats(ns * 1e-9, keep=200)
             steps[f"cycle_{name}_s"], steps[f"cycle_{name}_median_s"] = st["samples_s"], st["median_s"]
-        concurrent = {}
+        concurrent: dict[str, Any] = {}
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             # k independent threads, each its own θ copy and output (no shared model): what one
             # gradient costs while k-1 others run beside it (shared caches, memory bandwidth, clocks);

@@ -32,8 +32,9 @@ def run_threads(target: Callable[..., Any], args_per_thread: Sequence[tuple[Any,
 
     def body(i: int, args: tuple[Any, ...]) -> None:
         try:
-            if cpus is not None and cpus[i] is not None:
-                os.sched_setaffinity(0, {cpus[i]})
+            cpu = None if cpus is None else cpus[i]
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
             out[i] = target(*args)
         except BaseException as e:
             errors.append((i, e))

@@ -89,7 +89,7 @@ def gate(clocks: np.ndarray, w: int, n: int, bound: int, ctrl: np.ndarray, cfg_i
 
 
 @njit(nogil=True, cache=True)
-def straggle_until(slowdown: float, t_start: int, arrive: np.ndarray, n_used: int) -> None:
+def straggle_until(slowdown: float, t_start: int, arrive: np.ndarray, n_used: np.ndarray) -> None:
     """A straggler's extra time (``shared.straggle``), cut short when the round has its N gradients."""
     if slowdown <= 1.0:
         return
@@ -105,8 +105,10 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
     """The loops, in a closure over ``loops.CODE_VERSION`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def run_ssp(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                ring, meta, clocks, bound):
+    def run_ssp(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                ring: np.ndarray, meta: np.ndarray, clocks: np.ndarray, bound: np.ndarray) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)
@@ -151,8 +153,10 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
         return OK
 
     @njit(nogil=True, cache=True)
-    def run_backup(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                   ring, meta, grads, arrive, order, n_used, residual):
+    def run_backup(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                   ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                   nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                   ring: np.ndarray, meta: np.ndarray, grads: np.ndarray, arrive: np.ndarray, order: np.ndarray, n_used: np.ndarray, residual: np.ndarray) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)

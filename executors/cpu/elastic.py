@@ -94,8 +94,10 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
     """The loop, in a closure over ``loops.CODE_VERSION`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def run_elastic(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                    ring, meta, params, xloc, vloc, grads, gctl, turn, dist):
+    def run_elastic(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                    ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                    nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                    ring: np.ndarray, meta: np.ndarray, params: np.ndarray, xloc: np.ndarray, vloc: np.ndarray, grads: np.ndarray, gctl: np.ndarray, turn: np.ndarray, dist: np.ndarray) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)

@@ -107,8 +107,10 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
     """The worker loop, in a closure over ``loops.CODE_VERSION`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def run_leashed(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                    ring, meta, pool, vpool, rc, stale, ver, peak):
+    def run_leashed(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                    ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                    nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                    ring: np.ndarray, meta: np.ndarray, pool: np.ndarray, vpool: np.ndarray, rc: np.ndarray, stale: np.ndarray, ver: np.ndarray, peak: np.ndarray) -> int:
         """One Leashed-SGD worker. ``theta``/``vel`` are unused (the state lives in ``pool``/``vpool``)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK

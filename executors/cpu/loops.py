@@ -174,14 +174,14 @@ hogwild_step = _make_hogwild_step()
 
 
 @njit(nogil=True, cache=True)
-def lock_in(ctrl, cfg_i, cfg_f, rw, reader):  # noqa: ANN001
+def lock_in(ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, rw: bool, reader: bool) -> int:
     """Take the run's lock (the reader or writer side of a reader/writer lock): ns waited, -1 if stopped."""
     if not rw:
         return lock_acquire(ctrl, cfg_i, cfg_f, S_LOCK * LINE)
     return read_acquire(ctrl, cfg_i, cfg_f) if reader else write_acquire(ctrl, cfg_i, cfg_f)
 
 @njit(nogil=True, cache=True)
-def lock_out(ctrl, rw, reader):  # noqa: ANN001
+def lock_out(ctrl: np.ndarray, rw: np.ndarray, reader: np.ndarray) -> None:
     if not rw:
         lock_release(ctrl, S_LOCK * LINE)
     elif reader:
@@ -194,8 +194,10 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
     """The loops, in a closure over :data:`CODE_VERSION` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def run_sequential(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                       ring, meta):
+    def run_sequential(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                       ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                       nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                       ring: np.ndarray, meta: np.ndarray) -> int:
         """Plain SGD on one thread (the seqlock lets ``final_theta``-style readers copy θ safely)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
@@ -217,8 +219,10 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         return OK
 
     @njit(nogil=True, cache=True)
-    def run_locked(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                   ring, meta):
+    def run_locked(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                   ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                   nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                   ring: np.ndarray, meta: np.ndarray) -> int:
         """Lock-based AsyncSGD (Ek 2021, Alg. 2): lock to copy θ, compute, lock to update.
 
         ``mutex``: one lock for both. ``rwlock`` (``cfg_i[C_RWLOCK]``): readers copy θ together under
@@ -264,8 +268,10 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         return OK
 
     @njit(nogil=True, cache=True)
-    def run_hogwild(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                    ring, meta, canary):
+    def run_hogwild(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                    ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                    nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                    ring: np.ndarray, meta: np.ndarray, canary: np.ndarray) -> int:
         """HOGWILD!: element-wise writes with no synchronisation; the gradient at a local copy of θ
         taken element by element while others write (Ek 2021 §3.1, ``local_copy``) or at the live θ."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
@@ -318,8 +324,10 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         return OK
 
     @njit(nogil=True, cache=True)
-    def run_sync(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                 ring, meta, grads, resid):
+    def run_sync(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                 ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                 nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                 ring: np.ndarray, meta: np.ndarray, grads: np.ndarray, resid: np.ndarray) -> int:
         """Synchronous SGD: all compute on the same θ, a barrier, worker 0 applies the mean, a barrier.
 
         One update per round and one row per gradient (the row contract of ``sync``): after the

@@ -100,7 +100,8 @@ def _make_master(rule_version: str = CODE_VERSION) -> Any:
     """The master's loop, in a closure over ``loops.CODE_VERSION`` (its cache follows the update rule)."""
 
     @njit(nogil=True, cache=True)
-    def run_lopez_master(ctrl, cfg_i, cfg_f, theta, vel, acc, lctl, ring, meta):  # noqa: ANN001
+    def run_lopez_master(ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                         acc: np.ndarray, lctl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
         """Alg. 2: step on whatever g holds, as fast as it can, until the budget."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
@@ -130,8 +131,10 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
     """The worker loop, in a closure over ``loops.CODE_VERSION`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def run_lopez(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed, slowdown,  # noqa: ANN001
-                  ring, meta, acc, lctl):
+    def run_lopez(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                  ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                  nrec: np.ndarray, seed: np.ndarray, slowdown: float,
+                  ring: np.ndarray, meta: np.ndarray, acc: np.ndarray, lctl: np.ndarray) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         if w == 0:

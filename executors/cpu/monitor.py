@@ -146,7 +146,7 @@ class Watcher(threading.Thread):
 
     def __init__(self, ring: Ring, ctrl: np.ndarray, loss: Callable[[np.ndarray], float], mon: Monitor,
                  alive: Callable[[], bool], advance: Advance | None, live: bool = True,
-                 threads: list[threading.Thread] | None = None):
+                 threads: list[threading.Thread] | None = None) -> None:
         super().__init__(name="simasgd-monitor", daemon=True)
         self.ring, self.ctrl, self.loss, self.mon, self.alive, self.advance = ring, ctrl, loss, mon, alive, advance
         self.live = live

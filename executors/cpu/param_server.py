@@ -57,8 +57,10 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:
     """The loop, in a closure over the kernels', update rule's and compression's sources (its cache key)."""
 
     @njit(nogil=True, cache=True)
-    def run_param_server(w, X, y, shape, theta, vel, ctrl, cfg_i, cfg_f, ri, rf, nrec, seed,  # noqa: ANN001
-                         slowdown, ring, meta, locks, onebit):
+    def run_param_server(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
+                         ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
+                         nrec: np.ndarray, seed: np.ndarray,
+                         slowdown: float, ring: np.ndarray, meta: np.ndarray, locks: np.ndarray, onebit: bool) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)

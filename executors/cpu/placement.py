@@ -72,7 +72,8 @@ def read_topology(root: Path = SYS) -> Topology:
     return Topology(m, cpu_map, max(1, len(nodes)), allowed)
 
 
-def plan(workers: int, placement: str | Sequence[int], topo: Topology | None = None) -> tuple[list[int | None], list[str]]:
+def plan(workers: int, placement: str | Sequence[int], topo: Topology | None = None) -> tuple[list[int | None],
+         list[str]]:
     """Kernel CPU id per worker (None: the OS decides) and any warnings about the placement."""
     topo = topo or read_topology()
     warnings: list[str] = []

@@ -35,7 +35,7 @@ CLAIMED = 1 << 40  # a pool vector's reader count while a writer owns it (as exe
 # --------------------------------------------------------------------------- models
 
 @cuda.jit(cache=True)
-def matmul(A, B, C, ta, tb):  # noqa: ANN001
+def matmul(A: Any, B: Any, C: Any, ta: int, tb: int) -> None:
     """C = op(A)·op(B); op = transpose where ``ta``/``tb``. Grid (ceil(o/TILE), ceil(m/TILE)), block (TILE, TILE)."""
     sA = cuda.shared.array((TILE, TILE), float64)
     sB = cuda.shared.array((TILE, TILE), float64)
@@ -65,7 +65,7 @@ def matmul(A, B, C, ta, tb):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def gather(X, idx, A):  # noqa: ANN001
+def gather(X: Any, idx: Any, A: Any) -> None:
     """A[r, :] = X[idx[r], :A.shape[1]]."""
     i = cuda.grid(1)
     m, n = A.shape
@@ -75,7 +75,7 @@ def gather(X, idx, A):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def bias_act(Z, b, relu):  # noqa: ANN001
+def bias_act(Z: Any, b: Any, relu: Any) -> None:
     i = cuda.grid(1)
     m, n = Z.shape
     if i < m * n:
@@ -85,7 +85,7 @@ def bias_act(Z, b, relu):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def softmax_ce(Z, y, idx, scale, loss):  # noqa: ANN001
+def softmax_ce(Z: Any, y: Any, idx: Any, scale: float, loss: Any) -> None:
     """One thread per row: loss[r] = CE of row r; Z[r] becomes scale·(softmax − onehot)."""
     r = cuda.grid(1)
     m, C = Z.shape
@@ -105,7 +105,7 @@ def softmax_ce(Z, y, idx, scale, loss):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def col_sum(D, out):  # noqa: ANN001
+def col_sum(D: Any, out: Any) -> None:
     """out[j] = Σ_r D[r, j]."""
     j = cuda.grid(1)
     m, n = D.shape
@@ -117,7 +117,7 @@ def col_sum(D, out):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def relu_mask(D, A):  # noqa: ANN001
+def relu_mask(D: Any, A: Any) -> None:
     """D *= [A > 0] (A holds ReLU outputs)."""
     i = cuda.grid(1)
     m, n = D.shape
@@ -128,7 +128,7 @@ def relu_mask(D, A):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def conv_relu(theta, X, idx, dims, out):  # noqa: ANN001
+def conv_relu(theta: Any, X: Any, idx: Any, dims: Any, out: Any) -> None:
     """out[s, (f·Ho + i)·Wo + j] = ReLU(conv); dims = [C, H, W, K, k, Ho, Wo]."""
     t = cuda.grid(1)
     C, H, W, K, k, Ho, Wo = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6]
@@ -148,7 +148,7 @@ def conv_relu(theta, X, idx, dims, out):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def max_pool(conv, dims, pool, arg):  # noqa: ANN001
+def max_pool(conv: Any, dims: Any, pool: Any, arg: Any) -> None:
     """P×P max of the ReLU'd conv (first maximum wins); arg = flat conv index; dims = [K, Ho, Wo, P, Hp, Wp]."""
     t = cuda.grid(1)
     K, Ho, Wo, P, Hp, Wp = dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]
@@ -170,8 +170,8 @@ def max_pool(conv, dims, pool, arg):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def conv_grad(X, idx, dpool, pool, arg, dims, g):  # noqa: ANN001
-    """A block per conv weight or bias (block b → g[b], g[b + blocks], …): its threads split the Σ over the
+def conv_grad(X: Any, idx: Any, dpool: Any, pool: Any, arg: Any, dims: Any, g: Any) -> None:
+    """A block per conv weight or bias (block b → g[b], g[b + blocks], …) -> None: its threads split the Σ over the
     batch and the pooled outputs whose (positive) maximum came from a window touching it, then add their
     parts in shared memory. dims = [C, H, W, K, k, Ho, Wo, Hp, Wp]; the block's size is a power of two
     ≤ ``REDUCE``.
@@ -225,7 +225,7 @@ def reduce_threads(items: int) -> int:
 # --------------------------------------------------------------------------- updates
 
 @cuda.jit(cache=True)
-def read_into(dst, src, ctr, recr, slot):  # noqa: ANN001
+def read_into(dst: Any, src: Any, ctr: Any, recr: Any, slot: Any) -> None:
     """dst = src; the version counter into recr[slot] (first thread, before its copy)."""
     i = cuda.grid(1)
     if i == 0:
@@ -235,20 +235,20 @@ def read_into(dst, src, ctr, recr, slot):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def bump(ctr, recv, slot):  # noqa: ANN001
+def bump(ctr: Any, recv: Any, slot: Any) -> None:
     """recv[slot] = the version this update makes (atomic increment of the counter)."""
     if cuda.grid(1) == 0:
         recv[slot] = cuda.atomic.add(ctr, 0, 1) + 1
 
 
 @cuda.jit(cache=True)
-def note_version(ctr, recv, slot):  # noqa: ANN001
+def note_version(ctr: Any, recv: Any, slot: Any) -> None:
     if cuda.grid(1) == 0:
         recv[slot] = cuda.atomic.add(ctr, 0, 0)
 
 
 @cuda.jit(device=True)
-def _div(aware, recv, recr, slot):  # noqa: ANN001, ANN202
+def _div(aware: Any, recv: Any, recr: Any, slot: Any) -> Any:
     """update_rule.divisor of τ = the version the step is applied on (``note_version`` put it in
     recv[slot]) − the read version (slot < 0: staleness 0), as the cpu loops' ``cur − rv``."""
     if slot < 0 or not aware:
@@ -258,7 +258,7 @@ def _div(aware, recv, recr, slot):  # noqa: ANN001, ANN202
 
 
 @cuda.jit(device=True)
-def _step_one(theta, vel, i, gi, lr, mom, div):  # noqa: ANN001, ANN202
+def _step_one(theta: Any, vel: Any, i: int, gi: Any, lr: float, mom: float, div: Any) -> None:
     """update_rule.step on element i (its plain and heavy-ball forms)."""
     if mom > 0.0:
         vel[i] = mom * vel[i] + (gi if div == 1.0 else gi / div)
@@ -275,7 +275,8 @@ def in_dtype(theta: Any, *xs: float) -> tuple[Any, ...]:
 
 
 @cuda.jit(cache=True)
-def step(theta, vel, g, scale, lr, mom, aware, recv, recr, slot):  # noqa: ANN001
+def step(theta: Any, vel: Any, g: Any, scale: float, lr: float, mom: float, aware: Any, recv: Any, recr: Any,
+         slot: Any) -> None:
     """θ ← update_rule.step(θ, scale·g) on version recv[slot] read at recr[slot]; racy when several streams run it."""
     i = cuda.grid(1)
     if i < theta.shape[0]:
@@ -284,14 +285,14 @@ def step(theta, vel, g, scale, lr, mom, aware, recv, recr, slot):  # noqa: ANN00
 
 
 @cuda.jit(cache=True)
-def accumulate(total, g):  # noqa: ANN001
+def accumulate(total: Any, g: Any) -> None:
     i = cuda.grid(1)
     if i < g.shape[0]:
         cuda.atomic.add(total, i, g[i])
 
 
 @cuda.jit(cache=True)
-def zero(a):  # noqa: ANN001
+def zero(a: Any) -> None:
     i = cuda.grid(1)
     if i < a.shape[0]:
         a[i] = 0.0
@@ -302,7 +303,7 @@ def zero(a):  # noqa: ANN001
 # stale[p] (1: free once rc == 0), ver[p] its version. slots[k]: [mine, base, read] of stream k.
 
 @cuda.jit(device=True)
-def _acquire(ctrl, rc):  # noqa: ANN001, ANN202
+def _acquire(ctrl: Any, rc: Any) -> Any:
     while True:
         p = cuda.atomic.add(ctrl, 0, 0)
         cuda.atomic.add(rc, p, 1)
@@ -312,7 +313,7 @@ def _acquire(ctrl, rc):  # noqa: ANN001, ANN202
 
 
 @cuda.jit(cache=True)
-def acquire(ctrl, rc, ver, slots, k, col, recr, slot):  # noqa: ANN001
+def acquire(ctrl: Any, rc: Any, ver: Any, slots: Any, k: int, col: Any, recr: Any, slot: Any) -> None:
     """A reader reference on the latest vector into slots[k, col]; with slot >= 0 its version into recr[slot]."""
     if cuda.grid(1) == 0:
         p = _acquire(ctrl, rc)
@@ -322,20 +323,20 @@ def acquire(ctrl, rc, ver, slots, k, col, recr, slot):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def release(rc, slots, k, col):  # noqa: ANN001
+def release(rc: Any, slots: Any, k: int, col: Any) -> None:
     if cuda.grid(1) == 0:
         cuda.atomic.add(rc, slots[k, col], -1)
 
 
 @cuda.jit(cache=True)
-def copy_slot(dst, pool, slots, k, col):  # noqa: ANN001
+def copy_slot(dst: Any, pool: Any, slots: Any, k: int, col: Any) -> None:
     i = cuda.grid(1)
     if i < dst.shape[0]:
         dst[i] = pool[slots[k, col], i]
 
 
 @cuda.jit(cache=True)
-def claim(rc, stale, slots, k):  # noqa: ANN001
+def claim(rc: Any, stale: Any, slots: Any, k: int) -> None:
     """Own a free vector (stale, unread) into slots[k, 0]; -1 when none is free now (the host retries)."""
     if cuda.grid(1) != 0:
         return
@@ -350,7 +351,8 @@ def claim(rc, stale, slots, k):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def build(pool, vpool, slots, k, g, lr, mom, aware, ver, recr, slot):  # noqa: ANN001
+def build(pool: Any, vpool: Any, slots: Any, k: int, g: Any, lr: float, mom: float, aware: Any, ver: Any, recr: Any,
+          slot: Any) -> None:
     """pool[mine] = step(pool[base], g) with staleness ver[base] − read version (velocity carried likewise)."""
     i = cuda.grid(1)
     mine, base = slots[k, 0], slots[k, 1]
@@ -366,7 +368,8 @@ def build(pool, vpool, slots, k, g, lr, mom, aware, ver, recr, slot):  # noqa: A
 
 
 @cuda.jit(cache=True)
-def publish(ctrl, rc, stale, ver, ctr, slots, k, max_updates, status, recv, slot):  # noqa: ANN001
+def publish(ctrl: Any, rc: Any, stale: Any, ver: Any, ctr: Any, slots: Any, k: int, max_updates: Any, status: Any,
+            recv: Any, slot: Any) -> None:
     """CAS the latest index from base to mine. status[k]: 1 applied, 0 failed (retry), 2 budget spent."""
     if cuda.grid(1) != 0:
         return

@@ -30,7 +30,7 @@ from executors.cuda.model import launch, launch1, to_host
 class Tickets:
     """The update budget for loops whose every attempt applies (hogwild): exactly ``n`` attempts."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int) -> None:
         self.left, self.lock = n, threading.Lock()
 
     def take(self) -> bool:
@@ -71,7 +71,7 @@ def hogwild(r: Any, w: int) -> None:
 class SyncRound:
     """Two barriers a round; the first decides whether the round runs, the second steps θ once."""
 
-    def __init__(self, r: Any):
+    def __init__(self, r: Any) -> None:
         self.r, self.go, self.version = r, True, 0
         n = r.n
         self.start = threading.Barrier(n, action=self._decide)

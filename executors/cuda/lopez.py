@@ -30,21 +30,21 @@ from executors.cuda.model import launch, launch1, to_host
 # ann[0]: the master step whose read of the gradient sum began last (announced before it reads acc).
 
 @cuda.jit(cache=True)
-def announce(ann, ctr):  # noqa: ANN001
+def announce(ann: Any, ctr: Any) -> None:
     if cuda.grid(1) == 0:
         cuda.atomic.exch(ann, 0, cuda.atomic.add(ctr, 0, 0) + 1)
         cuda.threadfence()
 
 
 @cuda.jit(cache=True)
-def note_announced(ann, recv, slot):  # noqa: ANN001
+def note_announced(ann: Any, recv: Any, slot: Any) -> None:
     """recv[slot] = the first step to begin reading the sum after this stream's add (ann + 1)."""
     if cuda.grid(1) == 0:
         recv[slot] = cuda.atomic.add(ann, 0, 0) + 1
 
 
 @cuda.jit(cache=True)
-def accumulate_scaled(total, g, c):  # noqa: ANN001
+def accumulate_scaled(total: Any, g: Any, c: Any) -> None:
     """total += c·g, element by element with cuda.atomic.add (Alg. 3 lines 4 and 7)."""
     i = cuda.grid(1)
     if i < g.shape[0]:
@@ -52,7 +52,7 @@ def accumulate_scaled(total, g, c):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def accumulate_delta(total, g, old):  # noqa: ANN001
+def accumulate_delta(total: Any, g: Any, old: Any) -> None:
     """total += g − old in one pass (``subtract = "with_add"``)."""
     i = cuda.grid(1)
     if i < g.shape[0]:
@@ -60,15 +60,15 @@ def accumulate_delta(total, g, old):  # noqa: ANN001
 
 
 @cuda.jit(cache=True)
-def copy(dst, src):  # noqa: ANN001
+def copy(dst: Any, src: Any) -> None:
     i = cuda.grid(1)
     if i < dst.shape[0]:
         dst[i] = src[i]
 
 
 @cuda.jit(cache=True)
-def note(src, out, k):  # noqa: ANN001
-    """out[k] = src[0] (an atomic read): the seqlock word before and after a consistent copy."""
+def note(src: Any, out: Any, k: int) -> None:
+    """out[k] = src[0] (an atomic read) -> None: the seqlock word before and after a consistent copy."""
     if cuda.grid(1) == 0:
         out[k] = cuda.atomic.add(src, 0, 0)
 

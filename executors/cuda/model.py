@@ -55,7 +55,7 @@ class Gradient:
 
     on_device = True
 
-    def __init__(self, cuda: Any, wl: Any, X_dev: Any, y_dev: Any, stream: Any, batch: int):
+    def __init__(self, cuda: Any, wl: Any, X_dev: Any, y_dev: Any, stream: Any, batch: int) -> None:
         self.cuda, self.wl, self.X, self.y, self.stream, self.batch = cuda, wl, X_dev, y_dev, stream, batch
         self.idx = cuda.device_array(batch, dtype=np.int64, stream=stream)
         self.loss = cuda.device_array(batch, dtype=np.float64, stream=stream)
@@ -71,7 +71,7 @@ class DenseNet(Gradient):
     """Softmax network: per layer Z = A·W (+b, ReLU); CE; gW = Aᵀ·D, gb = Σ D, D ← D·Wᵀ ⊙ [A > 0]."""
 
     def __init__(self, cuda: Any, wl: Any, X_dev: Any, y_dev: Any, stream: Any, batch: int,
-                 layers: list[int] | None = None, first: int = 0):
+                 layers: list[int] | None = None, first: int = 0) -> None:
         super().__init__(cuda, wl, X_dev, y_dev, stream, batch)
         self.layers = layers if layers is not None else [int(v) for v in wl.shape[1:]]
         self.first = first  # offset in θ of the first dense layer (the cnn's conv parameters come before)
@@ -127,7 +127,7 @@ class DenseNet(Gradient):
 class ConvNet(DenseNet):
     """The cnn: conv+ReLU, max-pool into the dense network's input, then its backward and the conv gradient."""
 
-    def __init__(self, cuda: Any, wl: Any, X_dev: Any, y_dev: Any, stream: Any, batch: int):
+    def __init__(self, cuda: Any, wl: Any, X_dev: Any, y_dev: Any, stream: Any, batch: int) -> None:
         s = sizes(wl.shape)
         super().__init__(cuda, wl, X_dev, y_dev, stream, batch, [s["F1"], s["Hd"], s["nc"]], first=s["conv"])
         self.s = s
@@ -162,7 +162,7 @@ class HostGradient(Gradient):
 
     on_device = False
 
-    def __init__(self, cuda: Any, wl: Any, X_dev: Any, y_dev: Any, stream: Any, batch: int):
+    def __init__(self, cuda: Any, wl: Any, X_dev: Any, y_dev: Any, stream: Any, batch: int) -> None:
         super().__init__(cuda, wl, X_dev, y_dev, stream, batch)
         self.theta_h = cuda.pinned_array(wl.dim, dtype=wl.dtype) if hasattr(cuda, "pinned_array") \
             else np.empty(wl.dim, dtype=wl.dtype)

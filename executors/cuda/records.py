@@ -20,7 +20,7 @@ RING = 1024  # attempts between two flushes of a stream's device records
 
 
 class Clock:
-    def __init__(self, cuda: Any, simulated: bool):
+    def __init__(self, cuda: Any, simulated: bool) -> None:
         self.cuda, self.simulated = cuda, simulated
         self.t0_host = time.perf_counter()
         self.t0 = None if simulated else cuda.event()
@@ -47,7 +47,7 @@ class Clock:
 class Records:
     """One stream's attempts: device ring (versions) + host lists (the rest)."""
 
-    def __init__(self, cuda: Any, stream: Any, clock: Clock, worker: int):
+    def __init__(self, cuda: Any, stream: Any, clock: Clock, worker: int) -> None:
         self.cuda, self.stream, self.clock, self.worker = cuda, stream, clock, worker
         self.recr = cuda.to_device(np.zeros(RING, np.int64), stream=stream)
         self.recv = cuda.to_device(np.zeros(RING, np.int64), stream=stream)

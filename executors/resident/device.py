@@ -58,15 +58,15 @@ def sim_abort() -> None:
 
 if SIM:
     @cuda.jit(device=True)
-    def worker(first):  # noqa: ANN001, ANN201
+    def worker(first: Any) -> Any:
         return first + cuda.threadIdx.x // SIM_LANES
 
     @cuda.jit(device=True)
-    def lane():  # noqa: ANN201
+    def lane() -> Any:
         return cuda.threadIdx.x % SIM_LANES
 
     @cuda.jit(device=True)
-    def lanes():  # noqa: ANN201
+    def lanes() -> Any:
         return SIM_LANES
 
     def wsync(w: int) -> None:
@@ -97,23 +97,23 @@ else:  # pragma: no cover - compiled for a GPU only
         return sig, codegen
 
     @cuda.jit(device=True, inline=True)
-    def worker(first):  # noqa: ANN001, ANN201
+    def worker(first: Any) -> Any:
         return first + cuda.blockIdx.x
 
     @cuda.jit(device=True, inline=True)
-    def lane():  # noqa: ANN201
+    def lane() -> Any:
         return cuda.threadIdx.x
 
     @cuda.jit(device=True, inline=True)
-    def lanes():  # noqa: ANN201
+    def lanes() -> Any:
         return cuda.blockDim.x
 
     @cuda.jit(device=True, inline=True)
-    def wsync(w):  # noqa: ANN001, ANN201
+    def wsync(w: int) -> None:
         cuda.syncthreads()
 
     @cuda.jit(device=True, inline=True)
-    def now():  # noqa: ANN201
+    def now() -> Any:
         return _globaltimer()
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 from numba import float32, float64
@@ -32,7 +33,7 @@ ELEMENT = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 
 
 @cuda.jit(device=True)
-def draw(rng, w, n):  # noqa: ANN001, ANN201
+def draw(rng: Any, w: int, n: int) -> Any:
     """The next row index in [0, n) from worker w's xorshift64 state (lane 0 only)."""
     x = rng[w]
     x ^= x << np.uint64(13)
@@ -43,7 +44,7 @@ def draw(rng, w, n):  # noqa: ANN001, ANN201
 
 
 @cuda.jit(device=True)
-def sample(rng, idx, w, ln, batch, n):  # noqa: ANN001, ANN201
+def sample(rng: Any, idx: Any, w: int, ln: Any, batch: int, n: int) -> None:
     """idx[w, :batch] ← a minibatch of rows (lane 0 draws; the caller syncs before reading)."""
     if ln == 0:
         for b in range(batch):
@@ -58,12 +59,12 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     G = g_const
 
     @cuda.jit(device=True)
-    def const(w, ln, nl, th, g):  # noqa: ANN001, ANN202
+    def const(w: int, ln: Any, nl: Any, th: Any, g: Any) -> None:
         for i in range(ln, g.shape[1], nl):
             g[w, i] = G
 
     @cuda.jit(device=True)
-    def dense_forward(w, ln, nl, th, first, widths, L, act):  # noqa: ANN001, ANN202
+    def dense_forward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any) -> Any:
         """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]. Returns ZL's offset."""
         acc = cuda.local.array(B, DT)
         oa, ot = 0, first
@@ -89,7 +90,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         return oa
 
     @cuda.jit(device=True)
-    def softmax_delta(w, ln, nl, act, oz, C, y, idx):  # noqa: ANN001, ANN202
+    def softmax_delta(w: int, ln: Any, nl: Any, act: Any, oz: Any, C: Any, y: Any, idx: Any) -> None:
         """Logits act[w, oz + b·C + c] become (softmax − onehot)/B."""
         scale = DT(1.0 / B)
         for b in range(ln, B, nl):
@@ -108,7 +109,8 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         wsync(w)
 
     @cuda.jit(device=True)
-    def dense_backward(w, ln, nl, th, first, widths, L, act, dl, g, need_input):  # noqa: ANN001, ANN202
+    def dense_backward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any,
+                       need_input: Any) -> None:
         """Gradients of the dense layers into g[w]; with ``need_input`` the delta at the first layer's
         input (unmasked) is left in dl[w, 0 : B·widths[0]]. Hidden deltas live in dl[w] after it."""
         acc = cuda.local.array(B, DT)
@@ -159,14 +161,16 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             wsync(w)
 
     @cuda.jit(device=True)
-    def dense(w, ln, nl, th, first, widths, L, act, dl, g, y, idx, need_input):  # noqa: ANN001, ANN202
+    def dense(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any, y: Any,
+              idx: Any, need_input: Any) -> None:
         """The softmax network on act[w]'s input rows: forward, cross-entropy delta, backward into g[w]."""
         oz = dense_forward(w, ln, nl, th, first, widths, L, act)
         softmax_delta(w, ln, nl, act, oz, widths[L], y, idx)
         dense_backward(w, ln, nl, th, first, widths, L, act, dl, g, need_input)
 
     @cuda.jit(device=True)
-    def mlp(w, ln, nl, th, X, y, idx, widths, L, act, dl, g):  # noqa: ANN001, ANN202
+    def mlp(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, widths: Any, L: Any, act: Any, dl: Any,
+            g: Any) -> None:
         F = widths[0]
         for i in range(ln, B * F, nl):
             b, c = i // F, i % F
@@ -175,7 +179,8 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         dense(w, ln, nl, th, 0, widths, L, act, dl, g, y, idx, False)
 
     @cuda.jit(device=True)
-    def cnn(w, ln, nl, th, X, y, idx, widths, L, act, dl, g, cd, conv, arg):  # noqa: ANN001, ANN202
+    def cnn(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any,
+            cd: Any, conv: Any, arg: Any) -> None:
         """cd = [C, H, W, K, k, Ho, Wo, P, Hp, Wp]; conv[w]: the ReLU'd conv maps; arg[w]: the pool's argmax.
         The dense part reads its input (the pooled maps) from act[w, 0 : B·widths[0]]."""
         C, H, Wd, K, k, Ho, Wo, P, Hp, Wp = cd[0], cd[1], cd[2], cd[3], cd[4], cd[5], cd[6], cd[7], cd[8], cd[9]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,8 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
     cnn_grad, mlp_grad, const_grad = F.cnn, F.mlp, F.const  # closure cells: numba types functions, not namespaces
 
     @cuda.jit(device=True)
-    def grad(w, ln, nl, th, X, y, idx, cfg, act, dl, g, conv, arg):  # noqa: ANN001, ANN202
+    def grad(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, cfg: Any, act: Any, dl: Any, g: Any,
+             conv: Any, arg: Any) -> None:
         if CNN:
             cnn_grad(w, ln, nl, th, X, y, idx, cfg[P.WIDTHS:], cfg[P.LAYERS], act, dl, g, cfg[P.CONV:], conv, arg)
         elif MLP:
@@ -60,7 +62,7 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
         wsync(w)
 
     @cuda.jit(device=True)
-    def begin(w, ln, ctl, cfg, rng, idx, wsw, ticket):  # noqa: ANN001, ANN202
+    def begin(w: int, ln: Any, ctl: Any, cfg: Any, rng: Any, idx: Any, wsw: Any, ticket: Any) -> Any:
         """Lane 0: the attempt's start time, whether it runs (the stop word; a ticket where the budget is
         counted in tickets), its minibatch. All lanes: meet, then read the answer."""
         if ln == 0:
@@ -78,12 +80,13 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
         return wsw[w, P.W_GO] != 0
 
     @cuda.jit(device=True)
-    def copy(dst, src, ln, nl):  # noqa: ANN001, ANN202
+    def copy(dst: Any, src: Any, ln: Any, nl: Any) -> None:
         for i in range(ln, dst.shape[0], nl):
             dst[i] = src[i]
 
     @cuda.jit(device=True)
-    def snapshot(w, ln, nl, th, cfg, snap, meta, wsw, v, take):  # noqa: ANN001, ANN202
+    def snapshot(w: int, ln: Any, nl: Any, th: Any, cfg: Any, snap: Any, meta: Any, wsw: Any, v: Any,
+                 take: Any) -> None:
         """Version v's θ into the ring when ``take`` (all lanes)."""
         if not take:
             return
@@ -98,19 +101,20 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
         wsync(w)
 
     @cuda.jit(device=True)
-    def step_all(theta, vel, gw, ln, nl, lr, mom, div):  # noqa: ANN001, ANN202
+    def step_all(theta: Any, vel: Any, gw: Any, ln: Any, nl: Any, lr: float, mom: float, div: Any) -> None:
         """update_rule.step of θ with gradient gw, lane-strided, then a fence (the caller syncs)."""
         for i in range(ln, theta.shape[0], nl):
             _step_one(theta, vel, i, gw[i], lr, mom, div)
         cuda.threadfence()
 
     @cuda.jit(device=True)
-    def due(cfg, v):  # noqa: ANN001, ANN202
+    def due(cfg: Any, v: Any) -> Any:
         return v > 0 and v % cfg[P.EVERY] == 0
 
     @cuda.jit
-    def hogwild(first, theta, vel, X, y, ctl, cfg, cfgf, local, g, act, dl, conv, arg, idx, rng, wsw,  # noqa: ANN001
-                rows_i, rows_t, snap, meta, af, af2, ai):
+    def hogwild(first: Any, theta: Any, vel: Any, X: Any, y: Any, ctl: Any, cfg: Any, cfgf: Any, local: Any, g: Any,
+                act: Any, dl: Any, conv: Any, arg: Any, idx: Any, rng: Any, wsw: Any,
+                rows_i: Any, rows_t: Any, snap: Any, meta: Any, af: Any, af2: Any, ai: Any) -> None:
         w, ln, nl = worker(first), lane(), lanes()
         lr, mom, aware = cfgf[0], cfgf[1], cfg[P.AWARE]
         done = 0
@@ -143,8 +147,9 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
             snapshot(w, ln, nl, theta, cfg, snap, meta, wsw, wsw[w, P.W_CUR], due(cfg, wsw[w, P.W_CUR]))
 
     @cuda.jit
-    def mutex(first, theta, vel, X, y, ctl, cfg, cfgf, local, g, act, dl, conv, arg, idx, rng, wsw,  # noqa: ANN001
-              rows_i, rows_t, snap, meta, af, af2, ai):
+    def mutex(first: Any, theta: Any, vel: Any, X: Any, y: Any, ctl: Any, cfg: Any, cfgf: Any, local: Any, g: Any,
+              act: Any, dl: Any, conv: Any, arg: Any, idx: Any, rng: Any, wsw: Any,
+              rows_i: Any, rows_t: Any, snap: Any, meta: Any, af: Any, af2: Any, ai: Any) -> None:
         w, ln, nl = worker(first), lane(), lanes()
         lr, mom, aware = cfgf[0], cfgf[1], cfg[P.AWARE]
         mine = local[w]
@@ -199,7 +204,7 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
             wsync(w)
 
     @cuda.jit(device=True)
-    def acquire(ctl, rc):  # noqa: ANN001, ANN202
+    def acquire(ctl: Any, rc: Any) -> Any:
         """A reader reference on the latest pool vector (lane 0)."""
         while True:
             p = P.load(ctl, P.LATEST)
@@ -209,7 +214,7 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
             cuda.atomic.add(rc, p, -1)
 
     @cuda.jit(device=True)
-    def claim(ctl, rc, stale):  # noqa: ANN001, ANN202
+    def claim(ctl: Any, rc: Any, stale: Any) -> Any:
         """Own a free vector (stale, unread); −1 if the run stopped while none was free (lane 0)."""
         while True:
             for p in range(stale.shape[0]):
@@ -222,8 +227,9 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 return -1
 
     @cuda.jit
-    def leashed(first, theta, vel, X, y, ctl, cfg, cfgf, local, g, act, dl, conv, arg, idx, rng, wsw,  # noqa: ANN001
-                rows_i, rows_t, snap, meta, af, af2, ai):
+    def leashed(first: Any, theta: Any, vel: Any, X: Any, y: Any, ctl: Any, cfg: Any, cfgf: Any, local: Any, g: Any,
+                act: Any, dl: Any, conv: Any, arg: Any, idx: Any, rng: Any, wsw: Any,
+                rows_i: Any, rows_t: Any, snap: Any, meta: Any, af: Any, af2: Any, ai: Any) -> None:
         w, ln, nl = worker(first), lane(), lanes()
         lr, mom, aware = cfgf[0], cfgf[1], cfg[P.AWARE]
         size = af.shape[0]
@@ -319,8 +325,9 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 wsync(w)
 
     @cuda.jit
-    def sync(first, theta, vel, X, y, ctl, cfg, cfgf, local, g, act, dl, conv, arg, idx, rng, wsw,  # noqa: ANN001
-             rows_i, rows_t, snap, meta, af, af2, ai):
+    def sync(first: Any, theta: Any, vel: Any, X: Any, y: Any, ctl: Any, cfg: Any, cfgf: Any, local: Any, g: Any,
+             act: Any, dl: Any, conv: Any, arg: Any, idx: Any, rng: Any, wsw: Any,
+             rows_i: Any, rows_t: Any, snap: Any, meta: Any, af: Any, af2: Any, ai: Any) -> None:
         w, ln, nl = worker(first), lane(), lanes()
         lr, mom = cfgf[0], cfgf[1]
         n = cfg[P.WORKERS]
@@ -366,8 +373,9 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 snapshot(w, ln, nl, theta, cfg, snap, meta, wsw, v, due(cfg, v))
 
     @cuda.jit
-    def lopez(first, theta, vel, X, y, ctl, cfg, cfgf, local, g, act, dl, conv, arg, idx, rng, wsw,  # noqa: ANN001
-              rows_i, rows_t, snap, meta, af, af2, ai):
+    def lopez(first: Any, theta: Any, vel: Any, X: Any, y: Any, ctl: Any, cfg: Any, cfgf: Any, local: Any, g: Any,
+              act: Any, dl: Any, conv: Any, arg: Any, idx: Any, rng: Any, wsw: Any,
+              rows_i: Any, rows_t: Any, snap: Any, meta: Any, af: Any, af2: Any, ai: Any) -> None:
         w, ln, nl = worker(first), lane(), lanes()
         lr, mom = cfgf[0], cfgf[1]
         scale = cfgf[2]  # 1/(N − 1) in θ's dtype
@@ -453,7 +461,7 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
             wsync(w)
 
     @cuda.jit(device=True)
-    def _drop_unseen(ctl, ai, rows_i, w):  # noqa: ANN001, ANN202
+    def _drop_unseen(ctl: Any, ai: Any, rows_i: Any, w: int) -> None:
         """Before the pass that removes this worker's last gradient from acc: if no step was announced
         since it went in, no step read it — its row is not applied (lane 0)."""
         r = ai[2 * w]

@@ -26,7 +26,7 @@ class ExecutorError(RuntimeError):
 class Prepared:
     """One worker's launch of a compiled kernel with fixed arguments: a single driver call per attempt."""
 
-    def __init__(self, kernel: Any, args: tuple[Any, ...], threads: int, stream: Any):
+    def __init__(self, kernel: Any, args: tuple[Any, ...], threads: int, stream: Any) -> None:
         kernel[1, threads, stream](*args)  # compiles, and launches one attempt the numba way
         stream.synchronize()
         overload = next(iter(kernel.overloads.values()))
@@ -55,7 +55,7 @@ class Prepared:
 class Launcher:
     """The host side of a run: starts the kernel(s), and joins; errors are kept for the main thread."""
 
-    def __init__(self, r: Any, kernel: Any, mode: str):
+    def __init__(self, r: Any, kernel: Any, mode: str) -> None:
         self.r, self.kernel, self.mode = r, kernel, mode
         self.errors: dict[int, BaseException] = {}
         self.threads: list[threading.Thread] = []

@@ -9,6 +9,8 @@ sees θ without stopping anyone (a slot's version is written last, after a fence
 
 from __future__ import annotations
 
+from typing import Any
+
 from executors.resident.device import cuda, now
 
 LINE = 16  # int64 words per 128-byte line
@@ -34,24 +36,25 @@ CLAIMED = 1 << 40  # a pool vector's reader count while a writer owns it (as exe
 
 
 @cuda.jit(device=True)
-def load(ctl, k):  # noqa: ANN001, ANN201
+def load(ctl: Any, k: int) -> Any:
     """An atomic read of ctl word k (what other workers left, not a cached copy)."""
     return cuda.atomic.add(ctl, k * LINE, 0)
 
 
 @cuda.jit(device=True)
-def stopped(ctl):  # noqa: ANN001, ANN201
+def stopped(ctl: Any) -> Any:
     return cuda.atomic.add(ctl, STOP * LINE, 0) != RUNNING
 
 
 @cuda.jit(device=True)
-def stop(ctl, why):  # noqa: ANN001, ANN201
+def stop(ctl: Any, why: Any) -> None:
     """Set the stop word unless already set (the first reason stays)."""
     cuda.atomic.cas(ctl, STOP * LINE, RUNNING, why)
 
 
 @cuda.jit(device=True)
-def record(ctl, cfg, rows_i, rows_t, w, version, read, retries, applied, wait, t0, t1, t2, t3):  # noqa: ANN001, ANN201
+def record(ctl: Any, cfg: Any, rows_i: Any, rows_t: Any, w: int, version: Any, read: Any, retries: Any, applied: Any,
+           wait: Any, t0: Any, t1: Any, t2: Any, t3: Any) -> Any:
     """One row; returns its index, or -1 when the buffer is full (the run then stops)."""
     r = cuda.atomic.add(ctl, ROWS * LINE, 1)
     if r >= cfg[CAP]:
@@ -71,7 +74,7 @@ def record(ctl, cfg, rows_i, rows_t, w, version, read, retries, applied, wait, t
 
 
 @cuda.jit(device=True)
-def lock(ctl, cfg):  # noqa: ANN001, ANN201
+def lock(ctl: Any, cfg: Any) -> Any:
     """Spin on the lock word with CAS (one lane); returns ns waited, or -1 if the run stopped meanwhile."""
     t = now()
     while cuda.atomic.cas(ctl, LOCK * LINE, 0, 1) != 0:
@@ -82,13 +85,13 @@ def lock(ctl, cfg):  # noqa: ANN001, ANN201
 
 
 @cuda.jit(device=True)
-def unlock(ctl):  # noqa: ANN001, ANN201
+def unlock(ctl: Any) -> None:
     cuda.threadfence()
     cuda.atomic.exch(ctl, LOCK * LINE, 0)
 
 
 @cuda.jit(device=True)
-def barrier(ctl, cfg, n, action):  # noqa: ANN001, ANN201
+def barrier(ctl: Any, cfg: Any, n: int, action: Any) -> None:
     """A device-wide barrier of ``n`` workers (one lane each; all resident). With ``action`` the last to
     arrive, before releasing the others, makes the round's version and decides whether a next round
     runs (``GO``): the one step of :func:`sync` is then in θ for everyone."""
@@ -110,7 +113,7 @@ def barrier(ctl, cfg, n, action):  # noqa: ANN001, ANN201
 
 
 @cuda.jit(device=True)
-def divisor(aware, tau):  # noqa: ANN001, ANN201
+def divisor(aware: Any, tau: Any) -> Any:
     """update_rule.divisor: max(1, τ) when staleness-aware, else 1."""
     if aware != 0 and tau > 1:
         return float(tau)
@@ -118,7 +121,7 @@ def divisor(aware, tau):  # noqa: ANN001, ANN201
 
 
 @cuda.jit(device=True)
-def snapshot_begin(meta, cfg, v):  # noqa: ANN001, ANN201
+def snapshot_begin(meta: Any, cfg: Any, v: Any) -> Any:
     """The ring slot of version v's snapshot, marked invalid while it is written (lane 0)."""
     slot = (v // cfg[EVERY]) % cfg[RING]
     cuda.atomic.exch(meta, slot * 2, -1)
@@ -127,7 +130,7 @@ def snapshot_begin(meta, cfg, v):  # noqa: ANN001, ANN201
 
 
 @cuda.jit(device=True)
-def snapshot_end(meta, slot, v):  # noqa: ANN001, ANN201
+def snapshot_end(meta: Any, slot: Any, v: Any) -> None:
     cuda.threadfence()
     meta[slot * 2 + 1] = now()
     cuda.threadfence()
@@ -137,7 +140,7 @@ def snapshot_end(meta, slot, v):  # noqa: ANN001, ANN201
 
 
 @cuda.jit(device=True)
-def mark_start(ctl, t):  # noqa: ANN001, ANN201
+def mark_start(ctl: Any, t: Any) -> None:
     """The run's time origin: the first attempt's start (lane 0)."""
     if cuda.atomic.add(ctl, T0 * LINE, 0) == 0:
         cuda.atomic.cas(ctl, T0 * LINE, 0, t)

@@ -219,7 +219,7 @@ def _run(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str, advance: Advance
 class Watch:
     """The host monitor: new snapshots from the ring → losses → the stop rule; progress."""
 
-    def __init__(self, r: Run, mon: Monitor, advance: Advance | None):
+    def __init__(self, r: Run, mon: Monitor, advance: Advance | None) -> None:
         self.r, self.mon, self.advance = r, mon, advance
         self.stream = r.cuda.stream()
         self.seen = 0  # the highest snapshot version evaluated

@@ -186,7 +186,7 @@ class LastWriter:
 
     __slots__ = ("_downgraded", "_lapsed", "_seen", "_valid", "_writer", "_writes", "recency")
 
-    def __init__(self, n: int, recency: bool = True):
+    def __init__(self, n: int, recency: bool = True) -> None:
         self._writes = 0  # writes of the model begun, by anyone
         self._seen = [-1] * n  # the write count as of each worker's last touch (-1: none yet)
         self._valid = 0  # workers whose caches hold the lines of the last write (seen == writes)

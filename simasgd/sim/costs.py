@@ -50,7 +50,7 @@ def _cores(env: simpy.Environment, sc: Scenario, machine: Machine,
            cpus: list[int | None]) -> tuple[list[int], Cores]:
     """Each worker's socket and the cores with their time slices (spinning or sleeping lock waiters)."""
     # "os" placement: the OS spreads threads over sockets like numa does (for memory paths).
-    spread = place(machine, sc.workers.count, "numa")
+    spread = [c for c in place(machine, sc.workers.count, "numa") if c is not None]  # numa places every one
     where = [machine.socket_of(c if c is not None else s) for c, s in zip(cpus, spread, strict=True)]
     cores = Cores(env, machine, cpus, sc.sim.sched_yield, spin_yield_s(sc, machine),
                   spread if sc.sim.run_queues == "per_cpu" else None)
@@ -68,7 +68,7 @@ class Platform:
     """
 
     def __init__(self, env: simpy.Environment, sc: Scenario, machine: Machine, run: int,
-                 dim: int | None = None, itemsize: int = 8, flops_per_sample: float | None = None):
+                 dim: int | None = None, itemsize: int = 8, flops_per_sample: float | None = None) -> None:
         self.env = env
         n = sc.workers.count
         self.machine = machine = profile_machine(machine)
@@ -111,6 +111,8 @@ class Platform:
         if self.steps.caches is None:
             return
         own, shared, _ = self.steps.rates({})
+        if own is None:  # never with a cache model: the rates of a worker's own lines
+            return
         alone, beside = pass_costs(self.machine, self.model_bytes, "step_s", "step_shared_s")
         if alone is not None and beside is not None and self._update[w] is None and self.steps.in_cycle:
             part = own[READ_COPIES] / (own[READ_COPIES] + own[UPDATE_COPIES])
@@ -174,7 +176,7 @@ class Platform:
         racing = racing and self._writers is not None
         if first:
             self._begin(w, writes=True)
-            if racing:
+            if racing and self._writers is not None:
                 self._writers.begin(w, max(1, round(1 / part)), down)
         return self._step(w, s, UPDATE_COPIES, part, seconds, first, racing)
 
@@ -249,6 +251,8 @@ class Platform:
         the next slot of the loss ring, at the time calibrated in a worker's cycle
         (``cycle_snapshot_median_s``: a slot is written once a run or less, so it is in no cache). Only
         called when :attr:`snapshot_s` is set (:meth:`simasgd.sim.engine.SimRun.snapshot`)."""
+        if self.snapshot_s is None:
+            raise RuntimeError("a loss snapshot without its calibrated time (snapshot_s)")
         return self.cores.work(w, self.snapshot_s)
 
     def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:
@@ -260,9 +264,10 @@ class Platform:
         back from the reader's cache: d × ``[passes] add_shared_s``. Without a calibrated figure, or
         when ``[timing] update`` is given, a pass costs an update.
         """
-        if self._update[w] is None and self.pass_add_s is not None and self.dim:
+        add, shared_add = self.pass_add_s, self.pass_shared_add_s  # shared_add is set wherever add is
+        if self._update[w] is None and add is not None and shared_add is not None and self.dim:
             shared = reader is not None and reader != w and self.cores.on_cpu(reader)
-            seconds = self.dim * (self.pass_shared_add_s if shared else self.pass_add_s)
+            seconds = self.dim * (shared_add if shared else add)
             self._pass_until[w] = self.env.now + seconds  # the master's steps meanwhile are beside it
             return self.cores.work(w, seconds)
         return self.update(w)
@@ -297,7 +302,7 @@ class Platform:
             miss = self._model_miss[w] * copies * self.model_bytes * part
             if miss or own:
                 return self.cores.work(w, cached[copies] * part, lambda: self._misses(w, miss, own, first))
-            if racing:
+            if racing and self._writers is not None:
                 return self._writers.chunk(w, part, cached[copies] * part)
             seconds = cached[copies] * part
         if seconds is not None:

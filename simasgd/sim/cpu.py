@@ -38,7 +38,7 @@ class Thread:
 
     __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "since", "sliced")
 
-    def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None):
+    def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None) -> None:
         self.pool = pool
         self.req: simpy.Event | None = None
         self.left = 0.0
@@ -54,7 +54,7 @@ class Cores:
     """The CPUs of the machine and the threads placed on them."""
 
     def __init__(self, env: simpy.Environment, machine: Machine, cpus: list[int | None],
-                 sched_yield: str = "eevdf", spin_yield_s: float = 0.0, queues: list[int] | None = None):
+                 sched_yield: str = "eevdf", spin_yield_s: float = 0.0, queues: list[int] | None = None) -> None:
         """``queues``: for threads the OS places (``cpus[w] is None``) when they outnumber the CPUs, the CPU
         whose run queue each joins — Linux keeps one a CPU and its balancer spreads the threads evenly;
         None = one queue for all the CPUs (any CPU runs the next thread)."""

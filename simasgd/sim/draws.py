@@ -27,7 +27,7 @@ class Sampler:
 
     __slots__ = ("_buf", "_draw", "_i")
 
-    def __init__(self, draw: Callable[[int], np.ndarray]):
+    def __init__(self, draw: Callable[[int], np.ndarray]) -> None:
         self._draw = draw
         self._buf: list[float] = []
         self._i = 0
@@ -70,9 +70,9 @@ def additions(probability: float, pause: distributions.Distribution | None, prng
         return None
 
     def add(x: np.ndarray) -> np.ndarray:
-        if pauses:
+        if pause is not None and probability > 0:
             x = x + (prng.random(len(x)) < probability) * np.asarray(pause.sample(prng, len(x)), dtype=float)
-        if noisy:
+        if noise is not None and nrng is not None:
             x = noise.add(nrng, x)
         return x
     return add

@@ -33,7 +33,7 @@ class Recorder:
                ("distance", np.float64))
     NAN_COLUMNS = ("distance",)  # NaN unless the algorithm sets it (elastic: ‖x_j − x̃‖ at the exchange)
 
-    def __init__(self, capacity: int, marks: list[list[float]]):
+    def __init__(self, capacity: int, marks: list[list[float]]) -> None:
         # marks[w] = [cycle start, gradient start, gradient end] of worker w's current cycle (SimRun.begin...)
         self.marks = marks
         self.n = 0
@@ -80,7 +80,7 @@ class SimRun:
     """Shared state of one run: clock, version counter, records, numerics and stop."""
 
     def __init__(self, env: simpy.Environment, sc: Scenario, run: int, platform: Platform,
-                 model: Model | None, monitor: Monitor, advance: Advance | None = None):
+                 model: Model | None, monitor: Monitor, advance: Advance | None = None) -> None:
         self.env, self.sc, self.run, self.platform, self.model = env, sc, run, platform, model
         self.monitor, self.advance = monitor, advance
         self.n = sc.workers.count

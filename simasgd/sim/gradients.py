@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import simpy
@@ -86,9 +87,14 @@ def given_steps(sc: Scenario, run: int, dim: int | None) -> tuple[list[Sampler |
     updates: list[Sampler | None] = []
     for w in range(sc.workers.count):
         _, rr, ru, _, _ = _streams(sc, run, w)
-        reads.append(None if read is None else Sampler(lambda k, d=read, r=rr: d.sample(r, k)))
-        updates.append(None if update is None else Sampler(lambda k, d=update, r=ru: d.sample(r, k)))
+        reads.append(None if read is None else Sampler(partial(_sample, read, rr)))
+        updates.append(None if update is None else Sampler(partial(_sample, update, ru)))
     return reads, updates
+
+
+def _sample(d: distributions.Distribution, rng: np.random.Generator, k: int) -> np.ndarray:
+    """``k`` draws of ``d`` (a :class:`~simasgd.sim.draws.Sampler`'s block)."""
+    return np.asarray(d.sample(rng, k))
 
 
 def timer_tick(sc: Scenario, machine: Machine, grad: distributions.Distribution,

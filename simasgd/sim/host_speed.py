@@ -36,7 +36,7 @@ _SQRT2 = math.sqrt(2.0)
 class HostSpeed:
     """Shared state: S(t), advanced lazily to each time asked (SimPy's clock never goes back)."""
 
-    def __init__(self, rng: np.random.Generator, time_s: float):
+    def __init__(self, rng: np.random.Generator, time_s: float) -> None:
         if not time_s > 0:
             raise ValueError(f"host speed time constant must be > 0 s, got {time_s}")
         self.time_s = time_s
@@ -72,7 +72,7 @@ class SharedDraw:
 
     def __init__(self, samples: np.ndarray, rho: float, speed: HostSpeed, clock: Callable[[], float],
                  slowdown: float, rng: np.random.Generator,
-                 extra: Callable[[np.ndarray], np.ndarray] | None = None):
+                 extra: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"host speed correlation must be in [0, 1], got {rho}")
         self._q = np.sort(np.asarray(samples, dtype=float)).tolist()

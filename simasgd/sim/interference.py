@@ -29,7 +29,7 @@ _EPS = 1e-15
 class Overlap:
     """The gradients computing now, and each one's rate by how many they are."""
 
-    def __init__(self, env: simpy.Environment, slowdown: list[float]):
+    def __init__(self, env: simpy.Environment, slowdown: list[float]) -> None:
         self.env = env
         self.slowdown = slowdown      # slowdown[m - 1]: s_m, m gradients at once (s_1 = 1)
         self.computing = 0

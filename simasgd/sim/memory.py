@@ -25,7 +25,7 @@ class Bandwidth:
     slows down together. One completion timer is kept for the earliest finisher.
     """
 
-    def __init__(self, env: simpy.Environment, bytes_per_s: float, cap_bytes_per_s: float):
+    def __init__(self, env: simpy.Environment, bytes_per_s: float, cap_bytes_per_s: float) -> None:
         self.env = env
         self.rate = bytes_per_s
         self.cap = cap_bytes_per_s
@@ -81,7 +81,7 @@ class Bandwidth:
 class Memory:
     """Per-socket bandwidth, the link between sockets, and where each thread sits."""
 
-    def __init__(self, env: simpy.Environment, machine: Machine, sockets: list[int], home: int = 0):
+    def __init__(self, env: simpy.Environment, machine: Machine, sockets: list[int], home: int = 0) -> None:
         self.env = env
         cap = machine.core_bandwidth_gbs * 1e9
         self.local = [Bandwidth(env, machine.mem_bandwidth_gbs * 1e9, cap) for _ in range(machine.sockets)]
@@ -103,12 +103,18 @@ class Memory:
         if lat <= 0:
             return path.transfer(nbytes)
         done = self.env.event()
-        self.env.timeout(lat).callbacks.append(lambda _ev: path.transfer(nbytes, done))
+
+        def start(_ev: simpy.Event) -> None:
+            path.transfer(nbytes, done)
+        self.env.timeout(lat).callbacks.append(start)
         return done
 
     def stream(self, w: int, nbytes: float) -> simpy.Event:
         """Thread ``w`` streams ``nbytes`` of its own (first-touched, so local) data from its socket's DRAM."""
         done = self.env.event()
         path = self.local[self.socket[w]]
-        self.env.timeout(self.latency_local).callbacks.append(lambda _ev: path.transfer(nbytes, done))
+
+        def start(_ev: simpy.Event) -> None:
+            path.transfer(nbytes, done)
+        self.env.timeout(self.latency_local).callbacks.append(start)
         return done

@@ -162,7 +162,7 @@ def for_run(run: Any, servers: int = 1) -> Network:
 class Network:
     """The NICs of one simulated run (module docstring); ``links=None`` makes every message free."""
 
-    def __init__(self, env: simpy.Environment, links: Links | None, workers: int, servers: int = 1):
+    def __init__(self, env: simpy.Environment, links: Links | None, workers: int, servers: int = 1) -> None:
         self.env, self.links, self.n = env, links, workers
         self.server = workers                 # the (first) server's node id
         self.servers = list(range(workers, workers + servers))  # Downpour: one server node per shard

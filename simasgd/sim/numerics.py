@@ -22,7 +22,7 @@ from simasgd.scenario import Scenario
 class Model:
     """Shared parameters and optimizer state, plus each worker's local copy and gradient."""
 
-    def __init__(self, sc: Scenario, run: int, wl: Any):
+    def __init__(self, sc: Scenario, run: int, wl: Any) -> None:
         n = sc.workers.count
         self.wl = wl
         self.batch = sc.workload.batch_size

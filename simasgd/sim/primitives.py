@@ -32,7 +32,7 @@ Proc = Generator[simpy.Event, object, object]
 class Mutex(simpy.Resource):
     """A blocking FIFO mutex (what a futex-based ``std::mutex`` does under contention)."""
 
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment) -> None:
         super().__init__(env, capacity=1)
 
     @property
@@ -47,7 +47,7 @@ class ReadRequest(Put):
 class WriteRequest(Put):
     write = True
 
-    def __init__(self, resource: RWLock):
+    def __init__(self, resource: RWLock) -> None:
         # Counted before Put.__init__ runs the grant loop, so writer priority sees this writer.
         resource.writers_waiting += 1
         super().__init__(resource)
@@ -73,7 +73,7 @@ class WriteRequest(Put):
 
 
 class RWRelease(Get):
-    def __init__(self, resource: RWLock, request: Put):
+    def __init__(self, resource: RWLock, request: Put) -> None:
         self.request = request
         super().__init__(resource)
 
@@ -81,7 +81,7 @@ class RWRelease(Get):
 class RWLock(BaseResource):
     """Many readers or one writer; ``writer_priority`` stops new readers while a writer waits."""
 
-    def __init__(self, env: simpy.Environment, writer_priority: bool = True):
+    def __init__(self, env: simpy.Environment, writer_priority: bool = True) -> None:
         super().__init__(env, capacity=1)
         self.writer_priority = writer_priority
         self.readers = 0
@@ -128,7 +128,7 @@ class Barrier(BaseResource):
     The last arrival gets index ``parties - 1`` (the leader that may act for the round).
     """
 
-    def __init__(self, env: simpy.Environment, parties: int):
+    def __init__(self, env: simpy.Environment, parties: int) -> None:
         super().__init__(env, capacity=parties)
         self.parties = parties
         self._to_release = 0
@@ -153,7 +153,7 @@ class Barrier(BaseResource):
 class CacheLine(simpy.Resource):
     """A contended cache line: atomics on it execute one at a time, ``latency_s`` each."""
 
-    def __init__(self, env: simpy.Environment, latency_s: float):
+    def __init__(self, env: simpy.Environment, latency_s: float) -> None:
         super().__init__(env, capacity=1)
         self.latency_s = latency_s
 
@@ -174,7 +174,7 @@ class CasCell:
 
     __slots__ = ("failures", "line", "value")
 
-    def __init__(self, line: CacheLine, value: int = 0):
+    def __init__(self, line: CacheLine, value: int = 0) -> None:
         self.value = value
         self.line = line
         self.failures = 0
@@ -193,7 +193,7 @@ class AtomicCounter:
 
     __slots__ = ("line", "value")
 
-    def __init__(self, line: CacheLine, value: float = 0):
+    def __init__(self, line: CacheLine, value: float = 0) -> None:
         self.value = value
         self.line = line
 
@@ -208,7 +208,7 @@ class Backoff:
 
     __slots__ = ("initial", "kind", "max", "random_start", "rng")
 
-    def __init__(self, cfg: BackoffConfig | None, rng: np.random.Generator):
+    def __init__(self, cfg: BackoffConfig | None, rng: np.random.Generator) -> None:
         cfg = cfg or BackoffConfig()
         self.kind, self.initial, self.max, self.rng = cfg.kind, cfg.initial_s, cfg.max_s, rng
         self.random_start = cfg.start == "random"

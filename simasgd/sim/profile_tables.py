@@ -104,7 +104,8 @@ def pass_costs(machine: Machine, model_bytes: float, alone_key: str = "add_s",
             or not len(sizes) == len(alone) == len(shared):
         return None, None
     x, at = math.log(max(model_bytes, 1.0)), np.log(np.asarray(sizes, dtype=float))
-    return tuple(float(math.exp(np.interp(x, at, np.log(np.asarray(v, dtype=float))))) for v in (alone, shared))
+    a, s = (float(math.exp(np.interp(x, at, np.log(np.asarray(v, dtype=float))))) for v in (alone, shared))
+    return a, s
 
 
 def _seconds(profile: dict[str, Any] | None, workload: WorkloadConfig, keys: dict[Any, str]) -> dict[Any, float]:

@@ -38,7 +38,7 @@ class Writers:
     __slots__ = ("_at", "_done", "_down", "_n", "_next", "convoys", "cores", "env", "handoff_s", "race_s")
 
     def __init__(self, env: simpy.Environment, cores: Cores, race_s: float, handoff_s: list[float],
-                 convoys: bool):
+                 convoys: bool) -> None:
         self.env, self.cores, self.race_s, self.handoff_s, self.convoys = env, cores, race_s, handoff_s, convoys
         n = len(handoff_s)
         self._next = [0] * n  # the index of each worker's next chunk in its update under way
@@ -116,6 +116,6 @@ class Writers:
         yield self.cores.work(w, seconds)
         if not all(e.triggered for e in ahead):
             yield self.env.all_of(ahead)
-        wait = max(float(e.value) for e in ahead) + self.handoff_s[w] - self.env.now
+        wait = max(float(e.value or 0.0) for e in ahead) + self.handoff_s[w] - self.env.now  # values: end times
         if wait > 0:
             yield self.cores.work(w, wait)

@@ -70,7 +70,7 @@ class StepTables:
         # pass then mostly overlaps the other worker's (docs/profile.md)
         dropping = sc.algorithm.name == "leashed" and sc.algorithm.param("persistence") == 0
         two = dest.get("claimed_dropping" if dropping and "claimed_dropping" in dest else "claimed", two)
-        own_fresh = {k: dest[k] for k in ("retry", "kept") if k in dest} if coherent else {}
+        own_fresh: dict[str, float] = {k: dest[k] for k in ("retry", "kept") if k in dest} if coherent else {}
         t = cls(resident, model_bytes, coherent, in_cycle, held, own_fresh,
                 None if resident is None else resident.read_s(model_bytes), [], [], [],
                 LastWriter(n, sc.sim.coherence_recency), False, None)

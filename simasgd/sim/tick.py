@@ -24,7 +24,7 @@ tick's draw, the same draw for every worker it falls on (:class:`Tick`). Reads, 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Tick:
     """The run's timer: instants ``phase_s + k·period_s``; tick k stalls a gradient it falls into by its
     own draw from ``stalls_s`` (with probability ``hit_rate``), the same for every worker."""
 
-    def __init__(self, period_s: float, hit_rate: float, stalls_s: np.ndarray, rng: np.random.Generator):
+    def __init__(self, period_s: float, hit_rate: float, stalls_s: np.ndarray, rng: np.random.Generator) -> None:
         self.period_s = period_s
         self.hit_rate = hit_rate
         self.stalls_s = np.asarray(stalls_s, dtype=float)
@@ -88,6 +88,11 @@ def tick_params(profile: dict[str, Any] | None) -> tuple[float, float, float] | 
     timer; else None."""
     t = (profile or {}).get("tick") or {}
     period, hit, pause = t.get("period_s"), t.get("hit_rate"), t.get("pause_s")
-    if not all(isinstance(x, (int, float)) and x > 0 for x in (period, hit, pause)):
+    if not (_positive(period) and _positive(hit) and _positive(pause)):
         return None  # no pause_s: calibration.tick found no timer (its hit rate below MIN_HIT)
     return float(period), float(hit), MAX_STALL_PAUSES * float(pause)
+
+
+def _positive(x: object) -> TypeGuard[float]:
+    """A positive number (a profile's figure as TOML gives it)."""
+    return isinstance(x, (int, float)) and x > 0

@@ -198,7 +198,7 @@ def _watch_parent(parent: int) -> None:
 class LocalPool:
     """A process pool (spawn: safe with numba's threads); a pool broken by a dead worker is replaced."""
 
-    def __init__(self, jobs: int):
+    def __init__(self, jobs: int) -> None:
         self.jobs = jobs
         self._ex = self._new()
 
@@ -242,7 +242,7 @@ class LocalPool:
 class DaskPool:
     """Tasks on a Dask cluster: ``"local"`` starts a LocalCluster, anything else is a scheduler address."""
 
-    def __init__(self, address: str, jobs: int, processes: bool = True):
+    def __init__(self, address: str, jobs: int, processes: bool = True) -> None:
         import logging
 
         try:

@@ -120,8 +120,9 @@ def parse_range(key: str, text: str, origin: str = "--grid") -> list[Any] | None
     if len(parts) != 3:
         return None
     geometric = parts[2].strip().startswith("*")
-    nums = [_decimal(p.strip().lstrip("*") if i == 2 else p.strip()) for i, p in enumerate(parts)]
-    if any(n is None for n in nums):
+    parsed = [_decimal(p.strip().lstrip("*") if i == 2 else p.strip()) for i, p in enumerate(parts)]
+    nums = [n for n in parsed if n is not None]
+    if len(nums) != len(parsed):
         return None  # e.g. "mnist:/data/x:y" is a plain string, not a range
     start, stop, step = nums
     where = f"{origin} {key}={text}"

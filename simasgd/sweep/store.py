@@ -47,7 +47,7 @@ SUMMARY_FIELDS = ("updates", "time_s", "updates_to_eps", "time_to_eps", "crashed
 
 
 class SweepStore:
-    def __init__(self, root: str | os.PathLike[str]):
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
 
     @property

@@ -24,6 +24,7 @@ only ``kernels.py``: after editing this file, clear ``__pycache__`` (or touch
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -34,7 +35,7 @@ _JIT = dict(nogil=True, cache=True)
 
 
 @njit(**_JIT)
-def dims(shape):  # noqa: ANN001, ANN201
+def dims(shape: np.ndarray) -> Any:
     """(C, H, W, K, k, P, Hd, classes, Ho, Wo, Hp, Wp, F1)."""
     C, H, W, K, k, P, Hd, nc = shape[1], shape[2], shape[3], shape[4], shape[5], shape[6], shape[7], shape[8]
     Ho, Wo = H - k + 1, W - k + 1
@@ -43,7 +44,7 @@ def dims(shape):  # noqa: ANN001, ANN201
 
 
 @njit(**_JIT)
-def offsets(shape):  # noqa: ANN001, ANN201
+def offsets(shape: np.ndarray) -> Any:
     """Offsets in θ of conv W, conv b, W1, b1, W2, b2, and len θ."""
     C, H, W, K, k, P, Hd, nc, Ho, Wo, Hp, Wp, F1 = dims(shape)
     wc = 0
@@ -56,7 +57,8 @@ def offsets(shape):  # noqa: ANN001, ANN201
 
 
 @njit(**_JIT)
-def _forward_one(theta, x, shape, conv, arg, pool, h, z):
+def _forward_one(theta: np.ndarray, x: np.ndarray, shape: np.ndarray, conv: np.ndarray, arg: np.ndarray,
+                 pool: np.ndarray, h: np.ndarray, z: np.ndarray) -> None:
     """One image: ReLU'd conv, pooled values and their argmax (flat conv index), hidden h, logits z."""
     C, H, W, K, k, P, Hd, nc, Ho, Wo, Hp, Wp, F1 = dims(shape)
     wc, bc, w1, b1, w2, b2, _ = offsets(shape)
@@ -101,7 +103,7 @@ def _forward_one(theta, x, shape, conv, arg, pool, h, z):
 
 
 @njit(**_JIT)
-def _ce(z, label):  # noqa: ANN001
+def _ce(z: np.ndarray, label: np.ndarray) -> float:
     """Cross-entropy of logits z; z becomes softmax(z) in place."""
     mx = z.max()
     s = 0.0
@@ -115,7 +117,8 @@ def _ce(z, label):  # noqa: ANN001
 
 
 @njit(**_JIT)
-def cnn_rows(theta, X, y, idx, grad_out, shape, mode):  # noqa: ANN001, ANN201
+def cnn_rows(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray, shape: np.ndarray,
+             mode: int) -> float:
     """mode 0: mean loss and mean gradient into ``grad_out``; 1: mean loss; 2: argmax labels into grad_out."""
     C, H, W, K, k, P, Hd, nc, Ho, Wo, Hp, Wp, F1 = dims(shape)
     wc, bc, w1, b1, w2, b2, dim = offsets(shape)

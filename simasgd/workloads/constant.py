@@ -27,19 +27,20 @@ STEP = LR * G
 
 
 @njit(nogil=True, cache=True)
-def const_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+def const_grad(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray,
+               shape: np.ndarray) -> float:
     for i in range(grad_out.shape[0]):
         grad_out[i] = G
     return 0.0
 
 
 @njit(nogil=True, cache=True)
-def mean_loss(theta, X, y, idx, shape):  # noqa: ANN001
+def mean_loss(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, shape: np.ndarray) -> float:
     return np.mean(theta)
 
 
 @njit(nogil=True, cache=True)
-def first_loss(theta, X, y, idx, shape):  # noqa: ANN001
+def first_loss(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, shape: np.ndarray) -> float:
     return theta[0]
 
 

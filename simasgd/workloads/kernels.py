@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numba import njit, types
@@ -80,19 +81,20 @@ _sgemm = types.ExternalFunction(blas.SYMBOL, blas.signature())
 
 
 @intrinsic
-def _data(typingctx, arr):
+def _data(typingctx: Any, arr: types.Type) -> Any:
     """The address of a contiguous array's first element, typed, for the external GEMM."""
-    def codegen(context, builder, sig, args):
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         return context.make_array(sig.args[0])(context, builder, args[0]).data
     return types.CPointer(arr.dtype)(arr), codegen
 
 
-def gemm(A, B, C, trans_a, trans_b):  # pragma: no cover - typed by overload
+def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, trans_a: int,
+         trans_b: int) -> Any:  # pragma: no cover - typed by overload
     """C = op(A)·op(B), op(X) = Xᵀ where its flag is set; C is overwritten."""
 
 
 @njit(**_JIT)
-def _gemm_dims(A, B, C, trans_a, trans_b):
+def _gemm_dims(A: np.ndarray, B: np.ndarray, C: np.ndarray, trans_a: int, trans_b: int) -> Any:
     """m, n, k of C (m × n) = op(A) (m × k) · op(B) (k × n); a ValueError where they do not fit."""
     if trans_a and trans_b:
         raise ValueError("gemm: Aᵀ·Bᵀ is not supported")  # no kernel needs it
@@ -105,10 +107,10 @@ def _gemm_dims(A, B, C, trans_a, trans_b):
 
 
 @overload(gemm, jit_options={"nogil": True})
-def _gemm(A, B, C, trans_a, trans_b):
+def _gemm(A: Any, B: Any, C: Any, trans_a: Any, trans_b: Any) -> Any:
     f32 = all(getattr(a, "dtype", None) == types.float32 and a.layout == "C" and a.ndim == 2 for a in (A, B, C))
     if not f32:  # float64 (blas.py: numpy's build was no faster there) or strided views: numba's np.dot
-        def by_dot(A, B, C, trans_a, trans_b):
+        def by_dot(A: Any, B: Any, C: Any, trans_a: Any, trans_b: Any) -> None:
             _gemm_dims(A, B, C, trans_a, trans_b)
             if trans_a:
                 np.dot(A.T, B, C)
@@ -118,7 +120,7 @@ def _gemm(A, B, C, trans_a, trans_b):
                 np.dot(A, B, C)
         return by_dot
 
-    def by_sgemm(A, B, C, trans_a, trans_b):
+    def by_sgemm(A: Any, B: Any, C: Any, trans_a: Any, trans_b: Any) -> None:
         m, n, k = _gemm_dims(A, B, C, trans_a, trans_b)
         _sgemm(blas.ROW_MAJOR, blas.TRANS if trans_a else blas.NO_TRANS, blas.TRANS if trans_b else blas.NO_TRANS,
                m, n, k, np.float32(1), _data(A), A.shape[1], _data(B), B.shape[1], np.float32(0), _data(C), n)
@@ -126,7 +128,7 @@ def _gemm(A, B, C, trans_a, trans_b):
 
 
 @njit(**_JIT)
-def _layout(shape, rows):
+def _layout(shape: np.ndarray, rows: int) -> Any:
     """Offsets of W_l and b_l in θ, of A_l in the scratch buffer, and its size."""
     L = shape.shape[0] - 2
     woff = np.empty(L, np.int64)
@@ -151,7 +153,8 @@ def _layout(shape, rows):
 
 
 @njit(**_JIT)
-def _forward(theta, X, idx, lo, m, shape, woff, boff, aoff, buf):
+def _forward(theta: np.ndarray, X: np.ndarray, idx: np.ndarray, lo: int, m: int, shape: np.ndarray, woff: np.ndarray,
+             boff: np.ndarray, aoff: np.ndarray, buf: np.ndarray) -> None:
     """Fill A_0 (gathered rows), the ReLU activations, and the logits Z_L."""
     L = shape.shape[0] - 2
     n0 = shape[1]
@@ -179,7 +182,7 @@ def _forward(theta, X, idx, lo, m, shape, woff, boff, aoff, buf):
 
 
 @njit(**_JIT)
-def _softmax_ce(Z, y, idx, lo, scale, grad):
+def _softmax_ce(Z: np.ndarray, y: np.ndarray, idx: np.ndarray, lo: int, scale: float, grad: np.ndarray) -> float:
     """Sum of cross-entropies of the logit rows; with ``grad``, Z becomes
     scale·(softmax − onehot), the output delta, in place."""
     m, C = Z.shape
@@ -204,7 +207,9 @@ def _softmax_ce(Z, y, idx, lo, scale, grad):
 
 
 @njit(**_JIT)
-def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
+def _backward(theta: np.ndarray, shape: np.ndarray, woff: np.ndarray, boff: np.ndarray, aoff: np.ndarray,
+              dbuf: np.ndarray, buf: np.ndarray,
+              m: int, g: np.ndarray) -> None:
     """Overwrite g with the gradient; the output delta sits in Z_L's place.
 
     Layer by layer from the top, W_l is read (for the next delta) before g's W_l and b_l are
@@ -237,7 +242,8 @@ def _backward(theta, shape, woff, boff, aoff, dbuf, buf, m, g):
 
 
 @njit(**_JIT)
-def mlp_loss_and_grad(theta, X, y, idx, grad_out, shape):
+def mlp_loss_and_grad(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray,
+                      shape: np.ndarray) -> float:
     B = idx.shape[0]
     if B == 0:
         grad_out[:] = 0
@@ -264,7 +270,8 @@ def mlp_loss_and_grad(theta, X, y, idx, grad_out, shape):
 
 
 @njit(**_JIT)
-def _mlp_blocks(theta, X, y, idx, shape, labels_out, want_loss):
+def _mlp_blocks(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, shape: np.ndarray,
+                labels_out: np.ndarray, want_loss: bool) -> Any:
     """Forward over idx in blocks: the summed loss, or argmax labels."""
     B = idx.shape[0]
     rows = min(max(B, 1), CHUNK)
@@ -292,7 +299,8 @@ def _mlp_blocks(theta, X, y, idx, shape, labels_out, want_loss):
 # --------------------------------------------------------------------------
 
 @njit(**_LOOP_JIT)
-def lsq_rows(theta, X, y, idx, grad_out, shape, grad):
+def lsq_rows(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray, shape: np.ndarray,
+             grad: np.ndarray) -> float:
     F = shape[1]
     B = idx.shape[0]
     if grad:
@@ -317,7 +325,8 @@ def lsq_rows(theta, X, y, idx, grad_out, shape, grad):
 
 
 @njit(**_LOOP_JIT)
-def sparse_lsq_rows(theta, X, y, idx, grad_out, shape, grad):
+def sparse_lsq_rows(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray,
+                    shape: np.ndarray, grad: np.ndarray) -> float:
     indptr, indices, values = X
     F = shape[1]
     B = idx.shape[0]
@@ -343,7 +352,8 @@ def sparse_lsq_rows(theta, X, y, idx, grad_out, shape, grad):
 
 
 @njit(**_LOOP_JIT)
-def sparse_logreg_rows(theta, X, y, idx, grad_out, shape, mode):
+def sparse_logreg_rows(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray,
+                       shape: np.ndarray, mode: int) -> float:
     """mode 0: loss and gradient; 1: loss only; 2: argmax labels into grad_out."""
     indptr, indices, values = X
     F, C = shape[1], shape[2]
@@ -392,26 +402,31 @@ def sparse_logreg_rows(theta, X, y, idx, grad_out, shape, mode):
 # The entry points: one dispatcher each, for every workload.
 # --------------------------------------------------------------------------
 
-def _by_layout_grad(theta, X, y, idx, grad_out, shape):  # pragma: no cover - typed by overload
+def _by_layout_grad(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray,
+                    shape: np.ndarray) -> Any:  # pragma: no cover - typed by overload
     raise NotImplementedError
 
 
-def _by_layout_over(X, idx, shape):  # pragma: no cover - typed by overload
+def _by_layout_over(X: np.ndarray, idx: np.ndarray, shape: np.ndarray) -> Any:  # pragma: no cover - typed by overload
     raise NotImplementedError
 
 
-def _by_layout_loss(theta, X, y, idx, shape):  # pragma: no cover
+def _by_layout_loss(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray,
+                    shape: np.ndarray) -> Any:  # pragma: no cover
     raise NotImplementedError
 
 
-def _by_layout_predict(theta, X, idx, shape, out):  # pragma: no cover
+def _by_layout_predict(theta: np.ndarray, X: np.ndarray, idx: np.ndarray, shape: np.ndarray,
+                       out: np.ndarray) -> Any:  # pragma: no cover
     raise NotImplementedError
 
 
 @overload(_by_layout_grad, jit_options={"nogil": True})
-def _ov_grad(theta, X, y, idx, grad_out, shape):
+def _ov_grad(theta: Any, X: Any, y: Any, idx: Any, grad_out: Any,
+             shape: Any) -> Any:
     if isinstance(X, types.BaseTuple):
-        def sparse(theta, X, y, idx, grad_out, shape):
+        def sparse(theta: Any, X: Any, y: Any, idx: Any, grad_out: Any,
+                   shape: Any) -> Any:
             if shape[0] == SOFTMAX:
                 return sparse_logreg_rows(theta, X, y, idx, grad_out, shape, 0)
             if shape[0] == LEAST_SQUARES:
@@ -419,7 +434,8 @@ def _ov_grad(theta, X, y, idx, grad_out, shape):
             raise ValueError("loss_and_grad: unknown model tag in shape[0] (sparse X)")
         return sparse
 
-    def dense(theta, X, y, idx, grad_out, shape):
+    def dense(theta: Any, X: Any, y: Any, idx: Any, grad_out: Any,
+              shape: Any) -> Any:
         if shape[0] == SOFTMAX:
             return mlp_loss_and_grad(theta, X, y, idx, grad_out, shape)
         if shape[0] == LEAST_SQUARES:
@@ -431,13 +447,13 @@ def _ov_grad(theta, X, y, idx, grad_out, shape):
 
 
 @overload(_by_layout_over, jit_options={"nogil": True})
-def _ov_over(X, idx, shape):
+def _ov_over(X: Any, idx: Any, shape: Any) -> Any:
     if isinstance(X, types.BaseTuple):
-        def sparse(X, idx, shape):
+        def sparse(X: Any, idx: Any, shape: Any) -> Any:
             return False  # the row kernels zero grad_out before they read θ
         return sparse
 
-    def dense(X, idx, shape):
+    def dense(X: Any, idx: Any, shape: Any) -> Any:
         # The MLP in one block reads each W_l for the last time before writing its gradient
         # (_backward); more blocks need θ again for the next block's forward pass.
         return shape[0] == SOFTMAX and idx.shape[0] <= CHUNK
@@ -445,9 +461,9 @@ def _ov_over(X, idx, shape):
 
 
 @overload(_by_layout_loss, jit_options={"nogil": True})
-def _ov_loss(theta, X, y, idx, shape):
+def _ov_loss(theta: Any, X: Any, y: Any, idx: Any, shape: Any) -> Any:
     if isinstance(X, types.BaseTuple):
-        def sparse(theta, X, y, idx, shape):
+        def sparse(theta: Any, X: Any, y: Any, idx: Any, shape: Any) -> Any:
             if shape[0] == SOFTMAX:
                 return sparse_logreg_rows(theta, X, y, idx, np.empty(0, theta.dtype), shape, 1)
             if shape[0] == LEAST_SQUARES:
@@ -455,7 +471,7 @@ def _ov_loss(theta, X, y, idx, shape):
             raise ValueError("loss: unknown model tag in shape[0] (sparse X)")
         return sparse
 
-    def dense(theta, X, y, idx, shape):
+    def dense(theta: Any, X: Any, y: Any, idx: Any, shape: Any) -> Any:
         if shape[0] == SOFTMAX:
             t = _mlp_blocks(theta, X, y, idx, shape, np.empty(0, np.int64), True)
             return t / idx.shape[0] if idx.shape[0] else np.nan
@@ -468,15 +484,15 @@ def _ov_loss(theta, X, y, idx, shape):
 
 
 @overload(_by_layout_predict, jit_options={"nogil": True})
-def _ov_predict(theta, X, idx, shape, out):
+def _ov_predict(theta: Any, X: Any, idx: Any, shape: Any, out: Any) -> Any:
     if isinstance(X, types.BaseTuple):
-        def sparse(theta, X, idx, shape, out):
+        def sparse(theta: Any, X: Any, idx: Any, shape: Any, out: Any) -> None:
             if shape[0] != SOFTMAX:
                 raise ValueError("predict: only classification models predict labels")
             sparse_logreg_rows(theta, X, out, idx, out, shape, 2)  # y unused when predicting
         return sparse
 
-    def dense(theta, X, idx, shape, out):
+    def dense(theta: Any, X: Any, idx: Any, shape: Any, out: Any) -> None:
         if shape[0] == CNN:
             cnn_rows(theta, X, out, idx, out, shape, 2)  # y unused when predicting
             return
@@ -487,13 +503,14 @@ def _ov_predict(theta, X, idx, shape, out):
 
 
 @njit(**_JIT)
-def loss_and_grad(theta, X, y, idx, grad_out, shape):
+def loss_and_grad(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray,
+                  shape: np.ndarray) -> float:
     """Mean loss over rows ``idx``; writes the mean gradient into ``grad_out``."""
     return _by_layout_grad(theta, X, y, idx, grad_out, shape)
 
 
 @njit(**_JIT)
-def grad_over_theta(X, idx, shape):
+def grad_over_theta(X: np.ndarray, idx: np.ndarray, shape: np.ndarray) -> bool:
     """Whether ``loss_and_grad(theta, X, y, idx, theta, shape)`` is right: the gradient written over
     the θ it is taken at (the MLP with at most ``CHUNK`` rows; never the row kernels or the CNN).
 
@@ -507,12 +524,12 @@ def grad_over_theta(X, idx, shape):
 
 
 @njit(**_JIT)
-def loss(theta, X, y, idx, shape):
+def loss(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, shape: np.ndarray) -> float:
     """Mean loss over rows ``idx`` (forward only, memory bounded by CHUNK rows)."""
     return _by_layout_loss(theta, X, y, idx, shape)
 
 
 @njit(**_JIT)
-def predict(theta, X, idx, shape, out):
+def predict(theta: np.ndarray, X: np.ndarray, idx: np.ndarray, shape: np.ndarray, out: np.ndarray) -> None:
     """Write the predicted class of each row of ``idx`` into ``out`` (int64)."""
     _by_layout_predict(theta, X, idx, shape, out)

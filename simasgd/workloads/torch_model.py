@@ -203,7 +203,7 @@ class OneThread:
     for small models on a busy machine: measured 0.17 s per gradient of the example CNN with 2 threads on a
     loaded 2-CPU host); the caller's setting is restored after."""
 
-    def __init__(self, torch: Any):
+    def __init__(self, torch: Any) -> None:
         self.torch = torch
 
     def __enter__(self) -> None:
@@ -221,7 +221,7 @@ class TorchModel:
 
     Not thread-safe (one module, its ``.grad`` buffers): each process or simulation owns one."""
 
-    def __init__(self, module: Any, loss: Callable[[Any, Any], Any]):
+    def __init__(self, module: Any, loss: Callable[[Any, Any], Any]) -> None:
         import torch
 
         self.torch = torch

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 class Clocks:
     """Each worker's finished iterations; an event that fires whenever one of them moves."""
 
-    def __init__(self, env: simpy.Environment, n: int, bound: int):
+    def __init__(self, env: simpy.Environment, n: int, bound: int) -> None:
         self.env, self.bound = env, bound
         self.c = [0] * n
         self.moved = env.event()
@@ -63,7 +63,7 @@ class BackupRound(Round):
     """A ``k_sync`` round that records the gradients it discards (the workers not in the closed batch)
     and, with ``onebit``, sends the batch's gradients 1-bit quantised (``synchronous.Wire``, as ``sync``)."""
 
-    def __init__(self, run: SimRun, wire: Wire | None):
+    def __init__(self, run: SimRun, wire: Wire | None) -> None:
         super().__init__(run.env)
         self.run, self.wire = run, wire
         self.comm_s = wire.allreduce_s if wire is not None else 0.0

@@ -40,7 +40,7 @@ Proc = Generator[simpy.Event, object, None]
 class States:
     """Every worker's own θ_w and velocity, its data shard, and (Keuper) its inbox."""
 
-    def __init__(self, run: SimRun, output: str):
+    def __init__(self, run: SimRun, output: str) -> None:
         model = run.model
         assert model is not None
         n, sc = run.n, run.sc

@@ -55,7 +55,7 @@ Proc = Generator[simpy.Event, object, None]
 class Elastic:
     """Shared state of one run: the workers' states, the round-robin token, the network."""
 
-    def __init__(self, run: SimRun, locked: bool, group: int):
+    def __init__(self, run: SimRun, locked: bool, group: int) -> None:
         self.run, self.locked, self.group = run, locked, group
         sc = run.sc
         self.alpha, self.tau = float(sc.algorithm.param("alpha")), int(sc.algorithm.param("tau"))

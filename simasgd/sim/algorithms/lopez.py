@@ -40,7 +40,7 @@ Proc = Generator[simpy.Event, object, None]
 class Accumulator:
     """Shared state: the gradient sum g, the master's announced step, each worker's last row."""
 
-    def __init__(self, env: simpy.Environment, workers: int, dim: int | None):
+    def __init__(self, env: simpy.Environment, workers: int, dim: int | None) -> None:
         self.line = CacheLine(env, 0.0)
         self.announced = 0                          # the step whose read of g began last
         self.last_row: list[int] = [-1] * workers   # each worker's row whose gradient is in g

@@ -42,7 +42,7 @@ def shard_bounds(dim: int, shards: int) -> list[slice]:
 
 
 class Server:
-    def __init__(self, run: SimRun):
+    def __init__(self, run: SimRun) -> None:
         sc = run.sc
         self.shards = int(sc.algorithm.param("shards"))
         self.onebit = bool(sc.algorithm.param("onebit"))

@@ -29,7 +29,7 @@ Proc = Generator[simpy.Event, object, None]
 class Round:
     """Shared state of the gradients collected towards the next update."""
 
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment) -> None:
         self.env = env
         self.arrived: list[tuple[int, int, float, float]] = []  # worker, read version, t_read, t_arrival
         self.done = env.event()
@@ -70,7 +70,7 @@ def _read_and_compute(env: simpy.Environment, w: int, run: SimRun) -> Generator[
 class Wire:
     """``sync`` over ``[network]`` and with ``onebit``: the all-reduce time and each worker's 1-bit residual."""
 
-    def __init__(self, run: SimRun):
+    def __init__(self, run: SimRun) -> None:
         from simasgd import compression
         from simasgd.sim import network
 
