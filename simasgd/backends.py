@@ -7,6 +7,7 @@ pays for numba or SimPy, and a backend that is absent says so plainly.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -88,7 +89,7 @@ def needs_profile(name: str, scenario: Scenario) -> bool:
     """Whether running ``scenario`` on the backend reads the calibrated profile (``needs_profile`` or ``NEEDS_PROFILE``)."""
     impl = load(name)
     decide = getattr(impl, "needs_profile", None)
-    return bool(decide(scenario)) if callable(decide) else bool(impl.NEEDS_PROFILE)
+    return bool(decide(scenario)) if callable(decide) else bool(getattr(impl, "NEEDS_PROFILE"))  # noqa: B009 - declared by the backends without needs_profile
 
 
 def run_metadata(backend: str, scenario: Scenario) -> dict[str, object]:

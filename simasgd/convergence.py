@@ -62,8 +62,9 @@ class Monitor:
         self.t.append(float(t))
         self.updates.append(int(updates))
         self.loss.append(float(loss))
-        measured = self.accuracy_of is not None and theta is not None and math.isfinite(loss)
-        self.accuracy.append(self.accuracy_of(theta) if measured else math.nan)  # type: ignore[misc]
+        measure = self.accuracy_of
+        measured = measure is not None and theta is not None and math.isfinite(loss)
+        self.accuracy.append(measure(theta) if measure is not None and theta is not None and measured else math.nan)
         if not math.isfinite(loss) or (len(self.loss) > 1 and loss > self.stop.explode_factor * self.initial_loss):
             self.crashed = True
         elif self.stop.has_target and self.updates_to_eps is None and len(self.loss) > 1 and loss <= self.target:

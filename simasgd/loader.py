@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from simasgd.scenario import AlgorithmConfig, Scenario, stray_params
 
@@ -174,7 +175,7 @@ _TYPE_WORDS = {
 }
 
 
-def _one_line(e: dict[str, Any], key: str, data: dict[str, Any], label: str) -> str:
+def _one_line(e: ErrorDetails, key: str, data: dict[str, Any], label: str) -> str:
     kind, ctx = e["type"], e.get("ctx") or {}
     found, value = _lookup(data, key)
     where = f"{label}: {key}" + (f" = {_fmt(value)}" if found and kind != "extra_forbidden" else "")

@@ -120,8 +120,8 @@ def topology_warnings(meta: dict[str, Any], calibrated_ns: float | None, ratio: 
     measure. Also a run whose start and end disagree: the CPUs moved during it."""
     out = []
     for h in host_records(meta):
-        ns = [h.get("c2c_ns_start"), h.get("c2c_ns_end")]
-        ns = [float(x) for x in ns if isinstance(x, (int, float)) and x > 0]
+        probes = [h.get("c2c_ns_start"), h.get("c2c_ns_end")]
+        ns = [float(x) for x in probes if isinstance(x, (int, float)) and x > 0]
         if not ns:
             continue
         lo, hi = min(ns), max(ns)
@@ -145,7 +145,10 @@ def profile_placement_warnings(doc: dict[str, Any], ratio: float = 2.0) -> list[
     home = (doc.get("c2c") or {}).get("latency_ns") if isinstance(doc.get("c2c"), dict) else None
 
     def near(x: float) -> bool:  # within executors.c2c.same_mode's ratio of the profile's placement
-        return bool(home) and max(x, home) / min(x, home) <= ratio
+        h = home
+        if not h:
+            return False
+        return max(x, h) / min(x, h) <= ratio
 
     out = []
     for key, table in (doc.get("gradient") or {}).items() if isinstance(doc.get("gradient"), dict) else ():

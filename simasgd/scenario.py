@@ -220,7 +220,7 @@ class AlgorithmConfig(Section):
         if key == "persistence":
             return math.inf if default == "inf" else default
         if key == "backoff":
-            return BackoffConfig(kind=default)
+            return BackoffConfig.model_validate({"kind": default})
         return default
 
 

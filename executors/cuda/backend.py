@@ -7,6 +7,8 @@ saying so.
 
 from __future__ import annotations
 
+from typing import Any
+
 from executors.cuda import NAME
 from simasgd import algorithms
 from simasgd.progress import Advance
@@ -19,7 +21,8 @@ ALGORITHMS = frozenset({"sync", "lopez", "hogwild", "leashed"})
 # Parameter values the loops implement, where not every value (algorithms.require_values): HOGWILD!'s
 # gradient is taken at a copy read by a kernel (loops.hogwild); sync adds the gradients as computed into
 # the shared sum (no 1-bit quantisation); a leashed CAS that fails retries at once.
-VALUES = {"hogwild": {"local_copy": (True,)}, "sync": {"onebit": (False,)}, "leashed": {"backoff": ("none",)}}
+VALUES: dict[str, dict[str, tuple[Any, ...]]] = {
+    "hogwild": {"local_copy": (True,)}, "sync": {"onebit": (False,)}, "leashed": {"backoff": ("none",)}}
 WHY = {"local_copy": "each stream reads θ into its own copy",
        "onebit": "the streams add their gradients to the sum unquantised",
        "backoff": "a failed CAS on streams retries at once"}

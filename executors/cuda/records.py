@@ -39,7 +39,7 @@ class Clock:
         return e
 
     def seconds(self, mark: Any) -> float:
-        if self.simulated:
+        if self.simulated or self.t0 is None:  # t0 is None exactly when simulated
             return float(mark)
         return self.t0.elapsed_time(mark) / 1e3
 

@@ -25,7 +25,7 @@ import numpy as np
 from executors import atomics as A
 from executors.cpu.runner import slowdowns
 from executors.dist.common import velocity
-from executors.dist.world import HEADER, Rank
+from executors.dist.world import Rank, header, header_elements, message_buffer
 from simasgd import compression, seeds, update_rule
 
 PUSH, BYE, OK, STOP = 1, 2, 3, 4
@@ -80,8 +80,8 @@ class Closes(threading.Thread):
 
     def __init__(self, theta: np.ndarray) -> None:
         super().__init__(name="simasgd-dist-closes", daemon=True)
-        self.buf, self.theta = np.empty_like(theta), np.empty_like(theta)
-        self.hdr = np.zeros(HEADER, np.int64)
+        self.buf, self.theta = message_buffer(theta.dtype, len(theta)), np.empty_like(theta)
+        self.h = header_elements(theta.dtype)
         self.lock = threading.Lock()
         self.version, self.stop, self.got, self.bytes = 0, False, 0, 0
         self.applied: dict[int, bool] = {}
@@ -92,17 +92,17 @@ class Closes(threading.Thread):
         import torch
         import torch.distributed as dist
 
-        th, tb = torch.from_numpy(self.hdr), torch.from_numpy(self.buf)
+        tb = torch.from_numpy(self.buf)
         try:
             while True:
-                dist.recv(th, 0)
                 dist.recv(tb, 0)
+                hdr = header(self.buf)
                 with self.lock:
-                    self.theta[:] = self.buf
-                    self.version, self.stop = int(self.hdr[3]), int(self.hdr[0]) == STOP
-                    self.applied[self.version] = bool(self.hdr[2])
+                    self.theta[:] = self.buf[self.h:]
+                    self.version, self.stop = int(hdr[3]), int(hdr[0]) == STOP
+                    self.applied[self.version] = bool(hdr[2])
                     self.got += 1
-                    self.bytes += self.hdr.nbytes + self.buf.nbytes
+                    self.bytes += self.buf.nbytes
                 if self.stop:
                     return
         except BaseException as e:
@@ -149,7 +149,7 @@ def work(me: Rank, theta0: np.ndarray) -> None:
         rv = version
         if stop:
             break
-    me.send(0, BYE, w)
+    me.send(0, BYE, w, size=len(g))
     box.join()
     me.received[0] += box.got
     me.received[1] += box.bytes

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from executors.dist.common import Gradients, velocity
-from executors.dist.world import HEADER, Rank
+from executors.dist.world import Rank, header, header_elements, message_buffer
 from simasgd import algorithms, parzen, seeds
 
 POLL_S = 0.0005
@@ -42,13 +42,13 @@ STATE, END = 1, 2
 class Inbox(threading.Thread):
     """A thread that keeps one receive posted from any node (gloo's receives complete only in a
     blocking wait, so a sender never waits for this node's loop); ``take()`` gives the latest state
-    received since the previous call. A header ``(STATE, src)`` precedes each state; ``(END, src)``
-    ends the thread."""
+    received since the previous call. Each message is a header ``(STATE, src)`` and a state;
+    ``(END, src)`` ends the thread."""
 
     def __init__(self, theta: np.ndarray) -> None:
         super().__init__(name="simasgd-dist-inbox", daemon=True)
-        self.buf, self.latest = np.empty_like(theta), np.empty_like(theta)
-        self.hdr = np.zeros(HEADER, np.int64)
+        self.buf, self.latest = message_buffer(theta.dtype, len(theta)), np.empty_like(theta)
+        self.h = header_elements(theta.dtype)
         self.lock = threading.Lock()
         self.fresh, self.got, self.bytes = False, 0, 0
         self.error: BaseException | None = None
@@ -58,19 +58,17 @@ class Inbox(threading.Thread):
         import torch
         import torch.distributed as dist
 
-        th, tb = torch.from_numpy(self.hdr), torch.from_numpy(self.buf)
+        tb = torch.from_numpy(self.buf)
         try:
             while True:
-                src = dist.recv(th)
-                if int(self.hdr[0]) == END:
-                    self.bytes += self.hdr.nbytes
+                dist.recv(tb)
+                self.bytes += self.buf.nbytes
+                if int(header(self.buf)[0]) == END:
                     return
-                dist.recv(tb, src)
                 with self.lock:
-                    self.latest[:] = self.buf
+                    self.latest[:] = self.buf[self.h:]
                     self.fresh = True
                     self.got += 1
-                    self.bytes += self.hdr.nbytes + self.buf.nbytes
         except BaseException as e:
             self.error = e
 
@@ -151,7 +149,7 @@ def _close(me: Rank, store: Any, key: str, box: Inbox, n: int) -> None:
     store.add(key + "done", 1)
     while int(store.add(key + "done", 0)) < n:
         time.sleep(POLL_S)
-    me.send((me.rank + 1) % n, END, me.rank)
+    me.send((me.rank + 1) % n, END, me.rank, size=len(box.latest))
     box.join()
     if box.error is not None:
         raise RuntimeError(f"receiving states failed: {box.error}") from box.error

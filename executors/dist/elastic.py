@@ -65,10 +65,10 @@ def centre(me: Rank, theta0: np.ndarray, g: int) -> None:
             src, hdr = me.recv(1 + leaders[turn], got)
             turn = (turn + 1) % len(leaders)
         else:
-            src, hdr = me.recv(None, got, with_payload=(PUSH,))
+            src, hdr = me.recv_split(None, got, with_payload=(PUSH,))
         kind, w = int(hdr[0]), int(hdr[1])
         if count >= sc.stop.max_updates or me.over():
-            me.send(src, STOP, w, count)
+            me.send(src, STOP, w, count, size=0 if kind == PUSH else len(x))  # the size the worker waits for
             active.discard(w)
             continue
         if kind == PULL:
@@ -146,7 +146,7 @@ def _exchange(me: Rank, w: int, x: np.ndarray, c: np.ndarray, alpha: float,
         diff = x - c
         x -= alpha * diff
         return ver, ver - 1, t_r, float(np.sqrt(diff @ diff))
-    me.send(0, PULL, w)
+    me.send_split(0, PULL, w)
     _, hdr = me.recv(0, c, with_payload=(OK,))
     if int(hdr[0]) == STOP:
         return None
@@ -154,7 +154,7 @@ def _exchange(me: Rank, w: int, x: np.ndarray, c: np.ndarray, alpha: float,
     sent = x.copy()
     diff = sent - c
     x -= alpha * diff
-    me.send(0, PUSH, w, payload=sent)
+    me.send_split(0, PUSH, w, payload=sent)
     _, hdr = me.recv(0)
     if int(hdr[0]) == STOP:
         return None

@@ -12,7 +12,7 @@ message at a time, from whichever worker sent first. A worker's cycle is one rou
   after that step — the next gradient's θ, so ``read_version`` of the next push is the version of
   θ this reply carries.
 
-The first pull is a header alone ``(PULL, w)``. The version is the count of the last shard's server
+The first pull is ``(PULL, w)`` (with a slice of nothing: every message to a server has a push's size). The version is the count of the last shard's server
 (rank S−1): the version a push made "when its last shard landed"; with one shard, θ at every
 version is exact. A server refuses pushes past ``stop.max_updates`` or ``stop.max_time_s`` (reply
 ``STOP``, the gradient not applied, no row); a worker told ``STOP`` by one shard says ``BYE`` to the
@@ -74,7 +74,7 @@ def serve(me: Rank, theta0: np.ndarray, bound: int | None = None) -> None:
             continue
         if count >= sc.stop.max_updates or me.over():
             refused += kind == PUSH
-            me.send(src, STOP, w, count)
+            me.send(src, STOP, w, count, size=len(theta))
             left.add(w)
             for u, at in gated.items():  # applied, held at the gate: let them go, to be told at their next push
                 me.send(at, OK, u, count, made[u], payload=theta)
@@ -108,7 +108,7 @@ def work(me: Rank, theta0: np.ndarray) -> None:
     grad = Gradients(me, w)
     t_s = me.clock()
     for s in range(S):
-        me.send(s, PULL, w)
+        me.send(s, PULL, w, size=cut[s][1] - cut[s][0])
     ok, _, rv = _replies(me, theta, cut)
     while all(ok):
         t_r = me.clock()
@@ -125,7 +125,7 @@ def work(me: Rank, theta0: np.ndarray) -> None:
             rv = next_rv
     for s in range(S):
         if ok[s]:  # this server still counts the worker: tell it the worker leaves
-            me.send(s, BYE, w)
+            me.send(s, BYE, w, size=cut[s][1] - cut[s][0])
 
 
 def _replies(me: Rank, theta: np.ndarray, cut: list[tuple[int, int]]) -> tuple[list[bool], int, int]:

@@ -8,11 +8,14 @@ processes ``torchrun`` started (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` in the
 its times are seconds from there (on one machine one clock, CLOCK_MONOTONIC; across machines the
 barrier's release aligns them to within its latency).
 
-A message between two ranks (:class:`Rank` ``send`` / ``recv``) is a header of :data:`HEADER` int64
-words (kind, worker, two numbers) and, where the kind carries one, a payload of θ's dtype sent
-right after it: a receiver takes a header from any rank, then the payload from that rank (gloo
-keeps one sender's messages in order). Every rank counts the messages and bytes it sends and
-receives, headers included.
+A message between two ranks (:class:`Rank` ``send`` / ``recv``) is one buffer of θ's dtype: a header
+of :data:`HEADER` int64 words (kind, worker, two numbers; their bytes copied as they are) and the
+payload. gloo's receive needs the size beforehand, so every message on a channel has the size its
+receiver expects: a kind without a payload sent where one is expected (a stop, a first pull, a
+goodbye: once per worker and run) carries that many elements of nothing. EA-wild's centre takes
+header-only pull requests and pushes from any leader: there a header goes alone and the payload
+after it (``send_split``, two gloo sends). Every rank counts the messages and bytes it sends and
+receives, headers and padding included.
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ class Rank:
     sent: list[int] = field(default_factory=lambda: [0, 0])      # messages, bytes
     received: list[int] = field(default_factory=lambda: [0, 0])
     _hdr: np.ndarray = field(default_factory=lambda: np.zeros(HEADER, np.int64))
+    _bufs: dict[int, np.ndarray] = field(default_factory=dict)  # message buffers by payload length
     live: Any = None  # the ε watcher (executors.dist.live.Live) where this rank holds all of θ
 
     def clock(self) -> float:
@@ -143,11 +147,42 @@ class Rank:
             self.live.close()
 
     def send(self, dst: int, kind: int, worker: int = 0, a: int = 0, b: int = 0,
-             payload: np.ndarray | None = None) -> None:
+             payload: np.ndarray | None = None, size: int = 0) -> None:
+        """One message: the header and ``payload`` (or ``size`` elements of nothing, where the receiver
+        expects a payload of that size and this kind carries none) in one buffer, one gloo send."""
         import torch
         import torch.distributed as dist
 
-        self._hdr[:] = (kind, worker, a, b)
+        buf = self._buffer(len(payload) if payload is not None else size)
+        pack(buf, kind, worker, a, b, payload)
+        dist.send(torch.from_numpy(buf), dst)
+        self.sent[0] += 1
+        self.sent[1] += buf.nbytes
+
+    def recv(self, src: int | None = None, payload: np.ndarray | None = None,
+             with_payload: Any = None, size: int = 0) -> tuple[int, np.ndarray]:
+        """One message from ``src`` (None: any rank) of a header and ``len(payload)`` (or ``size``)
+        elements; the elements go into ``payload`` when the header's kind is in ``with_payload`` (every
+        kind when None). Returns (sender, header)."""
+        import torch
+        import torch.distributed as dist
+
+        buf = self._buffer(len(payload) if payload is not None else size)
+        got = dist.recv(torch.from_numpy(buf), src)
+        hdr = header(buf)
+        if payload is not None and (with_payload is None or int(hdr[0]) in with_payload):
+            payload[:] = buf[header_elements(buf.dtype):]
+        self.received[0] += 1
+        self.received[1] += buf.nbytes
+        return int(got), hdr
+
+    def send_split(self, dst: int, kind: int, worker: int = 0, payload: np.ndarray | None = None) -> None:
+        """A header alone, then ``payload`` if any: for a receiver that cannot know the size beforehand
+        (EA-wild's centre takes pull requests and pushes from any leader): two gloo sends."""
+        import torch
+        import torch.distributed as dist
+
+        self._hdr[:] = (kind, worker, 0, 0)
         dist.send(torch.from_numpy(self._hdr), dst)
         n = self._hdr.nbytes
         if payload is not None:
@@ -156,22 +191,25 @@ class Rank:
         self.sent[0] += 1
         self.sent[1] += n
 
-    def recv(self, src: int | None = None, payload: np.ndarray | None = None,
-             with_payload: Any = None) -> tuple[int, np.ndarray]:
-        """A header from ``src`` (None: any rank), then ``payload`` from the same rank when the header's
-        kind is in ``with_payload`` (every kind when None). Returns (sender, header copy)."""
+    def recv_split(self, src: int | None, payload: np.ndarray, with_payload: Any) -> tuple[int, np.ndarray]:
+        """The other end of :meth:`send_split`."""
         import torch
         import torch.distributed as dist
 
         got = dist.recv(torch.from_numpy(self._hdr), src)
         hdr = self._hdr.copy()
         n = hdr.nbytes
-        if payload is not None and (with_payload is None or int(hdr[0]) in with_payload):
+        if int(hdr[0]) in with_payload:
             dist.recv(torch.from_numpy(payload), got)
             n += payload.nbytes
         self.received[0] += 1
         self.received[1] += n
         return int(got), hdr
+
+    def _buffer(self, n: int) -> np.ndarray:
+        if n not in self._bufs:
+            self._bufs[n] = message_buffer(self.dtype, n)
+        return self._bufs[n]
 
     def report(self) -> dict[str, Any]:
         return {"rank": self.rank, "role": self.layout.role(self.rank), "host": socket.gethostname(),
@@ -179,6 +217,27 @@ class Rank:
                 "rows": self.rows.arrays(),
                 "snaps": self.snaps, "final": self.final, "combine": self.combine, "extra": self.extra,
                 "sent": list(self.sent), "received": list(self.received)}
+
+
+def header_elements(dtype: Any) -> int:
+    """Elements of θ's dtype the int64 header takes at the front of a message."""
+    return -(-HEADER * 8 // np.dtype(dtype).itemsize)
+
+
+def message_buffer(dtype: Any, n: int) -> np.ndarray:
+    """A buffer for one message: the header (int64 words, their bytes as they are) and ``n`` elements."""
+    return np.zeros(header_elements(dtype) + n, dtype)
+
+
+def pack(buf: np.ndarray, kind: int, worker: int, a: int, b: int, payload: np.ndarray | None) -> None:
+    h = header_elements(buf.dtype)
+    buf[:h].view(np.int64)[:HEADER] = (kind, worker, a, b)
+    if payload is not None:
+        buf[h:] = payload
+
+
+def header(buf: np.ndarray) -> np.ndarray:
+    return buf[:header_elements(buf.dtype)].view(np.int64)[:HEADER].copy()
 
 
 def under_torchrun() -> bool:

@@ -9,6 +9,8 @@ functions, :mod:`.gradients`) and the conformance tests' constant gradient; othe
 
 from __future__ import annotations
 
+from typing import Any
+
 from executors.resident import NAME
 from simasgd import algorithms
 from simasgd.progress import Advance
@@ -17,7 +19,8 @@ from simasgd.scenario import Scenario
 
 ALGORITHMS = frozenset({"sequential", "mutex", "hogwild", "leashed", "sync", "lopez"})
 # Parameter values the kernels implement, where not every value (algorithms.require_values).
-VALUES = {"mutex": {"backoff": ("none",)}, "leashed": {"backoff": ("none",)}, "sync": {"onebit": (False,)}}
+VALUES: dict[str, dict[str, tuple[Any, ...]]] = {
+    "mutex": {"backoff": ("none",)}, "leashed": {"backoff": ("none",)}, "sync": {"onebit": (False,)}}
 WHY = {"backoff": "the device spin lock and CAS retry at once",
        "onebit": "the workers' gradients are averaged unquantised"}
 # Parameters that choose nothing here (algorithms.py, MOOT).

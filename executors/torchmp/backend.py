@@ -25,7 +25,7 @@ import os
 import sys
 import time
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -47,13 +47,13 @@ ALGORITHMS = frozenset(LOOPS)
 # Parameter values the worker loops implement, where not every value (algorithms.require_values): ``sync``
 # averages the gradients as computed (no 1-bit quantisation), and a ``mutex`` waiter sleeps in the
 # multiprocessing lock until it is released, with no failed attempts to back off between.
-VALUES = {"sync": {"onebit": (False,)}, "mutex": {"backoff": ("none",)}}
+VALUES: dict[str, dict[str, tuple[Any, ...]]] = {"sync": {"onebit": (False,)}, "mutex": {"backoff": ("none",)}}
 WHY = {"onebit": "the worker processes send their gradients unquantised",
        "backoff": "a waiter sleeps in a multiprocessing.Lock until it is free: no failed attempts to back off "
                   "between"}
 MEASURES_HOST = True   # real processes on this host: its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
-START_METHOD = "fork"  # inherits the built workload and compiled helpers; spawn would rebuild both per worker
+START_METHOD: Final = "fork"  # inherits the built workload and compiled helpers; spawn would rebuild both per worker
 READY_TIMEOUT_S = 60.0
 
 __all__ = [
@@ -125,7 +125,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
             busy = len(set(cpus)) if None not in cpus else workers
             watcher = monitor.Watcher(st.ring, st.ctrl, wl.eval_loss, mon, lambda: any(p.is_alive() for p in procs),
                                       advance, live=sc.cpu.monitor == "auto" and busy < len(os.sched_getaffinity(0)),
-                                      threads=procs)  # type: ignore[arg-type] - processes join like threads
+                                      threads=procs)  # type: ignore[arg-type]  # processes join like threads
             t0 = A.clock_ns()
             st.ctrl[slot(S_T0)] = t0
             st.ctrl[slot(S_DEADLINE)] = t0 + int(sc.stop.max_time_s * 1e9)

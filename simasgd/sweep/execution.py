@@ -269,7 +269,7 @@ class DaskPool:
         from dask.distributed import as_completed
 
         it = iter(tasks)
-        pending: dict[str, Task] = {}
+        pending: dict[object, Task] = {}  # by the future's key
         # pure=False: a task is an experiment, not a cacheable function of its inputs.
         futures = []
         for t in _take(it, 2 * self.jobs):

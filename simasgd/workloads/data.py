@@ -210,9 +210,11 @@ def _synthetic(features: int, classes: int, samples: int, sparse: bool, density:
     t = seeds.rng(seed, 0, seeds.Role.DATA, _S_TARGET)
     w = t.standard_normal(features) / math.sqrt(k)  # Var(xᵀw) ≈ 1 whatever k is
     b = t.standard_normal()
+    lin: np.ndarray
     if X is not None:
         lin = X @ w
     else:
+        assert csr is not None  # sparse rows: X is None exactly where csr is set
         lin = np.bincount(np.repeat(np.arange(samples), k), weights=csr[2] * w[csr[1]], minlength=samples)
     return X, lin + b + REGRESSION_NOISE * t.standard_normal(samples), csr
 
