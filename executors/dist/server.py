@@ -12,7 +12,8 @@ message at a time, from whichever worker sent first. A worker's cycle is one rou
   after that step — the next gradient's θ, so ``read_version`` of the next push is the version of
   θ this reply carries.
 
-The first pull is ``(PULL, w)`` (with a slice of nothing: every message to a server has a push's size). The version is the count of the last shard's server
+The first pull is ``(PULL, w)`` with a slice of nothing (every message to a server has a push's
+size). The version is the count of the last shard's server
 (rank S−1): the version a push made "when its last shard landed"; with one shard, θ at every
 version is exact. A server refuses pushes past ``stop.max_updates`` or ``stop.max_time_s`` (reply
 ``STOP``, the gradient not applied, no row); a worker told ``STOP`` by one shard says ``BYE`` to the
