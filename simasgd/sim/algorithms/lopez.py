@@ -56,15 +56,16 @@ def master(env: simpy.Environment, run: SimRun, acc: Accumulator, torn: bool) ->
     while True:
         began = env.now
         acc.announced = run.version + 1  # Alg. 2 line 3 begins: the read of g
-        if model is not None:
+        if acc.g is not None:  # kept exactly when the model is
             np.multiply(acc.g, 1.0 / contributors, out=g)  # g·1/(N−1), as the executors scale
         yield p.read(0)
         if chunks is None:
             yield p.update(0)
-            if model is not None:
+            if model is not None and g is not None:
                 model.step(g, 0)
         else:  # the write lands chunk by chunk, no lock: workers copying now see a mix
             total = p.update_time(0)
+            assert model is not None and g is not None  # chunks come from the model
             for i, part in enumerate(chunks):
                 yield p.update(0, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
                 model.step(g, 0, part)
@@ -94,8 +95,9 @@ def _look(run: SimRun, acc: Accumulator, w: int) -> None:
 
 def _remove(acc: Accumulator, w: int) -> None:
     """The pass has landed: the worker's previous gradient leaves g."""
-    if acc.g is not None and acc.old[w] is not None:
-        acc.g -= acc.old[w]
+    old = acc.old[w]
+    if acc.g is not None and old is not None:
+        acc.g -= old
 
 
 def _add(run: SimRun, acc: Accumulator, w: int, rv: int, t_read: float) -> Proc:
@@ -103,11 +105,12 @@ def _add(run: SimRun, acc: Accumulator, w: int, rv: int, t_read: float) -> Proc:
     worker keeps it as g_old (Alg. 3: a private copy of d elements, which the executors make too): the
     time between the add and the next look includes it, so it bears on which rows a step reads."""
     model = run.model
-    if model is not None:
-        if acc.old[w] is None:
-            acc.old[w] = np.empty_like(model.theta)
-        np.copyto(acc.old[w], model.grad[w])
-        acc.g += acc.old[w]
+    if model is not None and acc.g is not None:  # g is kept exactly when the model is
+        old = acc.old[w]
+        if old is None:
+            old = acc.old[w] = np.empty_like(model.theta)
+        np.copyto(old, model.grad[w])
+        acc.g += old
     acc.last_row[w] = run.rec.add(w, acc.announced + 1, rv, t_read, run.env.now)
     yield run.platform.private_copy(w)
 
@@ -131,6 +134,7 @@ def lopez_worker(env: simpy.Environment, w: int, run: SimRun, acc: Accumulator, 
                     model.snapshot(w, whole)
             else:
                 total = p.read_time(w)
+                assert model is not None  # chunks come from the model
                 for i, part in enumerate(chunks):
                     yield p.read(w, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
                     model.snapshot(w, part)
