@@ -224,9 +224,9 @@ ALGORITHMS: dict[str, Definition] = {a.name: a for a in (
                rows=_EXCHANGES, applies="elastic"),
     Definition("eawild", "EA-wild: EASGD with the centre updated without a lock (Hogwild!-style), "
                "workers in synchronous groups whose leader exchanges with the centre",
-               "Wongpanich, You, Demmel 2020 §3.1, Alg. 1", _ELASTIC + (
-                   Param("group_size", 1, "workers per group: a group averages its gradients synchronously "
-                                          "and its first worker exchanges with the centre"),),
+               "Wongpanich, You, Demmel 2020 §3.1, Alg. 1",
+               (*_ELASTIC, Param("group_size", 1, "workers per group: a group averages its gradients synchronously "
+                                                  "and its first worker exchanges with the centre")),
                checks=_groups_divide, rows=_EXCHANGES, applies="elastic_racy"),
     Definition("param_server", "Asynchronous SGD through a parameter server: pull θ, compute, push g; "
                "shards updated independently (Downpour); with optimizer.momentum: Async MSGD (server momentum)",

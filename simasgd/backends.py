@@ -86,10 +86,11 @@ def measures_host(name: str) -> bool:
 
 
 def needs_profile(name: str, scenario: Scenario) -> bool:
-    """Whether running ``scenario`` on the backend reads the calibrated profile (``needs_profile`` or ``NEEDS_PROFILE``)."""
+    """Whether running ``scenario`` on the backend reads the calibrated profile (``needs_profile`` or
+    ``NEEDS_PROFILE``)."""
     impl = load(name)
     decide = getattr(impl, "needs_profile", None)
-    return bool(decide(scenario)) if callable(decide) else bool(getattr(impl, "NEEDS_PROFILE"))  # noqa: B009 - declared by the backends without needs_profile
+    return bool(decide(scenario)) if callable(decide) else bool(getattr(impl, "NEEDS_PROFILE"))
 
 
 def run_metadata(backend: str, scenario: Scenario) -> dict[str, object]:

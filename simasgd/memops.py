@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba import njit, types
+from numba import njit
 from numba.extending import overload
 
 SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

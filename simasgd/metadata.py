@@ -157,7 +157,7 @@ def profile_placement_warnings(doc: dict[str, Any], ratio: float = 2.0) -> list[
         ns = [float(x) for x in table.get("cycle_fresh_k2_c2c_ns") or [] if isinstance(x, (int, float)) and x > 0]
         placed = table.get("cycle_fresh_k2_in_placement")
         if placed is None:  # a profile from before the flag: no run with both its probes there
-            placed = not (home and ns) or any(near(a) and near(b) for a, b in zip(ns[::2], ns[1::2]))
+            placed = not (home and ns) or any(near(a) and near(b) for a, b in zip(ns[::2], ns[1::2], strict=False))
         if placed:
             continue
         theirs = f", the profile's {home:.0f})" if home else ")"

@@ -28,7 +28,7 @@ import pandas as pd
 from simasgd.results import RunResult
 
 PHASES = ("read", "gradient", "update", "between")  # they partition the cycle
-ALL_PHASES = PHASES + ("cycle",)
+ALL_PHASES = (*PHASES, "cycle")
 STATS = ("n", "mean", "median", "p90", "p99")
 BOUNDARIES = ("t_start", "t_grad_start", "t_grad_end", "t_write")
 WARMUP = 0.05
@@ -344,7 +344,8 @@ class PhaseComparison:
         out = []
         for w, g in self.per_worker.groupby("worker", sort=True):
             row = {"worker": str(w)}
-            for phase, va, vb, err in zip(g["phase"], g[f"{la} mean"], g[f"{lb} mean"], g["mean_rel_err"]):
+            for phase, va, vb, err in zip(g["phase"], g[f"{la} mean"], g[f"{lb} mean"], g["mean_rel_err"],
+                                          strict=True):
                 row[phase] = f"{_us(va)} / {_us(vb)} ({_pct(err)})"
             out.append(row)
         return out

@@ -15,8 +15,9 @@ if os.environ.get("SIMASGD_TEST_GPU", "0") in ("", "0"):
 # developer's own profiles/this.toml never changes what they simulate: this path can never be a file.
 os.environ["SIMASGD_PROFILE"] = os.path.join(os.devnull, "no-profile.toml")
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ def _jitter() -> None:
 
 
 @njit(nogil=True, cache=True)
-def jitter_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+def jitter_grad(theta, X, y, idx, grad_out, shape):
     """The constant gradient after a random 0–20 µs."""
     _jitter()
     for i in range(grad_out.shape[0]):
@@ -48,7 +49,7 @@ def jitter_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
 
 
 @njit(nogil=True, cache=True)
-def echo_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+def echo_grad(theta, X, y, idx, grad_out, shape):
     """g = θ after a random 0–20 µs: each update is θ_v = θ_{v−1} − η·θ_{rv}, replayable from the records."""
     _jitter()
     for i in range(grad_out.shape[0]):

@@ -93,8 +93,8 @@ def test_fallback_has_the_cblas_abi(trans_a: bool, trans_b: bool) -> None:
     i32, i64 = ctypes.c_int32, ctypes.c_int64
     fn = ctypes.CFUNCTYPE(None, i32, i32, i32, i64, i64, i64, ctypes.c_float, f32p, i64, f32p, i64,
                           ctypes.c_float, f32p, i64)(blas._fallback())
-    ptr = lambda a: a.ctypes.data_as(f32p)  # noqa: E731
-    flag = lambda t: blas.TRANS if t else blas.NO_TRANS  # noqa: E731
+    ptr = lambda a: a.ctypes.data_as(f32p)
+    flag = lambda t: blas.TRANS if t else blas.NO_TRANS
     fn(blas.ROW_MAJOR, flag(trans_a), flag(trans_b), m, n, k, 1.0, ptr(A), A.shape[1], ptr(B), B.shape[1],
        0.0, ptr(C), n)
     _check(C, A, B, trans_a, trans_b)

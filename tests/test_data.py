@@ -105,7 +105,7 @@ def test_synthetic_knobs_honoured() -> None:
 def test_synthetic_sparse_density() -> None:
     cfg = WorkloadConfig(model="logreg", dataset="synthetic", features=200, samples=300, sparse=True, density=0.05)
     ds = load_dataset(cfg, seed=5)
-    indptr, indices, values = ds.X
+    indptr, indices, _values = ds.X
     assert np.all(np.diff(indptr) == 10)  # density · features nonzeros, distinct, per row
     for r in range(len(indptr) - 1):
         cols = indices[indptr[r]:indptr[r + 1]]
@@ -197,7 +197,7 @@ def test_mnist_dataset_with_split(tmp_path: Path, gz: bool) -> None:
     assert len(ds.y) == 15 and len(ds.y_test) == 5
     assert ds.X.min() >= 0 and ds.X.max() <= 1  # pixels scaled to [0, 1]
     flat = images.reshape(20, 6) / 255.0
-    for row, lab in zip(ds.X, ds.y):  # every row is one of the images, with its label
+    for row, lab in zip(ds.X, ds.y, strict=False):  # every row is one of the images, with its label
         match = np.flatnonzero(np.all(np.isclose(flat, row), axis=1))
         assert len(match) >= 1 and labels[match[0]] == lab
 

@@ -127,13 +127,13 @@ def test_fidelity_json_round_trip_and_markdown(tmp_path, staleness_pair):
 
 # --- `simasgd compare` end to end (tiny budgets) ----------------------------------------------
 
-from pathlib import Path  # noqa: E402
+from pathlib import Path
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from simasgd import backends  # noqa: E402
-from simasgd.cli import app  # noqa: E402
-from simasgd.results import RunResult  # noqa: E402
+from simasgd import backends
+from simasgd.cli import app
+from simasgd.results import RunResult
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
 TINY = ["-s", "stop.max_updates=300", "-s", "stop.eval_every_updates=30", "-n", "2"]

@@ -27,8 +27,8 @@ def test_phase_means_are_the_constructed_durations(cycles):
 
 def test_random_phases_match_their_closed_form_within_the_standard_error(cycles):
     rng = np.random.default_rng(1)
-    exp = lambda mean: (lambda g, n: g.exponential(mean, n))  # noqa: E731
-    uni = lambda lo, hi: (lambda g, n: g.uniform(lo, hi, n))  # noqa: E731
+    exp = lambda mean: (lambda g, n: g.exponential(mean, n))
+    uni = lambda lo, hi: (lambda g, n: g.uniform(lo, hi, n))
     u = cycles(uni(5 * US, 15 * US), exp(200 * US), exp(5 * US), uni(1 * US, 5 * US), n=5000, rng=rng)
     f = phases.phase_frame(u)
     stats = phases.phase_stats(f).set_index("phase")
@@ -44,7 +44,7 @@ def test_random_phases_match_their_closed_form_within_the_standard_error(cycles)
 
 def test_cycle_delta_is_exactly_the_sum_of_the_phase_deltas(cycles):
     rng = np.random.default_rng(2)
-    exp = lambda mean: (lambda g, n: g.exponential(mean, n))  # noqa: E731
+    exp = lambda mean: (lambda g, n: g.exponential(mean, n))
     a = cycles(exp(10 * US), exp(220 * US), exp(5 * US), exp(3 * US), n=3000, rng=rng)
     b = cycles(exp(12 * US), exp(200 * US), exp(8 * US), exp(2 * US), n=2000, workers=3, rng=rng)
     e = phases.explain(a, b)
@@ -76,7 +76,7 @@ def test_compare_phases_puts_the_stats_side_by_side_with_relative_errors(cycles)
 
 
 def test_warm_up_attempts_are_discarded(cycles):
-    slow_start = lambda g, n: np.where(np.arange(n) < 10, 5000 * US, 200 * US)  # noqa: E731
+    slow_start = lambda g, n: np.where(np.arange(n) < 10, 5000 * US, 200 * US)
     u = cycles(gradient=slow_start, n=200)
     g = phases.phase_frame(u).query("phase == 'gradient'")["seconds"]
     assert g.max() == pytest.approx(200 * US) and len(g) == 4 * 190
@@ -181,7 +181,7 @@ def test_compare_warns_when_the_host_took_the_reference_workers_cpus(capsys: pyt
 
     from simasgd.commands.compare import _host_away
 
-    def result(updates: pd.DataFrame, cpus: list[int] = [0, 1]) -> SimpleNamespace:  # noqa: B006
+    def result(updates: pd.DataFrame, cpus: list[int] = [0, 1]) -> SimpleNamespace:
         return SimpleNamespace(updates=updates, scenario={"workers": {"count": 2}},
                                metadata={"host": {"run": 0, "affinity_start": cpus}})
 

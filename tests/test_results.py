@@ -11,8 +11,16 @@ import pandas as pd
 import pytest
 
 from simasgd import loader, metadata
-from simasgd.results import (FORMAT_VERSION, UPDATE_COLUMNS, ResultsError, RunResult, RunSummary, curve_frame,
-                             merge, updates_frame)
+from simasgd.results import (
+    FORMAT_VERSION,
+    UPDATE_COLUMNS,
+    ResultsError,
+    RunResult,
+    RunSummary,
+    curve_frame,
+    merge,
+    updates_frame,
+)
 
 
 def make_result(run: int = 0, lr: float = 0.005, backend: str = "serial") -> RunResult:
@@ -174,4 +182,4 @@ def test_sweep_task_rows_of_format_1_read_with_the_new_name(tmp_path: Path) -> N
     pq.write_table(old.append_column("diverged", pa.array([False])), tmp_path / "c-r1.parquet")
     frame = store._read_tasks(tmp_path)
     assert list(frame.columns) == list(store.ROW_TYPES)
-    assert dict(zip(frame["task_id"], frame["not_reached"])) == {"c-r0": True, "c-r1": False}
+    assert dict(zip(frame["task_id"], frame["not_reached"], strict=False)) == {"c-r0": True, "c-r1": False}

@@ -17,8 +17,16 @@ import torch
 from scipy import stats
 
 from simasgd.scenario import WorkloadConfig
-from simasgd.workloads import (WORKLOADS, Workload, WorkloadError, build_workload, densify, kernels,
-                               to_csr, workload_names)
+from simasgd.workloads import (
+    WORKLOADS,
+    Workload,
+    WorkloadError,
+    build_workload,
+    densify,
+    kernels,
+    to_csr,
+    workload_names,
+)
 from simasgd.workloads.mlp import softmax_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +50,7 @@ def _torch_softmax(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndar
     t = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
     A = torch.tensor(X[idx], dtype=torch.float64)
     o = 0
-    pairs = list(zip(layers[:-1], layers[1:]))
+    pairs = list(zip(layers[:-1], layers[1:], strict=False))
     for l, (i, out) in enumerate(pairs):
         A = A @ t[o:o + i * out].view(i, out) + t[o + i * out:o + i * out + out]
         o += i * out + out
@@ -111,7 +119,7 @@ def test_softmax_gradient_written_over_theta_is_the_same_gradient(layers: list[i
 
 
 def test_grad_over_theta_only_where_the_kernel_allows_it() -> None:
-    spec, theta, X, y = _softmax_problem([6, 4, 3], n=40)
+    spec, _theta, X, _y = _softmax_problem([6, 4, 3], n=40)
     one_block = np.arange(kernels.CHUNK, dtype=np.int64) % 40
     two_blocks = np.arange(kernels.CHUNK + 1, dtype=np.int64) % 40  # the next block's forward needs θ
     assert kernels.grad_over_theta(X, one_block, spec.shape)
@@ -133,7 +141,7 @@ def test_softmax_is_stable_for_huge_logits() -> None:
     g = np.empty(spec.dim)
     idx = np.arange(12, dtype=np.int64)
     loss = kernels.loss_and_grad(theta, X, y, idx, g, spec.shape)
-    ref_loss, ref_g = _torch_softmax(theta, X, y, idx, [4, 3])
+    ref_loss, _ref_g = _torch_softmax(theta, X, y, idx, [4, 3])
     assert np.isfinite(loss) and np.all(np.isfinite(g))
     assert loss == pytest.approx(ref_loss, rel=1e-10)
 
@@ -438,7 +446,7 @@ def test_sgd_on_digits_lowers_the_loss(model: str, digits_logreg: Workload, digi
     assert _log_slope_upper(losses) < 0  # the loss falls: the slope's whole 95% CI is below 0
     # Test accuracy after training above before it: 95% (normal) intervals on the test rows do not overlap.
     acc = wl.accuracy(th)
-    half = lambda p: 1.96 * math.sqrt(max(p * (1 - p), 1 / n_test) / n_test)  # noqa: E731
+    half = lambda p: 1.96 * math.sqrt(max(p * (1 - p), 1 / n_test) / n_test)
     assert acc - half(acc) > acc_before + half(acc_before)
 
 

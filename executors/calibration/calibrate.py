@@ -140,7 +140,7 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     top = min(max(2 * llc, 1 << 20), 64 << 20)
     log("coherence")
     coh = c2c.measured_rows(coh_mod.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
-                            dict(zip(by_size["sizes_bytes"], by_size["gbs"])))  # in one placement of the CPUs
+                            dict(zip(by_size["sizes_bytes"], by_size["gbs"], strict=True)))  # in one placement
     log("host noise")
     n_cpus = len(os.sched_getaffinity(0))
     noise = noise_mod.noise(max(0.05, 4.0 * scale / n_cpus))  # long pauses are rare: seconds to see a few dozen

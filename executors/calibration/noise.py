@@ -59,7 +59,7 @@ def _spin_k(cpus: Sequence[int], duration_s: float, min_gap_s: float) -> tuple[n
     threading.Timer(0.02, lambda: go.__setitem__(0, 1)).start()
     run_threads(_pauses, [(int(duration_s * 1e9), int(min_gap_s * 1e9), go, outs[i], stats[i]) for i in range(k)],
              cpus=list(cpus))
-    kept = np.concatenate([o[:min(int(s[0]), cap)] for o, s in zip(outs, stats)])
+    kept = np.concatenate([o[:min(int(s[0]), cap)] for o, s in zip(outs, stats, strict=False)])
     return kept, np.sum(np.stack(stats), axis=0)
 
 

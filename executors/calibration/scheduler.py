@@ -72,7 +72,7 @@ def scheduler(seconds: float) -> dict[str, Any]:
     out = [np.zeros(10000, dtype=np.int64) for _ in range(2)]
     counts = run_threads(_gaps, [(int(seconds * 1e9), 50_000, out[0]), (int(seconds * 1e9), 50_000, out[1])],
                       cpus=[cpu, cpu])
-    runs = np.concatenate([o[1:c] for o, c in zip(out, counts)])  # the first run started before the other
+    runs = np.concatenate([o[1:c] for o, c in zip(out, counts, strict=False)])  # the first run started before the other
     quantum = float(np.median(runs)) * 1e-9 if len(runs) else math.nan
     n = 20000
     ns = run_threads(_yield_loop, [(n,), (n,)], cpus=[cpu, cpu])

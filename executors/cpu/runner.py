@@ -121,8 +121,8 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
 
 
 def loop_args(s: Setup, wl: Any, w: int, seed: int, slowdown: float) -> tuple[Any, ...]:
-    return (w, wl.X, wl.y, wl.shape, s.theta, s.vel, s.ctrl, s.cfg_i, s.cfg_f, s.ri[w], s.rf[w],
-            s.nrec, seed, slowdown, s.ring.data, s.ring.meta) + s.wiring.extras(w)
+    return (w, wl.X, wl.y, wl.shape, s.theta, s.vel, s.ctrl, s.cfg_i, s.cfg_f, s.ri[w], s.rf[w], s.nrec, seed,
+            slowdown, s.ring.data, s.ring.meta, *s.wiring.extras(w))
 
 
 def warm_up(sc: Scenario, wl: Any, theta0: np.ndarray) -> None:

@@ -80,7 +80,7 @@ class DenseNet(Gradient):
         self.deltas = [cuda.device_array((batch, n), dtype=dt, stream=stream) for n in self.layers[1:-1]]
         self.off = []
         o = first
-        for nin, nout in zip(self.layers[:-1], self.layers[1:]):
+        for nin, nout in zip(self.layers[:-1], self.layers[1:], strict=False):
             self.off.append((o, o + nin * nout))
             o += nin * nout + nout
 

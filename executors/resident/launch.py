@@ -32,7 +32,7 @@ class Prepared:
         overload = next(iter(kernel.overloads.values()))
         kernelargs: list[Any] = []
         retr: list[Any] = []
-        for t, v in zip(overload.argument_types, args):
+        for t, v in zip(overload.argument_types, args, strict=False):
             overload._prepare_args(t, v, stream, retr, kernelargs)
         self._keep = [a if isinstance(a, ctypes._SimpleCData) else ctypes.c_int64(int(a)) for a in kernelargs]
         self._ptrs = (ctypes.c_void_p * len(self._keep))(*[ctypes.addressof(a) for a in self._keep])

@@ -141,9 +141,9 @@ def row_bytes(sc: Any, dim: int, itemsize: int) -> int:
         return 2 * m
     if name in ("sync", "backup"):
         g = gradient_bytes(dim, itemsize, _onebit(sc))
-        return int(round(2 * 2 * (n - 1) / n * g)) if n > 1 else 0
+        return round(2 * 2 * (n - 1) / n * g) if n > 1 else 0
     if name == "keuper":
-        return int(round(m / int(sc.algorithm.param("exchange_every"))))
+        return round(m / int(sc.algorithm.param("exchange_every")))
     return 0
 
 

@@ -85,7 +85,7 @@ def recorded(table: dict[str, Any]) -> int:
         return int(table["count"])
     rate, dur, k = table.get("rate_per_s"), table.get("duration_s"), table.get("threads")
     if rate and dur and k:
-        return max(listed, int(round(float(rate) * float(dur) * int(k))))
+        return max(listed, round(float(rate) * float(dur) * int(k)))
     return listed
 
 

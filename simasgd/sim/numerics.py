@@ -39,7 +39,7 @@ class Model:
         self.rngs = seeds.worker_rngs(sc.seed, run, seeds.Role.BATCH, n)
         chunks = max(1, min(sc.sim.read_chunks, self.theta.size))
         bounds = np.linspace(0, self.theta.size, chunks + 1).astype(int)
-        self.chunks = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.chunks = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
 
     def snapshot(self, w: int, part: slice | None = None) -> None:
         """Worker ``w`` copies the shared parameters (or one chunk of them) into its buffer."""
@@ -73,7 +73,7 @@ class Model:
         """One update with the average of several workers' gradients (sync, k-sync, k-async), each
         divided by ``update_rule.divisor`` of its own staleness."""
         total = np.zeros_like(self.theta)
-        for w, tau in zip(workers, staleness):
+        for w, tau in zip(workers, staleness, strict=False):
             div = update_rule.divisor(tau, self.staleness_aware)
             total += self.grad[w] / div if div != 1.0 else self.grad[w]
         total /= len(workers)

@@ -106,7 +106,7 @@ def active_cores(machine: Machine, cpus: list[int | None], sockets: list[int]) -
     """Busy physical cores per socket: distinct pinned cores, or (unpinned) threads up to the core count."""
     pinned: dict[int, set[int]] = {}
     loose: Counter[int] = Counter()
-    for cpu, s in zip(cpus, sockets):
+    for cpu, s in zip(cpus, sockets, strict=False):
         if cpu is None:
             loose[s] += 1
         else:

@@ -43,7 +43,7 @@ def split(samples: np.ndarray, period_s: float, hit_rate: float,
     samples hold no such call (fewer than one expected, or no call within ``max_stall_s`` of the body)."""
     s = np.sort(np.asarray(samples, dtype=float))
     share = min(MAX_SHARE, hit_rate * float(np.median(s)) / period_s)
-    k = int(round(share * len(s)))
+    k = round(share * len(s))
     could = np.flatnonzero(s - float(np.median(s)) <= max_stall_s)  # the calls a tick could have slowed
     if k < 1 or len(could) <= k:
         return None

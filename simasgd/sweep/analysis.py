@@ -127,13 +127,12 @@ def print_table(t: pd.DataFrame, console: Any, title: str = "") -> None:
     if t.empty:
         console.print(f"{title}: no finished tasks yet", markup=False)
         return
-    within = int(round(100 * t.attrs.get("within", 0.1)))
-    crash = int(round(100 * t.attrs.get("max_crash", 0.1)))
+    within = round(100 * t.attrs.get("within", 0.1))
+    crash = round(100 * t.attrs.get("max_crash", 0.1))
     rt = Table(title=escape(f"{title}\nfastest setting to ε with ≤ {crash}% crashed runs; "
                             f"time to ε: mean [min–max] over repeats"))
     keys = list(t.columns[: list(t.columns).index("time_to_eps")])
-    heads = keys + ["time to ε [s]", f"within {within}%", "stable settings", "runs", "crashed", "not reached",
-                    "failed"]
+    heads = [*keys, "time to ε [s]", f"within {within}%", "stable settings", "runs", "crashed", "not reached", "failed"]
     for h in heads:
         rt.add_column(escape(h), justify="right")
     for _, r in t.iterrows():
@@ -165,7 +164,7 @@ def heatmaps(df: pd.DataFrame, out: str | Path, manifest: dict[str, Any] | None 
     s = settings(df, manifest, max_crash)
     groups = [k for k in GROUP_KEYS if k in s.columns]
     knobs = [k for k in s.columns[: list(s.columns).index("repeats")] if k not in groups]
-    x, y = axes if set(axes) <= set(knobs) else (knobs[:2] + [None, None])[:2]
+    x, y = axes if set(axes) <= set(knobs) else ([*knobs[:2], None, None])[:2]
     if x is None or y is None:
         return []
     facets = groups + [k for k in knobs if k not in (x, y)]
@@ -175,7 +174,7 @@ def heatmaps(df: pd.DataFrame, out: str | Path, manifest: dict[str, Any] | None 
     written = []
     for key, part in (s.groupby(_hashable(s, facets), sort=False, dropna=False) if facets else [((), s)]):
         key = key if isinstance(key, tuple) else (key,)
-        label = ", ".join(f"{k}={v}" for k, v in zip(facets, key) if not pd.isna(v))  # unset: no label
+        label = ", ".join(f"{k}={v}" for k, v in zip(facets, key, strict=False) if not pd.isna(v))  # unset: no label
         path = folder / f"heatmap_{_slug(label) or 'all'}.png"
         _heatmap(part, x, y, label, unit, path, svg)
         written += [path, path.with_suffix(".svg")] if svg else [path]

@@ -217,7 +217,7 @@ def check_keys(grid: Grid) -> None:
 def cells(grid: Grid) -> list[Cell]:
     """The product of the grid's values, first key varying slowest; one empty cell for an empty grid."""
     keys = list(grid)
-    return [Cell(i, dict(zip(keys, combo))) for i, combo in enumerate(itertools.product(*grid.values()))]
+    return [Cell(i, dict(zip(keys, combo, strict=False))) for i, combo in enumerate(itertools.product(*grid.values()))]
 
 
 def _raise(problems: list[str]) -> None:

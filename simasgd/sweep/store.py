@@ -160,7 +160,7 @@ def load(root: str | os.PathLike[str]) -> pd.DataFrame:
     frame = frame.sort_values(["_cell", "repeat"], kind="stable").reset_index(drop=True)
     keys = pd.DataFrame([dict(by_id[cid].values) for cid in frame["cell_id"]], columns=list(grid),
                         index=frame.index)
-    front = list(grid) + ["repeat", "status", "error", *SUMMARY_FIELDS]
+    front = [*list(grid), "repeat", "status", "error", *SUMMARY_FIELDS]
     out = pd.concat([keys, frame.drop(columns="_cell")], axis=1)
     return out[front + [c for c in out.columns if c not in front]]
 

@@ -46,7 +46,7 @@ def dims(shape: np.ndarray) -> Any:
 @njit(**_JIT)
 def offsets(shape: np.ndarray) -> Any:
     """Offsets in θ of conv W, conv b, W1, b1, W2, b2, and len θ."""
-    C, H, W, K, k, P, Hd, nc, Ho, Wo, Hp, Wp, F1 = dims(shape)
+    C, _H, _W, K, k, _P, Hd, nc, _Ho, _Wo, _Hp, _Wp, F1 = dims(shape)
     wc = 0
     bc = wc + K * C * k * k
     w1 = bc + K
@@ -120,7 +120,7 @@ def _ce(z: np.ndarray, label: np.ndarray) -> float:
 def cnn_rows(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray, grad_out: np.ndarray, shape: np.ndarray,
              mode: int) -> float:
     """mode 0: mean loss and mean gradient into ``grad_out``; 1: mean loss; 2: argmax labels into grad_out."""
-    C, H, W, K, k, P, Hd, nc, Ho, Wo, Hp, Wp, F1 = dims(shape)
+    C, H, W, K, k, _P, Hd, nc, Ho, Wo, _Hp, _Wp, F1 = dims(shape)
     wc, bc, w1, b1, w2, b2, dim = offsets(shape)
     B = idx.shape[0]
     if mode == 0:

@@ -175,7 +175,7 @@ def _arrays(X: DataMatrix) -> tuple[np.ndarray, ...]:
 
 
 def _split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    n_test = min(int(round(test_fraction * n)), n - 1)  # keep at least one training row
+    n_test = min(round(test_fraction * n), n - 1)  # keep at least one training row
     perm = seeds.rng(seed, 0, seeds.Role.DATA, _S_SPLIT).permutation(n)
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
@@ -184,7 +184,7 @@ def _synthetic(features: int, classes: int, samples: int, sparse: bool, density:
                regression: bool, seed: int) -> tuple[np.ndarray | None, np.ndarray, CSR | None]:
     """Gaussian class mixtures (unit noise); for regression a noisy linear target."""
     g = seeds.rng(seed, 0, seeds.Role.DATA, _S_SYNTH)
-    k = max(1, int(round(density * features))) if sparse else features
+    k = max(1, round(density * features)) if sparse else features
     means = g.standard_normal((classes, features)) * (SEPARATION / math.sqrt(2 * k))
     labels = g.integers(0, classes, size=samples)
     X: np.ndarray | None = None

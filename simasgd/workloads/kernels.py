@@ -275,7 +275,7 @@ def _mlp_blocks(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray
     """Forward over idx in blocks: the summed loss, or argmax labels."""
     B = idx.shape[0]
     rows = min(max(B, 1), CHUNK)
-    woff, boff, aoff, dbuf, size = _layout(shape, rows)
+    woff, boff, aoff, dbuf, _size = _layout(shape, rows)
     buf = np.empty(dbuf, theta.dtype)  # forward only: no delta buffers
     C = shape[shape.shape[0] - 1]
     L = shape.shape[0] - 2

@@ -237,7 +237,7 @@ class TorchModel:
         vec = self.torch.from_numpy(theta)
         with self.torch.no_grad():
             off = 0
-            for p, n in zip(self.params, self.sizes):
+            for p, n in zip(self.params, self.sizes, strict=False):
                 p.copy_(vec[off:off + n].view_as(p))
                 off += n
 

@@ -21,7 +21,7 @@ import pytest
 
 from simasgd import backends, update_rule
 from simasgd.algorithms import UnsupportedAlgorithm
-from simasgd.workloads.constant import G, STEP
+from simasgd.workloads.constant import STEP, G
 
 
 def _applied(o: Any) -> Any:

@@ -14,7 +14,8 @@ learning rate instead (the cpu executor's former rule, θ ← θ − (lr/τ)·v 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -127,7 +128,7 @@ PATHS: dict[str, Callable[[bool], Callable[..., None]]] = {
 def test_every_path_gives_the_hand_computed_sequence(path: str, aware: bool, expected: tuple[float, ...]) -> None:
     step = PATHS[path](aware)
     theta, vel, g = np.ones(D), np.zeros(D), np.ones(D)
-    for tau, want in zip(STALENESS, expected):
+    for tau, want in zip(STALENESS, expected, strict=False):
         step(theta, vel, g, tau, aware)
         assert np.all(theta == want), (path, tau, theta[:3], want)
     if aware:

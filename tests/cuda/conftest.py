@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 
-
 @pytest.fixture(scope="session")
 def cuda() -> Any:
     from executors.cuda import device

@@ -76,7 +76,7 @@ def test_atomic_accumulation_from_many_streams_loses_nothing(cuda: Any) -> None:
     streams = [cuda.stream() for _ in range(n)]
     gs = [cuda.to_device(np.full(d, 2.0 ** -(w + 1))) for w in range(n)]
     for _ in range(3):
-        for s, g in zip(streams, gs):
+        for s, g in zip(streams, gs, strict=False):
             launch(K.accumulate, d, s, total, g)
     for s in streams:
         s.synchronize()
@@ -105,7 +105,7 @@ def test_step_kernel_gives_the_hand_computed_sequence(cuda: Any, aware: bool, ex
     d = 20
     s = cuda.stream()
     theta, vel, g = cuda.to_device(np.ones(d)), cuda.to_device(np.zeros(d)), cuda.to_device(np.ones(d))
-    for i, (tau, want) in enumerate(zip((0, 2, 4), expected)):
+    for i, (tau, want) in enumerate(zip((0, 2, 4), expected, strict=False)):
         recr, recv = cuda.to_device(np.array([0], np.int64)), cuda.to_device(np.array([tau], np.int64))
         launch(K.step, d, s, theta, vel, g, 1.0, 0.5, 0.5, aware, recv, recr, 0)
         s.synchronize()
@@ -148,7 +148,7 @@ def test_the_readme_command_runs_under_the_simulator(tmp_path: Path) -> None:
 def test_the_backend_lists_the_loops_it_has(cuda: Any) -> None:
     from executors.cuda import backend, loops
 
-    assert backend.ALGORITHMS == frozenset(loops.LOOPS)
+    assert frozenset(loops.LOOPS) == backend.ALGORITHMS
 
 
 def test_listing_the_backend_imports_no_numba_cuda() -> None:

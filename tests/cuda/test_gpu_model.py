@@ -85,8 +85,8 @@ def test_gpu_presets_are_a_machine_kind() -> None:
 
 def test_the_calibrator_writes_a_gpu_table_the_simulator_reads(cuda: Any, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from executors.cuda import device
     from executors.calibration.gpu import calibrate
+    from executors.cuda import device
 
     table = calibrate(quick=True)
     assert table["simulator"] is device.simulator()  # SIMASGD_TEST_GPU=1: measured on the GPU

@@ -7,7 +7,8 @@ algorithm leaves every θ_i = 1 − N·2⁻¹⁶ exactly.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

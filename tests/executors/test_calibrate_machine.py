@@ -61,7 +61,7 @@ def test_cache_levels_absent(tmp_path: Path) -> None:
 def test_copy_sizes_double_up_to_four_llc_or_64_mib() -> None:
     big = copies.copy_sizes({"sizes_bytes": [1 << 20, 32 << 20]}, quick=False)
     assert big[0] == 16 << 10 and big[-1] == 128 << 20
-    assert all(b == 2 * a for a, b in zip(big, big[1:]))
+    assert all(b == 2 * a for a, b in zip(big, big[1:], strict=False))
     small = copies.copy_sizes({"sizes_bytes": [2 << 20]}, quick=False)
     assert small[-1] == 64 << 20  # a small LLC still reaches DRAM
     assert copies.copy_sizes({"sizes_bytes": []}, quick=False)[-1] == 64 << 20
@@ -149,7 +149,7 @@ def test_passes_time_locked_adds_alone_and_beside_a_reader() -> None:
     # than the pass of d locked adds beside it could take at a microsecond each
     for key in ("step_s", "step_shared_s"):
         assert len(t[key]) == 2, key
-        for size, v in zip(t["sizes_bytes"], t[key]):
+        for size, v in zip(t["sizes_bytes"], t[key], strict=False):
             assert 3 * (size // 8) * 1e-11 < v < (size // 8) * 1e-6, (key, size, v)
 
 
@@ -230,8 +230,14 @@ def test_two_workers_pass_timer_shares_its_pool_cleanly() -> None:
     protocol) times every pass and leaves no reader reference behind: each vector's count is 0, or a
     thread's claim on the vector it was building when its samples ran out; the latest is one of the pool's,
     not stale, and was built from θ₀ by published passes."""
-    from executors.calibration.steps import (PASS_CLAIMED, PASS_KEPT, PASS_RETRY, leashed_pool, shared_fresh_samples,
-                                           time_shared_fresh)
+    from executors.calibration.steps import (
+        PASS_CLAIMED,
+        PASS_KEPT,
+        PASS_RETRY,
+        leashed_pool,
+        shared_fresh_samples,
+        time_shared_fresh,
+    )
     from executors.cpu.shared import CLAIMED, LINE, S_LATEST
     from executors.kernel import with_kernel
     from simasgd import loader

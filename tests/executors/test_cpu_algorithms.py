@@ -10,7 +10,8 @@ within a bounded pool. These run real threads (``hardware``).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,14 +80,14 @@ def test_hogwild_loses_updates_and_reports_a_figure(run_const: Run) -> None:
 
 def test_hogwild_alone_loses_nothing(run_const: Run) -> None:
     # One writer: θ and the lost-update probes must both show every update.
-    result, run, theta = run_const({"name": "hogwild"}, workers=1, dim=512, max_updates=5000,
+    _result, run, theta = run_const({"name": "hogwild"}, workers=1, dim=512, max_updates=5000,
                                    cpu={"hogwild_probes": True})
     assert np.all(theta == 1.0 - run.updates * STEP)
     assert run.extra["lost_updates"] == 0
 
 
 def test_hogwild_probes_are_off_by_default(run_const: Run) -> None:
-    result, run, theta = run_const({"name": "hogwild"}, workers=1, dim=512, max_updates=500)
+    _result, run, theta = run_const({"name": "hogwild"}, workers=1, dim=512, max_updates=500)
     assert "lost_updates" not in run.extra
     assert np.all(theta == 1.0 - run.updates * STEP)
 

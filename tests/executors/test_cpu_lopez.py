@@ -7,14 +7,15 @@ loop as configuration bits. θ against the definition on a known gradient is ``t
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from executors.cpu import lopez, wiring
 from executors.cpu.runner import run_workload
-from executors.cpu.shared import C_LOPEZ, N_CFG_I, N_CFG_F
+from executors.cpu.shared import C_LOPEZ, N_CFG_F, N_CFG_I
 from simasgd import loader
 from simasgd.workloads.constant import ConstWorkload
 

@@ -51,7 +51,7 @@ def _previous_own_version(u: Any) -> np.ndarray:
     """Per update (by version), the version of the same worker's previous update (-1 for its first)."""
     prev = np.full(len(u), -1, dtype=np.int64)
     last: dict[int, int] = {}
-    for i, (w, v) in enumerate(zip(u["worker"].to_numpy(), u["version"].to_numpy())):
+    for i, (w, v) in enumerate(zip(u["worker"].to_numpy(), u["version"].to_numpy(), strict=False)):
         prev[i] = last.get(int(w), -1)
         last[int(w)] = int(v)
     return prev

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 import math
+import os
 import threading
 import time
 from pathlib import Path
@@ -19,14 +18,14 @@ from executors.cpu import placement
 from executors.cpu.runner import ExecutorError, run_workload
 from simasgd import algorithms, machine
 from simasgd.results import RunResult
-from simasgd.workloads.constant import G, ConstWorkload
+from simasgd.workloads.constant import ConstWorkload, G
 
 # Warm-up does 2 updates on a copy: the failing kernels fail only once θ0 has moved 5 steps.
 TRIGGER = 1.0 - 5 * 2.0 ** -16
 
 
 @njit(nogil=True, cache=True)
-def raising_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+def raising_grad(theta, X, y, idx, grad_out, shape):
     if theta[0] < TRIGGER:
         raise ValueError("gradient blew up")
     for i in range(grad_out.shape[0]):
@@ -35,7 +34,7 @@ def raising_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
 
 
 @njit(nogil=True, cache=True)
-def hanging_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+def hanging_grad(theta, X, y, idx, grad_out, shape):
     # y[0] is the release flag the test sets afterwards (an atomic load: a plain one could be hoisted).
     if theta[0] < TRIGGER:
         while A.load(y, 0) == 0:
@@ -46,7 +45,7 @@ def hanging_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
 
 
 @njit(nogil=True, cache=True)
-def nan_grad(theta, X, y, idx, grad_out, shape):  # noqa: ANN001
+def nan_grad(theta, X, y, idx, grad_out, shape):
     for i in range(grad_out.shape[0]):
         grad_out[i] = np.nan if theta[0] < TRIGGER else G
     return 0.0

@@ -41,7 +41,7 @@ def test_round_time_is_the_nth_of_n_plus_b_exponentials() -> None:
     r = _run(workers, backup, updates=4000)
     t = r.updates.groupby("version")["t_write"].max().sort_index().to_numpy()
     rounds = np.diff(t)[100:]                                        # warm-up discarded
-    harmonic = lambda k: sum(1.0 / i for i in range(1, k + 1))        # noqa: E731
+    harmonic = lambda k: sum(1.0 / i for i in range(1, k + 1))
     expected = (harmonic(workers) - harmonic(backup)) / mu
     half = 3.3 * rounds.std(ddof=1) / np.sqrt(len(rounds))
     assert abs(rounds.mean() - expected) < half, (rounds.mean(), expected, half)

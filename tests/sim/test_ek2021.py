@@ -15,8 +15,8 @@ import pytest
 
 from simasgd import loader
 from simasgd.machine import PRESETS, place, resolve
-from simasgd.sim import backend, sockets
 from simasgd.scenario import WorkloadConfig
+from simasgd.sim import backend, sockets
 
 EK = Path(__file__).resolve().parents[2] / "scenarios" / "ek2021"
 S1 = EK / "s1_uma_numa.toml"

@@ -48,7 +48,7 @@ def test_parzen_acceptance_only_takes_states_that_move_a_node_towards_the_sender
     # Every merge decision of a simulated run, with what the node held before and after.
     calls: list[tuple[np.ndarray, ...]] = []
 
-    def spy(theta, vel, g, peer, has, lr, mom, aware):  # noqa: ANN001, ANN202
+    def spy(theta, vel, g, peer, has, lr, mom, aware):
         before, grad, sent = theta.copy(), g.copy(), peer.copy()
         ok = merge_step(theta, vel, g, peer, has, lr, mom, aware)
         if has:

@@ -44,7 +44,7 @@ def _profile(tmp_path: Path, llc: int = 32 << 20, table: bool = True, coherence:
 def test_rates_at_measured_sizes_and_between_them(tmp_path: Path) -> None:
     m = CacheModel.from_profile(machine.load_profile(_profile(tmp_path)).profile)
     assert m is not None
-    for s, g, u in zip(SIZES, GBS, UPD):
+    for s, g, u in zip(SIZES, GBS, UPD, strict=False):
         assert m.read_s(s) == pytest.approx(2 * s / (g * 1e9), rel=1e-12)
         assert m.update_s(s) == pytest.approx(3 * s / (u * 1e9), rel=1e-12)
     # halfway in log size between 256 KiB and 1 MiB: the geometric mean of the two rates
@@ -66,7 +66,7 @@ def test_no_table_no_model(tmp_path: Path) -> None:
     assert CacheModel.from_profile(None) is None
 
 
-def _scenario(workers: int, cache_model: bool = True):  # noqa: ANN202
+def _scenario(workers: int, cache_model: bool = True):
     return loader.from_dict({
         "name": "c", "seed": 3, "workers": {"count": workers, "placement": "uma"}, "machine": {"preset": "this"},
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8},
@@ -106,7 +106,7 @@ def test_simulated_phases_follow_the_cache_model(tmp_path: Path, monkeypatch: py
 def test_coherence_rates_for_lines_another_core_wrote(tmp_path: Path) -> None:
     m = CacheModel.from_profile(machine.load_profile(_profile(tmp_path, coherence=True)).profile)
     assert m.has_coherence
-    for s, r, w in zip(COH_SIZES, COH_READ, COH_WRITE):
+    for s, r, w in zip(COH_SIZES, COH_READ, COH_WRITE, strict=False):
         assert m.read_s(s, shared=True) == pytest.approx(2 * s / (r * 1e9), rel=1e-12)
         assert m.update_s(s, shared=True) == pytest.approx(3 * s / (w * 1e9), rel=1e-12)
     # no fresh_gbs (an older profile): a fresh pass of another core's lines at the coherent update's rate
@@ -124,7 +124,7 @@ def test_coherence_rates_for_lines_another_core_wrote(tmp_path: Path) -> None:
     assert not plain.has_coherence and plain.read_s(SIZES[1], shared=True) == plain.read_s(SIZES[1])
 
 
-def _prepared(monkeypatch: pytest.MonkeyPatch, path: Path, sc) -> tuple[int, CacheModel]:  # noqa: ANN001
+def _prepared(monkeypatch: pytest.MonkeyPatch, path: Path, sc) -> tuple[int, CacheModel]:
     """Point the runs at the profile ``path``: the model's bytes in ``sc`` and that profile's cache model."""
     from simasgd.workloads import build_workload
 
@@ -133,16 +133,16 @@ def _prepared(monkeypatch: pytest.MonkeyPatch, path: Path, sc) -> tuple[int, Cac
     return wl.dim * np.dtype(wl.dtype).itemsize, CacheModel.from_profile(machine.load_profile(path).profile)
 
 
-def _with_sim(sc, **switches):  # noqa: ANN001, ANN202
+def _with_sim(sc, **switches):
     return sc.model_copy(update={"sim": sc.sim.model_copy(update=switches)})
 
 
-def _hogwild(workers: int, **switches):  # noqa: ANN202
+def _hogwild(workers: int, **switches):
     sc = loader.from_dict({**_scenario(workers).to_dict(), "algorithm": {"name": "hogwild"}})
     return _with_sim(sc, **switches)
 
 
-def _steps(u, racing: bool = False):  # noqa: ANN001, ANN202
+def _steps(u, racing: bool = False):
     """HOGWILD! rows (no locks: a read is t_start → t_grad_start, an update t_grad_end → t_write) and, per
     row, whether another worker began an update between this worker's previous update and this read,
     and between this read and this update; rows where two such instants tie are left out. ``racing``:
@@ -159,7 +159,7 @@ def _steps(u, racing: bool = False):  # noqa: ANN001, ANN202
 
     read_after = [others_between(i, prev[i], u["t_start"][i]) for i in range(len(u))]
     update_after = [others_between(i, u["t_start"][i], starts[i]) for i in range(len(u))]
-    keep = np.array([a is not None and b is not None for a, b in zip(read_after, update_after)])
+    keep = np.array([a is not None and b is not None for a, b in zip(read_after, update_after, strict=False)])
     read = (u["t_grad_start"] - u["t_start"]).to_numpy()[keep]
     update = (u["t_write"] - u["t_grad_end"]).to_numpy()[keep]
     out = (read, np.array(read_after, dtype=object)[keep].astype(bool),
@@ -234,7 +234,7 @@ def test_a_gradient_on_a_copy_evicts_the_model_only_where_the_two_outgrow_the_pr
 HELD_READ, HELD_WRITE = [30.0, 25.0, 10.0], [45.0, 35.0, 15.0]  # slower than the coherent rates above
 
 
-def _replayed(u):  # noqa: ANN001, ANN202
+def _replayed(u):
     """A mutex run's reads and updates in the order the lock let them happen, each with its duration and where
     its lines were (0 own, 1 another core's, 2 held by both), replayed as MESI states per worker (I, S, M):
     a write leaves the writer M and the others I; a read makes the reader S (a writer keeps M) and
@@ -313,7 +313,7 @@ def test_simulated_steps_pay_coherence_only_after_another_writer(tmp_path: Path,
         np.testing.assert_allclose(u["t_write"] - u["t_grad_end"], model.update_s(s, True), rtol=1e-9)
 
 
-def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float,  # noqa: ANN001
+def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float,
                 snapshot_s: float | None = None) -> None:
     """A gradient table for the scenario's workload holding only the in-cycle step times (and the loss
     snapshot's, if given)."""
@@ -344,7 +344,7 @@ def test_steps_in_the_cycle_replace_the_warm_rates(tmp_path: Path, monkeypatch: 
     assert model.update_s(s) < cyc_update < model.update_s(s, True)
     _with_steps(path, sc, cyc_read, cyc_update, 3e-6)
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
-    read, read_after, update, update_after = _steps(backend.run_once(sc, 0).updates)
+    read, _read_after, update, update_after = _steps(backend.run_once(sc, 0).updates)
     np.testing.assert_allclose(read, cyc_read, rtol=1e-9)  # max(in-cycle, coherent) = in-cycle, shared or not
     np.testing.assert_allclose(update, np.where(update_after, model.update_s(s, True), cyc_update), rtol=1e-9)
     assert update_after.any() == (workers > 1)
@@ -506,7 +506,7 @@ def _racing_profile(tmp_path: Path) -> Path:
 
 def test_race_rate_from_the_profile(tmp_path: Path) -> None:
     m = CacheModel.from_profile(machine.load_profile(_racing_profile(tmp_path)).profile)
-    for s, r in zip(COH_SIZES, COH_RACE):
+    for s, r in zip(COH_SIZES, COH_RACE, strict=False):
         assert m.race_s(s) == pytest.approx(3 * s / (r * 1e9), rel=1e-12)
     (tmp_path / "old").mkdir()  # an older profile: no racing rate
     assert CacheModel.from_profile(machine.load_profile(_profile(tmp_path / "old", coherence=True)).profile) \
@@ -591,7 +591,7 @@ def test_a_lopez_master_pays_the_snapshot_every_kth_step(tmp_path: Path, monkeyp
         assert run.updates_per_s * each == pytest.approx(1.0, rel=0.01)
 
 
-def _previous(u, col: str):  # noqa: ANN001, ANN202
+def _previous(u, col: str):
     """Per row (rows sorted by worker, then t_start), the same worker's previous row's ``col`` (NaN first)."""
     return u.groupby("worker")[col].shift(1).to_numpy()
 

@@ -115,7 +115,7 @@ def test_independent_threads_give_no_time_constant_or_a_zero_rho() -> None:
     assert speed_params({"concurrent": {"k2_speed_corr": 0.5}}) is None
 
 
-def _scenario(**switches):  # noqa: ANN202
+def _scenario(**switches):
     return loader.from_dict({
         "name": "s", "seed": 7, "workers": {"count": 2, "placement": "uma"}, "machine": {"preset": "this"},
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8},
@@ -126,7 +126,7 @@ def _scenario(**switches):  # noqa: ANN202
 
 
 @pytest.fixture
-def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) -> Path:  # noqa: ANN001
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) -> Path:
     from simasgd.profile import workload_key
 
     path = two_cpu_profile(tmp_path / "this.toml", workload_key(_scenario().workload), 8, SAMPLES.tolist(),
@@ -135,7 +135,7 @@ def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) ->
     return path
 
 
-def _overlap_corr(sc) -> tuple[float, int]:  # noqa: ANN001
+def _overlap_corr(sc) -> tuple[float, int]:
     from simasgd.sim import backend
 
     u = backend.run_once(sc, 0).updates

@@ -23,7 +23,7 @@ W, S = 1e-4, 1.25  # a gradient's work alone, and the two-at-once slowdown
 READ, UPDATE = 2e-6, 3e-6
 
 
-def _scenario(workers: int, stagger: float = 0.0, **switches):  # noqa: ANN202
+def _scenario(workers: int, stagger: float = 0.0, **switches):
     return loader.from_dict({
         "name": "i", "seed": 5, "workers": {"count": workers, "placement": "uma"}, "machine": {"preset": "this"},
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8},
@@ -35,7 +35,7 @@ def _scenario(workers: int, stagger: float = 0.0, **switches):  # noqa: ANN202
 
 
 @pytest.fixture
-def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) -> Path:  # noqa: ANN001
+def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) -> Path:
     from simasgd.profile import workload_key
 
     path = two_cpu_profile(tmp_path / "this.toml", workload_key(_scenario(1).workload), 8, [W] * 20,
@@ -44,7 +44,7 @@ def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_cpu_profile) ->
     return path
 
 
-def _first_gradients(sc) -> np.ndarray:  # noqa: ANN001
+def _first_gradients(sc) -> np.ndarray:
     from simasgd.sim import backend
 
     u = backend.run_once(sc, 0).updates.sort_values("t_grad_start")
@@ -80,7 +80,7 @@ def test_rates_follow_the_count_and_slowdowns_come_from_the_medians() -> None:
     ov = Overlap(env, [1.0, 2.0, 4.0])
     ends = {}
 
-    def run(work: float):  # noqa: ANN202
+    def run(work: float):
         yield from ov.gradient(work)
         ends[work] = env.now
 

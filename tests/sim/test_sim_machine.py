@@ -165,7 +165,7 @@ def test_spinning_lock_with_backoff_is_unfair_but_loses_no_update() -> None:
     assert fifo.applied.all() and spin.applied.all()
     # Sleeping between test-and-set retries leaves the lock idle at times: fewer updates per second,
     # and the longest waits grow (a newcomer can overtake a sleeping waiter).
-    rate = lambda u: len(u) / u.t_write.max()  # noqa: E731
+    rate = lambda u: len(u) / u.t_write.max()
     assert rate(spin) < rate(fifo)
     assert spin.lock_wait_s.max() > fifo.lock_wait_s.max()
 

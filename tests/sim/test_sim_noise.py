@@ -46,11 +46,11 @@ def test_added_time_matches_the_compound_poisson_mean() -> None:
     assert set(np.round(np.unique(added[added > 0]), 12)) >= {2e-4, 1e-3, 4e-3}  # single pauses, as calibrated
 
 
-def test_platform_adds_noise_to_profile_gradients_only_when_switched_on(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_platform_adds_noise_to_profile_gradients_only_when_switched_on(tmp_path, monkeypatch) -> None:
     import simpy
 
-    from simasgd.profile import workload_key
     from simasgd import loader, machine
+    from simasgd.profile import workload_key
     from simasgd.sim.costs import Platform
 
     samples = [1.0e-3, 1.0e-3, 1.02e-3, 1.05e-3]

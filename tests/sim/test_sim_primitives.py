@@ -10,8 +10,7 @@ from simasgd.machine import PRESETS
 from simasgd.scenario import BackoffConfig
 from simasgd.sim.cpu import Cores
 from simasgd.sim.memory import Bandwidth, Memory
-from simasgd.sim.primitives import (AtomicCounter, Backoff, Barrier, CacheLine, CasCell, Mutex, RWLock, acquire,
-                                    atomic)
+from simasgd.sim.primitives import AtomicCounter, Backoff, Barrier, CacheLine, CasCell, Mutex, RWLock, acquire, atomic
 
 
 def hold(env: simpy.Environment, lock: RWLock, kind: str, start: float, duration: float, log: list) -> object:

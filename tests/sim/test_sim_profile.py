@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd.profile import workload_key
 from simasgd import machine
+from simasgd.profile import workload_key
 from simasgd.scenario import WorkloadConfig
 from simasgd.sim.profile_tables import profile_gradient
 
@@ -83,7 +83,7 @@ def test_platform_uses_profile_gradient(tmp_path: Path) -> None:
     assert np.mean(x) == pytest.approx(np.mean(samples), rel=0.03)
 
 
-def _platform(path: Path, workers: int, placement: str | list[int] = "os", **sim):  # noqa: ANN202
+def _platform(path: Path, workers: int, placement: str | list[int] = "os", **sim):
     import simpy
 
     from simasgd import loader

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from two_core_profile import two_core_lines
 
 from simasgd import loader, machine
-from two_core_profile import two_core_lines
 
 H_NS = 40.0  # the profile's core-to-core hand-off
 BOOKS_S = 1e-7  # the executor's bookkeeping: longer than the hand-off
@@ -29,7 +29,7 @@ HELD_WRITE = [40.0, 30.0, 15.0]
 
 
 def _profile(tmp_path: Path, books: float | None = BOOKS_S) -> Path:
-    lines = two_core_lines(HELD_WRITE, RACE) + ["[c2c]", f"latency_ns = {H_NS}", ""]
+    lines = [*two_core_lines(HELD_WRITE, RACE), "[c2c]", f"latency_ns = {H_NS}", ""]
     if books is not None:
         lines += ["[executor]", f"bookkeeping_s = {books!r}", ""]
     path = tmp_path / "this.toml"
@@ -37,7 +37,7 @@ def _profile(tmp_path: Path, books: float | None = BOOKS_S) -> Path:
     return path
 
 
-def _hogwild(max_updates: int = 400, gradient: dict | None = None, sweep: str = "up", **switches):  # noqa: ANN202
+def _hogwild(max_updates: int = 400, gradient: dict | None = None, sweep: str = "up", **switches):
     """Both writers sweep up by default here: a convoy is one writer following another the same way."""
     return loader.from_dict({
         "name": "r", "seed": 5, "workers": {"count": 2, "placement": "uma"}, "machine": {"preset": "this"},
@@ -47,14 +47,14 @@ def _hogwild(max_updates: int = 400, gradient: dict | None = None, sweep: str = 
         "sim": {"numerics": True, "read_chunks": 16, "loss_snapshots": False, **switches}})
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sc, books: float | None = BOOKS_S):  # noqa: ANN001, ANN202
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sc, books: float | None = BOOKS_S):
     from simasgd.sim import backend
 
     monkeypatch.setenv(machine.PROFILE_ENV, str(_profile(tmp_path, books)))
     return backend.run_once(sc, 0).updates.sort_values("t_write").reset_index(drop=True)
 
 
-def _pairs(u) -> np.ndarray:  # noqa: ANN001
+def _pairs(u) -> np.ndarray:
     """For every update that began while the other worker's was under way: its end minus that one's."""
     start, end, who = u["t_grad_end"].to_numpy(), u["t_write"].to_numpy(), u["worker"].to_numpy()
     gaps: list[float] = []

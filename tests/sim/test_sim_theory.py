@@ -120,7 +120,7 @@ def test_two_acquisitions_wait_more_than_one() -> None:
     two = after_warmup(simulate("repairman", "stop.max_updates=30000", "sim.read_lock=true",
                                 "timing.read.dist=\"exponential\"", "timing.read.mean_s=2e-4"))
     assert two.lock_wait_s.mean() > one.lock_wait_s.mean()
-    rate = lambda u: len(u) / (u.t_write.max() - u.t_write.min())  # noqa: E731
+    rate = lambda u: len(u) / (u.t_write.max() - u.t_write.min())
     assert rate(two) < rate(one)
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from two_core_profile import two_core_lines
 
 from simasgd import loader, machine
 from simasgd.profile import workload_key
 from simasgd.sim.tick import Tick, split, tick_params
-from two_core_profile import two_core_lines
 
 P = 4e-3  # the timer's period
 G = 200e-6  # the body of the calibrated gradient samples: 199-201 µs
@@ -88,7 +88,7 @@ def _profile(tmp_path: Path, tables: dict[str, str], tick: bool = True) -> Path:
     return path
 
 
-def _scenario(algorithm: dict, workers: int, max_updates: int, timing: dict | None = None):  # noqa: ANN202
+def _scenario(algorithm: dict, workers: int, max_updates: int, timing: dict | None = None):
     return loader.from_dict({
         "name": "t", "seed": 3, "workers": {"count": workers, "placement": "uma"}, "machine": {"preset": "this"},
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 2000},
@@ -97,14 +97,14 @@ def _scenario(algorithm: dict, workers: int, max_updates: int, timing: dict | No
         "sim": {"numerics": False, "loss_snapshots": False, "host_noise": False, "bookkeeping": False}})
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sc, tables: dict[str, str], tick: bool = True):  # noqa: ANN001, ANN202
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sc, tables: dict[str, str], tick: bool = True):
     from simasgd.sim import backend
 
     monkeypatch.setenv(machine.PROFILE_ENV, str(_profile(tmp_path, tables, tick)))
     return backend.run_once(sc, 0).updates
 
 
-def _gradient_table(sc, samples: np.ndarray) -> dict[str, str]:  # noqa: ANN001
+def _gradient_table(sc, samples: np.ndarray) -> dict[str, str]:
     return {workload_key(sc.workload): f"batch_size = {sc.workload.batch_size}\n"
                                        f"samples_s = {[float(x) for x in samples]}"}
 
@@ -145,7 +145,7 @@ def test_stalled_gradients_run_over_one_instant_of_the_run_on_every_worker(
 def _uncovered(left: float, right: float, starts: np.ndarray, ends: np.ndarray) -> bool:
     """Some point of [left, right) lies in none of the intervals [starts, ends)."""
     at = left
-    for s, e in sorted(zip(starts, ends)):
+    for s, e in sorted(zip(starts, ends, strict=False)):
         if e <= at or s >= right:
             continue
         if s > at:
@@ -156,7 +156,7 @@ def _uncovered(left: float, right: float, starts: np.ndarray, ends: np.ndarray) 
     return at < right
 
 
-def _leashed_table(sc, claimed: float, retry: float, kept: float,  # noqa: ANN001
+def _leashed_table(sc, claimed: float, retry: float, kept: float,
                    dropping: float | None = None) -> dict[str, str]:
     return {workload_key(sc.workload): "\n".join([
         f"batch_size = {sc.workload.batch_size}", f"samples_s = {[G] * 4}", "cycle_fresh_median_s = 5e-06",

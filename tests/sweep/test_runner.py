@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 import sweep_fakes as fakes
+
 from simasgd.results import ResultsError
 from simasgd.sweep import load, plan, runner, store
 
@@ -153,7 +153,7 @@ def test_real_backend_tasks_never_overlap_on_a_host(tmp_path: Path, monkeypatch:
     assert all(o.row["status"] == "ok" for _, o in outs)
     spans = sorted(tuple(map(float, f.read_text().split())) for f in calls.iterdir())
     assert len(spans) == 4
-    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:]))
+    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:], strict=False))
 
 
 @pytest.mark.slow

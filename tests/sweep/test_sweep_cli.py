@@ -96,6 +96,7 @@ def test_failing_cells_are_recorded_and_the_rest_finish(tmp_path: Path) -> None:
 
 def test_sweep_summary_command_prints_table_and_writes_heatmaps(tmp_path: Path) -> None:
     import sweep_fakes as fakes
+
     from simasgd.sweep import plan, runner
 
     runner.run(plan.build(SMALL, backend="serial"), tmp_path / "s", jobs=0, body=fakes.fake_body)
@@ -109,6 +110,7 @@ def test_sweep_summary_command_prints_table_and_writes_heatmaps(tmp_path: Path) 
 
 def test_dry_run_counts_what_is_left_and_runs_nothing(tmp_path: Path) -> None:
     import sweep_fakes as fakes
+
     from simasgd.sweep import plan, runner
 
     out = tmp_path / "s"

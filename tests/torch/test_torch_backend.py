@@ -25,7 +25,7 @@ FEW = ["-s", "stop.max_updates=150", "-s", "stop.eval_every_updates=50", "-s", "
 
 
 @pytest.fixture(scope="module")
-def runs(torch_scenario):  # noqa: ANN001, ANN201
+def runs(torch_scenario):
     """One run per algorithm of the torch module on 2 worker processes (shared by the tests that read them)."""
     out = {}
     for name in ("hogwild", "mutex", "sync"):
@@ -36,7 +36,7 @@ def runs(torch_scenario):  # noqa: ANN001, ANN201
 
 @pytest.mark.hardware
 @pytest.mark.parametrize("name", ["hogwild", "mutex", "sync"])
-def test_processes_train_the_users_module_with_the_row_contract(runs, name) -> None:  # noqa: ANN001
+def test_processes_train_the_users_module_with_the_row_contract(runs, name) -> None:
     sc, res = runs[name]
     run, u = res.runs[0], res.updates
     assert res.backend == "torch" and run.extra["processes"] == 2 and run.extra["intra_op_threads"] == 1
@@ -53,13 +53,13 @@ def test_processes_train_the_users_module_with_the_row_contract(runs, name) -> N
 
 
 @pytest.mark.hardware
-def test_a_worker_that_fails_is_named(torch_scenario) -> None:  # noqa: ANN001
+def test_a_worker_that_fails_is_named(torch_scenario) -> None:
     sc = torch_scenario({"module": "torch_factories:fails_in_workers"})
     with pytest.raises(ExecutorError, match="worker [01] failed: RuntimeError: forward failed in a worker"):
         backends.load("torch").run_once(sc, 0)
 
 
-def test_calibrated_gradient_times_feed_the_simulator(torch_scenario) -> None:  # noqa: ANN001
+def test_calibrated_gradient_times_feed_the_simulator(torch_scenario) -> None:
     """``calibrate --scenario`` measures a torch workload; the simulator finds it under its key."""
     from executors.calibration.gradient import gradient_times
 
@@ -78,7 +78,7 @@ def test_calibrated_gradient_times_feed_the_simulator(torch_scenario) -> None:  
 
 @pytest.mark.slow
 @pytest.mark.hardware
-def test_the_readme_example_runs_on_sim_and_torch_and_compare_prints_the_table(tmp_path) -> None:  # noqa: ANN001
+def test_the_readme_example_runs_on_sim_and_torch_and_compare_prints_the_table(tmp_path) -> None:
     """README: `simasgd run scenarios/torch/cnn.toml --backend sim|torch`, then `simasgd compare` of the two
     (the folders form; the calibrated form is notebook 05's, tests/test_notebooks.py)."""
     runner = CliRunner()
@@ -98,7 +98,7 @@ def test_the_readme_example_runs_on_sim_and_torch_and_compare_prints_the_table(t
 
 @pytest.mark.hardware
 def test_compare_adds_the_modules_gradient_times_to_an_existing_profile(torch_scenario, tmp_path,
-                                                                         monkeypatch) -> None:  # noqa: ANN001
+                                                                         monkeypatch) -> None:
     """A machine calibrated before (no table for this module): compare measures the module and keeps the rest."""
     from simasgd import fidelity, profile
 

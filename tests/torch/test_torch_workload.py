@@ -14,11 +14,11 @@ from simasgd.workloads import WorkloadError, build_workload
 from simasgd.workloads.torch_model import INSTALL
 
 
-def build(sc):  # noqa: ANN001, ANN201
+def build(sc):
     return build_workload(sc.workload, sc.seed, sc.base_dir)
 
 
-def test_gradient_is_the_derivative_of_the_loss(torch_scenario) -> None:  # noqa: ANN001
+def test_gradient_is_the_derivative_of_the_loss(torch_scenario) -> None:
     """The flat gradient against central differences of the flat loss (float64, a hidden layer)."""
     wl = build(torch_scenario({"module": "torch_factories:small_mlp", "dtype": "float64"}))
     theta = wl.init_theta(np.random.default_rng(0))
@@ -34,7 +34,7 @@ def test_gradient_is_the_derivative_of_the_loss(torch_scenario) -> None:  # noqa
         assert np.isclose(g[i], fd, rtol=1e-5, atol=1e-8), (i, g[i], fd)
 
 
-def test_theta_is_the_modules_parameters_and_its_init_is_seeded(torch_scenario) -> None:  # noqa: ANN001
+def test_theta_is_the_modules_parameters_and_its_init_is_seeded(torch_scenario) -> None:
     sc = torch_scenario({"module": "torch_factories:small_mlp"})
     wl = build(sc)
     before = torch.random.get_rng_state()
@@ -52,7 +52,7 @@ def test_theta_is_the_modules_parameters_and_its_init_is_seeded(torch_scenario) 
 
 
 @pytest.mark.parametrize("data", ["torch_factories:data_xy", "torch_factories:data_dataset"])
-def test_data_factories_are_split_with_the_scenario_seed(torch_scenario, data) -> None:  # noqa: ANN001
+def test_data_factories_are_split_with_the_scenario_seed(torch_scenario, data) -> None:
     sc = torch_scenario({"module": "torch_factories:four_features", "data": data, "test_fraction": 0.25})
     wl = build(sc)
     assert (wl.n_train, wl.n_test) == (180, 60) and wl.classes == 3 and wl.X.dtype == np.float32
@@ -60,7 +60,7 @@ def test_data_factories_are_split_with_the_scenario_seed(torch_scenario, data) -
     assert 0 <= wl.accuracy(theta) <= 1
 
 
-def test_a_given_test_set_and_a_custom_loss(torch_scenario) -> None:  # noqa: ANN001
+def test_a_given_test_set_and_a_custom_loss(torch_scenario) -> None:
     wl = build(torch_scenario({"module": "torch_factories:four_features", "data": "torch_factories:data_split"}))
     assert (wl.n_train, wl.n_test) == (200, 40)
     wl = build(torch_scenario({"module": "torch_factories:one_output", "data": "torch_factories:data_regression",
@@ -83,7 +83,7 @@ def test_a_given_test_set_and_a_custom_loss(torch_scenario) -> None:  # noqa: AN
      ["workload.data", "integer class labels"]),
     ({"module": "torch_factories:tiny", "loss": "l1"}, ["workload.loss = 'l1'", "cross_entropy, mse"]),
 ])
-def test_bad_workloads_name_the_key(torch_scenario, workload, says) -> None:  # noqa: ANN001
+def test_bad_workloads_name_the_key(torch_scenario, workload, says) -> None:
     with pytest.raises(WorkloadError) as e:
         build(torch_scenario(workload))
     for s in says:
@@ -96,13 +96,13 @@ def test_bad_workloads_name_the_key(torch_scenario, workload, says) -> None:  # 
     ({"model": "torch", "module": "no_colon"}, "package.module:function"),
     ({"model": "torch", "module": "a:b", "data": "c:d", "dataset": "digits"}, "not both"),
 ])
-def test_scenario_keys_are_checked_when_loaded(workload, says) -> None:  # noqa: ANN001
+def test_scenario_keys_are_checked_when_loaded(workload, says) -> None:
     with pytest.raises(ScenarioError, match="workload") as e:
         loader.from_dict({"workload": workload})
     assert says in str(e.value)
 
 
-def test_without_torch_the_error_says_how_to_install_it(torch_scenario, monkeypatch) -> None:  # noqa: ANN001
+def test_without_torch_the_error_says_how_to_install_it(torch_scenario, monkeypatch) -> None:
     sc = torch_scenario()
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     with pytest.raises(WorkloadError, match="workload.model = 'torch' needs PyTorch") as e:
@@ -113,7 +113,7 @@ def test_without_torch_the_error_says_how_to_install_it(torch_scenario, monkeypa
     assert INSTALL in str(e.value)
 
 
-def test_the_cpu_backend_refuses_it_in_one_line(torch_scenario) -> None:  # noqa: ANN001
+def test_the_cpu_backend_refuses_it_in_one_line(torch_scenario) -> None:
     with pytest.raises(WorkloadError) as e:
         backends.load("cpu").run_once(torch_scenario(), 0)
     msg = str(e.value)
@@ -121,7 +121,7 @@ def test_the_cpu_backend_refuses_it_in_one_line(torch_scenario) -> None:  # noqa
 
 
 @pytest.mark.parametrize("backend", ["sim", "serial"])
-def test_sim_and_serial_train_the_users_model(torch_scenario, backend) -> None:  # noqa: ANN001
+def test_sim_and_serial_train_the_users_model(torch_scenario, backend) -> None:
     """Numerics come from the module: the run's first loss is the module's loss at the run's θ0, and it falls."""
     sc = torch_scenario(stop={"max_updates": 300, "eval_every_updates": 50})
     res = backends.load(backend).run_once(sc, 0)

@@ -53,7 +53,7 @@ class Server:
         itemsize = run.platform.model_bytes // max(1, run.platform.dim)
         self.pull_bytes = [(s.stop - s.start) * itemsize for s in self.parts]
         self.push_bytes = [compression.message_bytes(s.stop - s.start) if self.onebit else b
-                           for s, b in zip(self.parts, self.pull_bytes)]
+                           for s, b in zip(self.parts, self.pull_bytes, strict=False)]
         m = run.model
         self.residual = [np.zeros_like(m.theta) for _ in range(run.n)] if m is not None and self.onebit else []
 
