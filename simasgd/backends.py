@@ -90,7 +90,9 @@ def needs_profile(name: str, scenario: Scenario) -> bool:
     ``NEEDS_PROFILE``)."""
     impl = load(name)
     decide = getattr(impl, "needs_profile", None)
-    return bool(decide(scenario)) if callable(decide) else bool(getattr(impl, "NEEDS_PROFILE"))
+    if callable(decide):
+        return bool(decide(scenario))
+    return bool(getattr(impl, "NEEDS_PROFILE"))  # noqa: B009 - not in Backend: some decide per scenario
 
 
 def run_metadata(backend: str, scenario: Scenario) -> dict[str, object]:

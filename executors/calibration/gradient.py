@@ -40,7 +40,9 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
     """The gradient timer, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
 
     @njit(nogil=True, cache=True)
-    def time_gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray, batch: int, out_ns: np.ndarray, seed: np.ndarray, shared: np.ndarray, starts_ns: np.ndarray) -> None:
+    def time_gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray,
+                      batch: int, out_ns: np.ndarray, seed: np.ndarray, shared: np.ndarray,
+                      starts_ns: np.ndarray) -> None:
         """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``; with a
         ``starts_ns`` as long as it (else :data:`NO_STARTS`), each call's start on the shared monotonic
         clock too (two threads' calls paired by time: :mod:`executors.calibration.speed`).
@@ -140,8 +142,8 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
     CPUs ``like`` names (the core-to-core hand-off ``[coherence]`` saw): with the two CPUs in different
     CCXs (hand-off 155-165 ns against 32 in one) each line of the pass crosses the slower link, and the
     pass took 290 µs against 40. ``table``: the workload's gradient table, whose in-cycle gradient and
-    pass size the runs. With unbounded retries, then (half as many passes) with persistence 0: ``cycle_fresh_k2_<kind>_median_s``
-    for a claimed destination, a retry's and a kept one's (``steps.PASS_KINDS``). Each run
+    pass size the runs. With unbounded retries, then (half as many passes) with persistence 0:
+    ``cycle_fresh_k2_<kind>_median_s`` for a claimed destination, a retry's and a kept one's (``steps.PASS_KINDS``). Each run
     starts once the CPUs are in that placement (waiting up to ``SETTLE_S``); where no run was, after as many
     tries as allowed, ``cycle_fresh_k2_in_placement = false`` says the figures are another placement's (a profile
     timed in the far one makes the simulator put Leashed at 2 threads, B = 16, at about half the rate

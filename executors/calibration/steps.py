@@ -1,4 +1,5 @@
-"""The model's steps timed inside a one-thread worker's cycle: ``cycle_read/update/fresh/snapshot_s`` of a gradient table.
+"""The model's steps timed inside a one-thread worker's cycle: a gradient table's
+``cycle_read/update/fresh/snapshot_s``.
 
 ``[copy_by_size]`` times a copy and an update of a warm buffer back to back: the buffer is all a core
 touches. A worker touches more between two steps: its gradient reads the weights, writes the
@@ -43,7 +44,9 @@ def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_r
     """The in-cycle step timer, in a closure over the kernel's and the update rule's source hashes."""
 
     @njit(nogil=True, cache=True)
-    def time_steps(pool: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray, batch: int, out_ns: np.ndarray, seed: np.ndarray, fresh: np.ndarray, ring: np.ndarray, every: np.ndarray) -> None:
+    def time_steps(pool: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray, batch: int,
+                   out_ns: np.ndarray, seed: np.ndarray, fresh: np.ndarray, ring: np.ndarray,
+                   every: np.ndarray) -> None:
         """A one-thread worker's cycle with its model steps timed (ns), as the executor runs them.
 
         In place (``fresh`` false; locks, HOGWILD!): ``pool[0]`` is the shared model, ``pool[1]`` the
@@ -110,7 +113,8 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
     """The two-thread Leashed pass timer, in a closure over the kernel's and the update rule's source hashes."""
 
     @njit(nogil=True, cache=True)
-    def time_shared_fresh(pool: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray, batch: int, out_ns: np.ndarray, kinds: np.ndarray, persistence: np.ndarray, seed: np.ndarray,
+    def time_shared_fresh(pool: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray,
+                          batch: int, out_ns: np.ndarray, kinds: np.ndarray, persistence: np.ndarray, seed: np.ndarray, 
                           ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray) -> None:
         """One of two threads sharing a pool of vectors with the executor's Leashed-SGD protocol
         (executors/cpu/leashed.py: ``acquire_latest``, ``claim``, ``release``, the CAS on the latest

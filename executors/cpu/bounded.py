@@ -156,7 +156,8 @@ def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> tupl
     def run_backup(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
                    ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
                    nrec: np.ndarray, seed: np.ndarray, slowdown: float,
-                   ring: np.ndarray, meta: np.ndarray, grads: np.ndarray, arrive: np.ndarray, order: np.ndarray, n_used: np.ndarray, residual: np.ndarray) -> int:
+                   ring: np.ndarray, meta: np.ndarray, grads: np.ndarray, arrive: np.ndarray, order: np.ndarray,
+                   n_used: np.ndarray, residual: np.ndarray) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)

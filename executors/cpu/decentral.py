@@ -84,7 +84,9 @@ def _make(kernels_version: str = CODE_VERSION + parzen.SOURCE_HASH) -> Any:
     def run_own(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
                 ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
                 nrec: np.ndarray, seed: np.ndarray, slowdown: float,
-                ring: np.ndarray, meta: np.ndarray, states: np.ndarray, vels: np.ndarray, shard: np.ndarray, inbox: np.ndarray, received: np.ndarray, locks: np.ndarray, counts: np.ndarray, params: np.ndarray, dist: np.ndarray) -> int:
+                ring: np.ndarray, meta: np.ndarray, states: np.ndarray, vels: np.ndarray, shard: np.ndarray,
+                inbox: np.ndarray, received: np.ndarray, locks: np.ndarray, counts: np.ndarray, params: np.ndarray,
+                dist: np.ndarray) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)

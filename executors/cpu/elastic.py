@@ -97,7 +97,8 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
     def run_elastic(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
                     ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
                     nrec: np.ndarray, seed: np.ndarray, slowdown: float,
-                    ring: np.ndarray, meta: np.ndarray, params: np.ndarray, xloc: np.ndarray, vloc: np.ndarray, grads: np.ndarray, gctl: np.ndarray, turn: np.ndarray, dist: np.ndarray) -> int:
+                    ring: np.ndarray, meta: np.ndarray, params: np.ndarray, xloc: np.ndarray, vloc: np.ndarray,
+                    grads: np.ndarray, gctl: np.ndarray, turn: np.ndarray, dist: np.ndarray) -> int:
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)

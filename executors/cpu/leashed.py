@@ -110,7 +110,8 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
     def run_leashed(w: int, X: np.ndarray, y: np.ndarray, shape: np.ndarray, theta: np.ndarray, vel: np.ndarray,
                     ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, ri: np.ndarray, rf: np.ndarray,
                     nrec: np.ndarray, seed: np.ndarray, slowdown: float,
-                    ring: np.ndarray, meta: np.ndarray, pool: np.ndarray, vpool: np.ndarray, rc: np.ndarray, stale: np.ndarray, ver: np.ndarray, peak: np.ndarray) -> int:
+                    ring: np.ndarray, meta: np.ndarray, pool: np.ndarray, vpool: np.ndarray, rc: np.ndarray,
+                    stale: np.ndarray, ver: np.ndarray, peak: np.ndarray) -> int:
         """One Leashed-SGD worker. ``theta``/``vel`` are unused (the state lives in ``pool``/``vpool``)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK

@@ -45,7 +45,8 @@ RUN, STOP, ABORT = 0, 1, 2
 # cfg_i
 C_WORKERS, C_BATCH, C_NROWS, C_MAXU, C_BOKIND, C_PERSIST, C_STALE_AWARE, C_CAP, C_PRIO, C_DIM, \
     C_SNAP_EVERY, C_PROBES, C_RWLOCK, C_LOPEZ, C_LOCAL_COPY, C_SWEEP_ALTERNATE = range(16)
-N_CFG_I = 16  # C_LOPEZ: lopez's choices as bits (lopez.WITH_ADD, lopez.CONSISTENT); C_LOCAL_COPY, C_SWEEP_ALTERNATE: hogwild
+# C_LOPEZ: lopez's choices as bits (lopez.WITH_ADD, lopez.CONSISTENT); C_LOCAL_COPY, C_SWEEP_ALTERNATE: hogwild
+N_CFG_I = 16
 # cfg_f
 F_LR, F_MOM, F_BO_INIT_NS, F_BO_MAX_NS = range(4)
 N_CFG_F = 4
