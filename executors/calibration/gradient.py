@@ -143,8 +143,9 @@ def leashed_pass_times(cfg: Any, table: dict[str, Any], seed: int, base_dir: str
     CCXs (hand-off 155-165 ns against 32 in one) each line of the pass crosses the slower link, and the
     pass took 290 µs against 40. ``table``: the workload's gradient table, whose in-cycle gradient and
     pass size the runs. With unbounded retries, then (half as many passes) with persistence 0:
-    ``cycle_fresh_k2_<kind>_median_s`` for a claimed destination, a retry's and a kept one's (``steps.PASS_KINDS``). Each run
-    starts once the CPUs are in that placement (waiting up to ``SETTLE_S``); where no run was, after as many
+    ``cycle_fresh_k2_<kind>_median_s`` for a claimed destination, a retry's and a kept one's
+    (``steps.PASS_KINDS``). Each run starts once the CPUs are in that placement (waiting up to
+    ``SETTLE_S``); where no run was, after as many
     tries as allowed, ``cycle_fresh_k2_in_placement = false`` says the figures are another placement's (a profile
     timed in the far one makes the simulator put Leashed at 2 threads, B = 16, at about half the rate
     measured in the near one; ``simasgd.metadata.profile_placement_warnings`` warns of it). Empty for a

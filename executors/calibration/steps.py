@@ -114,7 +114,7 @@ def _make_shared_fresh(kernels_version: str = SOURCE_HASH, rule_version: str = u
 
     @njit(nogil=True, cache=True)
     def time_shared_fresh(pool: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray,
-                          batch: int, out_ns: np.ndarray, kinds: np.ndarray, persistence: np.ndarray, seed: np.ndarray, 
+                          batch: int, out_ns: np.ndarray, kinds: np.ndarray, persistence: np.ndarray, seed: np.ndarray,
                           ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray) -> None:
         """One of two threads sharing a pool of vectors with the executor's Leashed-SGD protocol
         (executors/cpu/leashed.py: ``acquire_latest``, ``claim``, ``release``, the CAS on the latest
