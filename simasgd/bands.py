@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 BAND = "mean ± 1 sd over runs"
 X_LABELS = {"updates": "applied updates", "t": TIME_LABEL}
+STYLES = ("-", "-.", ":")  # one per result, so that a mean drawn over another stays visible; ε is dashed
 
 
 def subplots(nrows: int = 1, ncols: int = 1, **kw: Any) -> tuple[Figure, Any]:
@@ -45,16 +46,12 @@ def _mean_sd(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def loss_band_frame(result: RunResult, x: str = "updates", points: int = 200) -> pd.DataFrame:
     """The training loss's mean and sd over the runs, on ``points`` evenly spaced values of ``x``.
 
-    Each run's curve is linearly interpolated onto the grid, which spans only the ``x`` every run covers
-    (a run stops at ε, so the runs end at different points: past the shortest the mean would be of the
-    runs still going — the slow ones). Crashed runs are left out (their loss is not finite). Columns:
-    ``x, mean, sd, lo, hi, runs`` with ``lo, hi = mean ∓ sd``.
+    Each run's curve (:func:`run_curves`: up to where it reached ε) is linearly interpolated onto the
+    grid, which spans only the ``x`` every run covers (the runs reach ε at different points: past the
+    shortest the mean would be of the runs still going — the slow ones). Crashed runs are left out
+    (their loss is not finite). Columns: ``x, mean, sd, lo, hi, runs`` with ``lo, hi = mean ∓ sd``.
     """
-    if x not in X_LABELS:
-        raise ValueError(f"x must be one of {sorted(X_LABELS)}, not {x!r}")
-    crashed = {s.run for s in result.runs if s.crashed}
-    curve = result.curve[np.isfinite(result.curve["loss"]) & np.isfinite(result.curve[x])]
-    curves = [g.sort_values(x, kind="stable") for run, g in curve.groupby("run") if run not in crashed and len(g) >= 2]
+    curves = [g for g in run_curves(result, x) if len(g) >= 2]
     if not curves:
         raise ResultsError("no loss curve with two points or more: nothing to average")
     start = max(float(g[x].iloc[0]) for g in curves)
@@ -64,6 +61,25 @@ def loss_band_frame(result: RunResult, x: str = "updates", points: int = 200) ->
     mean, sd = _mean_sd(losses)
     return pd.DataFrame({"x": grid, "mean": mean, "sd": sd, "lo": mean - sd, "hi": mean + sd,
                          "runs": len(curves)})
+
+
+def run_curves(result: RunResult, x: str = "updates") -> list[pd.DataFrame]:
+    """Each run's loss curve that did not crash, sorted by ``x`` and cut where the run reached ε: the
+    stop rule ends a run there, though a backend that evaluates its losses after the run (cpu, torch)
+    records points past it — kept, they would stretch one side's curves past the other's."""
+    if x not in X_LABELS:
+        raise ValueError(f"x must be one of {sorted(X_LABELS)}, not {x!r}")
+    stop = {s.run: s.updates_to_eps if x == "updates" else s.time_to_eps for s in result.runs}
+    crashed = {s.run for s in result.runs if s.crashed}
+    curve = result.curve[np.isfinite(result.curve["loss"]) & np.isfinite(result.curve[x])]
+    out = []
+    for run, g in curve.groupby("run"):
+        if run in crashed:
+            continue
+        g = g.sort_values(x, kind="stable")
+        end = stop.get(int(run))
+        out.append(g[g[x] <= end] if end is not None else g)
+    return out
 
 
 def eps_target(result: RunResult) -> float | None:
@@ -76,9 +92,9 @@ def eps_target(result: RunResult) -> float | None:
 
 
 def _draw_band(ax: Axes, x: np.ndarray, mean: np.ndarray, lo: np.ndarray, hi: np.ndarray, color: Any,
-               label: str, floor: float | None = None, marker: str | None = None) -> None:
+               label: str, floor: float | None = None, marker: str | None = None, ls: str = "-") -> None:
     """The mean as a line and ± sd as a shaded band (``floor``: the band's lowest edge on a log axis)."""
-    ax.plot(x, mean, color=color, lw=2, marker=marker, label=label)
+    ax.plot(x, mean, color=color, lw=2, marker=marker, ls=ls, label=label)
     if np.isfinite(lo).any():
         low = np.where(lo > 0, lo, floor) if floor is not None else lo
         ax.fill_between(x, low, hi, color=color, alpha=0.25, lw=0)
@@ -98,14 +114,15 @@ def loss_band(results: Mapping[str, RunResult], x: str = "updates", title: str |
     # A band edge at or below 0 cannot sit on a log axis: drawn at half the lowest positive value instead.
     positive = [float(v[v > 0].min()) for f in frames.values() for v in (f["mean"], f["lo"]) if (v > 0).any()]
     floor = min(positive) / 2 if positive else None
-    for label, r in results.items():
+    for i, (label, r) in enumerate(results.items()):
         f = frames[label]
         if show_runs:
-            for _, g in r.curve[np.isfinite(r.curve["loss"]) & (r.curve["loss"] > 0)].groupby("run"):
+            for g in run_curves(r, x):
+                g = g[g["loss"] > 0]
                 ax.plot(g[x], g["loss"], color=colors[label], lw=0.7, alpha=0.35)
         n = int(f["runs"].iloc[0])
         _draw_band(ax, f["x"].to_numpy(), f["mean"].to_numpy(), f["lo"].to_numpy(), f["hi"].to_numpy(),
-                   colors[label], f"{label}: mean of {n} run{'s' * (n != 1)}", floor)
+                   colors[label], f"{label}: mean of {n} run{'s' * (n != 1)}", floor, ls=STYLES[i % len(STYLES)])
     _eps_lines(ax, results, colors)
     ax.set(xlabel=X_LABELS[x], ylabel="training loss (log scale)", yscale="log",
            title=title or f"Training loss, {BAND}")

@@ -168,6 +168,21 @@ def test_loss_band_frame_leaves_crashed_runs_out_and_a_single_run_has_no_band(ma
     assert g["sd"].isna().all() and (g["runs"] == 1).all()
 
 
+def test_loss_band_frame_cuts_each_run_where_it_reached_eps(make_result):
+    """A backend that evaluates its losses after the run (cpu, torch) has points past ε: not averaged."""
+    import dataclasses
+
+    from simasgd import bands
+
+    r = banded(make_result, ends=(1000, 1000, 1000))
+    r.runs = [dataclasses.replace(s, updates_to_eps=e, time_to_eps=None if e is None else e / 1000)
+              for s, e in zip(r.runs, (600, 450, None), strict=True)]
+    for x, end in (("updates", 450), ("t", 0.45)):
+        f = bands.loss_band_frame(r, x, points=10)
+        assert f["x"].iloc[-1] == pytest.approx(end) and (f["runs"] == 3).all()
+    assert [g["updates"].max() for g in bands.run_curves(r)] == [600, 450, 1000]
+
+
 def test_eps_target_is_eps_times_the_mean_initial_loss(make_result):
     from simasgd import bands
 
