@@ -4,8 +4,9 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
 
 - **point to point**: a ping-pong between two ranks for each message size (8 B … 4 MiB); the
   one-way time is half the median round trip. ``latency_us`` is the smallest size's one-way time,
-  ``bandwidth_gbps`` the slope of one-way time against bytes over the sizes ≥ 64 KiB (least squares:
-  t = latency + bytes / bandwidth), both what :mod:`simasgd.sim.network` takes;
+  ``bandwidth_gbps`` the slope of one-way time against bytes over the sizes ≥ 1 MiB (least squares:
+  t = latency + bytes / bandwidth; up to 64 MiB, so that the transfer, not a process's wake-up on
+  a busy host, makes the time), both what :mod:`simasgd.sim.network` takes;
 - **the server's link under N senders**: N ranks send rank 0 messages of ``SERVER_BYTES`` as fast as
   it takes them; ``server[N]`` is the bytes/s rank 0 received, and ``server_bandwidth_gbps`` the
   most of them;
@@ -29,8 +30,10 @@ import numpy as np
 
 from executors.dist.world import free_port
 
-SIZES = (8, 64, 512, 4096, 32768, 65536, 262144, 1048576, 4194304)
-QUICK_SIZES = (8, 512, 65536, 262144, 1048576)
+SIZES = (8, 64, 512, 4096, 32768, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+QUICK_SIZES = (8, 512, 65536, 1048576, 16777216)
+FIT_FROM = 1048576      # the bandwidth's fit: sizes whose transfer outlasts a wake-up's milliseconds
+MOVE_BYTES = 1 << 29    # a size's repeats move at most this much (the large ones: a few round trips)
 SERVER_BYTES = 262144
 ALLREDUCE_SIZES = (4096, 65536, 1048576)
 
@@ -42,7 +45,7 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     log("point-to-point latency and bandwidth by message size")
     p2p = _spawn(2, _pingpong, (sizes, reps))
     one_way = [float(x) for x in p2p]
-    big = [(s, t) for s, t in zip(sizes, one_way, strict=True) if s >= 65536]
+    big = [(s, t) for s, t in zip(sizes, one_way, strict=True) if s >= FIT_FROM]
     slope = np.polyfit([s for s, _ in big], [t for _, t in big], 1)[0] if len(big) >= 2 else float("nan")
     bw = 8.0 / slope / 1e9 if slope > 0 else float("nan")  # Gb/s
     log("the server's link under N senders")
@@ -115,7 +118,8 @@ def _pingpong(rank: int, world: int, sizes: tuple[int, ...], reps: int) -> list[
     for s in sizes:
         t = torch.zeros(max(1, s), dtype=torch.uint8)
         times = []
-        for i in range(reps + 5):  # 5 to warm the connection and buffers
+        n = max(5, min(reps, MOVE_BYTES // max(1, s)))
+        for i in range(n + 5):  # 5 to warm the connection and buffers
             dist.barrier() if i % 50 == 0 else None
             t0 = time.perf_counter_ns()
             if rank == 0:
