@@ -24,6 +24,7 @@ from simasgd.sim import gpu, network
 from simasgd.sim.algorithms import STARTERS
 from simasgd.sim.costs import Platform
 from simasgd.sim.engine import SimRun
+from simasgd.sim.gpu import GpuPlatform
 from simasgd.sim.numerics import Model
 from simasgd.sim.profile_tables import profile_gradient
 
@@ -52,17 +53,23 @@ def _needs_workload(sc: Scenario, machine: Any) -> bool:
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
-    device = gpu.resolve(scenario.machine.preset) if is_gpu(scenario.machine) else None
-    machine = device or resolve(scenario.machine)
+    preset = scenario.machine.preset
+    device = gpu.resolve(preset) if preset is not None and is_gpu(scenario.machine) else None
+    cpu = None if device is not None else resolve(scenario.machine)
+    machine = device if device is not None else cpu
     wl = None
     if device is not None or _needs_workload(scenario, machine):
         from simasgd.workloads import build_workload
         wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
     env = simpy.Environment()
-    platform = gpu.platform(env, scenario, device, run, wl) if device is not None else Platform(
-        env, scenario, machine, run, dim=None if wl is None else int(wl.dim),
-        itemsize=8 if wl is None else int(np.dtype(wl.dtype).itemsize),
-        flops_per_sample=None if wl is None else float(wl.flops_per_sample))
+    platform: Platform | GpuPlatform
+    if device is not None:
+        platform = gpu.platform(env, scenario, device, run, wl)
+    else:
+        assert cpu is not None  # resolved above wherever the machine is no GPU
+        platform = Platform(env, scenario, cpu, run, dim=None if wl is None else int(wl.dim),
+                            itemsize=8 if wl is None else int(np.dtype(wl.dtype).itemsize),
+                            flops_per_sample=None if wl is None else float(wl.flops_per_sample))
     model = Model(scenario, run, wl) if scenario.sim.numerics else None
     monitor = Monitor(scenario.stop, run, accuracy_of=None if model is None else accuracy_of(wl))
     if model is not None:
@@ -91,7 +98,8 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
                               numerics=sim.model is not None,
                               dropped=int((~applied).sum()),
                               mean_lock_wait_s=float(frame["lock_wait_s"].mean()) if len(frame) else 0.0,
-                              **network.traffic(sc, sim.platform.dim, sim.platform.model_bytes // max(1, sim.platform.dim),
+                              **network.traffic(sc, sim.platform.dim,
+                                                sim.platform.model_bytes // max(1, sim.platform.dim),
                                                 len(frame)))
     if sim.model is None:
         summary.not_reached = False
