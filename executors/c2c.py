@@ -146,7 +146,8 @@ def measured_rows(fn: Any, sizes: Sequence[int], seconds: float, *args: Any, tri
 
     Two probes around a whole table do not prove it stayed in one placement: the host moved the CPUs
     away and back within a 2.5 s ``[coherence]`` table, and one row read 36 GB/s among rows at 80-90.
-    A row is a fraction of a second; it is measured again (up to ``tries`` times) while its probes disagree with each other or with the table's placement. Rows keep their
+    A row is a fraction of a second; it is measured again (up to ``tries`` times) while its probes disagree with each
+    other or with the table's placement. Rows keep their
     probes in ``c2c_ns`` (two a row); per-size columns are joined; a whole-number column (rounds, passes
     timed) keeps its smallest value, any other the first row's."""
     rows: list[dict[str, Any]] = []

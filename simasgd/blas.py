@@ -3,7 +3,8 @@
 numba compiles ``np.dot`` into a call to the BLAS that SciPy links (``scipy.linalg.cython_blas``).
 numpy's manylinux wheels carry a second, newer OpenBLAS (``numpy.libs/libscipy_openblas64_*``,
 64-bit integers). On an AVX-512 core (Zen 4) its single-precision GEMM ran the MLP's ``A·B`` and
-``Aᵀ·B`` 8-34% faster than SciPy's (0.3.31 against 0.3.30; both pick their SkylakeX kernels there), its ``A·Bᵀ`` 10-30% slower, and its float64 GEMM no faster. So
+``Aᵀ·B`` 8-34% faster than SciPy's (0.3.31 against 0.3.30; both pick their SkylakeX kernels there), its ``A·Bᵀ`` 10-30%
+slower, and its float64 GEMM no faster. So
 ``kernels.gemm`` takes every float32 product from it, ``A·Bᵀ`` included, and leaves float64 to
 ``np.dot``.
 

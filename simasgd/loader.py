@@ -109,7 +109,8 @@ def _stray_algorithm_params(data: dict[str, Any], label: str) -> list[str]:
     if not isinstance(alg, dict) or not isinstance(alg.get("name"), str):
         return []
     lines = []
-    for msg in stray_params(alg["name"], {k for k, v in alg.items() if k in AlgorithmConfig.model_fields and v is not None}):
+    given = {k for k, v in alg.items() if k in AlgorithmConfig.model_fields and v is not None}
+    for msg in stray_params(alg["name"], given):
         key = msg.split("`")[1]
         lines.append(f"{label}: algorithm.{key} = {_fmt(alg[key])}: {msg}")
     return lines

@@ -67,7 +67,8 @@ def collect(backend: str, scenario_hash: str) -> dict[str, Any]:
 
 
 def host_state() -> dict[str, list[float] | list[int]]:
-    """The 1/5/15-minute load averages and this process's CPU affinity, now (a real run takes it at its start and end)."""
+    """The 1/5/15-minute load averages and this process's CPU affinity, now (a real run takes it at its start and
+    end)."""
     try:
         load = [float(x) for x in os.getloadavg()]
     except OSError:
@@ -107,7 +108,8 @@ def busy_host_warnings(meta: dict[str, Any], workers: int) -> list[str]:
             limit = len(cpus) - workers + 0.5
             if float(load[0]) > limit:
                 out.append(f"run {h.get('run', '?')}: the host was busy — 1-minute load average {float(load[0]):.2f} "
-                           f"at its {when} > {len(cpus)} CPUs − {workers} workers + 0.5; its timings include other work")
+                           f"at its {when} > {len(cpus)} CPUs − {workers} workers + 0.5; its timings include other "
+                           f"work")
                 break
     return out
 

@@ -25,7 +25,8 @@ from simasgd.atomicio import atomic_write_text
 
 FORMAT = "simasgd-profile"
 FORMAT_VERSION = 1
-CALIBRATOR = "executors.calibration.calibrate"  # module with calibrate(workloads, quick, seed, base_dir) and DEFAULT_WORKLOADS
+# module with calibrate(workloads, quick, seed, base_dir) and DEFAULT_WORKLOADS
+CALIBRATOR = "executors.calibration.calibrate"
 
 
 class ProfileError(ValueError):

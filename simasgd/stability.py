@@ -61,7 +61,8 @@ def regime_ratios(updates: pd.DataFrame | None, windows: int = WINDOWS) -> dict[
     """Per run: its slowest time window's median cycle over its fastest's.
 
     A cycle is the time from one attempt's start to the same worker's next (``phases.cycle_table``'s
-    ``cycle``), placed in the window where it starts; the run's span after ``WARMUP`` is cut into ``windows`` equal parts, and the
+    ``cycle``), placed in the window where it starts; the run's span after ``WARMUP`` is cut into ``windows`` equal
+    parts, and the
     windows with at least ``MIN_PER_WINDOW`` cycles count. 1.0 is a steady run; a run with fewer than two
     such windows, or without start times, has no entry."""
     out: dict[int, float] = {}

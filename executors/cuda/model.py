@@ -154,7 +154,8 @@ class ConvNet(DenseNet):
         matmul(D1, W1, self.dpool, False, True, st)  # δ_pool = δ_1·W1ᵀ
         tpb = K.reduce_threads(pool.shape[0] * s["Hp"] * s["Wp"])
         with launch_lock():
-            K.conv_grad[K.reduce_blocks(s["conv"]), tpb, st](self.X, self.idx, self.dpool, pool, self.arg, self.gdims, g[:s["conv"]])
+            K.conv_grad[K.reduce_blocks(s["conv"]), tpb, st](self.X, self.idx, self.dpool, pool, self.arg, self.gdims,
+                                                             g[:s["conv"]])
 
 
 class HostGradient(Gradient):

@@ -37,7 +37,8 @@ def main(argv: list[str]) -> int:
             t = time.perf_counter()
             try:
                 ptx, _ = cuda.compile_ptx(getattr(ks, name).py_func, signature(dtype), cc=cc)
-                print(f"ok   {kind:5} {dtype} {name:8} {len(ptx):8d} chars {time.perf_counter() - t:5.1f} s", flush=True)
+                took = time.perf_counter() - t
+                print(f"ok   {kind:5} {dtype} {name:8} {len(ptx):8d} chars {took:5.1f} s", flush=True)
             except Exception as e:
                 bad += 1
                 print(f"FAIL {kind:5} {dtype} {name:8} {type(e).__name__}: {str(e)[:2000]}", flush=True)

@@ -6,7 +6,8 @@ scenario gives them; otherwise they follow from the machine and the workload:
 
 - gradient: the calibrated profile's samples (preset ``this``, ``[gradient."<workload>"]``
   of docs/profile.md; those measured with k = min(workers, CPUs) threads at once,
-  ``concurrent.k<k>``, when the profile has them) when present, else ``flops_per_sample × batch / gflops_per_core`` with gamma jitter of
+  ``concurrent.k<k>``, when the profile has them) when present, else ``flops_per_sample × batch / gflops_per_core``
+  with gamma jitter of
   coefficient of variation ``[sim] gradient_cv``;
 - read: a copy of the model, ``2·d·itemsize`` bytes (load shared, store local);
 - update: ``θ ← θ − η·g``, ``3·d·itemsize`` bytes; both at the calibrated bandwidth of

@@ -18,7 +18,8 @@ activations and their deltas of one mini-batch, the mini-batch itself and
 the GEMM's packed operand blocks (sized to the core's L2); plus the shared
 model once. For Ek's MLP at B = 64 in double precision that is 3.65 MiB a
 worker: 7 workers fill one 25 MiB L3 to 26.6 MiB, 8 to 30.2, 4 to 15.6.
-When that footprint ``F`` exceeds the capacity ``C`` a fraction of the gradient's traffic misses and streams from DRAM through the
+When that footprint ``F`` exceeds the capacity ``C`` a fraction of the gradient's traffic misses and streams from DRAM
+through the
 socket's :class:`~simasgd.sim.memory.Bandwidth` (shared with the socket's
 other misses, each stream at most what one core can pull). The hit ratio of
 a footprint reused cyclically depends on the replacement policy, a physical

@@ -199,7 +199,8 @@ def _heatmap(part: pd.DataFrame, x: str, y: str, label: str, unit: str, path: Pa
     for i, yv in enumerate(mean.index):
         for j, xv in enumerate(mean.columns):
             t = mean.loc[yv, xv]
-            text = ("—" if pd.isna(t) else f"{t:.3g}") + f"\nC{int(crashed.loc[yv, xv])} N{int(not_reached.loc[yv, xv])}"
+            counts = f"\nC{int(crashed.loc[yv, xv])} N{int(not_reached.loc[yv, xv])}"
+            text = ("—" if pd.isna(t) else f"{t:.3g}") + counts
             # Dark text on the light (fast, yellow) end of viridis_r, light text on the dark end.
             light = pd.isna(t) or hi == lo or (t - lo) / (hi - lo) < 0.5
             ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,

@@ -109,7 +109,8 @@ def init_from_factory(cfg: WorkloadConfig, base_dir: str | None, rng: np.random.
 # --- data ----------------------------------------------------------------------------------------
 
 def load_data(cfg: WorkloadConfig, seed: int, base_dir: str | None) -> Dataset:
-    """The built-in ``dataset``, or the ``data`` factory's arrays (split like the built-ins when it gives no test set)."""
+    """The built-in ``dataset``, or the ``data`` factory's arrays (split like the built-ins when it gives no test
+    set)."""
     if cfg.data is None:
         return load_dataset(cfg, seed, base_dir)
     key = (cfg.data, base_dir, seed, cfg.dtype, cfg.test_fraction, _loss_name(cfg))
