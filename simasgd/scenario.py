@@ -138,7 +138,8 @@ class WorkloadConfig(Section):
             raise ValueError(f"sparse = true is for logreg and least_squares, not {self.model}")
         torch_keys = sorted(k for k in ("module", "data", "loss") if getattr(self, k) is not None)
         if self.model == "torch" and self.module is None:
-            raise ValueError("model = 'torch' needs `module = \"package.module:factory\"` (returning a torch.nn.Module)")
+            raise ValueError("model = 'torch' needs `module = \"package.module:factory\"` "
+                             "(returning a torch.nn.Module)")
         if self.model != "torch" and torch_keys:
             raise ValueError(f"{', '.join(torch_keys)}: only for model = 'torch', not {self.model!r}")
         if self.data is not None and "dataset" in self.model_fields_set:
@@ -246,7 +247,6 @@ class StopConfig(Section):
     max_time_s: PosFloat = 60.0
     max_updates: PosInt = 100_000
     eval_every_updates: PosInt | None = None
-    eval_every_s: PosFloat | None = None
     explode_factor: Annotated[float, Field(gt=1, allow_inf_nan=False)] = 10.0
 
     @property
@@ -371,7 +371,6 @@ class SimConfig(Section):
 class CpuConfig(Section):
     pin: bool = True
     join_timeout_s: PosFloat = 30.0
-    monitor_every_s: PosFloat | None = None  # no longer used: losses come from θ snapshots every stop.eval_every_updates
     # When the snapshots' losses are evaluated: "auto" = during the run when the workers leave a CPU
     # free (ε then stops the run), else after it; "after" = always after the run (no evaluation
     # competes with the workers for caches or memory: what fidelity measurements want).

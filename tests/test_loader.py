@@ -120,6 +120,13 @@ def test_unknown_top_level_and_algorithm_name(tmp_path: Path) -> None:
     assert "seeed: unknown key" in text and "hogwild" in text and "unknown algorithm" in text
 
 
+@pytest.mark.parametrize("key", ["stop.eval_every_s", "cpu.monitor_every_s"])
+def test_keys_no_backend_reads_are_refused_not_ignored(key: str) -> None:
+    """A key that nothing would act on is an unknown key, named with its file."""
+    with pytest.raises(ScenarioError, match=rf"quickstart\.toml.*{key}"):
+        loader.load(REPO / "scenarios" / "quickstart.toml", [f"{key}=0.5"])
+
+
 def test_cross_checks(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="algorithm.k = 5 exceeds workers.count = 4"):
         loader.from_dict({"workers": {"count": 4}, "algorithm": {"name": "k_sync", "k": 5}})

@@ -146,7 +146,7 @@ def rehearsal(sc: Scenario) -> Scenario:
     n = min(REHEARSAL_UPDATES * (REHEARSAL_MASTER if master else 1) * sc.workers.count, sc.stop.max_updates)
     doc = sc.to_dict()
     doc["stop"] = {**doc["stop"], "epsilon": 0.0, "max_updates": n, "max_time_s": REHEARSAL_S,
-                   "eval_every_updates": max(1, n // 2), "eval_every_s": None}
+                   "eval_every_updates": max(1, n // 2)}
     return loader.from_dict(doc, f"{sc.name} (rehearsal)", Path(sc.base_dir) if sc.base_dir else None)
 
 

@@ -78,7 +78,6 @@ KEY_DOCS: dict[str, str] = {
                              "measuring backends",
     "StopConfig.max_updates": "the budget in applied updates",
     "StopConfig.eval_every_updates": "updates between two loss evaluations (default: max_updates / 200)",
-    "StopConfig.eval_every_s": "not read by any backend: losses are evaluated every `eval_every_updates`",
     "StopConfig.explode_factor": "a loss above this × the initial loss counts as crashed",
     "SimConfig.numerics": "apply real gradients in the simulated order (loss curve, updates to ε); "
                           "false: timing only (staleness, throughput), much faster",

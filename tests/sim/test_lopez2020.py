@@ -25,7 +25,7 @@ def runs(algorithm: str, threads: int, numerics: bool = False, seconds: float = 
     if key not in _cache:
         sc = loader.load(SCENARIOS / "threads.toml", [
             f"algorithm.name=\"{algorithm}\"", f"workers.count={threads}", f"stop.max_time_s={seconds}",
-            f"sim.numerics={'true' if numerics else 'false'}", f"stop.eval_every_s={seconds / 10}"])
+            f"sim.numerics={'true' if numerics else 'false'}"])
         _cache[key] = [backend.run_once(sc, k) for k in range(REPEATS if not numerics else 1)]
     return _cache[key]
 
