@@ -25,10 +25,10 @@ timeout 150 $PY benchmarks/gpu_check.py --out "$OUT/a" --deadline 120 --sections
 # 2. the PyTorch anchor at equal workers
 timeout $(( $(left) < 75 ? $(left) : 75 )) $PY benchmarks/torch_gpu_anchor.py --device cuda --workers 1,8,32 \
   --batch 16 --seconds 2 --out "$OUT" 2>&1
-# 3. the rest, in priority order, within what is left
-R=$(( $(left) - 45 ))
-[ "$R" -gt 30 ] && timeout $(( R + 30 )) $PY benchmarks/gpu_check.py --out "$OUT/b" --deadline "$R" \
+# 3. the [gpu] and [gpu.block] tables of the simulator's GPU model (about a minute: three short backend runs)
+timeout 90 $PY -m simasgd.cli calibrate --gpu --out "$OUT/gpu_profile.toml" 2>&1 | tail -20
+# 4. the rest, in priority order, within what is left
+R=$(( $(left) - 15 ))
+[ "$R" -gt 30 ] && timeout $(( R + 15 )) $PY benchmarks/gpu_check.py --out "$OUT/b" --deadline "$R" \
   --sections streams,hogwild_cnn,algorithms_mlp,lopez_table,to_eps 2>&1
-# 4. the [gpu] table of the simulator's GPU model
-timeout $(( $(left) > 5 ? $(left) : 5 )) $PY -m simasgd.cli calibrate --gpu --out "$OUT/gpu_profile.toml" 2>&1 | tail -20
 echo "gpu_check.sh: done in $(( $(date +%s) - START )) s"
