@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simasgd import algorithms
+from simasgd import algorithms, profile
 from simasgd.convergence import Monitor, accuracy_of
+from simasgd.gpus import Gpu
 from simasgd.machine import is_gpu, preset_of, resolve, simulated
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
-from simasgd.sim import gpu, network
+from simasgd.sim import gpu, gpu_resident, network
 from simasgd.sim.algorithms import STARTERS
 from simasgd.sim.costs import Platform
 from simasgd.sim.engine import SimRun
@@ -51,6 +52,18 @@ def _needs_workload(sc: Scenario, machine: Any) -> bool:
     return sc.sim.numerics or derived_gradient or t.read is None or t.update is None or sc.network is not None
 
 
+def _gpu_platform(env: simpy.Environment, sc: Scenario, device: Gpu, run: int, wl: Any) -> GpuPlatform:
+    """The ``gpu`` backend's resident blocks or streams (``[gpu] mode``, :mod:`simasgd.sim.gpu_resident`)
+    where the profile has measured a block's rates (``[gpu.block]``); else kernels launched per stream."""
+    if wl is None:
+        raise ValueError("a GPU machine needs the workload (its dimension and flops)")
+    costs = gpu_resident.block_costs(device)
+    if costs is not None:
+        return gpu_resident.platform(env, sc, device, costs, run, wl, profile.workload_key(sc.workload))
+    return GpuPlatform(env, sc, device, run, int(wl.dim), int(np.dtype(wl.dtype).itemsize),
+                       float(wl.flops_per_sample), np.asarray(wl.shape))
+
+
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
     preset = scenario.machine.preset
@@ -64,7 +77,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     env = simpy.Environment()
     platform: Platform | GpuPlatform
     if device is not None:
-        platform = gpu.platform(env, scenario, device, run, wl)
+        platform = _gpu_platform(env, scenario, device, run, wl)
     else:
         assert cpu is not None  # resolved above wherever the machine is no GPU
         platform = Platform(env, scenario, cpu, run, dim=None if wl is None else int(wl.dim),

@@ -237,19 +237,6 @@ class GpuPlatform:
         return self.env.timeout(self.gpu.host_sync_s)
 
 
-def platform(env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, wl: Any) -> GpuPlatform:
-    """The ``gpu`` backend's resident blocks or streams (``[gpu] mode``, :mod:`simasgd.sim.gpu_resident`)
-    where the profile has measured a block's rates (``[gpu.block]``); else kernels launched per stream."""
-    if wl is None:
-        raise ValueError("a GPU machine needs the workload (its dimension and flops)")
-    from simasgd.sim import gpu_resident
-
-    costs = gpu_resident.block_costs(gpu)
-    if costs is not None:
-        return gpu_resident.platform(env, sc, gpu, costs, run, wl, profile.workload_key(sc.workload))
-    return GpuPlatform(env, sc, gpu, run, int(wl.dim), int(np.dtype(wl.dtype).itemsize), float(wl.flops_per_sample),
-                       np.asarray(wl.shape))
-
 
 def with_overrides(gpu: Gpu, **given: Any) -> Gpu:
     return replace(gpu, **{k: v for k, v in given.items() if v is not None})
