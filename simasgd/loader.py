@@ -128,7 +128,7 @@ def format_errors(err: ValidationError, data: dict[str, Any], label: str) -> lis
         if line not in by_key.setdefault(key, []):
             by_key[key].append(line)
     lines = list(stray)
-    for key, group in by_key.items():
+    for _key, group in by_key.items():
         # A union (e.g. placement: a name or a list of cores) fails once per member: say it once.
         head, _, first = group[0].rpartition(": ")
         lines.append(group[0] if len(group) == 1 else

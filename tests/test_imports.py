@@ -53,10 +53,7 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names if alias.name in known)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                source = _resolve(module, is_package, node.level, node.module)
-            else:
-                source = node.module or ""
+            source = _resolve(module, is_package, node.level, node.module) if node.level else node.module or ""
             for alias in node.names:
                 sub = f"{source}.{alias.name}"
                 if sub in known:

@@ -41,7 +41,7 @@ def copy_bandwidth(n_bytes: int, max_threads: int, seconds: float) -> dict[str, 
         reps = int(max(1, min(10000, seconds / len(threads) / max(t1 * 1e-9, 1e-7))))
         go[0] = 0
         args = [(dst, src, reps, go) for dst, src in bufs]
-        timer = threading.Timer(0.05, lambda: go.__setitem__(0, 1))
+        timer = threading.Timer(0.05, go.__setitem__, (0, 1))
         timer.start()
         ns = run_threads(_copy_loop, args)
         # bytes read + written per copy, all threads, over the slowest thread's time

@@ -171,9 +171,9 @@ class SimRun:
             self.rec.add(w, self.version + 1, read_version, t_read, self.env.now, wait, retries, False)
 
     def _checkpoint(self, v: int) -> None:
-        if self.model is not None and not self.monitor.done:
-            if self.monitor.observe(self.env.now, v, self.model.loss(), self.model.result()):
-                self.finish()
+        if self.model is not None and not self.monitor.done and \
+                self.monitor.observe(self.env.now, v, self.model.loss(), self.model.result()):
+            self.finish()
         if self.advance is not None:
             self.advance(self.every)
         if v >= self.max_updates:

@@ -11,6 +11,7 @@ by :mod:`costs`, so the numbers do not depend on how fast this host is.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ class Model:
         self.rngs = seeds.worker_rngs(sc.seed, run, seeds.Role.BATCH, n)
         chunks = max(1, min(sc.sim.read_chunks, self.theta.size))
         bounds = np.linspace(0, self.theta.size, chunks + 1).astype(int)
-        self.chunks = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=False)]
+        self.chunks = [slice(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
 
     def snapshot(self, w: int, part: slice | None = None) -> None:
         """Worker ``w`` copies the shared parameters (or one chunk of them) into its buffer."""

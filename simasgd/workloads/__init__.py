@@ -81,10 +81,8 @@ def build_workload(cfg: WorkloadConfig, seed: int, base_dir: str | None = None) 
     data = load_dataset(cfg, seed, base_dir)
     spec = builder(cfg, data)
     dtype = np.dtype(cfg.dtype)
-    if data.sparse:  # the row's stored values plus their int64 column indices
-        bytes_per_sample = data.nnz_per_row * (dtype.itemsize + 8)
-    else:
-        bytes_per_sample = float(data.features * dtype.itemsize)
+    # a sparse row: its stored values plus their int64 column indices
+    bytes_per_sample = data.nnz_per_row * (dtype.itemsize + 8) if data.sparse else float(data.features * dtype.itemsize)
     return Workload(
         name=cfg.model, kernel=kernels.loss_and_grad, loss_kernel=kernels.loss,
         predict_kernel=kernels.predict if data.classes else None,

@@ -7,6 +7,7 @@ parameter layout and the initialisation.
 
 from __future__ import annotations
 
+import itertools
 from functools import partial
 
 import numpy as np
@@ -38,7 +39,7 @@ def check_layers(layers: list[int], data: Dataset) -> None:
 
 def softmax_spec(layers: list[int], description: str) -> ModelSpec:
     """θ = per layer W (in×out, row-major) then b; logreg is the one-layer case."""
-    pairs = list(zip(layers[:-1], layers[1:], strict=False))
+    pairs = list(itertools.pairwise(layers))
     dim = sum(i * o + o for i, o in pairs)
     macs = sum(i * o for i, o in pairs)
     # forward (2·macs) + weight gradients (2·macs) + deltas for every layer but the
@@ -53,7 +54,7 @@ def softmax_spec(layers: list[int], description: str) -> ModelSpec:
 def he_glorot_init(layers: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """He-normal weights for layers feeding a ReLU, Glorot-normal for the linear
     output layer, zero biases; float64 (the workload casts)."""
-    pairs = list(zip(layers[:-1], layers[1:], strict=False))
+    pairs = list(itertools.pairwise(layers))
     theta = np.zeros(sum(i * o + o for i, o in pairs))
     off = 0
     for l, (i, out) in enumerate(pairs):
