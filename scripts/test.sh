@@ -12,4 +12,4 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   tier=(-m "not slow and not hardware")
 fi
-exec .venv/bin/python -m pytest -q "${tier[@]}" "$@"
+exec .venv/bin/python -m pytest -q ${tier[@]+"${tier[@]}"} "$@"
