@@ -110,6 +110,7 @@ def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic, prev: tu
         if m is not None:
             m.theta += el.alpha * (sent - m.theta)
     else:
+        assert sent is not None  # set above wherever the model is
         total = p.update_time(w)
         for i, part in enumerate(m.chunks):        # lock-free: each chunk against the centre as it is then
             if not nw.enabled:

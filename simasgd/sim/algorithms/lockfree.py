@@ -60,6 +60,7 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
                 model.snapshot(w)
         else:
             total = p.read_time(w)
+            assert model is not None  # chunks come from the model
             for i, part in enumerate(chunks):  # torn read: each chunk as it is at the moment it is copied
                 yield p.read(w, 1 / len(chunks), None if total is None else total / len(chunks), i == 0)
                 model.snapshot(w, part)
@@ -76,6 +77,7 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
                 model.step(model.grad[w], run.version - rv)
         else:
             tau, total = run.version - rv, p.update_time(w)
+            assert model is not None  # writes come from the model's chunks
             for i, part in enumerate(writes):  # element-wise writes land chunk by chunk, in the sweep's order
                 part_s = None if total is None else total / len(writes)
                 yield p.update(w, 1 / len(writes), part_s, i == 0, racing=True, down=down)

@@ -84,7 +84,7 @@ class Wire:
 
     def send(self, run: SimRun, w: int) -> None:
         """Worker ``w``'s gradient as it is sent: Q(g + e) with ``onebit`` (e kept), else g."""
-        if self.residual:
+        if self.residual and run.model is not None:  # residuals are kept only with the model
             g = run.model.grad[w]
             self.quantize(g, self.residual[w], g)
 
