@@ -22,8 +22,9 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ class Check:
         self.log(f"section {name}")
         try:
             body()
-        except Exception as e:  # noqa: BLE001 - a section's failure is recorded; the next one runs
+        except Exception as e:
             self.doc["skipped"].append({"section": name, "why": f"{type(e).__name__}: {e}",
                                         "trace": traceback.format_exc()[-3000:]})
             self.log(f"FAILED {name}: {type(e).__name__}: {e}")
@@ -129,12 +130,13 @@ class Check:
                    "mode": sc.gpu.mode if sc.gpu else "resident", "model": sc.workload.model,
                    "workers": sc.workers.count, "batch": sc.workload.batch_size, **extra, **summarise(r),
                    "cell_wall_s": time.perf_counter() - t}
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             row = {"section": section, "backend": backend, "algorithm": sc.algorithm.name, "workers": sc.workers.count,
                    "error": f"{type(e).__name__}: {e}", "cell_wall_s": time.perf_counter() - t}
         self.doc["cells"].append(row)
         self.log(f"  {section} {row['algorithm']} n={row['workers']}: "
-                 f"{row.get('updates_per_s', float('nan')):.0f} updates/s, τ̄ {row.get('mean_staleness', float('nan')):.2f}"
+                 f"{row.get('updates_per_s', float('nan')):.0f} updates/s, "
+                 f"τ̄ {row.get('mean_staleness', float('nan')):.2f}"
                  f"{' ' + row['error'] if 'error' in row else ''} ({row['cell_wall_s']:.1f} s)")
         self.save()
         return row
@@ -145,12 +147,12 @@ def env() -> dict[str, Any]:
     try:
         out["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                        timeout=10).stdout.strip()
-    except Exception:  # noqa: BLE001
+    except Exception:
         out["commit"] = None
     for mod in ("numpy", "numba", "numba_cuda"):
         try:
             out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
+        except Exception:
             out[mod] = None
     from executors.cuda import device
 
@@ -208,7 +210,8 @@ def check_constant(c: Check) -> None:
         mode = "streams" if (algo, n) == ("mutex", 2) else "resident"
         sc = scenario({"name": "const", "seed": 1, "workers": {"count": n}, "workload": {"model": "least_squares",
                        "batch_size": 1}, "algorithm": {"name": algo}, "optimizer": {"lr": LR},
-                       "stop": {"max_updates": n_up, "max_time_s": 120, "eval_every_updates": n_up // 4}}, gpu={"mode": mode})
+                       "stop": {"max_updates": n_up, "max_time_s": 120, "eval_every_updates": n_up // 4}},
+                      gpu={"mode": mode})
         import simasgd.workloads as W
 
         real = W.build_workload
@@ -261,7 +264,8 @@ def section_streams(c: Check) -> None:
         for n in ([1, 2] if c.tiny else [1, 2, 4, 8, 16, 32]):
             if algo == "lopez" and n < 2:
                 continue
-            c.cell("streams-mlp", scenario(doc, workers={"count": n}, algorithm={"name": algo}, gpu={"mode": "streams"}))
+            c.cell("streams-mlp",
+                   scenario(doc, workers={"count": n}, algorithm={"name": algo}, gpu={"mode": "streams"}))
 
 
 def section_hogwild_cnn(c: Check) -> None:

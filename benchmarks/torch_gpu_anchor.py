@@ -31,8 +31,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import gc
 import datetime as dt
+import gc
+import itertools
 import json
 import math
 import sys
@@ -58,7 +59,7 @@ def build_model(layers: list[int], seed: int, device: torch.device) -> nn.Sequen
     """simasgd's mlp: Linear layers, ReLU between them (logits out), He/Glorot-normal weights, zero biases."""
     g = torch.Generator().manual_seed(seed)
     mods: list[nn.Module] = []
-    pairs = list(zip(layers[:-1], layers[1:]))
+    pairs = list(itertools.pairwise(layers))
     for i, (a, b) in enumerate(pairs):
         lin = nn.Linear(a, b)
         std = math.sqrt(2.0 / a) if i < len(pairs) - 1 else math.sqrt(2.0 / (a + b))
@@ -109,7 +110,7 @@ def _proc_worker(rank: int, shared: list[Any], cfg: dict[str, Any], ready: Any, 
     failed = None
     try:
         _proc_loop(rank, model, X, y, cfg, ready, counts, stops, t0, start, abort)
-    except BaseException as e:  # noqa: BLE001 — every failure goes back to the parent, with its traceback
+    except BaseException as e:
         failed = f"worker {rank}: {type(e).__name__}: {e}\n{traceback.format_exc()}"[-4000:]
     del model, X, y  # the traceback, which held them too, went with the except block
     gc.collect()
@@ -212,7 +213,7 @@ def _thread_view(model: nn.Module) -> nn.Module:
     has its own ``.grad`` (one module's ``.grad`` would sum every thread's backward) and its own version
     counters (another thread's in-place step does not fail this thread's backward)."""
     view = copy.deepcopy(model)
-    for v, p in zip(view.parameters(), model.parameters()):
+    for v, p in zip(view.parameters(), model.parameters(), strict=False):
         v.data = p.data
     return view
 
@@ -252,7 +253,7 @@ def run_threads(n: int, model: nn.Module, X: torch.Tensor, y: torch.Tensor, cfg:
                 if stream is not None:
                     stream.synchronize()
                 stops[rank] = time.monotonic()
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors.append(f"thread {rank}: {type(e).__name__}: {e}\n{traceback.format_exc()}"[-4000:])
 
     threads = [threading.Thread(target=worker, args=(r,), daemon=True) for r in range(n)]
@@ -261,7 +262,7 @@ def run_threads(n: int, model: nn.Module, X: torch.Tensor, y: torch.Tensor, cfg:
             t.start()
         until = time.monotonic() + cfg["setup_timeout"]
         while not all(e.is_set() for e in ready):
-            if errors or not all(t.is_alive() or r.is_set() for t, r in zip(threads, ready)) \
+            if errors or not all(t.is_alive() or r.is_set() for t, r in zip(threads, ready, strict=False)) \
                     or time.monotonic() > until:
                 abort.set()
                 raise WorkerError("\n".join(errors) or f"threads not ready after {cfg['setup_timeout']} s")
@@ -328,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(layers) < 2 or min(layers) < 1 or min(workers) < 1 or args.batch < 1 or args.samples < 1:
         ap.error("--layers needs two or more positive widths; --workers, --batch, --samples positive")
     cfg = {"layers": layers, "batch": args.batch, "lr": args.lr, "seconds": args.seconds, "warmup": args.warmup,
-           "seed": args.seed, "fail_worker": args.fail_worker, "setup_timeout": args.setup_timeout, "stop_timeout": args.stop_timeout}
+           "seed": args.seed, "fail_worker": args.fail_worker, "setup_timeout": args.setup_timeout,
+           "stop_timeout": args.stop_timeout}
 
     X, y = make_data(layers, args.samples, args.seed, device)
     rows = []
@@ -350,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         del model
 
     doc = {"schema": SCHEMA, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-           "torch": torch.__version__, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "torch": torch.__version__, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
            "mode": args.mode, "batch": args.batch, "layers": layers, "samples": args.samples, "lr": args.lr,
            "warmup": args.warmup, "seed": args.seed, "rows": rows}
     print(table(doc))

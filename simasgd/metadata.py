@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -42,10 +43,8 @@ def git_commit() -> str | None:
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in PACKAGES:
-        try:
+        with contextlib.suppress(_md.PackageNotFoundError):
             out[name] = _md.version(name)
-        except _md.PackageNotFoundError:
-            pass
     from simasgd import blas  # numpy and ctypes only: no numba import
 
     out["sgemm"] = blas.provider()  # the float32 GEMM the MLP kernels call (two builds ran 8-34% apart)

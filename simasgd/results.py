@@ -83,7 +83,7 @@ class RunSummary:
         return {k: _json_float(v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], format_version: int = FORMAT_VERSION) -> "RunSummary":
+    def from_json(cls, d: dict[str, Any], format_version: int = FORMAT_VERSION) -> RunSummary:
         d = upgrade_summary(d, format_version)
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
@@ -139,7 +139,7 @@ class RunResult:
         return out
 
     @classmethod
-    def load(cls, folder: str | os.PathLike[str]) -> "RunResult":
+    def load(cls, folder: str | os.PathLike[str]) -> RunResult:
         src = Path(folder)
         summary = src / "summary.json"
         if not summary.exists():

@@ -17,7 +17,7 @@ os.environ["SIMASGD_PROFILE"] = os.path.join(os.devnull, "no-profile.toml")
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -72,7 +72,7 @@ def echo_kernel() -> Any:
 # --- updates frames with known phase durations (tests/test_phases.py, tests/test_fidelity.py) ---------
 
 US = 1e-6
-Duration = Union[float, Callable[[np.random.Generator, int], np.ndarray]]
+Duration = float | Callable[[np.random.Generator, int], np.ndarray]
 
 
 def cycles(read: Duration = 10 * US, gradient: Duration = 200 * US, update: Duration = 5 * US,

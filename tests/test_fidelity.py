@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
+from typer.testing import CliRunner
 
-from simasgd import analysis, fidelity, plots
+from simasgd import analysis, backends, fidelity, plots
+from simasgd.cli import app
+from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
 
@@ -126,14 +130,6 @@ def test_fidelity_json_round_trip_and_markdown(tmp_path, staleness_pair):
 
 
 # --- `simasgd compare` end to end (tiny budgets) ----------------------------------------------
-
-from pathlib import Path
-
-from typer.testing import CliRunner
-
-from simasgd import backends
-from simasgd.cli import app
-from simasgd.results import RunResult
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
 TINY = ["-s", "stop.max_updates=300", "-s", "stop.eval_every_updates=30", "-n", "2"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from simasgd import loader
 from simasgd.loader import ScenarioError, parse_value
@@ -26,7 +27,7 @@ def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
 def test_quickstart_loads_and_is_frozen() -> None:
     sc = loader.load(REPO / "scenarios" / "quickstart.toml")
     assert sc.name == "quickstart" and sc.workers.count == 4
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         sc.workers.count = 8  # type: ignore[misc]
 
 

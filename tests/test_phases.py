@@ -181,9 +181,9 @@ def test_compare_warns_when_the_host_took_the_reference_workers_cpus(capsys: pyt
 
     from simasgd.commands.compare import _host_away
 
-    def result(updates: pd.DataFrame, cpus: list[int] = [0, 1]) -> SimpleNamespace:
+    def result(updates: pd.DataFrame, cpus: tuple[int, ...] = (0, 1)) -> SimpleNamespace:
         return SimpleNamespace(updates=updates, scenario={"workers": {"count": 2}},
-                               metadata={"host": {"run": 0, "affinity_start": cpus}})
+                               metadata={"host": {"run": 0, "affinity_start": list(cpus)}})
 
     steady = _cycles({0: [0.0, 1.0, 2.0, 3.0, 4.0], 1: [0.0, 1.0, 2.0, 3.0, 4.0]})
     gappy = _cycles({0: [0.0, 1.0, 2.0, 3.0, 4.0], 1: [0.0, 1.0, 2.0, 5.0, 6.0]})
@@ -192,7 +192,7 @@ def test_compare_warns_when_the_host_took_the_reference_workers_cpus(capsys: pyt
     assert "warning (cpu): its workers were away 25% of the time" in out and "sim's 0%" in out
     _host_away({"sim": result(steady), "cpu": result(steady)})
     assert "away" not in capsys.readouterr().out
-    _host_away({"sim": result(steady), "cpu": result(gappy, cpus=[0])})  # 2 workers on the run's one CPU
+    _host_away({"sim": result(steady), "cpu": result(gappy, cpus=(0,))})  # 2 workers on the run's one CPU
     assert "away" not in capsys.readouterr().out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def _torch_softmax(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndar
     t = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
     A = torch.tensor(X[idx], dtype=torch.float64)
     o = 0
-    pairs = list(zip(layers[:-1], layers[1:], strict=False))
+    pairs = list(itertools.pairwise(layers))
     for l, (i, out) in enumerate(pairs):
         A = A @ t[o:o + i * out].view(i, out) + t[o + i * out:o + i * out + out]
         o += i * out + out

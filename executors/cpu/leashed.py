@@ -89,7 +89,7 @@ def claim(ctrl: np.ndarray, rc: np.ndarray, stale: np.ndarray, peak: np.ndarray)
     spins = 0
     while True:
         for p in range(n):
-            if A.load(stale, p * LINE) == 1 and A.load(rc, p * LINE) == 0:
+            if A.load(stale, p * LINE) == 1 and A.load(rc, p * LINE) == 0:  # noqa: SIM102 - check, claim, re-check
                 if A.cas(rc, p * LINE, 0, CLAIMED) == 0:
                     if A.load(stale, p * LINE) == 1:  # not republished between the check and the claim
                         if p + 1 > peak[0]:

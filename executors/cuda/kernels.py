@@ -342,7 +342,7 @@ def claim(rc: Any, stale: Any, slots: Any, k: int) -> None:
         return
     slots[k, 0] = -1
     for p in range(stale.shape[0]):
-        if stale[p] == 1 and rc[p] == 0:
+        if stale[p] == 1 and rc[p] == 0:  # noqa: SIM102 - check, claim (a CAS), re-check: three steps
             if cuda.atomic.cas(rc, p, 0, CLAIMED) == 0:
                 if stale[p] == 1:
                     slots[k, 0] = p

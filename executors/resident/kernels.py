@@ -218,7 +218,7 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
         """Own a free vector (stale, unread); −1 if the run stopped while none was free (lane 0)."""
         while True:
             for p in range(stale.shape[0]):
-                if stale[p] == 1 and cuda.atomic.add(rc, p, 0) == 0:
+                if stale[p] == 1 and cuda.atomic.add(rc, p, 0) == 0:  # noqa: SIM102 - check, claim, re-check
                     if cuda.atomic.cas(rc, p, 0, P.CLAIMED) == 0:
                         if stale[p] == 1:
                             return p

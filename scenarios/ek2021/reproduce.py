@@ -37,7 +37,7 @@ def row(path: Path, overrides: list[str]) -> str:
     machine = resolve(sc.machine)
     spread = place(machine, m, "numa")
     sockets = np.array([machine.socket_of(c if c is not None else s)
-                        for c, s in zip(place(machine, m, sc.workers.placement), spread)])
+                        for c, s in zip(place(machine, m, sc.workers.placement), spread, strict=False)])
     sock = sockets[ok.worker.to_numpy()]
     per_socket = [f"{tau[sock == s].mean():.2f}" if (sock == s).any() else "—" for s in (0, 1)]
     pers = sc.algorithm.persistence if sc.algorithm.name == "leashed" else None

@@ -28,7 +28,8 @@ def table(root: str) -> pd.DataFrame:
     if "optimizer.lr" in df.columns:
         df["setting"] += "; lr " + df["optimizer.lr"].map("{:g}".format)
     df["ms_per_iteration"] = 1e3 * df["time_s"] / df["updates"]
-    df["dropped_share"] = [json.loads(e).get("dropped", 0) / a for e, a in zip(df["extra"], df["attempts"])]
+    df["dropped_share"] = [json.loads(e).get("dropped", 0) / a
+                           for e, a in zip(df["extra"], df["attempts"], strict=True)]
     g = df.groupby("setting", sort=False)
 
     def pm(col: str, fmt: str) -> pd.Series:
@@ -44,7 +45,7 @@ def table(root: str) -> pd.DataFrame:
 
 def markdown(t: pd.DataFrame) -> str:
     cols = ["setting", *t.columns]
-    rows = [[str(i), *map(str, r)] for i, r in zip(t.index, t.itertuples(index=False))]
+    rows = [[str(i), *map(str, r)] for i, r in zip(t.index, t.itertuples(index=False), strict=False)]
     return "\n".join("| " + " | ".join(r) + " |" for r in [cols, ["---"] * len(cols), *rows])
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -16,8 +15,9 @@ def register(app: typer.Typer) -> None:
 
 
 def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o", help="Profile to write."),
-              scenario: Optional[list[Path]] = typer.Option(None, "--scenario", help="Measure this scenario's "
-                                                            "workload and batch size (repeatable); default: a fixed set."),
+              scenario: list[Path] | None = typer.Option(
+                  None, "--scenario",
+                  help="Measure this scenario's workload and batch size (repeatable); default: a fixed set."),
               quick: bool = typer.Option(False, "--quick", help="Short measurements (seconds, for tests)."),
               seed: int = typer.Option(0, "--seed", help="Seed for batches and data."),
               gpu: bool = typer.Option(False, "--gpu", help="Measure the GPU instead (numba.cuda): the [gpu] "
@@ -58,7 +58,8 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
     m = profile["machine"]
     console().print(f"wrote {out} in {profile['calibration']['seconds']:.1f} s: "
                     f"{m['sockets']}×{m['cores_per_socket']} cores, {m['gflops_per_core']:.1f} GFLOP/s per core, "
-                    f"copy {m['link_bandwidth_gbs']:.1f} GB/s, lock hand-off {profile['locks']['handoff_s'] * 1e9:.0f} ns",
+                    f"copy {m['link_bandwidth_gbs']:.1f} GB/s, "
+                    f"lock hand-off {profile['locks']['handoff_s'] * 1e9:.0f} ns",
                     markup=False)
     _placement_note(profile)
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Literal
 
 import typer
+
+if TYPE_CHECKING:
+    from simasgd.fidelity import Fidelity
+    from simasgd.phases import PhaseComparison
+    from simasgd.results import RunResult
 
 from simasgd.commands import console, user_errors
 from simasgd.commands.run import OverrideOpt
@@ -15,14 +20,14 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare)
 
 
-def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file (TOML) to run on both backends."),
+def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TOML) to run on both backends."),
             backend: list[str] = typer.Option(["sim", "cpu"], "--backend", "-b", "--backends",
                                               help="The two backends, -b sim -b cpu or -b sim,cpu: the simulator "
                                                    "is the prediction, the other the reference."),
-            out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder (default results/compare-<name>)."),
+            out: Path | None = typer.Option(None, "--out", "-o", help="Folder (default results/compare-<name>)."),
             overrides: list[str] = OverrideOpt,
-            repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
-            results: Optional[list[Path]] = typer.Option(None, "--results", help="Compare two existing results folders: "
+            repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
+            results: list[Path] | None = typer.Option(None, "--results", help="Compare two existing results folders: "
                                                          "--results PREDICTED --results REFERENCE (or two paths)."),
             extra: list[Path] = typer.Argument(None, hidden=True),
             svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG (in OUT/figures)."),
@@ -35,15 +40,16 @@ def compare(scenario: Optional[Path] = typer.Argument(None, help="Scenario file 
     with user_errors():
         folders = _result_folders(scenario, results, extra)
         if folders:
-            out = out or Path("results") / f"compare-{folders[0].name}-vs-{folders[1].name}"
-            fid, res = fidelity.compare_folders(folders[0], folders[1], out)
+            where = out or Path("results") / f"compare-{folders[0].name}-vs-{folders[1].name}"
+            fid, res = fidelity.compare_folders(folders[0], folders[1], where)
         else:
-            fid, res, out = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration)
-        report = plots.write_report(out, fid, res, svg)
+            assert scenario is not None  # _result_folders refused a call with neither
+            fid, res, where = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration)
+        report = plots.write_report(where, fid, res, svg)
     print_fidelity(fid)
     _machines(res)
     _stability(res)
-    console().print(f"fidelity: {out / 'fidelity.json'}\nreport:   {report}", markup=False)
+    console().print(f"fidelity: {where / 'fidelity.json'}\nreport:   {report}", markup=False)
 
 
 def _machines(results: dict) -> None:
@@ -98,7 +104,7 @@ def _host_away(results: dict) -> None:
                         "a run of τ = 0 (simasgd.phases.absence)", markup=False, soft_wrap=True)
 
 
-def _result_folders(scenario: Optional[Path], results: Optional[list[Path]], extra: Optional[list[Path]]) -> list[Path]:
+def _result_folders(scenario: Path | None, results: list[Path] | None, extra: list[Path] | None) -> list[Path]:
     from simasgd.fidelity import FidelityError
 
     if not results:
@@ -119,8 +125,8 @@ def _calibrate(workloads: list, quick: bool, seed: int, base_dir: str | None) ->
     return measure(workloads, quick=quick, seed=seed, base_dir=base_dir)
 
 
-def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str], repeats: Optional[int],
-         quick_calibration: bool):
+def _run(scenario: Path, backends: str, out: Path | None, overrides: list[str], repeats: int | None,
+         quick_calibration: bool) -> tuple[Fidelity, dict[str, RunResult], Path]:
     from simasgd import fidelity, loader, progress
 
     sc = loader.load(scenario, overrides)
@@ -134,16 +140,18 @@ def _run(scenario: Path, backends: str, out: Optional[Path], overrides: list[str
     return fid, res, out
 
 
-def print_fidelity(fid) -> None:
+def print_fidelity(fid: Fidelity) -> None:
     from rich.table import Table
 
     from simasgd.plots import disagreements, fmt_value, summary_rows, undefined, unstable, why_undefined, window_line
 
     p, r = fid.predicted, fid.reference
     con = console()
-    table = Table(title=f"{p.label} ({p.runs} runs) against {r.label} ({r.runs} runs): errors are {p.label} − {r.label}")
-    for c, j in (("metric", "left"), ("value", "right"), (f"{fid.level:.0%} CI", "right"),
-                 ("goal", "right"), ("", "center")):
+    table = Table(title=f"{p.label} ({p.runs} runs) against {r.label} ({r.runs} runs): "
+                        f"errors are {p.label} − {r.label}")
+    columns: tuple[tuple[str, Literal["left", "right", "center"]], ...] = (
+        ("metric", "left"), ("value", "right"), (f"{fid.level:.0%} CI", "right"), ("goal", "right"), ("", "center"))
+    for c, j in columns:
         table.add_column(c, justify=j)
     for row in summary_rows(fid):
         style = {"✓": "green", "✗": "bold red"}.get(row["verdict"], "")
@@ -153,8 +161,8 @@ def print_fidelity(fid) -> None:
         w = Table(title="per worker")
         for c in ("worker", "mean staleness rel err", "KS", "Wasserstein", "updates/s rel err"):
             w.add_column(c, justify="right")
-        for k, ms in fid.per_worker.items():
-            w.add_row(str(k), *[fmt_value(n, ms[n].value) for n in
+        for worker, ms in fid.per_worker.items():
+            w.add_row(str(worker), *[fmt_value(n, ms[n].value) for n in
                                 ("mean_staleness_rel_err", "ks", "wasserstein", "updates_per_s_rel_err")])
         con.print(w)
     if fid.scenario_diff:
@@ -168,7 +176,8 @@ def print_fidelity(fid) -> None:
             con.print(f"  ✗ {b}", markup=False)
     else:
         met = [k for k, ok in fid.verdicts.items() if ok]
-        con.print("they agree on every goal that could be checked: " + (", ".join(met) or "none could be"), markup=False)
+        con.print("they agree on every goal that could be checked: " + (", ".join(met) or "none could be"),
+                  markup=False)
     for k in undefined(fid):
         con.print(f"  · {k}: not checked — {why_undefined(k)}", markup=False)
     for u in unstable(fid):
@@ -177,7 +186,7 @@ def print_fidelity(fid) -> None:
         print_phases(fid.phases)
 
 
-def print_phases(pc) -> None:
+def print_phases(pc: PhaseComparison) -> None:
     """Where a cycle's time goes on each side (µs), and the phase behind most of the cycle-time error."""
     from rich.table import Table
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from simasgd.results import RunResult
 
 from simasgd.commands import console, user_errors
 
@@ -35,7 +39,7 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
-def print_summary(result, folder: Path | None = None) -> None:
+def print_summary(result: RunResult, folder: Path | None = None) -> None:
     """Metrics as rows and runs as columns, so the table fits a terminal (or a log) at any repeat count."""
     from rich.table import Table
 
@@ -66,7 +70,7 @@ def print_summary(result, folder: Path | None = None) -> None:
         con.print(f"results: {folder}", markup=False)
 
 
-def machine_line(result) -> str | None:
+def machine_line(result: RunResult) -> str | None:
     """The machine the runs simulated (``metadata["machine"]``), or this host for a backend that measures it."""
     from simasgd import backends
     from simasgd.machine import describe
@@ -84,7 +88,7 @@ def machine_line(result) -> str | None:
     return f"machine: the host it ran on, measured{f' ({cpu})' if cpu else ''}" if measured else None
 
 
-def print_busy_host(result, label: str | None = None) -> None:
+def print_busy_host(result: RunResult, label: str | None = None) -> None:
     """A warning line per run of a real backend that ran while the machine was busy with other work, or
     with its CPUs placed elsewhere than at calibration (core-to-core latency, executors/c2c.py)."""
     from simasgd.metadata import busy_host_warnings, calibrated_c2c_ns, topology_warnings
@@ -129,21 +133,23 @@ def list_things() -> None:
             continue
         try:
             impls[b] = backends.load(b).ALGORITHMS
-        except Exception:  # noqa: BLE001 - an unavailable backend just has no algorithms
+        except Exception:
             impls[b] = frozenset()
     for a in algorithms.ALGORITHMS.values():
         params = ", ".join(f"{p.name} ({p.default})" for p in a.params) or "—"
         t.add_row(a.name, a.title, params, ", ".join(b for b, s in impls.items() if a.name in s) or "—")
     con.print(t)
     con.print("serial runs any scenario as plain sequential SGD: the reference the others are compared with")
-    con.print("backends: " + ", ".join(f"{b}{'' if ok else ' (unavailable)'}" for b, ok in backends.available().items()))
+    con.print("backends: " + ", ".join(f"{b}{'' if ok else ' (unavailable)'}"
+                                       for b, ok in backends.available().items()))
     con.print("workloads (workload.model): " + ", ".join(f"{k} ({v})" for k, v in WORKLOADS.items()), markup=False)
     con.print("datasets (workload.dataset): " + ", ".join(f"{k} ({v})" for k, v in DATASETS.items()), markup=False)
     here = "this machine's profile exists" if profile_path().is_file() else "none yet: `simasgd calibrate`"
     con.print(f"machine presets (machine.preset): {', '.join(PRESETS)}, this (the calibrated profile "
               f"{profile_path()}: {here}); no [machine]: this when the profile exists, else {FALLBACK_PRESET}",
               markup=False)
-    con.print(f"GPU presets (machine.preset): {', '.join(gpu.names())} ({gpu.PROFILE_PRESET}: `simasgd calibrate --gpu`)",
+    con.print(f"GPU presets (machine.preset): {', '.join(gpu.names())} "
+              f"({gpu.PROFILE_PRESET}: `simasgd calibrate --gpu`)",
               markup=False)
     con.print("network presets (network.preset): " + ", ".join(
         f"{k} ({'shared memory' if v is None else f'{v[0]:g} Gb/s, {v[1]:g} µs'})" for k, v in network.PRESETS.items()),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,10 +16,10 @@ def register(app: typer.Typer) -> None:
 
 def import_peer(file: Path = typer.Argument(..., help="JSON printed by dcs-chalmers/shared-memory-sgd."),
                 out: Path = typer.Option(..., "--out", "-o", help="Results folder to write."),
-                scenario: Optional[Path] = typer.Option(None, "--scenario", help="The scenario the peer ran "
+                scenario: Path | None = typer.Option(None, "--scenario", help="The scenario the peer ran "
                                                         "(makes the result comparable with `simasgd compare`)."),
                 overrides: list[str] = OverrideOpt,
-                updates_per_epoch: Optional[int] = typer.Option(None, "--updates-per-epoch", min=1,
+                updates_per_epoch: int | None = typer.Option(None, "--updates-per-epoch", min=1,
                                                                 help="Rounds per epoch (-s of the peer)."),
                 ) -> None:
     """Import a peer run (backend `peer`): staleness histogram, CAS retries, loss per epoch."""

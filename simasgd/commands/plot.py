@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,10 +14,10 @@ def register(app: typer.Typer) -> None:
 
 
 def plot(folder: Path = typer.Argument(..., help="A results folder, a compare folder, or a folder of results folders."),
-         figures: Optional[Path] = typer.Option(None, "--figures", "-f",
+         figures: Path | None = typer.Option(None, "--figures", "-f",
                                                 help="Where to write figures (default FOLDER/figures)."),
          svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG."),
-         out: Optional[Path] = typer.Option(None, "--out", "-o", hidden=True, help="Old name of --figures."),
+         out: Path | None = typer.Option(None, "--out", "-o", hidden=True, help="Old name of --figures."),
          ) -> None:
     """Draw staleness histograms (pooled, per worker), loss curves, time-to-ε boxes, updates/s vs threads."""
     from simasgd import plots

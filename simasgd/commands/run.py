@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -37,8 +37,8 @@ def register(app: typer.Typer) -> None:
 def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         overrides: list[str] = OverrideOpt,
         backend: str = backend_option(),
-        repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
-        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Results folder (default results/<name>-<backend>)."),
+        repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
+        out: Path | None = typer.Option(None, "--out", "-o", help="Results folder (default results/<name>-<backend>)."),
         ) -> None:
     """Run a scenario on a backend and write the results folder."""
     from simasgd import backends, loader, progress

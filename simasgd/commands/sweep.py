@@ -5,9 +5,10 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import typer
 
@@ -26,14 +27,16 @@ def register(app: typer.Typer) -> None:
 
 def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may hold a \\[sweep.grid] table."),
           grid: list[str] = typer.Option([], "--grid", "-g", help=GRID_HELP),
-          overrides: list[str] = typer.Option([], "--set", "-s", help="Override a key for every cell: -s stop.max_updates=1000."),
+          overrides: list[str] = typer.Option([], "--set", "-s",
+                                              help="Override a key for every cell: -s stop.max_updates=1000."),
           backend: str = backend_option(),
-          repeats: Optional[int] = typer.Option(None, "--repeats", "-n", min=1, help="Repeats per cell (overrides `repeats`)."),
-          out: Optional[Path] = typer.Option(None, "--out", "-o", help="Sweep folder (default sweeps/<name>-<backend>)."),
-          jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=0,
+          repeats: int | None = typer.Option(None, "--repeats", "-n", min=1,
+                                             help="Repeats per cell (overrides `repeats`)."),
+          out: Path | None = typer.Option(None, "--out", "-o", help="Sweep folder (default sweeps/<name>-<backend>)."),
+          jobs: int | None = typer.Option(None, "--jobs", "-j", min=0,
                                              help="Parallel tasks (default: all cores; 0 = in this process). "
                                                   "Real backends (cpu, cuda) always run one at a time per host."),
-          dask: Optional[str] = typer.Option(None, "--dask", help="'local' (a LocalCluster of --jobs workers) or a "
+          dask: str | None = typer.Option(None, "--dask", help="'local' (a LocalCluster of --jobs workers) or a "
                                                                   "scheduler address, e.g. tcp://host:8786."),
           resume: bool = typer.Option(False, "--resume", help="Continue a sweep in --out: skip finished tasks."),
           retry_failed: bool = typer.Option(True, "--retry-failed/--keep-failed",
@@ -104,7 +107,7 @@ def _terminate(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _note_real_backend(backend: str, jobs: Optional[int], dask: Optional[str]) -> None:
+def _note_real_backend(backend: str, jobs: int | None, dask: str | None) -> None:
     from simasgd.sweep.plan import measures_host
 
     if measures_host(backend) and not dask and jobs not in (None, 0, 1):
@@ -113,14 +116,14 @@ def _note_real_backend(backend: str, jobs: Optional[int], dask: Optional[str]) -
 
 
 def sweep_summary(folder: Path = typer.Argument(..., help="A sweep folder written by `simasgd sweep`."),
-                  figures: Optional[Path] = typer.Option(None, "--figures", "-f",
+                  figures: Path | None = typer.Option(None, "--figures", "-f",
                                                          help="Write heatmaps (PNG) to this folder."),
                   svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG."),
                   max_crash: float = typer.Option(0.1, "--max-crash", min=0.0, max=1.0,
                                                   help="Largest fraction of crashed repeats a setting may have."),
                   within: float = typer.Option(0.1, "--within", min=0.0,
                                                help="Count settings within this fraction of the fastest."),
-                  plots: Optional[Path] = typer.Option(None, "--plots", hidden=True, help="Old name of --figures."),
+                  plots: Path | None = typer.Option(None, "--plots", hidden=True, help="Old name of --figures."),
                   ) -> None:
     """The fastest stable setting per algorithm x threads (Ek 2021, Table 4.3), and heatmaps."""
     from simasgd.sweep import analysis, store

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 # Dense rows (n × features), or CSR rows as (indptr int64, indices int64, values).
 CSR = tuple[np.ndarray, np.ndarray, np.ndarray]
-DataMatrix = Union[np.ndarray, CSR]
+DataMatrix = np.ndarray | CSR
 
 
 class WorkloadError(ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import asdict
@@ -61,7 +62,7 @@ def test_cache_levels_absent(tmp_path: Path) -> None:
 def test_copy_sizes_double_up_to_four_llc_or_64_mib() -> None:
     big = copies.copy_sizes({"sizes_bytes": [1 << 20, 32 << 20]}, quick=False)
     assert big[0] == 16 << 10 and big[-1] == 128 << 20
-    assert all(b == 2 * a for a, b in zip(big, big[1:], strict=False))
+    assert all(b == 2 * a for a, b in itertools.pairwise(big))
     small = copies.copy_sizes({"sizes_bytes": [2 << 20]}, quick=False)
     assert small[-1] == 64 << 20  # a small LLC still reaches DRAM
     assert copies.copy_sizes({"sizes_bytes": []}, quick=False)[-1] == 64 << 20

@@ -144,7 +144,7 @@ def test_unsupported_algorithm_is_refused_by_name(scenario: Any) -> None:
 
 def _fake_sys(root: Path, packages: list[int], cores_per_package: int, smt: int, nodes: int) -> None:
     cpu_id = 0
-    for t in range(smt):
+    for _thread in range(smt):
         for p in packages:
             for c in range(cores_per_package):
                 topo = root / "cpu" / f"cpu{cpu_id}" / "topology"

@@ -40,7 +40,7 @@ def test_simuparallel_is_the_average_of_independent_runs(monkeypatch: Any) -> No
     for partition in (True, False):
         sc = _scenario(momentum=0.5, updates=2000, partition=partition)  # each worker its own velocity too
         held: list[Any] = []
-        monkeypatch.setattr(decentral, "_start", lambda run, out, ex: held.append(start(run, out, ex)))
+        monkeypatch.setattr(decentral, "_start", lambda run, out, ex, held=held: held.append(start(run, out, ex)))
         r = backends.load("sim").run_once(sc, 0)
         states = held[0]
         wl = build_workload(sc.workload, sc.seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pandas as pd
@@ -58,4 +59,4 @@ def test_real_backend_tasks_take_a_cluster_lock_per_host(tmp_path: Path, monkeyp
         pool.close(cancel=False)
     assert [o.row["status"] for _, o in outs] == ["ok"] * 4, [o.row["error"] for _, o in outs]
     spans = sorted(tuple(map(float, f.read_text().split())) for f in calls.iterdir())
-    assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert len(spans) == 4 and all(a[1] <= b[0] for a, b in itertools.pairwise(spans))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -153,7 +154,7 @@ def test_real_backend_tasks_never_overlap_on_a_host(tmp_path: Path, monkeypatch:
     assert all(o.row["status"] == "ok" for _, o in outs)
     spans = sorted(tuple(map(float, f.read_text().split())) for f in calls.iterdir())
     assert len(spans) == 4
-    assert all(prev[1] <= nxt[0] for prev, nxt in zip(spans, spans[1:], strict=False))
+    assert all(prev[1] <= nxt[0] for prev, nxt in itertools.pairwise(spans))
 
 
 @pytest.mark.slow
