@@ -29,8 +29,10 @@ from collections import Counter
 from collections.abc import Callable, Generator
 
 import simpy
+from simpy.resources.resource import Request
 
 from simasgd.machine import Machine
+from simasgd.sim.primitives import Req
 
 
 class Thread:
@@ -40,7 +42,7 @@ class Thread:
 
     def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None) -> None:
         self.pool = pool
-        self.req: simpy.Event | None = None
+        self.req: Request | None = None  # its CPU, while it has one
         self.left = 0.0
         self.sliced = sliced
         self.cpu = cpu
@@ -101,8 +103,7 @@ class Cores:
             return then() if seconds <= 0 else self.env.process(_after(self.env, seconds, then))
         return self.env.process(cpu_burst(self.env, self, th, seconds, then))
 
-    def spin_wait(self, w: int, req: simpy.Event,
-                  request: Callable[[], simpy.Event]) -> Generator[simpy.Event, object, simpy.Event]:
+    def spin_wait(self, w: int, req: Req, request: Callable[[], Req]) -> Generator[simpy.Event, object, Req]:
         """Thread ``w`` spins on its CPU until its lock request is granted; returns the granted request.
 
         A spinning waiter keeps its CPU and burns its quantum: the executor's locks spin, and the
@@ -116,9 +117,10 @@ class Cores:
         if not th.sliced:
             yield req
             return req
-        pending: simpy.Event | None = req
-        parked: simpy.Event | None = None
+        pending: Req | None = req
+        parked: Req | None = None
         spun = self.env.now  # since when it has spun on this CPU without calling sched_yield
+        wake: list[simpy.Event]
         while pending is None or not pending.triggered:
             if th.req is None:  # spinning takes a CPU; back on one, it asks for the lock again
                 yield from take_cpu(self.env, self, th)
@@ -126,6 +128,7 @@ class Cores:
                 if pending is None:
                     pending = _again(parked, request)
                 continue
+            assert pending is not None  # withdrawn only as it loses its CPU: asked again above, once back on one
             if self.env.now < spun + self.spin_yield:
                 # its pauses before the next sched_yield: still on its CPU, it takes a lock released meanwhile
                 wake = [pending, self.env.timeout(min(spun + self.spin_yield - self.env.now, max(th.left, 0.0)))]
@@ -164,7 +167,9 @@ class Cores:
         if not queued:
             return None
         for _ in range(_MAX_FORFEITS):
-            if self.vruntime(th) > self._mean_vruntime(th.pool) + _EPS:
+            mean = self._mean_vruntime(th.pool)
+            assert mean is not None  # th runs on the pool (and others queue for it)
+            if self.vruntime(th) > mean + _EPS:
                 break
             th.cpu_time += max(th.left, self.switch, _EPS)  # vruntime jumps to the deadline
             th.left = self.quantum  # and the deadline one slice on
@@ -190,6 +195,7 @@ class Cores:
 
     def give_up(self, th: Thread) -> None:
         """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
+        assert th.req is not None  # only a thread on a CPU gives it up
         th.cpu_time += self.env.now - th.since
         th.pool.release(th.req)
         th.req = None
@@ -244,7 +250,7 @@ def _withdraw(req: simpy.Event) -> None:
         req.cancel()  # type: ignore[attr-defined]
 
 
-def _again(parked: simpy.Event | None, request: Callable[[], simpy.Event]) -> simpy.Event:
+def _again(parked: Req | None, request: Callable[[], Req]) -> Req:
     """Back on a CPU: the lock request made again (a parked writer's announcement carries over)."""
     unpark = getattr(parked, "unpark", None)
     if unpark is not None:
@@ -262,8 +268,11 @@ def _after(env: simpy.Environment, seconds: float,
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
     """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
     cores.joined(th)
-    # the fair scheduler picks the least-served thread; round robin, the longest waiting
-    req = th.pool.request(priority=th.cpu_time) if cores.fair else th.pool.request()
+    # the fair scheduler picks the least-served thread (cores.fair: the pools are PriorityResources); round
+    # robin, the longest waiting. simpy types a priority as an int: any ordered key works, here a CPU time
+    pool = th.pool
+    req = (pool.request(priority=th.cpu_time)  # type: ignore[arg-type]
+           if isinstance(pool, simpy.PriorityResource) else pool.request())
     try:
         yield req
     except simpy.Interrupt:  # cancelled while queued (k-sync)

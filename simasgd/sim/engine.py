@@ -9,7 +9,8 @@ updates table derives it from ``version`` and ``read_version``.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -19,9 +20,52 @@ from simasgd.convergence import Monitor
 from simasgd.machine import is_gpu
 from simasgd.progress import Advance
 from simasgd.scenario import Scenario
-from simasgd.sim.costs import Platform
 from simasgd.sim.numerics import Model
-from simasgd.sim.primitives import Backoff
+from simasgd.sim.primitives import Backoff, Req
+
+
+class LockCores(Protocol):
+    """What a lock's waiters and holders tell the CPUs: :class:`~simasgd.sim.cpu.Cores`, or a GPU's
+    (:class:`~simasgd.sim.gpu.DeviceCores`: waits are plain waits)."""
+
+    def spin_wait(self, w: int, req: Req, request: Callable[[], Req]) -> Generator[simpy.Event, object, Req]: ...
+
+    def hold(self, w: int, held: bool) -> None: ...
+
+
+class WorkerPlatform(Protocol):
+    """The machine as the workers see it, what the algorithms and :class:`SimRun` use of it: a CPU's
+    (:class:`~simasgd.sim.costs.Platform`) or a GPU's (:class:`~simasgd.sim.gpu.GpuPlatform`). The
+    methods are the steps of a worker ``w`` as SimPy events (their docs are in ``costs.Platform``)."""
+
+    @property
+    def dim(self) -> int: ...
+    @property
+    def model_bytes(self) -> int: ...
+    @property
+    def cas_latency(self) -> list[float]: ...
+    @property
+    def handoff_s(self) -> list[float]: ...
+    @property
+    def snapshot_s(self) -> float | None: ...
+    @property
+    def cores(self) -> LockCores: ...
+
+    def gradient(self, w: int) -> simpy.Event: ...
+    def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event: ...
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
+               racing: bool = False, down: bool = False) -> simpy.Event: ...
+    def update_into(self, w: int, dest: str = "claimed") -> simpy.Event: ...
+    def private_copy(self, w: int) -> simpy.Event: ...
+    def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event: ...
+    def snapshot(self, w: int) -> simpy.Event: ...
+    def bookkeeping(self, w: int) -> simpy.Event | None: ...
+    def read_time(self, w: int) -> float | None: ...
+    def update_time(self, w: int) -> float | None: ...
+    def touch(self, w: int) -> None: ...
+    def computes_on_copy(self, w: int) -> None: ...
+    def lopez_master(self, w: int) -> None: ...
+    def block(self, w: int) -> None: ...
 
 
 class Recorder:
@@ -79,7 +123,7 @@ class Recorder:
 class SimRun:
     """Shared state of one run: clock, version counter, records, numerics and stop."""
 
-    def __init__(self, env: simpy.Environment, sc: Scenario, run: int, platform: Platform,
+    def __init__(self, env: simpy.Environment, sc: Scenario, run: int, platform: WorkerPlatform,
                  model: Model | None, monitor: Monitor, advance: Advance | None = None) -> None:
         self.env, self.sc, self.run, self.platform, self.model = env, sc, run, platform, model
         self.monitor, self.advance = monitor, advance

@@ -29,6 +29,7 @@ launch per attempt (:mod:`simasgd.sim.gpu_resident`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import replace
 from typing import Any
 
@@ -39,9 +40,10 @@ from simasgd import machine, profile, seeds
 from simasgd.gpus import PRESETS, PROFILE_PRESET, Gpu, from_profile, names  # noqa: F401 - re-exported
 from simasgd.scenario import Scenario
 from simasgd.sim.memory import Bandwidth
+from simasgd.sim.primitives import Req
 
 # Algorithms whose workers need a CPU's scheduler (spin locks): not modelled on streams.
-CPU_ONLY = frozenset({"mutex", "rwlock"})
+CPU_ONLY = frozenset({"mutex", "rwlock", "ssp"})
 
 
 def resolve(name: str) -> Gpu | None:
@@ -125,8 +127,21 @@ class SMs:
         self._reschedule()
 
 
+class DeviceCores:
+    """The lock interface of :class:`simasgd.sim.cpu.Cores` for blocks: a spinning block keeps its SM and is
+    never descheduled, so a spin is a plain wait."""
+
+    def spin_wait(self, w: int, req: Req, request: Callable[[], Req]) -> Generator[simpy.Event, object, Req]:
+        yield req
+        return req
+
+    def hold(self, w: int, held: bool) -> None:
+        pass
+
+
 class GpuPlatform:
-    """The GPU as the workers see it: the interface of :class:`simasgd.sim.costs.Platform`."""
+    """The GPU as the workers see it: the interface of :class:`simasgd.sim.costs.Platform`
+    (:class:`simasgd.sim.engine.WorkerPlatform`)."""
 
     def __init__(self, env: simpy.Environment, sc: Scenario, gpu: Gpu, run: int, dim: int | None,
                  itemsize: int, flops_per_sample: float | None, shape: np.ndarray | None = None,
@@ -149,6 +164,8 @@ class GpuPlatform:
         self.handoff_s = [gpu.host_sync_s] * self.n
         # the cpu executor's loss snapshot (SimRun.snapshot): the GPU executor's is a device copy, not priced
         self.snapshot_s: float | None = None
+        # the lock workers' view of the CPUs: streams run no spin lock (CPU_ONLY); resident blocks spin on their SMs
+        self.cores = DeviceCores()
         st = sc.workers.stragglers
         self.slow = [st.slowdown if w < st.count else 1.0 for w in range(self.n)]
         self.rng = [np.random.default_rng(seeds.sequence(sc.seed, run, seeds.Role.TIMING, w)) for w in range(self.n)]
@@ -213,6 +230,10 @@ class GpuPlatform:
     def bookkeeping(self, w: int) -> simpy.Event | None:
         """The CPU executor's per-cycle work between a bump and the next read: not calibrated on a GPU."""
         return None
+
+    def snapshot(self, w: int) -> simpy.Event:
+        """Never called: the loss snapshot is not priced on a GPU (:attr:`snapshot_s` is None)."""
+        raise RuntimeError("a loss snapshot without its calibrated time (snapshot_s)")
 
     def touch(self, w: int) -> None:
         """Leashed-SGD's gradient reads the latest vector in place: no cache on the GPU model to warm."""

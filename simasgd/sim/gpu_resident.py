@@ -30,7 +30,7 @@ call), then the launch reaches the device and its completion reaches the host in
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,18 +88,6 @@ def resident_max(gpu: Gpu, threads: int) -> int:
     return gpu.sms * max(1, gpu.threads_per_sm // threads)
 
 
-class _DeviceCores:
-    """The lock interface of :class:`simasgd.sim.cpu.Cores` for blocks: a spinning block keeps its SM and is
-    never descheduled, so a spin is a plain wait."""
-
-    def spin_wait(self, w: int, req: simpy.Event, request: Any) -> Generator[simpy.Event, object, simpy.Event]:
-        yield req
-        return req
-
-    def hold(self, w: int, held: bool) -> None:
-        pass
-
-
 class ResidentPlatform(GpuPlatform):
     """Resident blocks: :class:`simasgd.sim.costs.Platform`'s interface, each step priced as above."""
 
@@ -141,7 +129,6 @@ class ResidentPlatform(GpuPlatform):
         self.fused_read = [False] * self.n
         self.cas_latency = [costs.atomic_latency_s] * self.n
         self.handoff_s = [costs.atomic_latency_s] * self.n  # the lock word's line moving to the next holder
-        self.cores = _DeviceCores()
 
     # --- device phases ---
     def _draw(self, w: int) -> float:

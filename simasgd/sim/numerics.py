@@ -12,6 +12,7 @@ by :mod:`costs`, so the numbers do not depend on how fast this host is.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,8 @@ class Model:
         chunks = max(1, min(sc.sim.read_chunks, self.theta.size))
         bounds = np.linspace(0, self.theta.size, chunks + 1).astype(int)
         self.chunks = [slice(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
+        # the monitor's loss: the shared θ's, unless the algorithm's result is something else (it replaces this)
+        self.loss: Callable[[], float] = self.shared_loss
 
     def snapshot(self, w: int, part: slice | None = None) -> None:
         """Worker ``w`` copies the shared parameters (or one chunk of them) into its buffer."""
@@ -80,10 +83,10 @@ class Model:
         total /= len(workers)
         self.step(total, 0)
 
-    def loss(self) -> float:
+    def shared_loss(self) -> float:
         return float(self.wl.eval_loss(self.theta))
 
     def result(self) -> np.ndarray:
         """The parameters the loss is taken on (the curve's accuracy too): the shared θ. An algorithm
-        whose result is something else replaces it, as it replaces :meth:`loss`."""
+        whose result is something else replaces it, as it replaces :attr:`loss`."""
         return self.theta

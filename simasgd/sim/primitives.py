@@ -18,6 +18,7 @@ can run someone else — including, or not, the lock holder (convoys).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import simpy
@@ -26,7 +27,7 @@ from simpy.resources.base import BaseResource, Get, Put
 
 from simasgd.scenario import BackoffConfig
 
-Proc = Generator[simpy.Event, object, object]
+Req = TypeVar("Req", bound=simpy.Event)  # a lock's request event, as its acquire() returns it
 
 
 class Mutex(simpy.Resource):
@@ -40,11 +41,17 @@ class Mutex(simpy.Resource):
         return not self.users and not self.queue
 
 
-class ReadRequest(Put):
+class RWRequest(Put):
+    """A request of an :class:`RWLock`: a read or a write."""
+
+    write: bool
+
+
+class ReadRequest(RWRequest):
     write = False
 
 
-class WriteRequest(Put):
+class WriteRequest(RWRequest):
     write = True
 
     def __init__(self, resource: RWLock) -> None:
@@ -73,7 +80,7 @@ class WriteRequest(Put):
 
 
 class RWRelease(Get):
-    def __init__(self, resource: RWLock, request: Put) -> None:
+    def __init__(self, resource: RWLock, request: RWRequest) -> None:
         self.request = request
         super().__init__(resource)
 
@@ -88,9 +95,16 @@ class RWLock(BaseResource):
         self.writer: Put | None = None
         self.writers_waiting = 0
 
-    read = BoundClass(ReadRequest)
-    write = BoundClass(WriteRequest)
-    release = BoundClass(RWRelease)
+    # simpy's BoundClass.__get__ is typed for BoundClass instances only: the methods these bind, typed as
+    # simpy.Resource types its own request/release
+    if TYPE_CHECKING:
+        def read(self) -> ReadRequest: ...
+        def write(self) -> WriteRequest: ...
+        def release(self, request: RWRequest) -> RWRelease: ...
+    else:
+        read = BoundClass(ReadRequest)
+        write = BoundClass(WriteRequest)
+        release = BoundClass(RWRelease)
 
     def can_read(self) -> bool:
         return self.writer is None and not self.put_queue and not (self.writer_priority and self.writers_waiting)
@@ -98,7 +112,7 @@ class RWLock(BaseResource):
     def can_write(self) -> bool:
         return self.writer is None and self.readers == 0 and not self.put_queue
 
-    def _do_put(self, event: Put) -> bool:
+    def _do_put(self, event: RWRequest) -> bool:
         if self.writer is not None:
             return False  # nobody passes an active writer
         if event.write:
@@ -134,7 +148,10 @@ class Barrier(BaseResource):
         self._to_release = 0
         self._index = 0
 
-    wait = BoundClass(Put)
+    if TYPE_CHECKING:  # as RWLock's: what the BoundClass binds
+        def wait(self) -> Put: ...
+    else:
+        wait = BoundClass(Put)
 
     def _do_put(self, event: Put) -> bool:
         if self._to_release == 0:
@@ -158,7 +175,8 @@ class CacheLine(simpy.Resource):
         self.latency_s = latency_s
 
 
-def atomic(env: simpy.Environment, line: CacheLine, latency_s: float | None = None) -> Proc:
+def atomic(env: simpy.Environment, line: CacheLine,
+           latency_s: float | None = None) -> Generator[simpy.Event, object, None]:
     """Hold the cache line for one atomic instruction (nothing to wait for when it is free)."""
     lat = line.latency_s if latency_s is None else latency_s
     if lat <= 0:
@@ -233,9 +251,10 @@ class Backoff:
         return min(self.max, self.initial * scale * grow)
 
 
-def acquire(env: simpy.Environment, request: Callable[[], simpy.Event], is_free: Callable[[], bool],
+def acquire(env: simpy.Environment, request: Callable[[], Req], is_free: Callable[[], bool],
             backoff: Backoff, on_block: Callable[[], None], handoff_s: float = 0.0,
-            spin: Callable[[simpy.Event, Callable[[], simpy.Event]], Proc] | None = None) -> Proc:
+            spin: Callable[[Req, Callable[[], Req]], Generator[simpy.Event, object, Req]] | None = None,
+            ) -> Generator[simpy.Event, object, Req]:
     """Take a lock; returns the granted request.
 
     Without backoff the thread queues, and either sleeps (``on_block`` gives its

@@ -283,6 +283,7 @@ def _check(model: TorchModel, cfg: WorkloadConfig, data: Dataset) -> None:
     """Try the module and the loss on a few rows: a shape mismatch names the keys involved."""
     source = f"workload.data = {cfg.data!r}" if cfg.data else f"workload.dataset = {cfg.dataset!r}"
     X, y = data.X, data.y
+    assert isinstance(X, np.ndarray)  # dense: sparse = true is refused for a torch model (WorkloadConfig)
     idx = np.arange(min(CHECK_ROWS, len(y)), dtype=np.int64)
     xb = model.torch.from_numpy(X[idx])
     try:
@@ -330,6 +331,7 @@ def build(cfg: WorkloadConfig, seed: int, base_dir: str | None = None) -> Worklo
     """The :class:`Workload` of a ``model = "torch"`` table (``build_workload`` calls this)."""
     import_torch()
     data = load_data(cfg, seed, base_dir)
+    assert isinstance(data.X, np.ndarray)  # dense: sparse = true is refused for a torch model (WorkloadConfig)
     module = make_module(cfg, base_dir, seed)
     model = TorchModel(module, loss_function(cfg, base_dir))
     _check(model, cfg, data)

@@ -46,8 +46,7 @@ import simpy
 
 from simasgd import update_rule
 from simasgd.sim import network as net
-from simasgd.sim.costs import Platform
-from simasgd.sim.engine import SimRun
+from simasgd.sim.engine import SimRun, WorkerPlatform
 
 Proc = Generator[simpy.Event, object, None]
 
@@ -73,7 +72,8 @@ class Elastic:
         ev.succeed()
 
 
-def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic, prev: tuple[int, float] | None) -> Proc:
+def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
+              prev: tuple[int, float] | None) -> Generator[simpy.Event, object, tuple[int, float]]:
     """One exchange of leader ``w`` with the centre; returns (the version it read, when).
 
     ``prev``: (read version, time) of the worker's previous exchange; None at its first."""
@@ -159,7 +159,7 @@ def _local_step(env: simpy.Environment, w: int, run: SimRun, el: Elastic) -> Pro
         update_rule.step(el.x[w], v, g, m.lr, m.momentum, 0, False)
 
 
-def _member(p: Platform, k: int) -> Proc:
+def _member(p: WorkerPlatform, k: int) -> Proc:
     """A group member's gradient on its own CPU; then it sleeps until the group's next step."""
     yield p.gradient(k)
     p.block(k)

@@ -16,12 +16,12 @@ from collections.abc import Callable, Generator
 import simpy
 
 from simasgd.sim.engine import SimRun
-from simasgd.sim.primitives import Mutex, RWLock, acquire
+from simasgd.sim.primitives import Mutex, Req, RWLock, acquire
 
 
-def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[[], simpy.Event],
-                write_req: Callable[[], simpy.Event], read_free: Callable[[], bool],
-                write_free: Callable[[], bool], release: Callable[[simpy.Event], object],
+def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[[], Req],
+                write_req: Callable[[], Req], read_free: Callable[[], bool],
+                write_free: Callable[[], bool], release: Callable[[Req], object],
                 gate: Callable[[int], Generator[simpy.Event, object, None]] | None = None,
                 done: Callable[[int], None] | None = None) -> Generator[simpy.Event, object, None]:
     """``gate`` (``yield from``) runs at the start of every cycle, ``done`` after every update (SSP's clock)."""
