@@ -107,7 +107,7 @@ def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
 def profile_path() -> Path:
     """``machine.profile_path()``, the calibrated profile's path (``SIMASGD_PROFILE`` or profiles/this.toml),
     read here without importing :mod:`simasgd.machine`, which imports the scenario, which imports this module
-    (tests/dist/test_calibrate_network.py holds the two to the same answer)."""
+    (tests/distributed/test_calibrate_network.py holds the two to the same answer)."""
     return Path(os.environ.get("SIMASGD_PROFILE", "profiles/this.toml"))
 
 
