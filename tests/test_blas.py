@@ -49,6 +49,7 @@ def _check(C: np.ndarray, A: np.ndarray, B: np.ndarray, trans_a: bool, trans_b: 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES)
 @pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.slow
 def test_gemm_matches_float64_product(m: int, k: int, n: int, trans_a: bool, trans_b: bool, dtype: type) -> None:
     A, B = _operands(m, k, n, trans_a, trans_b, dtype)
     C = np.full((m, n), np.nan, dtype)  # overwritten, not accumulated into
@@ -84,6 +85,7 @@ def test_the_registered_symbol_is_numpys_openblas_where_numpy_carries_it() -> No
 
 
 @pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES)
+@pytest.mark.slow
 def test_fallback_has_the_cblas_abi(trans_a: bool, trans_b: bool) -> None:
     """Called as the kernels call the symbol (CBLAS arguments, 64-bit sizes): the same product."""
     m, k, n = 16, 33, 10

@@ -252,6 +252,7 @@ def test_b_is_the_backend_in_every_command_that_takes_one() -> None:
     assert all("--backend" in opts for opts in takes.values()), takes
 
 
+@pytest.mark.slow
 def test_compare_takes_its_two_backends_as_b_twice(tmp_path: Path) -> None:
     res = runner.invoke(app, ["compare", QUICK, "-b", "serial", "-b", "sim", "--out", str(tmp_path / "c"), "-n", "1",
                               "-s", "stop.max_updates=100", "-s", "stop.eval_every_updates=50"])
@@ -263,6 +264,7 @@ def test_compare_takes_its_two_backends_as_b_twice(tmp_path: Path) -> None:
     assert one.exit_code == 2 and "two different backends" in one.output
 
 
+@pytest.mark.slow
 def test_figure_folder_option_is_figures_and_svg_goes_with_it(tmp_path: Path) -> None:
     out = tmp_path / "r"
     assert runner.invoke(app, ["run", QUICK, "-b", "serial", "-n", "1", "-s", "stop.max_updates=100",

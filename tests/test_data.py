@@ -52,6 +52,7 @@ def test_same_config_same_data_and_cached() -> None:
     assert not a.X.flags.writeable and not a.y.flags.writeable  # shared by the cache
 
 
+@pytest.mark.slow
 def test_bit_identical_in_another_process() -> None:
     cfg = dict(model="logreg", dataset="synthetic", features=30, classes=4, samples=400, sparse=True,
                density=0.3, eval_rows=50)

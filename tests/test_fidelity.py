@@ -57,6 +57,7 @@ def test_pooled_ks_and_wasserstein_equal_scipy_on_the_pooled_samples(staleness_p
     assert any("mean_staleness_rel_err" in s for s in plots.disagreements(f))
 
 
+@pytest.mark.slow
 def test_interval_covers_the_truth_and_shrinks_with_repeats(staleness_pair):
     rng = np.random.default_rng(12)
 
@@ -229,6 +230,7 @@ def test_fidelity_carries_the_phase_breakdown_and_old_files_without_it_load(tmp_
     assert "Where a cycle's time goes" in plots.to_markdown(f)
 
 
+@pytest.mark.slow
 def test_compare_folders_prints_the_phase_table_and_sentence(tmp_path, cycles, as_result):
     as_result(cycles(gradient=220 * US), "sim").save(tmp_path / "sim")
     as_result(cycles(), "cpu").save(tmp_path / "cpu")
@@ -248,6 +250,7 @@ def test_compare_folders_prints_the_phase_table_and_sentence(tmp_path, cycles, a
     assert "figures/phases.png" in report and (tmp_path / "cmp" / "figures" / "phases.png").exists()
 
 
+@pytest.mark.slow
 def test_compare_says_so_when_a_side_has_no_phase_columns(tmp_path, cycles, as_result):
     as_result(cycles(), "sim").save(tmp_path / "sim")
     old = cycles()
@@ -282,6 +285,7 @@ def test_repeatability_is_the_scaled_leave_one_out_error(make_result, geometric)
     assert fidelity.repeatability(make_result(taus[:1], backend="cpu")) == {}  # one run: nothing to say
 
 
+@pytest.mark.slow
 def test_repeatability_predicts_the_error_of_a_perfect_predictor(make_result):
     """A 'simulator' whose runs are more draws of the machine's own run-to-run variation (updates/s ~
     N(1000, 60²) per run) errs against 3 reference runs by err = mean(its 3)/mean(ref's 3) − 1; the floor,

@@ -169,6 +169,7 @@ _values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_siz
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_keys, _values, max_size=6))
+@pytest.mark.slow
 def test_junk_never_tracebacks(data: dict) -> None:
     try:
         sc = loader.from_dict(data, label="junk.toml")

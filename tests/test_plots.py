@@ -39,6 +39,7 @@ def test_staleness_histogram_bars_are_the_fractions(pair):
     assert ax.get_ylim()[1] >= p0 > 0.2
 
 
+@pytest.mark.slow
 def test_per_worker_has_one_panel_per_worker(pair):
     fig = plots.staleness_by_worker(pair)
     titles = sorted(ax.get_title() for ax in fig.axes if ax.get_title())
@@ -83,6 +84,7 @@ def test_throughput_vs_threads_x_is_the_thread_count(make_result, geometric):
                                                                      105 + np.std([100, 110], ddof=1)])
 
 
+@pytest.mark.slow
 def test_plot_command_on_a_compare_folder_writes_png_and_svg(pair, tmp_path):
     for label, r in pair.items():
         r.save(tmp_path / label)

@@ -178,6 +178,7 @@ def _tiny_cpu_run(monkeypatch: pytest.MonkeyPatch, workers: int, algorithm: str,
     return backends.run(sc, "cpu", repeats=repeats)
 
 
+@pytest.mark.slow
 def test_cpu_result_records_host_load_and_affinity(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
@@ -221,6 +222,7 @@ def test_topology_warnings_name_runs_away_from_the_calibrated_placement() -> Non
     assert topology_warnings({"host": {"run": 0}}, 45.0) == []    # a run without the probe (one worker)
 
 
+@pytest.mark.slow
 def test_compare_warns_when_the_reference_ran_with_its_cpus_elsewhere(tmp_path: Path, as_result: Callable[..., RunResult],
                                                                       cycles: Callable[..., Any],
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -262,6 +264,7 @@ def test_show_warns_when_the_host_was_busy(busy_folder: Callable[[float], Path])
     assert quiet.exit_code == 0 and "busy" not in quiet.output
 
 
+@pytest.mark.slow
 def test_compare_warns_when_the_reference_ran_on_a_busy_host(tmp_path: Path, as_result: Callable[..., RunResult],
                                                               cycles: Callable[..., Any]) -> None:
     as_result(cycles(), "sim").save(tmp_path / "sim")

@@ -86,6 +86,7 @@ def _run_all(cmds: list[list[str]]) -> None:
         assert res.exit_code == 0, f"{shlex.join(argv)}:\n{res.output}"
 
 
+@pytest.mark.slow
 def test_the_readme_simulator_commands_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In the README's order: each one's files are the next one's input."""
     _workspace(tmp_path, monkeypatch)

@@ -269,6 +269,7 @@ def digits_logreg() -> Workload:
     return build_workload(WorkloadConfig(model="logreg"), seed=3)
 
 
+@pytest.mark.slow
 def test_kernel_passed_as_argument_runs_in_threads_without_the_gil(digits_mlp: Workload) -> None:
     wl = digits_mlp
     idx = wl.sample_batch(np.random.default_rng(0), 32)

@@ -29,6 +29,7 @@ def _applied(o: Any) -> Any:
     return u[u["applied"]]
 
 
+@pytest.mark.slow
 def test_rows_follow_the_definition(algorithm: str, backend: str, outcome: Any) -> None:
     o = outcome(algorithm, backend)
     u, run, rows = o.result.updates, o.run, o.definition.rows
@@ -149,6 +150,7 @@ def _own_states(o: Any) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_theta_follows_the_update_rule(algorithm: str, backend: str, variant: str, outcome: Any) -> None:
     o = outcome(algorithm, backend, variant)
     d, n = o.definition, o.scenario.workers.count
@@ -180,6 +182,7 @@ LOPEZ_BACKENDS = [b for b, present in backends.available().items()
 @pytest.mark.parametrize("params", [(("subtract", "with_add"),), (("model_read", "consistent"),)],
                          ids=["with_add", "consistent"])
 @pytest.mark.parametrize("lopez_backend", LOPEZ_BACKENDS)
+@pytest.mark.slow
 def test_lopez_options_follow_the_definition(lopez_backend: str, params: Any, outcome: Any) -> None:
     """The named departures from the paper (algorithms.py, lopez) keep θ within the same bounds. With
     ``subtract = "with_add"`` a pass adds G − G = 0 after the first, so g holds G from the first add on:
@@ -201,6 +204,7 @@ HOGWILD_BACKENDS = [b for b, present in backends.available().items()
 
 @pytest.mark.parametrize("local_copy", [True, False], ids=["local_copy", "live"])
 @pytest.mark.parametrize("hogwild_backend", HOGWILD_BACKENDS)
+@pytest.mark.slow
 def test_hogwild_reads_as_local_copy_says_or_refuses_it_by_name(hogwild_backend: str, local_copy: bool,
                                                                  outcome: Any) -> None:
     """Each value of ``local_copy`` runs as it says (θ exact; on a backend that measures, a read phase

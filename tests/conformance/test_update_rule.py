@@ -137,6 +137,7 @@ def test_every_path_gives_the_hand_computed_sequence(path: str, aware: bool, exp
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("momentum,div", [(0.0, 1.0), (0.0, 3.0), (0.9, 1.0), (0.9, 2.0)])
+@pytest.mark.slow
 def test_hogwild_sweeps_down_to_the_same_bits(momentum: float, div: float, dtype: type) -> None:
     """Several blocks and a partial one (the top): every element written once, as the upward sweep does."""
     d = 3 * loops.SWEEP_BLOCK + 37
@@ -214,6 +215,7 @@ def test_step_into_with_the_gradient_in_its_destination_gives_the_same_bits(dtyp
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
+@pytest.mark.slow
 def test_the_lopez_masters_one_pass_step_is_the_scaled_copy_then_the_step(dtype: type, momentum: float) -> None:
     # The master reads the shared sum in the pass that writes θ (no copy of g·1/(N−1)); its bits must be
     # those of the product into a vector of its own and then the update rule, as the simulator steps.

@@ -31,6 +31,7 @@ def hogwild_mlp(cuda: Any, tiny: Any) -> Any:
     return _run(tiny("mlp", workers={"count": 3}))
 
 
+@pytest.mark.slow
 def test_hogwild_rows_carry_the_device_versions(hogwild_mlp: Any) -> None:
     r = hogwild_mlp
     u, run = r.updates, r.runs[0]
@@ -44,6 +45,7 @@ def test_hogwild_rows_carry_the_device_versions(hogwild_mlp: Any) -> None:
     assert r.curve["updates"].iloc[-1] == 12 and np.isfinite(r.curve["loss"]).all()
 
 
+@pytest.mark.slow
 def test_hogwild_staleness_is_what_the_streams_interleaving_made(hogwild_mlp: Any) -> None:
     # Each row's read version is the number of increments that had happened when it read; a row's
     # staleness counts the versions of *other* rows made between its read and its write (docs/results.md).
@@ -55,6 +57,7 @@ def test_hogwild_staleness_is_what_the_streams_interleaving_made(hogwild_mlp: An
 
 
 @pytest.mark.parametrize("workers", [3])
+@pytest.mark.slow
 def test_sync_sums_every_gradient_exactly(cuda: Any, tiny: Any, workers: int) -> None:
     # θ0 = 1 and G·lr = 2⁻¹⁶: the mean of the workers' atomically summed gradients is exact, so a lost
     # or doubled atomic add would move θ off 1 − N·2⁻¹⁶.
@@ -83,6 +86,7 @@ def test_atomic_accumulation_from_many_streams_loses_nothing(cuda: Any) -> None:
     assert (total.copy_to_host() == 3 * sum(2.0 ** -(w + 1) for w in range(n))).all()
 
 
+@pytest.mark.slow
 def test_leashed_drops_past_persistence_and_applies_each_version_once(cuda: Any, tiny: Any) -> None:
     sc = tiny("mlp", workers={"count": 3}, algorithm={"name": "leashed", "persistence": 0},
               optimizer={"lr": 2.0 ** -8}, stop={"max_updates": 15, "eval_every_updates": 5})
@@ -112,6 +116,7 @@ def test_step_kernel_gives_the_hand_computed_sequence(cuda: Any, aware: bool, ex
         assert (theta.copy_to_host() == want).all(), (i, theta.copy_to_host()[:3])
 
 
+@pytest.mark.slow
 def test_without_gpu_or_simulator_the_backend_says_so_in_one_line(tmp_path: Path) -> None:
     if Path("/dev/nvidia0").exists() or os.environ.get("SIMASGD_TEST_GPU", "0") not in ("", "0"):
         pytest.skip("this machine has a GPU: the refusal cannot happen here")
@@ -151,6 +156,7 @@ def test_the_backend_lists_the_loops_it_has(cuda: Any) -> None:
     assert frozenset(loops.LOOPS) == backend.ALGORITHMS
 
 
+@pytest.mark.slow
 def test_listing_the_backend_imports_no_numba_cuda() -> None:
     code = ("import sys; from simasgd import backends; m = backends.load('cuda'); "
             "assert 'numba.cuda' not in sys.modules, 'numba.cuda imported'; print(sorted(m.ALGORITHMS))")
@@ -169,6 +175,7 @@ def _signature(a: Any) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("model,algorithm", [("mlp", {"name": "sync"}), ("mlp", {"name": "leashed", "persistence": 0}),
                                              ("mlp", {"name": "lopez"}), ("mlp", {"name": "hogwild"})])
+@pytest.mark.slow
 def test_the_rehearsal_launches_every_kernel_signature_the_run_launches(cuda: Any, tiny: Any, model: str,
                                                                           algorithm: dict[str, Any]) -> None:
     # numba compiles a kernel at its first launch with each signature of argument types; a launch in the

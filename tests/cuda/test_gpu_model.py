@@ -83,6 +83,7 @@ def test_gpu_presets_are_a_machine_kind() -> None:
         resolve(loader.from_dict({"machine": {"preset": "v100"}}).machine)
 
 
+@pytest.mark.slow
 def test_the_calibrator_writes_a_gpu_table_the_simulator_reads(cuda: Any, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from executors.calibration.gpu import calibrate

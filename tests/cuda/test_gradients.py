@@ -28,6 +28,7 @@ def _device_gradient(cuda: Any, wl: Any, theta: np.ndarray, idx: np.ndarray) -> 
 # "cnn-wide": 16×16 images, so each conv weight's sum (4 rows × 7×7 pooled outputs) is split over more
 # items than a reduction block has threads, on a GPU (128) as under the simulator (4) (kernels.conv_grad).
 @pytest.mark.parametrize("model", ["mlp", "cnn", "cnn-wide"])
+@pytest.mark.slow
 def test_gpu_gradient_equals_the_cpu_kernels(cuda: Any, tiny: Any, model: str) -> None:
     from executors.cuda import kernels as K
 

@@ -117,6 +117,7 @@ def test_pinned_ranks_run_on_the_placement_s_cpus_servers_first(scenario: Any, r
     assert [m["affinity"] for m in r.metadata["ranks"]] == [[c] for c in want]
 
 
+@pytest.mark.slow
 def test_a_failed_rank_ends_the_run_with_its_name_and_no_results(scenario: Any, tmp_path: Path, jitter_kernel: Any,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from simasgd.workloads.constant import ConstWorkload

@@ -101,6 +101,7 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
             os.environ[machine.PROFILE_ENV] = before
 
 
+@pytest.mark.slow
 def test_calibrate_bad_scenario_is_one_line_exit_2(tmp_path: Path) -> None:
     p = _cli("calibrate", "--quick", "--scenario", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "p.toml"))
     assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr

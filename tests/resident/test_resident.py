@@ -46,6 +46,7 @@ CASES = [("hogwild", 1, "resident"), ("mutex", 3, "resident"), ("leashed", 3, "r
 
 
 @pytest.mark.parametrize(("algorithm", "workers", "mode"), CASES, ids=[f"{a}-{n}-{m}" for a, n, m in CASES])
+@pytest.mark.slow
 def test_lossless_algorithms_leave_theta_exact(algorithm: str, workers: int, mode: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # The constant gradient: θ0 = 1, LR·G = 2⁻¹⁶, so N applied updates leave θ[0] = 1 − N·2⁻¹⁶ exactly;
@@ -70,6 +71,7 @@ def test_lossless_algorithms_leave_theta_exact(algorithm: str, workers: int, mod
     assert (u["t_start"] <= u["t_grad_start"]).all() and (u["t_grad_end"] <= u["t_write"]).all()
 
 
+@pytest.mark.slow
 def test_hogwild_staleness_counts_the_other_workers_versions(tiny: Any) -> None:
     r = backends.load("gpu").run_once(tiny("mlp", workers={"count": 3}), 0)
     u = r.updates

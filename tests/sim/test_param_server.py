@@ -77,6 +77,7 @@ def test_every_push_lands_once_in_every_shard(monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.parametrize("shards", [1, 4])
+@pytest.mark.slow
 def test_the_server_link_bounds_the_update_rate(shards: int) -> None:
     # Many workers, negligible compute: each server's incoming side carries every push's shard of
     # m/S bytes back to back, so the run makes S·B/m updates per second (m = model bytes, B = bandwidth).

@@ -290,6 +290,7 @@ def test_steps_of_lines_both_caches_hold(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize("workers,switch", [(1, True), (2, True), (2, False)])
+@pytest.mark.slow
 def test_simulated_steps_pay_coherence_only_after_another_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  workers: int, switch: bool) -> None:
     """Every read (update) runs at another core's rates exactly when another worker began an update since
@@ -327,6 +328,7 @@ def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float,
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
 def test_steps_in_the_cycle_replace_the_warm_rates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    workers: int) -> None:
     """With the profile's in-cycle step times (`cycle_*_median_s`), a read and an update of one's own lines
@@ -514,6 +516,7 @@ def test_race_rate_from_the_profile(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("switch", [True, False])
+@pytest.mark.slow
 def test_a_hogwild_update_races_another_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     switch: bool) -> None:
     """An update that begins while the other worker's update is under way runs at the racing rate (when

@@ -59,6 +59,7 @@ def test_a_gradient_is_in_g_from_its_add_until_its_next_removal() -> None:
     assert (u[u.applied].staleness >= 1).all()
 
 
+@pytest.mark.slow
 def test_subtract_with_add_keeps_every_latest_gradient_in_g() -> None:
     # The named departure: one pass g ← g − g_old + g_new. Numerics: θ moves at every step once
     # every worker has reported, so the loss falls faster per step than with the paper's order,
@@ -68,6 +69,7 @@ def test_subtract_with_add_keeps_every_latest_gradient_in_g() -> None:
     assert with_add.final_loss < paper.final_loss < paper.initial_loss
 
 
+@pytest.mark.slow
 def test_torn_and_consistent_reads_differ_only_in_what_the_copy_holds() -> None:
     # The copy's timing is the same; a torn copy is taken chunk by chunk as the master's write lands.
     # (A write as fast as a copy tears nothing: chunk i of both lands at the same offset. So the

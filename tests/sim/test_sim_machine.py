@@ -60,6 +60,7 @@ def mean_gap(u: pd.DataFrame) -> tuple[float, float]:
     return float(gaps.mean()), float(gaps.std(ddof=1) / math.sqrt(len(gaps)))
 
 
+@pytest.mark.slow
 def test_numa_splits_throughput_and_staleness_by_socket() -> None:
     numa = without_timing("workers.count=8", "workers.placement=\"numa\"", "stop.max_updates=8000")
     uma = without_timing("workers.count=8", "workers.placement=\"uma\"", "stop.max_updates=8000")
@@ -71,6 +72,7 @@ def test_numa_splits_throughput_and_staleness_by_socket() -> None:
     assert numa[remote].staleness.mean() > numa[~remote].staleness.mean()
 
 
+@pytest.mark.slow
 def test_leashed_drops_past_its_persistence() -> None:
     contended = ("algorithm.name=\"leashed\"", "timing.update={dist=\"deterministic\", mean_s=3e-4}",
                  "stop.max_updates=10000")
@@ -231,6 +233,7 @@ def test_rows_refer_only_to_versions_that_exist_when_time_runs_out() -> None:
         assert (u[~u.applied].version <= s.updates + 1).all()
 
 
+@pytest.mark.slow
 def test_lock_convoy_when_the_holder_is_descheduled() -> None:
     # Threads 0 and 1 share CPU 0; thread 2 has CPU 1 to itself. When 0 is preempted inside its
     # 1 ms critical section (to let 1 compute), 2 waits on a lock whose holder is not running.

@@ -68,6 +68,7 @@ STAGGER_S = 1e-8  # worker 1 starts this much later: inside the other's first ch
 
 
 @pytest.mark.parametrize("convoys", [True, False])
+@pytest.mark.slow
 def test_the_leader_reads_the_followers_update_when_it_lands_within_the_bookkeeping(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, convoys: bool) -> None:
     """Two identical writers, worker 1 a stagger behind, meet every round. With convoys the follower ends
@@ -88,6 +89,7 @@ def test_the_leader_reads_the_followers_update_when_it_lands_within_the_bookkeep
         assert tau.mean() == pytest.approx(0.5, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_without_bookkeeping_the_leader_reads_before_the_follower_lands(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """γ = 0 < h: the leader's next read comes before the follower's bump, so that update counts in its
@@ -99,6 +101,7 @@ def test_without_bookkeeping_the_leader_reads_before_the_follower_lands(
         np.testing.assert_allclose(gaps, H_NS * 1e-9, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_bookkeeping_between_a_bump_and_the_next_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every next cycle of a worker begins exactly γ after its update's row (no loss snapshots here)."""
     for switch, gap in ((True, BOOKS_S), (False, 0.0)):
@@ -108,6 +111,7 @@ def test_bookkeeping_between_a_bump_and_the_next_cycle(tmp_path: Path, monkeypat
             np.testing.assert_allclose(w["t_start"].to_numpy()[1:] - w["t_write"].to_numpy()[:-1], gap, atol=1e-15)
 
 
+@pytest.mark.slow
 def test_random_writers_follow_by_a_hand_off_or_end_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exponential gradients about as long as an update: the writers meet often, at any offset. An update
     that began while the other's was under way never ends less than h after it; some end exactly h after
@@ -121,6 +125,7 @@ def test_random_writers_follow_by_a_hand_off_or_end_apart(tmp_path: Path, monkey
     assert together.any() and (~together).any()
 
 
+@pytest.mark.slow
 def test_writers_sweeping_opposite_ways_cross_instead_of_following(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """``sweep = "alternate"``: worker 1 writes from the top down. Begun a stagger behind worker 0, it meets

@@ -59,6 +59,7 @@ def geometric_fit(tau: np.ndarray, m: int) -> float:
     ("rwlock", ()),
     ("leashed", ()),  # the scenario's zero latencies make its CAS free too
 ])
+@pytest.mark.slow
 def test_exponential_compute_gives_geometric_staleness(algorithm: str, extra: tuple[str, ...]) -> None:
     m = 8
     u = after_warmup(simulate("geometric", f"algorithm.name={algorithm}", "stop.max_updates=120000", *extra))
@@ -72,6 +73,7 @@ def test_exponential_compute_gives_geometric_staleness(algorithm: str, extra: tu
     assert geometric_fit(tau[::10], m) > 1e-3
 
 
+@pytest.mark.slow
 def test_per_worker_staleness_is_n_minus_ni_over_ni() -> None:
     # Two slow workers make the N_i differ; E[τ_i] = (N − N_i)/N_i holds for any compute times.
     u = after_warmup(simulate("geometric", "workers.stragglers.count=2", "workers.stragglers.slowdown=3"))
@@ -102,6 +104,7 @@ def repairman(m: int, lam: float, mu: float) -> tuple[float, float]:
     return x, m / x - 1 / lam - 1 / mu
 
 
+@pytest.mark.slow
 def test_mutex_matches_machine_repairman_queue() -> None:
     m, lam, mu = 6, 1e3, 5e3
     u = after_warmup(simulate("repairman"))
@@ -114,6 +117,7 @@ def test_mutex_matches_machine_repairman_queue() -> None:
     assert wait > 0.1 * w_theory  # the lock is genuinely contended in this configuration
 
 
+@pytest.mark.slow
 def test_two_acquisitions_wait_more_than_one() -> None:
     # Ek's Alg. 2 (read under the lock too) queues twice a cycle: more waiting, less throughput.
     one = after_warmup(simulate("repairman", "stop.max_updates=30000"))
@@ -141,12 +145,14 @@ def step_times(u: pd.DataFrame) -> np.ndarray:
     ("k_async", (), (harmonic(6) - harmonic(3)) * 1e-3),
     ("k_async", ("algorithm.k=1",), 1e-3 / 6),
 ])
+@pytest.mark.slow
 def test_synchronous_step_times(scenario: str, extra: tuple[str, ...], expected: float) -> None:
     u = after_warmup(simulate(scenario, *extra))
     mean, se = batch_mean_se(step_times(u))
     assert abs(mean - expected) < Z * se, (mean, expected, se)
 
 
+@pytest.mark.slow
 def test_sync_and_k_sync_gradients_are_fresh_and_k_async_ones_stale() -> None:
     short = "stop.max_updates=5000"
     assert (after_warmup(simulate("sync", short)).staleness == 0).all()
@@ -164,6 +170,7 @@ def per_thread_rate(u: pd.DataFrame) -> pd.Series:
 
 
 @pytest.mark.parametrize("queues", ["per_cpu", "shared"])
+@pytest.mark.slow
 def test_oversubscribed_threads_share_cores(queues: str) -> None:
     # k threads on c CPUs progress at c/k of a core each, whether each CPU has its own run queue (the threads
     # spread evenly) or all share one

@@ -110,6 +110,7 @@ def _gradient_table(sc, samples: np.ndarray) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("switch", [True, False])
+@pytest.mark.slow
 def test_stalled_gradients_run_over_one_instant_of_the_run_on_every_worker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, switch: bool) -> None:
     """HOGWILD!, 2 workers. Calibrated samples: a body of 199-201 µs and a share G/P of them 30 µs slower.

@@ -90,6 +90,7 @@ def test_bad_grid_table_value_names_the_key(tmp_path: Path) -> None:
         plan.build(f, backend="serial")
 
 
+@pytest.mark.slow
 def test_ek2021_s2_grid_is_the_thesis_grid() -> None:
     p = plan.build(HERE.parents[1] / "scenarios" / "ek2021" / "s2_grid.toml", backend="sim")
     assert p.grid["optimizer.lr"] == [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009]

@@ -94,6 +94,7 @@ def test_failing_cells_are_recorded_and_the_rest_finish(tmp_path: Path) -> None:
     assert set(df[df["workload.dataset"] == "digits"]["status"]) == {"ok"}
 
 
+@pytest.mark.slow
 def test_sweep_summary_command_prints_table_and_writes_heatmaps(tmp_path: Path) -> None:
     import sweep_fakes as fakes
 
