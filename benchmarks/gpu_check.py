@@ -30,7 +30,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SCHEMA = 1
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import record  # noqa: E402 - beside this file
+
+SCHEMA, SCHEMA_VERSION = "gpu_check", 1
 
 
 def mlp_doc(tiny: bool) -> dict[str, Any]:
@@ -88,7 +92,8 @@ def summarise(r: Any) -> dict[str, Any]:
 class Check:
     def __init__(self, out: Path, tiny: bool, deadline: float):
         self.out, self.tiny, self.t0, self.deadline = out, tiny, time.perf_counter(), deadline
-        self.doc: dict[str, Any] = {"schema": SCHEMA, "tiny": tiny, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC",
+        self.machine = record.machine()
+        self.doc: dict[str, Any] = {"tiny": tiny, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                                                                               time.gmtime()),
                                     "env": env(), "checks": [], "cells": [], "skipped": []}
 
@@ -96,9 +101,9 @@ class Check:
         return self.deadline - (time.perf_counter() - self.t0)
 
     def save(self) -> None:
-        tmp = self.out / "gpu_check.json.tmp"
-        tmp.write_text(json.dumps(self.doc, indent=1, default=str))
-        tmp.replace(self.out / "gpu_check.json")
+        payload = json.loads(json.dumps(self.doc, default=str))  # numpy scalars and paths as JSON
+        record.write(self.out / "gpu_check.json", SCHEMA, SCHEMA_VERSION, payload,
+                     commit_=self.doc["env"].get("commit") or "unknown", machine_=self.machine)
 
     def log(self, msg: str) -> None:
         print(f"[{time.perf_counter() - self.t0:6.1f} s] {msg}", flush=True)

@@ -1,6 +1,6 @@
 """Score the simulator's GPU model (simasgd/sim/gpu_resident.py) against the measured gpu backend cells.
 
-    .venv/bin/python benchmarks/gpu_model_score.py [--measured A.json B.json] [--out results/gpu_model_score_h200.json]
+    .venv/bin/python benchmarks/gpu_model_score.py [--measured gpu_check.json ...] [--out results/gpu_model_score_h200.json]
 
 For every cell of ``benchmarks/gpu_check.py``'s JSON (resident HOGWILD! on the MLP and the CNN, the other
 algorithms, streams) it runs the simulator on the same scenario (timing only) with the measured GPU's
@@ -28,11 +28,12 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import gpu_check  # noqa: E402 - the measured cells' scenarios, beside this file
+import record  # noqa: E402 - beside this file
 
 from executors.calibration import gpu_block  # noqa: E402 - the checkout, on sys.path above
 
 RESULTS = HERE / "results"
-MEASURED = [RESULTS / "gpu_check_h200_a.json", RESULTS / "gpu_check_h200_b.json"]
+MEASURED = [RESULTS / "gpu_check_h200.json"]
 PROFILE = RESULTS / "gpu_profile_h200.toml"
 SCHEMA, SCHEMA_VERSION = "gpu_model_score", 1
 GOAL_RANGE = (1, 64)  # the Must-show line's workers
@@ -85,7 +86,7 @@ def block_table(cells: list[dict[str, Any]]) -> dict[str, Any]:
 def write_profile(block: dict[str, Any], out: Path) -> None:
     """The measured ``[gpu]`` table plus the block rates, as a profile the simulator reads (``this-gpu``)."""
     lines = [PROFILE.read_text().rstrip(), "",
-             "# A block's rates alone, from the 1-worker cells of gpu_check_h200_{a,b}.json",
+             "# A block's rates alone, from the 1-worker cells of gpu_check_h200.json",
              "# (benchmarks/gpu_model_score.py: read, update and gradient phase medians; streams' host launch)",
              "[gpu.block]"]
     lines += [f"{k} = {v!r}" for k, v in block.items() if not isinstance(v, dict)]
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a what-if: the block's gradient spread, which the measured cells do not record "
                          "(calibrate --gpu measures it); default: the scenario's [sim] gradient_cv")
     a = ap.parse_args(argv)
-    cells = [c for p in a.measured for c in json.loads(p.read_text())["cells"]]
+    cells = [c for p in a.measured for c in record.read(p, gpu_check.SCHEMA, gpu_check.SCHEMA_VERSION)["cells"]]
     block = block_table(cells)
     if a.gradient_cv is not None:
         block["gradient_cv"] = a.gradient_cv
@@ -185,7 +186,6 @@ def main(argv: list[str] | None = None) -> int:
                "note": "one measured run per cell: self_prediction cannot be computed; judged against the goals"}
     print(table(rows))
     print(json.dumps(summary))
-    import record
 
     record.write(a.out, SCHEMA, SCHEMA_VERSION, {"device": "NVIDIA H200", "measured": "2026-11-27",
                                                   "measured_files": [p.name for p in a.measured],

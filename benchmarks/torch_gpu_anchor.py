@@ -31,10 +31,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import datetime as dt
 import gc
 import itertools
-import json
 import math
 import sys
 import threading
@@ -48,7 +46,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
-SCHEMA = 1
+SCHEMA, SCHEMA_VERSION = "torch_anchor", 1
 SEPARATION = 6.0  # simasgd.workloads.data: class means this many noise std apart (in expectation)
 POLL_S = 0.02
 
@@ -351,14 +349,15 @@ def main(argv: list[str] | None = None) -> int:
                      "seconds": round(seconds, 6), "param_change": change})
         del model
 
-    doc = {"schema": SCHEMA, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-           "torch": torch.__version__, "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-           "mode": args.mode, "batch": args.batch, "layers": layers, "samples": args.samples, "lr": args.lr,
-           "warmup": args.warmup, "seed": args.seed, "rows": rows}
+    doc = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+           "torch": torch.__version__, "mode": args.mode, "batch": args.batch, "layers": layers,
+           "samples": args.samples, "lr": args.lr, "warmup": args.warmup, "seed": args.seed, "rows": rows}
     print(table(doc))
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "torch_anchor.json").write_text(json.dumps(doc, indent=2) + "\n")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import record  # beside this file
+
+        record.write(args.out / "torch_anchor.json", SCHEMA, SCHEMA_VERSION, doc)
     return 0
 
 

@@ -29,8 +29,9 @@ def test_anchor_writes_its_rates_and_moves_the_shared_model(mode: str, tmp_path:
     out = anchor("--mode", mode, "--out", str(tmp_path))
     assert out.returncode == 0, out.stderr
     doc = json.loads((tmp_path / "torch_anchor.json").read_text())
-    assert doc["schema"] == 1 and doc["device"] == "cpu" and doc["mode"] == mode
-    assert doc["batch"] == 4 and doc["layers"] == [20, 8, 3] and doc["torch"] and doc["date"].endswith("+00:00")
+    assert doc["schema"] == "torch_anchor" and doc["schema_version"] == 1 and doc["commit"]
+    assert doc["device"] == "cpu" and doc["mode"] == mode
+    assert doc["batch"] == 4 and doc["layers"] == [20, 8, 3] and doc["torch"] and doc["date"].endswith("Z")
     assert [r["workers"] for r in doc["rows"]] == [2]
     for r in doc["rows"]:
         assert len(r["per_worker"]) == r["workers"] and all(n > 0 for n in r["per_worker"])
