@@ -3,13 +3,17 @@
 #   bash scripts/test.sh           the whole suite
 #   bash scripts/test.sh --fast    the fast tier: every test not marked slow or hardware
 # Further arguments go to pytest (e.g. a test file, -x, -k).
+# Tests run on every CPU (pytest-xdist, one file per worker so module fixtures compile once), except
+# those marked hardware: they time this machine's threads, so they run afterwards, alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 export MPLBACKEND=Agg
-tier=()
+PYTEST=(.venv/bin/python -m pytest -q -n auto --dist loadfile)
 if [ "${1:-}" = "--fast" ]; then
   shift
-  tier=(-m "not slow and not hardware")
+  exec "${PYTEST[@]}" -m "not slow and not hardware" "$@"
 fi
-exec .venv/bin/python -m pytest -q ${tier[@]+"${tier[@]}"} "$@"
+"${PYTEST[@]}" -m "not hardware" "$@"
+# exit status 5: the arguments selected no hardware test
+.venv/bin/python -m pytest -q -m hardware "$@" || [ $? -eq 5 ]
