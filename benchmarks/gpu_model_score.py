@@ -1,6 +1,7 @@
 """Score the simulator's GPU model (simasgd/sim/gpu_resident.py) against the measured gpu backend cells.
 
-    .venv/bin/python benchmarks/gpu_model_score.py [--measured gpu_check.json ...] [--out results/gpu_model_score_h200.json]
+    .venv/bin/python benchmarks/gpu_model_score.py [--measured gpu_check.json ...] \
+        [--out results/gpu_model_score_h200.json]
 
 For every cell of ``benchmarks/gpu_check.py``'s JSON (resident HOGWILD! on the MLP and the CNN, the other
 algorithms, streams) it runs the simulator on the same scenario (timing only) with the measured GPU's
