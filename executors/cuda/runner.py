@@ -159,8 +159,8 @@ def rehearsal_key(sc: Scenario) -> str:
 def _rehearse(sc: Scenario, run: int, wl: Any, cuda: Any) -> None:
     """Run ``sc`` once, briefly, off the record, the first time this process runs it. numba compiles a kernel
     at its first launch with each signature of argument types. A compile inside the timed run is counted as
-    the algorithm's time: on an H200 the first update came 0.3–0.6 s into 2 s runs, and 8 s into the first
-    sync run. Running the scenario itself compiles every kernel its loops, monitor and snapshot
+    the algorithm's time: a fraction of a second per kernel, whole seconds for sync's first round.
+    Running the scenario itself compiles every kernel its loops, monitor and snapshot
     launch, with the types they launch it with; a list of kernels to warm would be the loops written twice."""
     key = rehearsal_key(sc)
     if key in _REHEARSED or (device.simulator() and not REHEARSE_ON_SIMULATOR):
