@@ -393,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, default=None,
                    help="machine profile to use (calibrated there if absent); "
                         "default: SIMASGD_PROFILE or profiles/this.toml")
+    p.add_argument("--quick-calibration", action="store_true",
+                   help="calibrate briefly where it calibrates (the prepared many-core script's time budget)")
     p.add_argument("--recalibrate", action="store_true",
                    help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
                         "the host drifts within the hour, and the goals assume a profile measured right before")
@@ -413,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         return from_folders(args)
     # Gradient times for every batch size of the sweep: a batch the profile lacks is scaled from the
     # nearest one, and GEMMs are more efficient at larger batches (B=64 from B=16: -19% upd/s at 1 thread).
-    args.profile_used = fidelity.ensure_profile(scenario("mutex", {}, 2, args.batches[0], args), also=[
+    args.profile_used = fidelity.ensure_profile(scenario("mutex", {}, 2, args.batches[0], args),
+                                                quick=args.quick_calibration, also=[
         scenario("mutex", {}, 2, b, args).workload for b in args.batches[1:]])
     args.load_before = os.getloadavg()
     rows = []

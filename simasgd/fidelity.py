@@ -216,19 +216,44 @@ def self_prediction(r: RunResult, predicted_runs: int | None = None) -> float | 
     simulator that behaved exactly like the machine would meet all four goals in about this share of
     comparisons; summed over a sweep's cells, it is the number of cells such a simulator would meet.
     None with fewer than 2 runs."""
-    scaled = _scaled_leave_one_out(r, predicted_runs)
-    if scaled is None:
-        return None
-    met = np.ones(len(next(iter(scaled.values()))), dtype=bool)
-    for k, goal in GOALS.items():
-        met &= ~(np.isfinite(scaled[k]) & (np.abs(scaled[k]) > goal))
-    return float(met.mean())
+    return self_prediction_of(_run_hist(r, None), _run_scalars(r, None), predicted_runs)
 
 
 def _scaled_leave_one_out(r: RunResult, predicted_runs: int | None) -> dict[str, np.ndarray] | None:
     """Per goal, each of ``r``'s n runs' error against the other n − 1 pooled, × √((1/m + 1/n) / (1 + 1/(n − 1)))
     with m = ``predicted_runs`` (default n) (:func:`repeatability`); None with fewer than 2 runs."""
-    h, s = _run_hist(r, None), _run_scalars(r, None)
+    return scaled_leave_one_out(_run_hist(r, None), _run_scalars(r, None), predicted_runs)
+
+
+def self_prediction_of(h: np.ndarray, s: dict[str, np.ndarray], predicted_runs: int | None = None) -> float | None:
+    """:func:`self_prediction` of runs given as per-run staleness histograms ``h`` (runs × τ) and per-run
+    scalars ``s`` (``updates_per_s``, ``updates_to_eps``, ``time_to_eps``): a reference kept without its
+    rows (``simasgd.corpus``)."""
+    scaled = scaled_leave_one_out(h, s, predicted_runs)
+    if scaled is None:
+        return None
+    met = np.ones(h.shape[0], dtype=bool)
+    for k, goal in GOALS.items():
+        met &= ~(np.isfinite(scaled[k]) & (np.abs(scaled[k]) > goal))
+    return float(met.mean())
+
+
+def point_metrics(ha: np.ndarray, sa: dict[str, np.ndarray], hb: np.ndarray,
+                  sb: dict[str, np.ndarray]) -> dict[str, float]:
+    """Every metric of :func:`compare`'s overall group, point estimates only, of runs given as per-run
+    histograms and scalars (``a`` predicted, ``b`` reference; as :func:`self_prediction_of` takes them)."""
+    ones_a, ones_b = np.ones((1, ha.shape[0])), np.ones((1, hb.shape[0]))
+    return {k: float(v[0]) for k, v in _metrics(ones_a @ ha, ones_b @ hb, sa, sb, ones_a, ones_b).items()}
+
+
+def run_stats(r: RunResult) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``r``'s per-run staleness histograms (runs × τ) and scalars, as :func:`point_metrics` takes them."""
+    return _run_hist(r, None), _run_scalars(r, None)
+
+
+def scaled_leave_one_out(h: np.ndarray, s: dict[str, np.ndarray],
+                         predicted_runs: int | None) -> dict[str, np.ndarray] | None:
+    """:func:`_scaled_leave_one_out` of per-run histograms ``h`` and scalars ``s``."""
     n = h.shape[0]
     if n < 2:
         return None
