@@ -120,12 +120,6 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -
 
 def _init(profile_path: str) -> None:
     os.environ["SIMASGD_PROFILE"] = profile_path
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)  # an idle BLAS pool spins against the numerics' kernels on a small machine
-    except ImportError:
-        pass
 
 
 def _task(args: tuple[Cell, dict[str, Any], int]) -> CellScore:
