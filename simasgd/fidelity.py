@@ -37,6 +37,7 @@ from simasgd.atomicio import atomic_write_text
 from simasgd.results import ResultsError, RunResult, read_versioned_json
 
 if TYPE_CHECKING:
+    from simasgd.drift import Drift, Probe
     from simasgd.profile import Calibrate
     from simasgd.scenario import Scenario
 
@@ -461,22 +462,54 @@ def _add_torch_gradients(path: Path, scenario: Scenario, quick: bool) -> None:
 
 def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *, repeats: int | None = None,
                     advance: Any = None, resamples: int = 1000, quick_calibration: bool = False,
-                    calibrate: Calibrate | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
-    """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first)."""
+                    calibrate: Calibrate | None = None, refresh: bool = True,
+                    probe: Probe | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
+    """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first).
+
+    Where the simulator runs on the calibrated profile against this host, the gradient and the CPUs'
+    placement are re-measured first (``simasgd.drift``; ``probe``: by default the one it loads by name) and
+    the measured side runs right after. With ``refresh``, a gradient drifted beyond ``drift.THRESHOLD`` is
+    simulated at today's speed: on a copy of the profile, its gradient samples rescaled
+    (``out/profile-refreshed.toml``; the profile itself is left as it is). ``metadata.drift`` records the
+    drift and its verdict: model error or a stale calibration."""
     from simasgd import backends as registry
+    from simasgd import drift
 
     pred, ref = roles(backends)
     for b in (pred, ref):
         registry.load(b)  # fail before running anything if a backend is missing
     out = Path(out)
+    scenarios = {b: sim_scenario(scenario, backends, quick_calibration, calibrate) if b == "sim" else scenario
+                 for b in (pred, ref)}
+    found, fresh = _drift_check(scenarios, out, refresh, probe)
     results = {}
-    for b in (pred, ref):
-        sc = sim_scenario(scenario, backends, quick_calibration, calibrate) if b == "sim" else scenario
-        results[b] = registry.run(sc, b, repeats=repeats, out=out / b, advance=advance)
+    for b in ((ref, pred) if found is not None else (pred, ref)):  # the probe right before the measured runs
+        with drift.using_profile(fresh if b == "sim" else None):
+            results[b] = registry.run(scenarios[b], b, repeats=repeats, out=out / b, advance=advance)
     fid = compare(results[pred], results[ref], resamples=resamples)
     fid.info["folders"] = {pred: str(out / pred), ref: str(out / ref)}
+    if found is not None:
+        drift.with_drift(fid, found)
     fid.save(out / "fidelity.json")
-    return fid, results
+    return fid, {b: results[b] for b in (pred, ref)}
+
+
+def _drift_check(scenarios: dict[str, Scenario], out: Path, refresh: bool,
+                 probe: Probe | None) -> tuple[Drift | None, Path | None]:
+    """The drift since calibration where the simulator runs on this machine's profile (preset ``this``), and
+    the refreshed copy of the profile it is to run on instead (None: the profile as it is)."""
+    from dataclasses import replace
+
+    from simasgd import drift, machine
+
+    sc = scenarios.get("sim")
+    if sc is None or sc.machine.preset != "this" or not any(_measures_host(b) for b in scenarios):
+        return None, None
+    path = machine.profile_path()
+    found = drift.measure(sc, path, probe)
+    if not (refresh and found.drifted):
+        return found, None
+    return replace(found, refreshed=True), drift.write_refreshed(path, sc, found.ratio, out)
 
 
 def compare_folders(predicted: str | Path, reference: str | Path, out: str | Path | None = None,
