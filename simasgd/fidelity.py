@@ -152,8 +152,11 @@ def scenario_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, 
 
 def check_comparable(predicted: RunResult, reference: RunResult) -> list[str]:
     """The (allowed) differences between the two scenarios; raise naming the others."""
+    from simasgd.scenario import REMOVED
+
     diffs = scenario_diff(predicted.scenario, reference.scenario)
-    bad = [d for d in diffs if d[0] not in COMPARABLE_DIFFS]
+    # a result written before a key was removed records it: not a difference in what either run was asked
+    bad = [d for d in diffs if d[0] not in COMPARABLE_DIFFS and d[0] not in REMOVED]
     if bad:
         what = "; ".join(f"{k} = {a!r} vs {b!r}" for k, a, b in bad)
         raise FidelityError(f"refusing to compare results of different scenarios "

@@ -95,3 +95,16 @@ def test_compare_simulates_the_executor_of_the_backend_it_is_compared_with(
     diff = {k for k, _, _ in fidelity.scenario_diff(sim.to_dict(), sc.to_dict())}
     assert diff == ({"sim.traits"} if whose != "cpu" else set()) | ({"machine.preset"} if "serial" not in pair else set())
     assert {"sim.traits", "machine.preset"} <= set(fidelity.COMPARABLE_DIFFS)
+
+
+def test_a_result_stored_with_a_removed_key_stays_comparable() -> None:
+    """A reference measured before the keys were removed records them: compare still takes it, and says so."""
+    from types import SimpleNamespace
+
+    new = loader.from_dict({"workers": {"count": 2}, "algorithm": {"name": "mutex"}}).to_dict()
+    old = {**new, "sim": {**{k: v for k, v in new["sim"].items() if k != "traits"}, "read_elision": True}}
+    a, b = (SimpleNamespace(scenario=s, scenario_hash=None) for s in (new, old))
+    assert {d.split(" = ")[0] for d in fidelity.check_comparable(a, b)} == {"sim.read_elision", "sim.traits"}
+    other = SimpleNamespace(scenario={**old, "seed": 9}, scenario_hash=None)
+    with pytest.raises(fidelity.FidelityError, match="seed"):
+        fidelity.check_comparable(a, other)
