@@ -121,23 +121,19 @@ def _progress(total: int):  # noqa: ANN202 (a closure over a counter)
 
 
 def _print(results: list[MachineScore], cells: bool) -> None:
-    from rich.table import Table
-
+    """The per-machine table as Markdown (it goes into benchmarks/fidelity.md as it is), then the cells."""
     from simasgd.corpus import score
 
-    t = Table(title="simulator against the corpus")
-    for h in score.TABLE_HEAD:
-        t.add_column(h)
-    for row in score.table(results):
-        t.add_row(*row)
     con = console()
-    con.print(t)
+    lines = ["| " + " | ".join(score.TABLE_HEAD) + " |", "|" + "---|" * len(score.TABLE_HEAD)]
+    lines += ["| " + " | ".join(row) + " |" for row in score.table(results)]
+    con.print("\n".join(lines), markup=False, soft_wrap=True)
     for r in results:
         for c in r.cells:
             if c.error:
-                con.print(f"[yellow]{r.machine} {c.cell}:[/] {c.error}")
+                con.print(f"[yellow]{r.machine} {c.cell}:[/] {c.error}", soft_wrap=True)
             elif cells:
                 errs = ", ".join(f"{k.removesuffix('_rel_err')} {v:+.1%}" if "rel" in k else f"{k} {v:.3f}"
                                  for k, v in c.values.items())
                 con.print(f"{r.machine} {c.cell}: {'✓' if c.met else '✗'} {errs}; ceiling {c.ceiling or 0:.2f}",
-                          markup=False)
+                          markup=False, soft_wrap=True)
