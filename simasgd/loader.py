@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from simasgd.scenario import AlgorithmConfig, Scenario, stray_params
+from simasgd.scenario import REMOVED, AlgorithmConfig, Scenario, stray_params
 
 
 class ScenarioError(ValueError):
@@ -102,6 +102,21 @@ def from_dict(data: dict[str, Any], label: str = "<scenario>", base_dir: Path | 
         raise ScenarioError(format_errors(e, data, label)) from None
 
 
+def without_removed(data: dict[str, Any]) -> dict[str, Any]:
+    """A scenario as a result recorded it (every key, defaults included), less the keys the format has since
+    removed (``scenario.REMOVED``): what a stored scenario needs to load again. A scenario file that sets
+    one is refused instead, naming what replaced it."""
+    out = _deep_copy(data)
+    for key in REMOVED:
+        *path, last = key.split(".")
+        node = out
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return out
+
+
 def _stray_algorithm_params(data: dict[str, Any], label: str) -> list[str]:
     # Checked here too so that each stray key gets its own line with its own dotted name,
     # alongside the other problems (pydantic only runs model checks once the fields are valid).
@@ -181,6 +196,8 @@ def _one_line(e: ErrorDetails, key: str, data: dict[str, Any], label: str) -> st
     found, value = _lookup(data, key)
     where = f"{label}: {key}" + (f" = {_fmt(value)}" if found and kind != "extra_forbidden" else "")
     if kind == "extra_forbidden":
+        if key in REMOVED:
+            return f"{where}: {REMOVED[key]}"
         return f"{where}: unknown key (allowed: {_allowed_keys(key)})"
     if kind == "missing":
         return f"{where}: required"
