@@ -1,113 +1,114 @@
-"""Ablation of the simulator's mechanisms against one set of measured runs.
+"""Ablation of the simulator's mechanisms on the fidelity corpus: what each one earns, machine by machine.
 
-For every cell of a `fidelity_sweep.py` output folder, re-run the simulator with each
-mechanism switched off in turn (`[sim]` switches, same profile, same seeds) and compare
-with the cell's measured (`cpu`) runs, which are not re-run: what each mechanism moves
-is then the simulator's change alone, not the machine's run-to-run noise.
+Every `[sim]` mechanism switch (each field of ``SimConfig`` that is not part of what a scenario runs,
+``simasgd.corpus.score.SCENARIO_SIM_KEYS``) is turned to its other value(s) in turn, and every cell of every
+corpus machine re-simulated (``simasgd.corpus.score``): the measured runs are not re-run, so what a
+mechanism moves is the simulator's change alone. The score's own noise is the spread of the baseline's count
+over ``--seeds`` simulator seeds (the measured runs stay): a mechanism earns its place if turning it off
+lowers the count beyond that noise on at least one machine and raises it beyond the noise on none.
 
-    .venv/bin/python benchmarks/fidelity_ablation.py results/fidelity --profile results/fidelity/this.toml
+    .venv/bin/python benchmarks/fidelity_ablation.py [--corpus corpus] [--variants coherence timer_tick] [--seeds 3]
 
-Prints one table: per variant, the cells meeting all four goals and each goal's count,
-and writes it (with per-cell verdicts) to --out as Markdown.
+Prints one row per variant (per machine: cells met, met / ceiling, Δ against the baseline) and writes the
+record ``benchmarks/results/fidelity_ablation_<machine kind>.json`` (``record.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import os
+import re
 import sys
-import tempfile
+import typing
 from pathlib import Path
+from typing import Any
 
-from simasgd import backends, fidelity, loader
-from simasgd.results import RunResult
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py
+import record
+
+from simasgd.corpus import score, store
 from simasgd.scenario import SimConfig
 
-VARIANTS: dict[str, dict[str, object]] = {
-    "all mechanisms": {},
-    "no cache model": {"cache_model": False},
-    "no in-cycle gradient": {"gradient_in_cycle": False},
-    "no host noise": {"host_noise": False},
-    "sleeping lock waiters": {"lock_waiters": "sleep"},
-    "yield only to a holder (no EEVDF)": {"sched_yield": "holder"},
-    "no coherence": {"coherence": False},
-    "coherence on every step (no last writer)": {"coherence_recency": False},
-    "steps timed warm (not in the cycle)": {"steps_in_cycle": False},
-    "no racing writers": {"racing_writes": False},
-    "no executor bookkeeping between cycles": {"bookkeeping": False},
-    "no timer tick (gradient samples drawn as they are)": {"timer_tick": False},
-    "no held lines (a shared line's write at the private rate)": {"held_lines": False},
-    "no loss snapshots": {"loss_snapshots": False},
-    "every read copies θ (no read elision)": {"read_elision": False},
-    "a spinner yields at once (no pauses before sched_yield)": {"spin_before_yield": False},
-    "one run queue for all CPUs (\"os\" threads)": {"run_queues": "shared"},
-    "none of the sixteen": {"cache_model": False, "gradient_in_cycle": False, "host_noise": False,
-                            "lock_waiters": "sleep", "coherence": False, "sched_yield": "holder",
-                            "coherence_recency": False, "steps_in_cycle": False, "racing_writes": False,
-                            "loss_snapshots": False, "held_lines": False, "spin_before_yield": False,
-                            "run_queues": "shared", "bookkeeping": False, "timer_tick": False,
-                            "read_elision": False},
-}
-MECHANISMS = sorted({k for v in VARIANTS.values() for k in v})
-GOALS = ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err", "updates_to_eps_rel_err")
+ROOT = Path(__file__).resolve().parents[1]
+NAME, VERSION = "fidelity_ablation", 2
 
 
-def cells(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if (p / "cpu" / "summary.json").exists())
+def mechanisms() -> dict[str, list[Any]]:
+    """Each mechanism switch and the values other than its default (a bool: the other one)."""
+    out: dict[str, list[Any]] = {}
+    for name, f in SimConfig.model_fields.items():
+        if name in score.SCENARIO_SIM_KEYS:
+            continue
+        default = f.default
+        if isinstance(default, bool):
+            out[name] = [not default]
+        elif typing.get_origin(f.annotation) is typing.Literal:
+            out[name] = [v for v in typing.get_args(f.annotation) if v != default]
+    return out
 
 
-def verdicts(cell: Path, overrides: dict[str, object]) -> dict[str, bool | None]:
-    cpu = RunResult.load(cell / "cpu")
-    # the measured run's scenario as stored, less the keys the format has since removed
-    sc = loader.from_dict(loader.without_removed(cpu.scenario), base_dir=Path(__file__).resolve().parents[1])
-    # every mechanism at today's default (the measured run stored the defaults of its day), then the variant's
-    defaults = SimConfig()
-    today = {k: getattr(defaults, k) for k in MECHANISMS}
-    sc = sc.model_copy(update={"machine": sc.machine.model_copy(update={"preset": "this"}),
-                               "sim": sc.sim.model_copy(update={**today, **overrides})})
-    with tempfile.TemporaryDirectory() as tmp:
-        sim = backends.run(sc, "sim", out=Path(tmp) / "sim")
-    fid = fidelity.compare(sim, cpu, resamples=200, check=False)  # the [sim] switch is the point
-    return {k: fid.verdicts.get(k) for k in GOALS}
+def variants(names: list[str] | None) -> dict[str, dict[str, Any]]:
+    rows = {f"{k}={v}": {k: v} for k, vs in mechanisms().items() for v in vs}
+    if names:
+        unknown = [n for n in names if not any(r.split("=")[0] == n or r == n for r in rows)]
+        if unknown:
+            raise SystemExit(f"unknown mechanism(s) {unknown}; the mechanisms: {', '.join(mechanisms())}")
+        rows = {r: o for r, o in rows.items() if r.split("=")[0] in names or r in names}
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("root", type=Path, help="a fidelity_sweep.py --out folder")
-    p.add_argument("--profile", type=Path, required=True)
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--variants", nargs="*", default=list(VARIANTS), help="which rows to run (default: all)")
+    p.add_argument("--corpus", type=Path, default=ROOT / "corpus")
+    p.add_argument("--machine", nargs="*", default=None)
+    p.add_argument("--variants", nargs="*", default=None, help="mechanisms to turn (default: every one)")
+    p.add_argument("--seeds", type=int, default=3, help="simulator seeds of the baseline (its noise)")
+    p.add_argument("--cells", default=None, help="only the cells whose name matches this regular expression")
+    p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
+    p.add_argument("--record", type=Path, default=None,
+                   help="the record's path (default benchmarks/results/fidelity_ablation_<machine kind>.json)")
     args = p.parse_args(argv)
-    os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
-    from threadpoolctl import threadpool_limits
-
-    # One BLAS thread: an idle OpenBLAS pool spins against the numerics' kernels (two such processes on a
-    # 2-CPU machine made a B = 16 loss_and_grad take 37 ms instead of 0.15).
-    threadpool_limits(1)
-    found = cells(args.root)
-    rows, per_cell = [], []
-    for name, overrides in ((n, VARIANTS[n]) for n in args.variants):
-        counts = dict.fromkeys(GOALS, 0)
-        all_met = 0
-        for cell in found:
-            v = verdicts(cell, overrides)
-            per_cell.append((name, cell.name, v))
-            all_met += all(v.get(k) is True for k in GOALS)
-            for k in GOALS:
-                counts[k] += v.get(k) is True
-        rows.append([name, f"{all_met}/{len(found)}"] + [str(counts[k]) for k in GOALS])
-        print(" | ".join(rows[-1]), flush=True)
-    head = ["variant", "all four goals", "τ̄ within 5%", "KS ≤ 0.1", "upd/s within 10%", "upd→ε within 15%"]
-    text = "| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n" + \
-        "\n".join("| " + " | ".join(r) + " |" for r in rows) + "\n"
-    if args.out:
-        args.out.write_text(text + "\n<details><summary>per cell</summary>\n\n| variant | cell | " +
-                            " | ".join(GOALS) + " |\n|" + "---|" * (2 + len(GOALS)) + "\n" +
-                            "\n".join(f"| {n} | {c} | " + " | ".join("✓" if v[k] else ("✗" if v[k] is False else "·")
-                                                                     for k in GOALS) + " |"
-                                      for n, c, v in per_cell) + "\n\n</details>\n")
-    print(text)
+    entries = [store.load(x) for x in store.machines(args.corpus)
+               if args.machine is None or x.name.removesuffix(store.SUFFIX) in args.machine]
+    doc: dict[str, Any] = {"corpus": str(args.corpus), "cells": args.cells, "machines": {}}
+    for e in entries:
+        if args.cells:
+            e = dataclasses.replace(e, cells=[c for c in e.cells if re.search(args.cells, c.name)])
+        base = [score.score(e, {}, args.jobs, seed_offset=k) for k in range(args.seeds)]
+        counts = [b.met for b in base]
+        noise = _sd(counts)
+        print(f"{e.name}: baseline {counts} of {len(e.cells)} cells (sd {noise:.2f}), ceiling {base[0].ceiling:.1f}",
+              flush=True)
+        rows = {}
+        for label, over in variants(args.variants).items():
+            s = score.score(e, over, args.jobs)
+            delta = s.met - base[0].met
+            rows[label] = {"met": s.met, "delta": delta, "ratio": s.ratio, "goals": s.goal_counts(),
+                           "flipped": _flipped(base[0], s)}
+            print(f"  {label}: {s.met} ({delta:+d}), met/ceiling {s.ratio:.2f}", flush=True)
+        doc["machines"][e.name] = {"baseline": counts, "noise_sd": noise, "ceiling": base[0].ceiling,
+                                   "cells": len(e.cells), "variants": rows,
+                                   "baseline_goals": base[0].goal_counts()}
+    path = record.write(args.record or ROOT / "benchmarks" / "results" / f"{NAME}_{record.machine_kind()}.json",
+                        NAME, VERSION, doc)
+    print(f"wrote {path}")
     return 0
+
+
+def _sd(xs: list[int]) -> float:
+    if len(xs) < 2:
+        return math.nan
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _flipped(a: score.MachineScore, b: score.MachineScore) -> dict[str, list[str]]:
+    """Cells whose verdict the variant changed: gained and lost."""
+    before = {c.cell: c.met for c in a.cells}
+    return {"gained": [c.cell for c in b.cells if c.met and not before.get(c.cell)],
+            "lost": [c.cell for c in b.cells if not c.met and before.get(c.cell)]}
 
 
 if __name__ == "__main__":

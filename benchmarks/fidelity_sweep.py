@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from simasgd import algorithms, analysis, fidelity, loader, metadata, phases, stability
+from simasgd.drift import THRESHOLD, phase_gradient_err, within_drift
 from simasgd.plots import fmt_value, verdict_mark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py, also when this file is imported by path
@@ -46,9 +47,7 @@ LOPEZ_STEPS_PER_GRADIENT = 25  # master steps per worker gradient at 2 threads (
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
            "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "grad. at once sim / cpu",
            "absent sim / cpu", "c2c ns", "cpu floor τ̄ / KS / upd/s", "cpu as prediction", "tries")
-# A measured gradient median this far from the calibrated one means the machine itself ran
-# differently than at calibration (another tenant on the host, clocks): flagged in the table.
-DRIFT = 0.10
+DRIFT = THRESHOLD  # a gradient this far from calibration: the host, not the model (simasgd.drift)
 
 
 def budget(name: str, args: argparse.Namespace) -> int:
@@ -89,6 +88,7 @@ def row(fid: fidelity.Fidelity, results: dict, label: str, threads: int, batch: 
     bad = [k for k, ok in fid.verdicts.items() if ok is False]
     verdict = ("✓" if not bad and any(fid.verdicts.values())
                else ("✗ " + ", ".join(_short(k) for k in bad) if bad else "·"))
+    verdict += " (within drift)" if within_drift(fid) else ""  # every miss explained by the host's drift
     return [label, str(threads), str(batch), f"{mean(sim, 'mean_staleness'):.3g}",
             f"{mean(cpu, 'mean_staleness'):.3g}",
             fmt_value("mean_staleness_rel_err", o["mean_staleness_rel_err"].value) + _ci(o["mean_staleness_rel_err"]),
@@ -152,10 +152,7 @@ def absent_cell(sim: Any, cpu: Any, threads: int, cpus: int) -> str:
 
 def gradient_drift(fid: fidelity.Fidelity) -> float:
     """Median gradient phase, simulated (the calibrated samples) against measured, relative."""
-    ph = fid.phases
-    if ph is None or not ph.available or "gradient" not in ph.table.index:
-        return math.nan
-    return float(ph.table.loc["gradient", "median_rel_err"])
+    return phase_gradient_err(fid)
 
 
 def _master_step(label: str, results: dict) -> tuple[float, float] | None:
@@ -247,9 +244,11 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         f"ε = {args.epsilon} × initial loss, "
         f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
         "bootstrap interval over runs. Goals: mean staleness within 5%, KS ≤ 0.1, updates/s within 10%, "
-        "updates to ε within 15% (✓ met, ✗ missed, · not computable). \"cycle err: main phase\": the phase whose "
-        "mean error explains most of the mean cycle-time error (simasgd.phases), for Lopez the master's mean "
-        "step simulated / measured (its staleness counts them; beyond ±10% with the master on a CPU of its own, "
+        "updates to ε within 15% (✓ met, ✗ missed, · not computable). "
+        "\"(within drift)\": the gradient re-timed right before the cell had drifted beyond ±10% of the profile and "
+        "explains every miss (simasgd.drift: the updates/s error within the drift). \"cycle err: main phase\": the "
+        "phase whose mean error explains most of the mean cycle-time error (simasgd.phases), for Lopez the master's "
+        "mean step simulated / measured (its staleness counts them; beyond ±10% with the master on a CPU of its own, "
         "⚠ memory drift, and the cell is measured again as below); \"grad median err\": the "
         "simulated (calibrated) gradient's median against the measured one — beyond ±10% the machine itself ran "
         "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\"); "
@@ -391,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, default=None,
                    help="machine profile to use (calibrated there if absent); "
                         "default: SIMASGD_PROFILE or profiles/this.toml")
+    p.add_argument("--quick-calibration", action="store_true",
+                   help="calibrate briefly where it calibrates (the prepared many-core script's time budget)")
     p.add_argument("--recalibrate", action="store_true",
                    help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
                         "the host drifts within the hour, and the goals assume a profile measured right before")
@@ -411,14 +412,16 @@ def main(argv: list[str] | None = None) -> int:
         return from_folders(args)
     # Gradient times for every batch size of the sweep: a batch the profile lacks is scaled from the
     # nearest one, and GEMMs are more efficient at larger batches (B=64 from B=16: -19% upd/s at 1 thread).
-    args.profile_used = fidelity.ensure_profile(scenario("mutex", {}, 2, args.batches[0], args), also=[
+    args.profile_used = fidelity.ensure_profile(scenario("mutex", {}, 2, args.batches[0], args),
+                                                quick=args.quick_calibration, also=[
         scenario("mutex", {}, 2, b, args).workload for b in args.batches[1:]])
     args.load_before = os.getloadavg()
     rows = []
     for label, sc, threads, batch in cells(args):
         try:
             for attempt in range(1, args.attempts + 1):
-                fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500)
+                fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500,
+                                                         refresh=False)  # the calibrated samples, as measured
                 # with more threads than CPUs a gradient phase also holds time-slice waits: no yardstick
                 drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) else math.nan
                 # the host had put the CPUs elsewhere than at calibration (executors/c2c.py)

@@ -116,3 +116,16 @@ def register() -> int:
     address = found[0] if found else _fallback()
     ll.add_symbol(SYMBOL, address)
     return address
+
+
+def single_threaded() -> Any:
+    """BLAS limited to one thread, the libraries numba's kernels call included (a context manager).
+
+    numba reaches BLAS through ``scipy.linalg.cython_blas``, whose OpenBLAS is loaded lazily, by the first
+    compile, and threadpoolctl only limits libraries already loaded: so load it first. Otherwise a process's
+    small GEMMs (a worker's gradient, the simulator's numerics) fan out over busy-waiting BLAS threads: ×100
+    slower gradients on a loaded 2-core machine, ×10 slower simulations."""
+    import scipy.linalg.cython_blas  # noqa: F401 - loads the library numba calls
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)

@@ -10,7 +10,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Simulate and measure asynchronous parallel SGD: staleness, throughput, time to ε.")
 
 # One module per command group; each exposes ``register(app)``. Heavy imports happen inside commands.
-COMMAND_MODULES = ("run", "config", "inspect", "peer", "plot", "compare", "sweep", "calibrate")
+COMMAND_MODULES = ("run", "config", "inspect", "peer", "plot", "compare", "sweep", "calibrate", "corpus")
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"simasgd.commands.{_name}").register(app)

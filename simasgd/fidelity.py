@@ -37,6 +37,7 @@ from simasgd.atomicio import atomic_write_text
 from simasgd.results import ResultsError, RunResult, read_versioned_json
 
 if TYPE_CHECKING:
+    from simasgd.drift import Drift, Probe
     from simasgd.profile import Calibrate
     from simasgd.scenario import Scenario
 
@@ -216,19 +217,44 @@ def self_prediction(r: RunResult, predicted_runs: int | None = None) -> float | 
     simulator that behaved exactly like the machine would meet all four goals in about this share of
     comparisons; summed over a sweep's cells, it is the number of cells such a simulator would meet.
     None with fewer than 2 runs."""
-    scaled = _scaled_leave_one_out(r, predicted_runs)
-    if scaled is None:
-        return None
-    met = np.ones(len(next(iter(scaled.values()))), dtype=bool)
-    for k, goal in GOALS.items():
-        met &= ~(np.isfinite(scaled[k]) & (np.abs(scaled[k]) > goal))
-    return float(met.mean())
+    return self_prediction_of(_run_hist(r, None), _run_scalars(r, None), predicted_runs)
 
 
 def _scaled_leave_one_out(r: RunResult, predicted_runs: int | None) -> dict[str, np.ndarray] | None:
     """Per goal, each of ``r``'s n runs' error against the other n − 1 pooled, × √((1/m + 1/n) / (1 + 1/(n − 1)))
     with m = ``predicted_runs`` (default n) (:func:`repeatability`); None with fewer than 2 runs."""
-    h, s = _run_hist(r, None), _run_scalars(r, None)
+    return scaled_leave_one_out(_run_hist(r, None), _run_scalars(r, None), predicted_runs)
+
+
+def self_prediction_of(h: np.ndarray, s: dict[str, np.ndarray], predicted_runs: int | None = None) -> float | None:
+    """:func:`self_prediction` of runs given as per-run staleness histograms ``h`` (runs × τ) and per-run
+    scalars ``s`` (``updates_per_s``, ``updates_to_eps``, ``time_to_eps``): a reference kept without its
+    rows (``simasgd.corpus``)."""
+    scaled = scaled_leave_one_out(h, s, predicted_runs)
+    if scaled is None:
+        return None
+    met = np.ones(h.shape[0], dtype=bool)
+    for k, goal in GOALS.items():
+        met &= ~(np.isfinite(scaled[k]) & (np.abs(scaled[k]) > goal))
+    return float(met.mean())
+
+
+def point_metrics(ha: np.ndarray, sa: dict[str, np.ndarray], hb: np.ndarray,
+                  sb: dict[str, np.ndarray]) -> dict[str, float]:
+    """Every metric of :func:`compare`'s overall group, point estimates only, of runs given as per-run
+    histograms and scalars (``a`` predicted, ``b`` reference; as :func:`self_prediction_of` takes them)."""
+    ones_a, ones_b = np.ones((1, ha.shape[0])), np.ones((1, hb.shape[0]))
+    return {k: float(v[0]) for k, v in _metrics(ones_a @ ha, ones_b @ hb, sa, sb, ones_a, ones_b).items()}
+
+
+def run_stats(r: RunResult) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``r``'s per-run staleness histograms (runs × τ) and scalars, as :func:`point_metrics` takes them."""
+    return _run_hist(r, None), _run_scalars(r, None)
+
+
+def scaled_leave_one_out(h: np.ndarray, s: dict[str, np.ndarray],
+                         predicted_runs: int | None) -> dict[str, np.ndarray] | None:
+    """:func:`_scaled_leave_one_out` of per-run histograms ``h`` and scalars ``s``."""
     n = h.shape[0]
     if n < 2:
         return None
@@ -436,22 +462,54 @@ def _add_torch_gradients(path: Path, scenario: Scenario, quick: bool) -> None:
 
 def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *, repeats: int | None = None,
                     advance: Any = None, resamples: int = 1000, quick_calibration: bool = False,
-                    calibrate: Calibrate | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
-    """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first)."""
+                    calibrate: Calibrate | None = None, refresh: bool = True,
+                    probe: Probe | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
+    """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first).
+
+    Where the simulator runs on the calibrated profile against this host, the gradient and the CPUs'
+    placement are re-measured first (``simasgd.drift``; ``probe``: by default the one it loads by name) and
+    the measured side runs right after. With ``refresh``, a gradient drifted beyond ``drift.THRESHOLD`` is
+    simulated at today's speed: on a copy of the profile, its gradient samples rescaled
+    (``out/profile-refreshed.toml``; the profile itself is left as it is). ``metadata.drift`` records the
+    drift and its verdict: model error or a stale calibration."""
     from simasgd import backends as registry
+    from simasgd import drift
 
     pred, ref = roles(backends)
     for b in (pred, ref):
         registry.load(b)  # fail before running anything if a backend is missing
     out = Path(out)
+    scenarios = {b: sim_scenario(scenario, backends, quick_calibration, calibrate) if b == "sim" else scenario
+                 for b in (pred, ref)}
+    found, fresh = _drift_check(scenarios, out, refresh, probe)
     results = {}
-    for b in (pred, ref):
-        sc = sim_scenario(scenario, backends, quick_calibration, calibrate) if b == "sim" else scenario
-        results[b] = registry.run(sc, b, repeats=repeats, out=out / b, advance=advance)
+    for b in ((ref, pred) if found is not None else (pred, ref)):  # the probe right before the measured runs
+        with drift.using_profile(fresh if b == "sim" else None):
+            results[b] = registry.run(scenarios[b], b, repeats=repeats, out=out / b, advance=advance)
     fid = compare(results[pred], results[ref], resamples=resamples)
     fid.info["folders"] = {pred: str(out / pred), ref: str(out / ref)}
+    if found is not None:
+        drift.with_drift(fid, found)
     fid.save(out / "fidelity.json")
-    return fid, results
+    return fid, {b: results[b] for b in (pred, ref)}
+
+
+def _drift_check(scenarios: dict[str, Scenario], out: Path, refresh: bool,
+                 probe: Probe | None) -> tuple[Drift | None, Path | None]:
+    """The drift since calibration where the simulator runs on this machine's profile (preset ``this``), and
+    the refreshed copy of the profile it is to run on instead (None: the profile as it is)."""
+    from dataclasses import replace
+
+    from simasgd import drift, machine
+
+    sc = scenarios.get("sim")
+    if sc is None or sc.machine.preset != "this" or not any(_measures_host(b) for b in scenarios):
+        return None, None
+    path = machine.profile_path()
+    found = drift.measure(sc, path, probe)
+    if not (refresh and found.drifted):
+        return found, None
+    return replace(found, refreshed=True), drift.write_refreshed(path, sc, found.ratio, out)
 
 
 def compare_folders(predicted: str | Path, reference: str | Path, out: str | Path | None = None,

@@ -63,12 +63,15 @@ PRESETS: dict[str, Machine] = {m.name: m for m in (
     # recalled: not verifiable offline); 44 GB/s sustained a socket (STREAM reaches ~75% of
     # DDR3 peak on Ivy Bridge-EP); 20 GFLOP/s a core at base clock (74% of the 8 double-precision
     # flops/cycle AVX peak, Eigen's GEMM at the MLP's shapes — an estimate); one core streams
-    # ~10 GB/s from DRAM (10 line-fill buffers over ~90 ns) and ~54 GB/s from L3 (16 B/cycle at
+    # ~10 GB/s from DRAM (between 7.1 GB/s, its 10 line-fill buffers of 64 B per ~90 ns, and 11.4,
+    # the L2's 16 outstanding prefetches) and ~54 GB/s from L3 (16 B/cycle at
     # 3.4 GHz, half the 32 B/cycle ring port: an estimate). Latencies 90/150 ns: typical Intel MLC
     # figures for 2-socket Ivy Bridge-EP. The replacement policy of its L3 is adaptive and
     # undocumented; "lru" (a cliff once the socket's footprint overflows it) is what the thesis'
     # own Table 4.3 shows: 8 threads on one socket converge slower than 4 on it for every
     # algorithm, and 4 + 4 over two sockets faster — scenarios/ek2021/README.md gives both policies.
+    # With these numbers S1's NUMA/UMA epoch-time ratio is 1.1-1.4, not the thesis' 1.6-1.8; no
+    # value inside the physical ranges above closes it (benchmarks/ek_numa.md).
     Machine("xeon-e5-2687w-v2", 2, 8, 2, local_latency_ns=90, remote_latency_ns=150,
             mem_bandwidth_gbs=44, link_bandwidth_gbs=32, gflops_per_core=20,
             quantum_s=4e-3, context_switch_s=3e-6, core_bandwidth_gbs=10.0,

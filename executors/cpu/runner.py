@@ -201,17 +201,10 @@ def records(s: Setup, run: int) -> tuple[Any, np.ndarray]:
 
 
 def single_threaded_blas() -> Any:
-    """BLAS limited to one thread, the libraries numba's kernels call included.
+    """BLAS limited to one thread (:func:`simasgd.blas.single_threaded`)."""
+    from simasgd.blas import single_threaded
 
-    numba reaches BLAS through ``scipy.linalg.cython_blas``, whose OpenBLAS is
-    loaded lazily — by the first compile. threadpoolctl only limits libraries
-    already loaded, so load it first: otherwise the first run of a process has
-    every worker's GEMMs fan out over busy-waiting BLAS threads (measured: ×100
-    slower gradients on a loaded 2-core machine)."""
-    import scipy.linalg.cython_blas  # noqa: F401 - loads the library numba calls
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1)
+    return single_threaded()
 
 
 def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None,

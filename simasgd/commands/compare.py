@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
@@ -33,8 +33,17 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
             svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG (in OUT/figures)."),
             quick_calibration: bool = typer.Option(False, "--quick-calibration",
                                                    help="If this machine has no profile yet, calibrate briefly."),
+            refresh: bool = typer.Option(True, "--refresh/--no-refresh",
+                                         help="Right before the runs, re-time the scenario's gradient (one thread, a "
+                                              "fraction of a second) and the CPUs' placement against the profile. "
+                                              "Where the gradient drifted more than 10%, the simulator runs at "
+                                              "today's speed (its gradient samples rescaled, in a copy of the profile "
+                                              "in OUT; the profile is left as it is); --no-refresh keeps the "
+                                              "calibrated samples. Either way compare says whether a miss is model "
+                                              "error or a stale calibration (docs/model.md)."),
             ) -> None:
-    """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures."""
+    """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures;
+    against this host, whether a miss is model error or a calibration gone stale since (--refresh)."""
     from simasgd import fidelity, plots
 
     with user_errors():
@@ -44,9 +53,11 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
             fid, res = fidelity.compare_folders(folders[0], folders[1], where)
         else:
             assert scenario is not None  # _result_folders refused a call with neither
-            fid, res, where = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration)
+            fid, res, where = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration,
+                                   refresh)
         report = plots.write_report(where, fid, res, svg)
     print_fidelity(fid)
+    print_drift(fid)
     _machines(res)
     _stability(res)
     console().print(f"fidelity: {where / 'fidelity.json'}\nreport:   {report}", markup=False)
@@ -125,8 +136,30 @@ def _calibrate(workloads: list, quick: bool, seed: int, base_dir: str | None) ->
     return measure(workloads, quick=quick, seed=seed, base_dir=base_dir)
 
 
+def _probe(workload: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
+    """The CLI's drift probe (simasgd.drift; simasgd itself imports nothing from executors)."""
+    from executors.calibration.drift_probe import probe
+
+    return probe(workload, seed, base_dir, seconds)
+
+
+def print_drift(fid: Fidelity) -> None:
+    """What the drift check re-measured before the runs, and whether the misses are the model's or a stale
+    calibration's (simasgd.drift.verdict), one line each."""
+    from simasgd import drift
+
+    d = drift.recorded(fid)
+    v = drift.verdict(fid, d)
+    if d is None or v is None:
+        return
+    con = console()
+    con.print(f"drift since calibration: {d.gradient_line()}; {d.placement_line()}", markup=False, soft_wrap=True)
+    style = {"stale": "bold yellow", "model": "bold red", "current": "green"}.get(v.kind, "")
+    con.print(v.line, style=style, markup=False, soft_wrap=True)
+
+
 def _run(scenario: Path, backends: str, out: Path | None, overrides: list[str], repeats: int | None,
-         quick_calibration: bool) -> tuple[Fidelity, dict[str, RunResult], Path]:
+         quick_calibration: bool, refresh: bool = True) -> tuple[Fidelity, dict[str, RunResult], Path]:
     from simasgd import fidelity, loader, progress
 
     sc = loader.load(scenario, overrides)
@@ -136,7 +169,8 @@ def _run(scenario: Path, backends: str, out: Path | None, overrides: list[str], 
     n = repeats or sc.repeats
     with progress.bar(f"{sc.name} on {' and '.join(names)}", 2 * n * sc.stop.max_updates) as advance:
         fid, res = fidelity.run_and_compare(sc, names, out, repeats=repeats, advance=advance,
-                                            quick_calibration=quick_calibration, calibrate=_calibrate)
+                                            quick_calibration=quick_calibration, calibrate=_calibrate,
+                                            refresh=refresh, probe=_probe)
     return fid, res, out
 
 

@@ -8,6 +8,7 @@ is the instant the worker's ``read_version`` was taken. Timing-only runs
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 import simpy
 
 from simasgd import algorithms, profile
+from simasgd.blas import single_threaded
 from simasgd.convergence import Monitor, accuracy_of
 from simasgd.gpus import Gpu
 from simasgd.machine import is_gpu, preset_of, resolve, simulated
@@ -83,14 +85,15 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
         platform = Platform(env, scenario, cpu, run, dim=None if wl is None else int(wl.dim),
                             itemsize=8 if wl is None else int(np.dtype(wl.dtype).itemsize),
                             flops_per_sample=None if wl is None else float(wl.flops_per_sample))
-    model = Model(scenario, run, wl) if scenario.sim.numerics else None
-    monitor = Monitor(scenario.stop, run, accuracy_of=None if model is None else accuracy_of(wl))
-    if model is not None:
-        monitor.observe(0.0, 0, model.loss(), model.result())
-    sim = SimRun(env, scenario, run, platform, model, monitor, advance)
-    STARTERS[scenario.algorithm.name](sim)
-    sim.go()
-    return _result(scenario, run, sim, monitor)
+    with single_threaded() if scenario.sim.numerics else contextlib.nullcontext():
+        model = Model(scenario, run, wl) if scenario.sim.numerics else None
+        monitor = Monitor(scenario.stop, run, accuracy_of=None if model is None else accuracy_of(wl))
+        if model is not None:
+            monitor.observe(0.0, 0, model.loss(), model.result())
+        sim = SimRun(env, scenario, run, platform, model, monitor, advance)
+        STARTERS[scenario.algorithm.name](sim)
+        sim.go()
+        return _result(scenario, run, sim, monitor)
 
 
 def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:

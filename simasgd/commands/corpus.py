@@ -1,0 +1,143 @@
+"""``simasgd corpus``: the fidelity corpus — add a machine's measured runs, list the machines, score the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from simasgd.commands import console, user_errors
+
+if TYPE_CHECKING:
+    from simasgd.corpus.score import CellScore, MachineScore
+
+corpus_app = typer.Typer(no_args_is_help=True, help="The fidelity corpus: measured cells of every machine, "
+                                                    "re-simulated with today's model (docs/corpus.md).")
+
+
+def default_corpus() -> Path:
+    """The corpus this checkout ships (``corpus/`` at its root), else ``./corpus``."""
+    shipped = Path(__file__).resolve().parents[2] / "corpus"
+    return shipped if shipped.is_dir() else Path("corpus")
+
+
+CorpusOpt = typer.Option(None, "--corpus", "-c", help="Corpus folder (default: this checkout's corpus/).")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(corpus_app, name="corpus")
+
+
+@corpus_app.command("add")
+def add(paths: list[Path] = typer.Argument(..., help="Results folders of measured runs, or folders holding them "
+                                                    "(a fidelity_sweep.py --out folder)."),
+        profile: Path = typer.Option(..., "--profile", "-p", help="The profile the runs were calibrated with."),
+        machine: str = typer.Option(..., "--machine", "-m", help="The machine's name in the corpus, e.g. "
+                                                                 "amd_epyc_2vcpu (a new name is a new entry)."),
+        corpus: Path | None = CorpusOpt) -> None:
+    """Add measured runs to the corpus (a cell of the same name is replaced; one profile per machine)."""
+    from simasgd import profile as prof
+    from simasgd.corpus import store
+
+    where = corpus or default_corpus()
+    with user_errors():
+        try:
+            doc = prof.read(profile)
+        except prof.ProfileError as e:
+            raise store.CorpusError(f"--profile: {e}") from None
+        new = store.entry_from(store.measured_folders(paths), doc, machine)
+        path = where / f"{machine}{store.SUFFIX}"
+        entry = store.merged(store.load(path), new) if path.exists() else new
+        store.save(entry, where)
+    d = store.describe(entry)
+    console().print(f"{path}: {d['cells']} cells, {d['runs']} runs, {path.stat().st_size / 1024:.0f} KiB",
+                    markup=False)
+
+
+@corpus_app.command("list")
+def list_machines(corpus: Path | None = CorpusOpt) -> None:
+    """The corpus's machines: CPU, when calibrated, cells, the machine-exact ceiling."""
+    from rich.table import Table
+
+    from simasgd.corpus import score, store
+
+    where = corpus or default_corpus()
+    with user_errors():
+        entries = [store.load(p) for p in store.machines(where)]
+    t = Table(title=f"corpus {where}")
+    for h in ("machine", "cpu", "cpus", "calibrated", "cells", "runs", "ceiling"):
+        t.add_column(h)
+    for e in entries:
+        d = store.describe(e)
+        t.add_row(d["machine"], str(d["cpu_model"]), str(d["cpus"]), d["calibrated"][:10], str(d["cells"]),
+                  str(d["runs"]), f"{score.ceiling_only(e):.1f}")
+    console().print(t)
+
+
+@corpus_app.command("score")
+def score_cmd(corpus: Path | None = CorpusOpt,
+              machine: list[str] = typer.Option([], "--machine", "-m", help="Only these machines (repeatable)."),
+              overrides: list[str] = typer.Option([], "--set", "-s", help="A [sim] mechanism for this score, "
+                                                  "e.g. -s coherence=false (repeatable): an ablation."),
+              jobs: int = typer.Option(0, "--jobs", "-j", help="Processes (default: the CPUs)."),
+              cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
+              out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
+    """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
+    goals beside the machine-exact ceiling (what a simulator that ran exactly like the machine would meet)."""
+    from simasgd import loader
+    from simasgd.corpus import score, store
+
+    where = corpus or default_corpus()
+    with user_errors():
+        paths = [p for p in store.machines(where) if not machine or p.name.removesuffix(store.SUFFIX) in machine]
+        if not paths:
+            raise store.CorpusError(f"{where}: no machine{' named ' + ', '.join(machine) if machine else ''} "
+                                    f"(`simasgd corpus list` shows them)")
+        sim = dict(loader.parse_override(o.removeprefix("sim.")) for o in overrides)
+        entries = [store.load(p) for p in paths]
+    n = jobs or len(os.sched_getaffinity(0))
+    results = []
+    for e in entries:
+        console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
+        results.append(score.score(e, sim, n, _progress(len(e.cells))))
+    _print(results, cells)
+    if out is not None:
+        out.write_text(json.dumps({"overrides": sim, "machines": [r.to_json() for r in results]}, indent=2))
+        console().print(f"scores: {out}", markup=False)
+
+
+def _progress(total: int):  # noqa: ANN202 (a closure over a counter)
+    done = [0]
+
+    def show(s: CellScore) -> None:
+        done[0] += 1
+        mark = "✓" if s.met else ("error" if s.error else "✗")
+        console(stderr=True).print(f"  [{done[0]}/{total}] {s.cell} {mark}", markup=False)
+
+    return show
+
+
+def _print(results: list[MachineScore], cells: bool) -> None:
+    from rich.table import Table
+
+    from simasgd.corpus import score
+
+    t = Table(title="simulator against the corpus")
+    for h in score.TABLE_HEAD:
+        t.add_column(h)
+    for row in score.table(results):
+        t.add_row(*row)
+    con = console()
+    con.print(t)
+    for r in results:
+        for c in r.cells:
+            if c.error:
+                con.print(f"[yellow]{r.machine} {c.cell}:[/] {c.error}")
+            elif cells:
+                errs = ", ".join(f"{k.removesuffix('_rel_err')} {v:+.1%}" if "rel" in k else f"{k} {v:.3f}"
+                                 for k, v in c.values.items())
+                con.print(f"{r.machine} {c.cell}: {'✓' if c.met else '✗'} {errs}; ceiling {c.ceiling or 0:.2f}",
+                          markup=False)

@@ -1,0 +1,196 @@
+"""Today's simulator against the corpus: every cell of a machine re-simulated on the machine's own profile.
+
+A cell is simulated with the scenario as it was measured (same seeds, as many runs), the machine set to the
+calibrated preset ``this`` on the entry's profile, the mechanisms at today's defaults plus the caller's
+overrides (an ablation), and judged by the four goals of :data:`simasgd.fidelity.GOALS` over the versions
+both sides made. The machine-exact ceiling of a cell is the share of its measured runs that, each taken as
+the prediction of the others, meet every goal (:func:`simasgd.fidelity.self_prediction_of`); summed over the
+cells it is the score a simulator that ran exactly like the machine would reach.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simasgd import fidelity
+from simasgd.corpus.store import Cell, Entry
+
+# What a measured scenario's [sim] table keeps when it is re-simulated: the fields that say what is run (the
+# numerics, how a read is chunked, whether the lock-based read takes the lock); every mechanism is today's.
+SCENARIO_SIM_KEYS = ("numerics", "read_chunks", "read_lock", "startup_stagger_s", "gradient_cv")
+
+
+@dataclass
+class CellScore:
+    cell: str
+    values: dict[str, float] = field(default_factory=dict)
+    ceiling: float | None = None
+    error: str | None = None
+
+    @property
+    def verdicts(self) -> dict[str, bool | None]:
+        return {k: (abs(v) <= g if math.isfinite(v) else None)
+                for k, g in fidelity.GOALS.items() if (v := self.values.get(k, math.nan)) is not None}
+
+    @property
+    def met(self) -> bool:
+        """Every goal that can be judged is met, and at least one can (ε never reached judges nothing)."""
+        v = self.verdicts.values()
+        return self.error is None and not any(x is False for x in v) and any(x is True for x in v)
+
+
+@dataclass
+class MachineScore:
+    machine: str
+    cells: list[CellScore]
+    seconds: float = 0.0
+
+    @property
+    def met(self) -> int:
+        return sum(c.met for c in self.cells)
+
+    @property
+    def ceiling(self) -> float:
+        return float(sum(c.ceiling or 0.0 for c in self.cells))
+
+    @property
+    def ratio(self) -> float:
+        return self.met / self.ceiling if self.ceiling > 0 else math.nan
+
+    def goal_counts(self) -> dict[str, int]:
+        return {k: sum(c.verdicts.get(k) is True for c in self.cells) for k in fidelity.GOALS}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"machine": self.machine, "met": self.met, "cells": len(self.cells), "ceiling": self.ceiling,
+                "ratio": None if math.isnan(self.ratio) else self.ratio, "goals": self.goal_counts(),
+                "seconds": self.seconds,
+                "per_cell": [{"cell": c.cell, "met": c.met, "ceiling": c.ceiling, "error": c.error,
+                              "values": {k: (v if math.isfinite(v) else None) for k, v in c.values.items()}}
+                             for c in self.cells]}
+
+
+def judge(cell: Cell, sim: Any) -> CellScore:
+    """``sim`` (a RunResult of the cell's scenario) against the cell's measured runs."""
+    from simasgd import analysis
+
+    last = [int(g.max()) for _, g in analysis.applied(sim).groupby("run")["version"] if len(g)] + cell.last_versions
+    cut = None if not last or min(last) == max(last) else min(last)
+    if cut is not None:
+        sim = analysis.up_to_version(sim, cut)
+    hs, ss = fidelity.run_stats(sim)
+    hm, sm = cell.stats(cut)
+    values = fidelity.point_metrics(hs, ss, hm, sm)
+    return CellScore(cell.name, {k: values[k] for k in fidelity.GOALS},
+                     fidelity.self_prediction_of(hm, sm, len(sim.runs)))
+
+
+def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> Any:
+    """The cell's scenario as today's simulator runs it on the entry's profile, ``overrides`` applied to [sim]
+    (``seed_offset`` added to its seed: another draw of the simulator against the same measured runs)."""
+    from simasgd import loader
+
+    doc = dict(cell.scenario)
+    doc["seed"] = int(doc.get("seed", 0)) + seed_offset
+    doc["sim"] = {k: v for k, v in (doc.get("sim") or {}).items() if k in SCENARIO_SIM_KEYS} | overrides
+    doc["machine"] = dict(doc.get("machine") or {}) | {"preset": "this"}
+    doc["repeats"] = len(cell.runs)
+    return loader.from_dict(doc, base_dir=Path.cwd())
+
+
+def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> CellScore:
+    """Simulate one cell (the profile is ``SIMASGD_PROFILE``'s) and judge it; a failure is the cell's error."""
+    from simasgd import backends
+
+    try:
+        sc = scenario_of(cell, overrides, seed_offset)
+        with tempfile.TemporaryDirectory() as tmp:
+            sim = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim")
+        return judge(cell, sim)
+    except Exception as e:  # one cell's failure is its row, the score goes on
+        return CellScore(cell.name, error=f"{type(e).__name__}: {e}")
+
+
+def _init(profile_path: str) -> None:
+    os.environ["SIMASGD_PROFILE"] = profile_path
+
+
+def _task(args: tuple[Cell, dict[str, Any], int]) -> CellScore:
+    return simulate_cell(*args)
+
+
+def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
+          progress: Callable[[CellScore], None] | None = None, seed_offset: int = 0) -> MachineScore:
+    """Every cell of ``entry`` re-simulated with ``overrides`` on [sim], in ``jobs`` processes (``seed_offset``:
+    :func:`scenario_of`)."""
+    from simasgd.profile import to_toml
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.toml"
+        path.write_text(to_toml(entry.profile))
+        scores = list(_each([(c, overrides or {}, seed_offset) for c in entry.cells], jobs, str(path), progress))
+    order = {c.name: i for i, c in enumerate(entry.cells)}
+    scores.sort(key=lambda s: order[s.cell])
+    return MachineScore(entry.name, scores, time.perf_counter() - start)
+
+
+def _each(tasks: list[tuple[Cell, dict[str, Any], int]], jobs: int, profile: str,
+          progress: Callable[[CellScore], None] | None) -> Iterator[CellScore]:
+    if jobs <= 1:
+        saved = os.environ.get("SIMASGD_PROFILE")
+        _init(profile)
+        try:
+            for t in tasks:
+                s = _task(t)
+                yield _report(s, progress)
+        finally:
+            if saved is None:
+                os.environ.pop("SIMASGD_PROFILE", None)
+            else:
+                os.environ["SIMASGD_PROFILE"] = saved
+        return
+    import multiprocessing as mp
+
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init,
+                             initargs=(profile,)) as pool:
+        for s in pool.map(_task, tasks):
+            yield _report(s, progress)
+
+
+def _report(s: CellScore, progress: Callable[[CellScore], None] | None) -> CellScore:
+    if progress is not None:
+        progress(s)
+    return s
+
+
+def ceiling_only(entry: Entry) -> float:
+    """The machine-exact ceiling over every version the measured runs made (no prediction needed)."""
+    total = 0.0
+    for cell in entry.cells:
+        h, s = cell.stats(None)
+        share = fidelity.self_prediction_of(h, s, len(cell.runs))
+        total += share or 0.0
+    return total
+
+
+def table(scores: list[MachineScore], labels: dict[str, str] | None = None) -> list[list[str]]:
+    """Rows of the per-machine table: machine, cells met / cells, ceiling, met / ceiling, per goal counts."""
+    rows = []
+    for s in scores:
+        g = s.goal_counts()
+        rows.append([(labels or {}).get(s.machine, s.machine), f"{s.met}/{len(s.cells)}", f"{s.ceiling:.1f}",
+                     "n/a" if math.isnan(s.ratio) else f"{s.ratio:.2f}",
+                     *(str(g[k]) for k in fidelity.GOALS), f"{s.seconds:.0f}"])
+    return rows
+
+
+TABLE_HEAD = ("machine", "cells met", "ceiling", "met / ceiling", "τ̄ ±5%", "KS ≤ 0.1", "upd/s ±10%",
+              "upd→ε ±15%", "seconds")

@@ -1,0 +1,138 @@
+"""The fidelity corpus: compact cells that judge a prediction as `fidelity.compare` judges it."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from simasgd import analysis, backends, fidelity, loader, machine, profile
+from simasgd.cli import app
+from simasgd.corpus import score, store
+from simasgd.results import RunResult
+
+MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
+           "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,
+           "gflops_per_core": 1.0, "quantum_s": 0.004, "context_switch_s": 2e-6}
+PROFILE = {"machine": MACHINE, "calibration": {"created": "2026-01-02T03:04:05Z", "quick": True}}
+SCENARIO = {"name": "cell-hogwild", "seed": 5, "repeats": 3, "workers": {"count": 3},
+            "algorithm": {"name": "hogwild"},
+            "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-3},
+                       "read": {"dist": "deterministic", "mean_s": 2e-5},
+                       "update": {"dist": "deterministic", "mean_s": 2e-5}},
+            "sim": {"numerics": False}, "stop": {"max_updates": 600}}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunResult, Path, Path]:
+    """A 'measured' result (the simulator's, relabelled) on a small profile, saved as a results folder."""
+    root = tmp_path_factory.mktemp("corpus")
+    prof = profile.write(PROFILE, root / "this.toml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(machine.PROFILE_ENV, str(prof))
+        sc = loader.from_dict({**SCENARIO, "machine": {"preset": "this"}})
+        result = backends.run(sc, "sim", repeats=3)
+    result = dataclasses.replace(result, backend="cpu")
+    result.save(root / "cells" / "hogwild" / "cpu")
+    return result, prof, root
+
+
+def test_pack_round_trips_integer_arrays() -> None:
+    a = np.arange(3 * 700, dtype=np.uint16).reshape(3, 700) % 17
+    b = store.unpack(json.loads(json.dumps(store.pack(a))))
+    assert b.dtype == a.dtype and b.shape == a.shape and (b == a).all()
+
+
+def test_rows_cut_counts_what_the_rows_say(measured: tuple[RunResult, Path, Path]) -> None:
+    result, _, _ = measured
+    u = analysis.applied(result)
+    for run in (0, 1):
+        rows = store.RunRows.of(result.updates, run, segments=16)
+        mine = u[u["run"] == run]
+        full, n, t = rows.cut(None)
+        assert n == len(mine) and t == pytest.approx(mine["t_write"].max())
+        assert (full == np.bincount(mine["staleness"], minlength=len(full))).all()
+        v = int(rows.ends[5])  # a span's end: the cut is exact there
+        part, n5, t5 = rows.cut(v)
+        kept = mine[mine["version"] <= v]
+        assert n5 == len(kept) and t5 == pytest.approx(kept["t_write"].max())
+        assert (part == np.bincount(kept["staleness"], minlength=len(part))).all()
+        assert sum(c.sum() for c in rows.per_worker.values()) == len(mine)
+
+
+def test_a_prediction_judged_by_the_cell_as_compare_judges_it(measured: tuple[RunResult, Path, Path]) -> None:
+    result, _, _ = measured
+    cell = store.Cell.of(result)
+    same = score.judge(cell, result)  # the reference against itself: no error at all
+    assert all(same.values[k] == 0.0 for k in ("mean_staleness_rel_err", "ks", "updates_per_s_rel_err"))
+    assert same.met and same.ceiling == fidelity.self_prediction(result, len(result.runs))
+    v = int(min(r.ends[len(r.ends) // 2] for r in cell.rows))  # a prediction that stopped half-way
+    short = dataclasses.replace(analysis.up_to_version(result, v), backend="sim")
+    cut = min(int(r.ends[np.searchsorted(r.ends, v, side="right") - 1]) for r in cell.rows)
+    judged = score.judge(cell, short)
+    want = fidelity.compare(short, analysis.up_to_version(result, v), resamples=0, check=False)
+    # the corpus cuts its runs at spans' ends at or before v: the same errors where those ends are v
+    if cut == v:
+        for k in fidelity.GOALS:
+            a, b = judged.values[k], want.overall[k].value
+            assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-6), k  # float32 times
+    else:
+        assert judged.values["ks"] == pytest.approx(want.overall["ks"].value, abs=0.05)
+
+
+def test_entry_saves_loads_and_refuses_to_mix(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
+    result, prof, _ = measured
+    folder = tmp_path / "res"
+    result.save(folder)
+    entry = store.entry_from([folder], profile.read(prof), "m1")
+    path = store.save(entry, tmp_path / "corpus")
+    back = store.load(path)
+    assert back.name == "m1" and back.profile == entry.profile and len(back.cells) == 1
+    a, b = back.cells[0], entry.cells[0]
+    assert [r.to_json() for r in a.runs] == [r.to_json() for r in b.runs]
+    assert all((x.counts == y.counts).all() and (x.ends == y.ends).all() for x, y in zip(a.rows, b.rows, strict=True))
+    other = dict(entry.profile, machine=dict(MACHINE, gflops_per_core=2.0))
+    with pytest.raises(store.CorpusError, match="another profile"):
+        store.merged(back, store.entry_from([folder], other, "m1"))
+    with pytest.raises(store.CorpusError, match="machine name"):
+        store.save(dataclasses.replace(entry, name="Bad Name"), tmp_path / "corpus")
+    with pytest.raises(store.CorpusError, match="measured twice"):
+        store.save(dataclasses.replace(entry, cells=entry.cells * 2), tmp_path / "corpus")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    path.write_bytes(gzip.compress(json.dumps(doc | {"format_version": store.FORMAT_VERSION + 1}).encode()))
+    with pytest.raises(store.CorpusError, match="format version"):
+        store.load(path)
+
+
+def test_measured_folders_leave_the_simulator_out(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
+    result, _, root = measured
+    dataclasses.replace(result, backend="sim").save(root / "cells" / "hogwild" / "sim")
+    assert store.measured_folders([root / "cells"]) == [root / "cells" / "hogwild" / "cpu"]
+    with pytest.raises(store.CorpusError, match="no measured results"):
+        store.measured_folders([root / "cells" / "hogwild" / "sim"])
+
+
+@pytest.mark.slow
+def test_cli_add_list_score(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
+    """The simulator scored against its own runs meets every cell; the ceiling is their self-prediction."""
+    result, prof, root = measured
+    corpus = tmp_path / "corpus"
+    res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "--profile", str(prof),
+                                   "--machine", "tiny", "--corpus", str(corpus)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["corpus", "list", "--corpus", str(corpus)])
+    assert res.exit_code == 0 and "tiny" in res.output
+    out = tmp_path / "s.json"
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-j", "1", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())["machines"][0]
+    assert doc["met"] == doc["cells"] == 1
+    assert doc["ceiling"] == pytest.approx(fidelity.self_prediction(result, 3))
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "--machine", "nope"])
+    assert res.exit_code == 2 and "no machine named nope" in res.output
