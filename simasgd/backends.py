@@ -16,12 +16,14 @@ from simasgd import metadata
 from simasgd.progress import Advance
 from simasgd.results import RunResult, merge
 from simasgd.scenario import Scenario
+from simasgd.traits import ExecutorTraits
 
 
 class Backend(Protocol):
     NAME: str
     ALGORITHMS: frozenset[str]
     MEASURES_HOST: bool  # its timings are this host's (real threads): never two at once on one host
+    # TRAITS: ExecutorTraits | None, how its workers read, wait, snapshot and book (simasgd/traits.py)
     # NEEDS_PROFILE: bool, or needs_profile(scenario) -> bool where the scenario decides (sim: preset "this")
 
     def run_once(self, scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult: ...
@@ -83,6 +85,28 @@ def pairs() -> list[tuple[str, str]]:
 def measures_host(name: str) -> bool:
     """The backend's ``MEASURES_HOST`` trait (BackendError if it is unknown or absent)."""
     return bool(load(name).MEASURES_HOST)
+
+
+def traits(name: str) -> ExecutorTraits | None:
+    """The backend's executor traits (``TRAITS``): None where it declares none, or declares that the
+    simulator models no CPU executor of it (BackendError if it is unknown or absent). A backend may declare
+    them in its package (``executors/cpu/__init__.py``), which is read first: the simulator then imports
+    no executor to learn them."""
+    if name not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
+    package = BACKENDS[name].rpartition(".")[0]
+    try:
+        found = getattr(importlib.import_module(package), "TRAITS", None)
+    except ModuleNotFoundError:
+        found = None
+    if found is None:
+        found = getattr(load(name), "TRAITS", None)
+    return found if isinstance(found, ExecutorTraits) else None
+
+
+def with_traits() -> list[str]:
+    """The present backends that declare executor traits: the values ``[sim] traits`` may name."""
+    return [b for b, ok in available().items() if ok and traits(b) is not None]
 
 
 def needs_profile(name: str, scenario: Scenario) -> bool:

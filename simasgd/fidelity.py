@@ -51,7 +51,7 @@ GOALS: dict[str, float] = {
 STALENESS_METRICS = ("ks", "wasserstein", "mean_staleness_rel_err", "p50_err", "p90_err", "p99_err")
 RUN_METRICS = ("updates_per_s_rel_err", "updates_to_eps_rel_err", "time_to_eps_rel_err")
 # Keys two results may differ in and still be compared: what is being modelled versus where it ran.
-COMPARABLE_DIFFS = ("name", "repeats", "machine.preset")
+COMPARABLE_DIFFS = ("name", "repeats", "machine.preset", "sim.traits")
 
 
 class FidelityError(ResultsError):
@@ -153,8 +153,11 @@ def scenario_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, 
 
 def check_comparable(predicted: RunResult, reference: RunResult) -> list[str]:
     """The (allowed) differences between the two scenarios; raise naming the others."""
+    from simasgd.scenario import REMOVED
+
     diffs = scenario_diff(predicted.scenario, reference.scenario)
-    bad = [d for d in diffs if d[0] not in COMPARABLE_DIFFS]
+    # a result written before a key was removed records it: not a difference in what either run was asked
+    bad = [d for d in diffs if d[0] not in COMPARABLE_DIFFS and d[0] not in REMOVED]
     if bad:
         what = "; ".join(f"{k} = {a!r} vs {b!r}" for k, a, b in bad)
         raise FidelityError(f"refusing to compare results of different scenarios "
@@ -400,9 +403,28 @@ def _measures_host(name: str) -> bool:
         return False
 
 
+def traits_of(backends: list[str]) -> str | None:
+    """The backend among ``backends`` that declares executor traits (the simulator does not): the executor the
+    simulator models when it is compared with it; None where none does."""
+    from simasgd import backends as registry
+
+    for b in backends:
+        try:
+            if registry.traits(b) is not None:
+                return b
+        except registry.BackendError:  # not a backend of this build (e.g. a label)
+            continue
+    return None
+
+
 def sim_scenario(scenario: Scenario, backends: list[str], quick_calibration: bool = False,
                  calibrate: Calibrate | None = None) -> Scenario:
-    """The scenario the simulator runs: against a backend that measures this host, the calibrated preset ``this``."""
+    """The scenario the simulator runs: with the executor traits of the backend it is compared with, where that
+    one declares them (``[sim] traits``); against a backend that measures this host, on the calibrated preset
+    ``this``."""
+    whose = traits_of(backends)
+    if whose is not None and whose != scenario.sim.traits:
+        scenario = scenario.model_copy(update={"sim": scenario.sim.model_copy(update={"traits": whose})})
     if not any(_measures_host(b) for b in backends):
         return scenario
     from simasgd.machine import is_gpu

@@ -24,7 +24,10 @@ from simasgd import versioning
 from simasgd.atomicio import atomic_write_text
 
 FORMAT = "simasgd-profile"
+# The version moves with the tables: whenever a table or key the simulator reads is added, removed or changes
+# meaning. OLDEST_VERSION moves up to it when the simulator can no longer read a profile of the versions before.
 FORMAT_VERSION = 1
+OLDEST_VERSION = 1
 # module with calibrate(workloads, quick, seed, base_dir) and DEFAULT_WORKLOADS
 CALIBRATOR = "executors.calibration.calibrate"
 
@@ -73,9 +76,20 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
     fmt = head.get("format", FORMAT)
     if fmt != FORMAT:
         raise ProfileError(f"{path}: [profile] format = {fmt!r}; expected {FORMAT!r}")
-    versioning.check(path, head.get("format_version", 1), FORMAT_VERSION, "profile", ProfileError,
-                     f"upgrade simasgd or recalibrate (`simasgd calibrate --out {path}`)")
+    found = versioning.check(path, head.get("format_version", 1), FORMAT_VERSION, "profile", ProfileError,
+                             f"upgrade simasgd or recalibrate (`simasgd calibrate --out {path}`)")
+    if found < OLDEST_VERSION:
+        raise ProfileError(f"{path}: profile format version {found} is older than this simasgd reads "
+                           f"({_supported()}): its tables have changed since; recalibrate "
+                           f"(`simasgd calibrate --out {path}`)")
     return doc
+
+
+def _supported() -> str:
+    """The profile format versions this simasgd reads, as words."""
+    if OLDEST_VERSION == FORMAT_VERSION:
+        return f"version {FORMAT_VERSION}"
+    return f"versions {OLDEST_VERSION} to {FORMAT_VERSION}"
 
 
 def _value(v: Any) -> str:

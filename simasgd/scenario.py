@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -277,18 +278,17 @@ class SimConfig(Section):
     # The host's long pauses (interrupts, other tasks, a hypervisor) calibrated in [noise.k<k>],
     # added to calibrated gradient times (simasgd/sim/noise.py); false = none.
     host_noise: bool = True
-    # Lock waiters (mutex, rwlock without backoff) that find the lock taken: "spin" keeps the CPU,
-    # burning the quantum, as the executor's spin locks do; "sleep" gives it away (a futex).
-    lock_waiters: Literal["spin", "sleep"] = "spin"
+    # The executor whose workers the simulator models (simasgd/traits.py, each backend's TRAITS): how they
+    # read (the cpu executor skips a read that would find θ unchanged; torch copies every time), how a lock
+    # waiter waits (cpu: spins, 64 pauses between sched_yield calls; torch: sleeps on a futex), whether the
+    # loss snapshot is inside the update, and their bookkeeping between cycles. `simasgd compare --backends
+    # sim,X` sets it to X where X declares traits.
+    traits: Literal["cpu", "torch"] = "cpu"
     # What a spinning waiter's sched_yield does when threads outnumber CPUs (simasgd/sim/cpu.py):
     # "eevdf" = Linux's fair scheduler (6.6+): least-served thread first, and a yielder forfeits its slice,
     # so contended waiters leave the CPU to threads that can work; "holder" = FIFO run queue, and a
     # spinner yields only to a descheduled lock holder (it otherwise burns its quantum).
     sched_yield: Literal["eevdf", "holder"] = "eevdf"
-    # A spinning waiter calls sched_yield only after its pauses (the executor's 64 between calls: profile
-    # [scheduler] spin_yield_s), so it holds its CPU that long at least and takes a lock released meanwhile;
-    # false, or uncalibrated = it decides at once.
-    spin_before_yield: bool = True
     # Threads placed by the OS ("os") that outnumber the CPUs: "per_cpu" = each joins one CPU's run queue,
     # spread evenly as Linux's balancer leaves them (4 and 8 mutex threads placed by the OS and pinned
     # round robin gave the same staleness);
@@ -305,10 +305,6 @@ class SimConfig(Section):
     # updating one buffer at once (profile [coherence] race_gbs) while another worker is inside its own
     # (simasgd/sim/racing.py Writers.chunk); false = each update as if alone.
     racing_writes: bool = True
-    # HOGWILD! and Leashed: the executor's own work between a worker's bump of the version and its next read
-    # of it (the record, the budget check, the clock; profile [executor] bookkeeping_s); false, or
-    # uncalibrated = none. It decides which of two updates a hand-off apart the next read counts.
-    bookkeeping: bool = True
     # With coherence: a read or update of lines valid in this worker's cache and in another's (another worker
     # read them since they were last written) runs at the calibrated rates of such lines (profile
     # [coherence] held_read_gbs, held_write_gbs: each write must first invalidate the other's copy;
@@ -326,16 +322,13 @@ class SimConfig(Section):
     # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);
     # false = warm buffers timed back to back ([copy_by_size]).
     steps_in_cycle: bool = True
-    # A lock-based worker's update leaves the new θ in its copy (update_rule.step_mirrored), and its read
-    # is skipped when θ is still at that version (executors/cpu/loops.py); HOGWILD!'s only with one worker.
-    # False, a [timing] read given, or a GPU (the cuda executor copies) = every read copies θ.
-    read_elision: bool = True
-    # The executor's loss snapshot: the worker that makes every k-th version (k = stop.eval_updates) copies θ
-    # into a ring slot inside its update phase, under its lock where it holds one, at the time calibrated in
-    # a worker's cycle (profile cycle_snapshot_median_s); false, or uncalibrated = free.
-    loss_snapshots: bool = True
 
 
+# [sim] keys since made traits of a backend's executor (simasgd/traits.py): the trait each became. A scenario
+# that still sets one is refused by the loader, naming [sim] traits instead.
+_BECAME_TRAITS = {"read_elision": "reads", "lock_waiters": "lock_waiters", "spin_before_yield": "lock_waiters",
+                  "loss_snapshots": "snapshots", "bookkeeping": "bookkeeping"}
+_TRAITS_OF = " or ".join(f'"{t}"' for t in typing.get_args(SimConfig.model_fields["traits"].annotation))
 # [sim] switches whose mechanism left the model (docs/model.md): what the simulator does now instead.
 _PRUNED = {
     "gradient_interference": "gradients are drawn from the samples timed with as many threads at once",
@@ -347,8 +340,13 @@ _PRUNED = {
                     "(base_ghz/turbo_ghz, llc_mb/llc_gbs)",
 }
 # Keys the format had and no longer has (dotted), each with what to write instead.
-REMOVED: dict[str, str] = {f"sim.{key}": f"removed from the model: {now}; leave the key out"
-                           for key, now in _PRUNED.items()}
+REMOVED: dict[str, str] = {
+    **{f"sim.{key}": (f"removed: it described the cpu executor even where the simulator predicted another backend; "
+                      f"it is now the trait `{trait}` of each backend's executor: choose whose with "
+                      f"[sim] traits = {_TRAITS_OF} (docs/model.md, Executor traits)")
+       for key, trait in _BECAME_TRAITS.items()},
+    **{f"sim.{key}": f"removed from the model: {now}; leave the key out" for key, now in _PRUNED.items()},
+}
 
 
 class CpuConfig(Section):

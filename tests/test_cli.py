@@ -151,6 +151,7 @@ def test_no_machine_and_no_profile_simulates_the_fallback_preset_and_says_so(tmp
     assert r.metadata["machine"] == {"name": machine.FALLBACK_PRESET, "source": "preset", "profile": str(absent)}
     shown = runner.invoke(app, ["show", str(tmp_path / "r")])
     assert said[1] in shown.output
+    assert r.metadata["model"]["profile_digest"] is None and "no profile (a preset)" in shown.output
 
 
 def test_no_machine_simulates_this_machines_profile_when_there_is_one(tmp_path: Path,
@@ -265,6 +266,7 @@ def test_compare_takes_its_two_backends_as_b_twice(tmp_path: Path) -> None:
     doc = __import__("json").loads((tmp_path / "c" / "fidelity.json").read_text())
     assert doc["predicted"]["backend"] == "sim" and doc["reference"]["backend"] == "serial"
     assert "sim: machine: laptop-2core (preset" in res.output  # the simulated side's machine
+    assert "sim: executor traits: cpu's" in res.output  # serial declares no traits: the default's, said so
     one = runner.invoke(app, ["compare", QUICK, "-b", "sim", "--out", str(tmp_path / "d")])
     assert one.exit_code == 2 and "two different backends" in one.output
 

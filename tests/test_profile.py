@@ -80,6 +80,25 @@ def test_newer_format_version_is_refused_naming_the_file(tmp_path: Path) -> None
         machine.load_profile(path)
 
 
+def test_older_format_version_than_read_is_refused_naming_file_versions_and_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the tables change past what the simulator can read, OLDEST_VERSION moves up: a profile before it
+    is refused naming the file, its version, the versions read and the command that recalibrates it."""
+    path = profile.write(_doc(), tmp_path / "old.toml")
+    monkeypatch.setattr(profile, "FORMAT_VERSION", profile.FORMAT_VERSION + 1)
+    monkeypatch.setattr(profile, "OLDEST_VERSION", profile.FORMAT_VERSION)
+    was = profile.FORMAT_VERSION - 1
+    with pytest.raises(profile.ProfileError) as e:
+        profile.read(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: profile format version {was} is older than this simasgd reads "
+                          f"(version {was + 1})")
+    assert f"`simasgd calibrate --out {path}`" in msg
+    with pytest.raises(profile.ProfileError, match=re.escape(f"newer than this simasgd reads ({was + 1})")):
+        path.write_text(path.read_text().replace(f"format_version = {was}", f"format_version = {was + 2}"))
+        profile.read(path)
+
+
 @pytest.mark.parametrize("text", ["[machine\nsockets = 1", 'format = "x"\n[profile]\nformat = "other"'])
 def test_junk_is_an_error_naming_the_file(tmp_path: Path, text: str) -> None:
     path = tmp_path / "junk.toml"

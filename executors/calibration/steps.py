@@ -18,8 +18,8 @@ built as the executor builds its own (:func:`executors.cpu.monitor.new_ring`, th
 the executor's worker that makes every k-th version does so inside its update phase
 (``executors.cpu.shared.take_snapshot``), and a slot is written once a run or less, so the copy's
 destination is in no cache: a 680 KB model's update took 32–60 µs longer when it took the snapshot
-(2 MB of L2 a core). The simulator charges the median
-(``[sim] loss_snapshots``).
+(2 MB of L2 a core). The simulator charges the median where the executor it models takes such
+snapshots (its traits' ``snapshots``, simasgd/traits.py).
 """
 
 from __future__ import annotations

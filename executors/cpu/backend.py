@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from executors import c2c
+from executors.cpu import TRAITS  # declared with the package: the simulator reads it without the executor
 from executors.cpu.runner import NAME, ExecutorError, run_workload
 from executors.cpu.wiring import TABLE
 from simasgd import algorithms, metadata
@@ -14,7 +15,7 @@ ALGORITHMS = frozenset(TABLE)  # one row per algorithm in executors/cpu/wiring.p
 MEASURES_HOST = True   # real threads on this host: its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 
-__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "ExecutorError", "run_once"]
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "TRAITS", "ExecutorError", "run_once"]
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:

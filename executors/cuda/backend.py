@@ -31,8 +31,11 @@ WHY = {"local_copy": "each stream reads θ into its own copy",
 MOOT = {"hogwild": {"sweep": "one update kernel writes all of θ at once: its writes have no order to choose"}}
 MEASURES_HOST = True   # real streams on this host's GPU: never two runs at once on one host
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
+# No CPU executor's traits: each stream copies θ with a kernel at every read and no worker waits on a lock;
+# the simulator's GPU machine (simasgd/sim/gpu.py) models its streams, whatever [sim] traits says.
+TRAITS = None
 
-__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "run_once"]
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "TRAITS", "run_once"]
 
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:

@@ -41,8 +41,11 @@ MEASURES_HOST = True   # real processes on this host (loopback): its timings are
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 START_METHOD = "fork"  # the ranks inherit the built workload: nothing is pickled, a rank starts in milliseconds
 START_S = 60.0         # beyond the run's own budget: process start, rendezvous, gathering the rows
+# No shared-memory executor's traits: its processes exchange messages (no shared θ to read in place, no lock
+# to wait on); the simulator's [network] (simasgd/sim/network.py) models them.
+TRAITS = None
 
-__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "DistError", "run_once", "run_workload"]
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "TRAITS", "DistError", "run_once", "run_workload"]
 
 
 def require(name: str) -> None:

@@ -28,8 +28,11 @@ MOOT = {"hogwild": {"sweep": "a worker's lanes write all of θ in one pass: its 
 MEASURES_HOST = True   # real blocks on this host's GPU: never two runs at once on one host
 NEEDS_PROFILE = False
 MAX_BATCH = 64  # a lane keeps a batch's sums of one output in registers
+# No CPU executor's traits: its workers are thread blocks spinning on device words; the simulator's resident
+# blocks (simasgd/sim/gpu_resident.py) model them, whatever [sim] traits says.
+TRAITS = None
 
-__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "run_once"]
+__all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "TRAITS", "run_once"]
 
 
 def refuse(scenario: Scenario, kind: str | None = None, built: bool = False) -> None:

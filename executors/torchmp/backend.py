@@ -33,6 +33,7 @@ from executors import atomics as A
 from executors.cpu import monitor, placement, shared
 from executors.cpu.runner import ExecutorError, single_threaded_blas, slowdowns
 from executors.cpu.shared import ABORT, LINE, RUN, S_DEADLINE, S_GO, S_STOP, S_T0, S_VERSION, STOP, slot
+from executors.torchmp import TRAITS  # declared with the package: the simulator reads it without the executor
 from executors.torchmp import state as S
 from executors.torchmp.worker import LOOPS, main
 from simasgd import algorithms, metadata, seeds
@@ -61,6 +62,7 @@ __all__ = [
     "MEASURES_HOST",
     "NAME",
     "NEEDS_PROFILE",
+    "TRAITS",
     "VALUES",
     "ExecutorError",
     "run_once",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 
@@ -44,7 +45,9 @@ def user_errors(source: object = None) -> Iterator[None]:
     from simasgd.results import ResultsError
 
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.showwarning = _plain(warnings.showwarning)
+            yield
     except (ScenarioError, ResultsError, BackendError, MachineError, UnsupportedAlgorithm) as e:
         msg = f"{source}: {e}" if source is not None and isinstance(e, UnsupportedAlgorithm) else str(e)
         print(f"error: {msg}" if "\n" not in msg else msg, file=sys.stderr)
@@ -55,3 +58,15 @@ def user_errors(source: object = None) -> Iterator[None]:
             print(f"error: {e}", file=sys.stderr)
             raise typer.Exit(EXIT_BAD_INPUT) from None
         raise
+
+
+def _plain(shown: Any) -> Any:
+    """``warnings.showwarning`` printing simasgd's own warnings as ``warning: ...`` lines on stderr, as the
+    CLI prints every other warning; others' (numpy, torch) as Python shows them."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if category.__module__.startswith("simasgd"):
+            print(f"warning: {message}", file=file or sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+    return show

@@ -64,12 +64,16 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
 
 
 def _machines(results: dict) -> None:
-    """The machine each simulated side ran on (metadata["machine"]), one line each."""
+    """The machine each simulated side ran on (metadata["machine"]), one line each, and the model it ran
+    (metadata["model"]: executor traits, mechanisms, profile)."""
+    from simasgd.commands.inspect import model_lines
     from simasgd.machine import describe
 
     for label, r in results.items():
         if "machine" in r.metadata:
             console().print(f"{label}: {describe(r.metadata['machine'])}", markup=False, soft_wrap=True)
+        for line in model_lines(r):
+            console().print(f"{label}: {line}", markup=False, soft_wrap=True)
 
 
 def _stability(results: dict) -> None:

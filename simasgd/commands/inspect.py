@@ -63,6 +63,8 @@ def print_summary(result: RunResult, folder: Path | None = None) -> None:
     line = machine_line(result)
     if line:
         con.print(line, markup=False, soft_wrap=True)
+    for line in model_lines(result):
+        con.print(line, markup=False, soft_wrap=True)
     for w in stability_warnings(result):
         con.print(f"[yellow]warning:[/] {w}")
     print_busy_host(result)
@@ -86,6 +88,23 @@ def machine_line(result: RunResult) -> str | None:
         return "machine: not recorded (results written before simasgd recorded the machine it simulated)"
     cpu = result.metadata.get("cpu_model")
     return f"machine: the host it ran on, measured{f' ({cpu})' if cpu else ''}" if measured else None
+
+
+def model_lines(result: RunResult) -> list[str]:
+    """The model a simulated result ran (``metadata["model"]``: executor traits, mechanisms, profile); nothing
+    for a backend that simulates no machine."""
+    from simasgd import backends
+
+    if "model" not in result.metadata:
+        try:
+            simulates = hasattr(backends.load(result.backend), "simulated_machine")
+        except backends.BackendError:  # imported (peer) or absent here: nothing to say
+            return []
+        if not simulates:
+            return []
+    from simasgd.sim.model_record import describe
+
+    return describe(result.metadata.get("model"))
 
 
 def print_busy_host(result: RunResult, label: str | None = None) -> None:

@@ -20,13 +20,19 @@ def backend_option(default: str = "sim") -> Any:  # typer.Option: typed as the p
 
 
 def say_machine(scenario: object, backend: str) -> None:
-    """One line on stderr: the machine a simulating backend will simulate, and why that one."""
+    """A line on stderr: the machine a simulating backend will simulate, and why that one; another: whose
+    executor traits it will simulate (``[sim] traits``)."""
     from simasgd import backends
     from simasgd.machine import describe
+    from simasgd.traits import describe as describe_traits
 
-    which = getattr(backends.load(backend), "simulated_machine", None)
+    impl = backends.load(backend)
+    which = getattr(impl, "simulated_machine", None)
     if which is not None:
         console(stderr=True).print(describe(which(scenario)), markup=False, soft_wrap=True)
+    whose = getattr(impl, "simulated_traits", None)
+    if whose is not None:
+        console(stderr=True).print(describe_traits(whose(scenario)), markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -44,4 +44,23 @@ def backends_page() -> str:
         for a, keys in getattr(mod, "MOOT", {}).items():
             for key, reason in keys.items():
                 out.append(f"| `{name}` | `{a}` | `{key}` | {cell(str(reason))} |")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _traits(list(present))) + "\n"
+
+
+def _traits(names: list[str]) -> list[str]:
+    """The executor traits each backend declares (``TRAITS``): what ``[sim] traits`` may name."""
+    from dataclasses import asdict
+
+    from simasgd import backends
+
+    declared = {n: t for n in names if (t := backends.traits(n)) is not None}
+    keys = list(asdict(next(iter(declared.values()))))
+    out = ["", "## Executor traits", "",
+           ("How each backend's workers read, wait on a lock, take the loss snapshot and book between cycles "
+            "(`TRAITS`, [the model](../model.md#executor-traits-sim-traits)): the simulator models the backend "
+            "`[sim] traits` names, and `compare --backends sim,X` names X. The others declare none: "
+            + ", ".join(f"`{n}`" for n in names if n not in declared) + "."), "",
+           "| backend | " + " | ".join(f"`{k}`" for k in keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, t in declared.items():
+        out.append(f"| `{name}` | " + " | ".join(toml(v) for v in asdict(t).values()) + " |")
+    return out

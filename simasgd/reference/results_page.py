@@ -82,7 +82,9 @@ def results_page() -> str:
            "| `backend` | the backend that ran it |",
            "| `scenario` | the scenario as run, every default filled in |",
            ("| `metadata` | versions, the scenario's hash, the machine (and calibrated profile) it ran on or "
-            "simulated, host state around measured runs |"),
+            "simulated, host state around measured runs; a simulated result's `model`: the executor traits, "
+            "the mechanisms that acted, the profile's tables read and its digest "
+            "([the model on the record](../model.md#the-model-on-the-record)) |"),
            "| `rows` | row counts of `updates.parquet` and `curve.parquet` |",
            "| `runs` | one object per repeat, the fields below |", "",
            "### `runs[]`", "", "| field | type | meaning |", "|---|---|---|"]

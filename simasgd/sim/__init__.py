@@ -5,5 +5,6 @@
   calibrated profile, :mod:`.draws` how it draws durations), :mod:`.primitives` locks, CAS, barriers,
   backoff, :mod:`.numerics` the real math in simulated order,
   :mod:`.engine` the run (versions, records, stop), :mod:`.algorithms` one
-  module per family, :mod:`.backend` the backend interface.
+  module per family, :mod:`.backend` the backend interface; :mod:`.executor` the executor traits
+  modelled (``[sim] traits``), :mod:`.model_record` the model that ran (``metadata["model"]``).
 """

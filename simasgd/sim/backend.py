@@ -28,6 +28,7 @@ from simasgd.sim.algorithms import STARTERS
 from simasgd.sim.costs import Platform
 from simasgd.sim.engine import SimRun
 from simasgd.sim.gpu import GpuPlatform
+from simasgd.sim.model_record import ModelRecord, tracked
 from simasgd.sim.numerics import Model
 from simasgd.sim.profile_tables import profile_gradient
 
@@ -45,6 +46,16 @@ def needs_profile(scenario: Scenario) -> bool:
 def simulated_machine(scenario: Scenario) -> dict[str, Any]:
     """The machine a run of ``scenario`` simulates, as its result records it (``metadata["machine"]``)."""
     return simulated(scenario.machine)
+
+
+def simulated_traits(scenario: Scenario) -> dict[str, Any] | None:
+    """Whose executor traits a run of ``scenario`` simulates (``[sim] traits``), as its result records them in
+    ``metadata["model"]["traits"]``; None on a GPU machine, whose model is its own."""
+    if is_gpu(scenario.machine):
+        return None
+    from simasgd.sim.executor import executor_traits
+
+    return executor_traits(scenario).record(scenario.sim.traits)
 
 
 def _needs_workload(sc: Scenario, machine: Any) -> bool:
@@ -71,6 +82,8 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     preset = scenario.machine.preset
     device = gpu.resolve(preset) if preset is not None and is_gpu(scenario.machine) else None
     cpu = None if device is not None else resolve(scenario.machine)
+    record = ModelRecord.before(scenario, cpu)  # what acts, before any of it is read
+    device, cpu = tracked(device), tracked(cpu)  # the profile's tables read from here on
     machine = device if device is not None else cpu
     wl = None
     if device is not None or _needs_workload(scenario, machine):
@@ -93,10 +106,10 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
         sim = SimRun(env, scenario, run, platform, model, monitor, advance)
         STARTERS[scenario.algorithm.name](sim)
         sim.go()
-        return _result(scenario, run, sim, monitor)
+        return _result(scenario, run, sim, monitor, record.after(scenario, machine))
 
 
-def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
+def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor, model: dict[str, Any]) -> RunResult:
     elapsed, updates = float(sim.env.now), sim.version
     if sim.model is not None and monitor.updates[-1] != updates and not monitor.done:
         monitor.observe(elapsed, updates, sim.model.loss(), sim.model.result())
@@ -121,4 +134,4 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor) -> RunResult:
         summary.not_reached = False
         summary.initial_loss = summary.final_loss = math.nan
     return RunResult(scenario=sc.to_dict(), backend=NAME, runs=[summary], updates=frame,
-                     curve=monitor.curve(), metadata={"machine": simulated_machine(sc)})
+                     curve=monitor.curve(), metadata={"machine": simulated_machine(sc), "model": model})

@@ -20,6 +20,7 @@ from simasgd.convergence import Monitor
 from simasgd.machine import is_gpu
 from simasgd.progress import Advance
 from simasgd.scenario import Scenario
+from simasgd.sim.executor import executor_traits
 from simasgd.sim.numerics import Model
 from simasgd.sim.primitives import Backoff, Req
 
@@ -136,9 +137,11 @@ class SimRun:
         self.stop = env.event()
         self.stopped = False
         self.stagger = sc.sim.startup_stagger_s or 0.0
-        # A worker whose copy of θ still is θ skips its read, as the cpu executor's do (the locks, HOGWILD!); a
-        # read time given in [timing] describes a system that copies every time, as the cuda executor does.
-        self.elide_reads = sc.sim.read_elision and sc.timing.read is None and not is_gpu(sc.machine)
+        self.traits = executor_traits(sc)
+        # A worker whose copy of θ still is θ skips its read where the executor does (the cpu executor's locks,
+        # HOGWILD! alone); a read time given in [timing] describes a system that copies every time, as the
+        # cuda executor does.
+        self.elide_reads = self.traits.reads == "elided" and sc.timing.read is None and not is_gpu(sc.machine)
         env.timeout(sc.stop.max_time_s).callbacks.append(lambda _ev: self.finish())
 
     def finish(self) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 from simasgd import distributions
 from simasgd.machine import Machine
 from simasgd.scenario import Scenario, WorkloadConfig
+from simasgd.sim.executor import executor_traits
 
 READ_COPIES, UPDATE_COPIES = 2, 3  # model-sized streams per read / per update
 FRESH_COPIES = 4  # an update written into another buffer: its lines are read for ownership first
@@ -85,8 +86,9 @@ def profile_latency(machine: Machine, table: str, key: str) -> float | None:
 
 
 def spin_yield_s(sc: Scenario, machine: Machine) -> float:
-    """A spinning lock waiter's time between two sched_yield calls (profile ``[scheduler] spin_yield_s``)."""
-    if not sc.sim.spin_before_yield:
+    """A spinning lock waiter's time between two sched_yield calls (profile ``[scheduler] spin_yield_s``), where
+    the executor pauses before yielding (traits ``lock_waiters = "spin_pauses"``); else 0: it yields at once."""
+    if executor_traits(sc).lock_waiters != "spin_pauses":
         return 0.0
     v = ((machine.profile or {}).get("scheduler") or {}).get("spin_yield_s")
     return float(v) if isinstance(v, (int, float)) and v > 0 else 0.0

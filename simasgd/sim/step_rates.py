@@ -19,6 +19,7 @@ from typing import Any
 from simasgd.machine import Machine
 from simasgd.scenario import Scenario
 from simasgd.sim.caches import CacheModel, LastWriter
+from simasgd.sim.executor import executor_traits
 from simasgd.sim.profile_tables import (
     FRESH_COPIES,
     READ_COPIES,
@@ -120,11 +121,13 @@ class LineCosts:
 def executor_costs(sc: Scenario, machine: Machine, dim: int | None) -> tuple[float | None, float | None]:
     """(the executor's loss snapshot: θ copied into a ring slot in no cache, calibrated in a worker's cycle;
     its record, budget check and clock between a version's bump and the next read of it), each None where
-    uncalibrated, switched off, or with a given ``[timing] update``."""
+    uncalibrated, not the executor's (its traits, :mod:`~simasgd.sim.executor`), or with a given ``[timing]
+    update``."""
+    traits = executor_traits(sc)
     snapshot = profile_snapshot(machine.profile, sc.workload) \
-        if sc.sim.loss_snapshots and sc.timing.update is None and dim else None
+        if traits.snapshots and sc.timing.update is None and dim else None
     books = profile_latency(machine, "executor", "bookkeeping_s") \
-        if sc.sim.bookkeeping and sc.timing.update is None else None
+        if traits.bookkeeping == "nopython" and sc.timing.update is None else None
     return snapshot, books
 
 

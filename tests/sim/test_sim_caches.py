@@ -7,14 +7,16 @@ simulated run through the recorded phase boundaries.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from simasgd import loader, machine
+from simasgd import backends, loader, machine
 from simasgd.sim.caches import CacheModel
+from simasgd.traits import ExecutorTraits
 
 SIZES = [65536, 262144, 1048576, 4194304]
 GBS = [100.0, 80.0, 60.0, 20.0]
@@ -66,14 +68,31 @@ def test_no_table_no_model(tmp_path: Path) -> None:
     assert CacheModel.from_profile(None) is None
 
 
+def _traits(monkeypatch: pytest.MonkeyPatch, **changes: object) -> None:
+    """The cpu executor simulated with some of its traits changed (simasgd/traits.py); the latest change of a
+    trait wins."""
+    declared = backends.traits
+
+    def changed(name: str) -> ExecutorTraits | None:
+        t = declared(name)
+        return dataclasses.replace(t, **changes) if name == "cpu" and t is not None else t
+
+    monkeypatch.setattr(backends, "traits", changed)
+
+
+@pytest.fixture(autouse=True)
+def _every_read_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests time the copies: every read copies θ (the elision tests below skip reads again)."""
+    _traits(monkeypatch, reads="copy")
+
+
 def _scenario(workers: int, cache_model: bool = True):
     return loader.from_dict({
         "name": "c", "seed": 3, "workers": {"count": workers, "placement": "uma"}, "machine": {"preset": "this"},
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8},
         "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-4}},
         "algorithm": {"name": "mutex"}, "stop": {"max_updates": 3000, "max_time_s": 10},
-        # every read copies θ: these tests time the copies (test_sim_read_elision.py, which ones are skipped)
-        "sim": {"numerics": False, "cache_model": cache_model, "read_elision": False}})
+        "sim": {"numerics": False, "cache_model": cache_model}})
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -550,7 +569,7 @@ def test_the_worker_that_makes_every_kth_version_copies_it_into_the_loss_ring(
     """One worker: an update phase takes the in-cycle step (Leashed: the update over its gradient, then the
     CAS's line) and, when
     its version is a multiple of k = stop.eval_updates(), the profile's `cycle_snapshot_median_s` on top;
-    `[sim] loss_snapshots = false` never."""
+    an executor that takes no such snapshots (traits `snapshots = false`) never."""
     from simasgd.sim import backend
 
     sc = loader.from_dict({**_scenario(1).to_dict(), "algorithm": {"name": algorithm}})
@@ -560,7 +579,8 @@ def test_the_worker_that_makes_every_kth_version_copies_it_into_the_loss_ring(
     step = 3e-6 + 90e-9 if algorithm == "leashed" else 3e-6
     k = sc.stop.eval_updates()
     for switch in (True, False):
-        u = backend.run_once(_with_sim(sc, loss_snapshots=switch), 0).updates
+        _traits(monkeypatch, snapshots=switch)
+        u = backend.run_once(sc, 0).updates
         v = u["version"].to_numpy()
         due = (v % k == 0) & (v < sc.stop.max_updates) & switch  # the budget's last version ends the run
         assert due.sum() >= 100 or not switch
@@ -598,7 +618,8 @@ def test_a_lopez_master_pays_the_snapshot_every_kth_step(tmp_path: Path, monkeyp
     _with_steps(path, sc, 3 * model.read_s(s), 3 * model.update_s(s), 3e-6, SNAP_S)
     step = model.read_s(s) + model.update_s(s)
     for switch, each in ((True, step + SNAP_S / sc.stop.eval_updates()), (False, step)):
-        (run,) = backend.run_once(_with_sim(sc, loss_snapshots=switch), 0).runs
+        _traits(monkeypatch, snapshots=switch)
+        (run,) = backend.run_once(sc, 0).runs
         assert run.updates_per_s * each == pytest.approx(1.0, rel=0.01)
 
 
@@ -610,20 +631,24 @@ def _previous(u, col: str):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_lock_worker_skips_its_read_exactly_when_theta_is_at_its_own_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
-    """[sim] read_elision, the executor's run_locked: a read (lock-free here, so its phase is the copy
-    alone) costs nothing when θ is at the version this worker's own last update made, else the copy's time;
-    `read_elision = false`, or a read time given in [timing]: every read copies."""
+    """The cpu executor's run_locked (traits `reads = "elided"`): a read (lock-free here, so its phase is the
+    copy alone) costs nothing when θ is at the version this worker's own last update made, else the copy's
+    time; an executor that copies every time (`reads = "copy"`), or a read time given in [timing]: every
+    read copies."""
     from simasgd.sim import backend
 
-    sc = _with_sim(_scenario(workers), read_elision=True, read_lock=False)
+    _traits(monkeypatch, reads="elided")
+    sc = _with_sim(_scenario(workers), read_lock=False)
     s, model = _prepared(monkeypatch, _profile(tmp_path), sc)
     u = backend.run_once(sc, 0).updates.sort_values(["worker", "t_start"]).reset_index(drop=True)
     read = (u["t_grad_start"] - u["t_start"]).to_numpy()
     own = u["read_version"].to_numpy() == _previous(u, "version")
     assert own.any() and (workers == 1 or (~own[1:]).any())
     np.testing.assert_allclose(read, np.where(own, 0.0, model.read_s(s)), rtol=1e-9, atol=0)
-    off = backend.run_once(_with_sim(sc, read_elision=False), 0).updates
+    _traits(monkeypatch, reads="copy")
+    off = backend.run_once(sc, 0).updates
     np.testing.assert_allclose(off["t_grad_start"] - off["t_start"], model.read_s(s), rtol=1e-9)
+    _traits(monkeypatch, reads="elided")
     given = loader.from_dict({**sc.to_dict(), "timing": {**sc.to_dict()["timing"], "read": {"dist": "deterministic",
                                                                                             "mean_s": 3e-6}}})
     u = backend.run_once(given, 0).updates
@@ -638,7 +663,8 @@ def test_a_hogwild_worker_alone_reads_once_and_two_read_every_time(tmp_path: Pat
     convoys)."""
     from simasgd.sim import backend
 
-    sc = _hogwild(workers, read_elision=True)
+    _traits(monkeypatch, reads="elided")
+    sc = _hogwild(workers)
     s, model = _prepared(monkeypatch, _profile(tmp_path), sc)
     u = backend.run_once(sc, 0).updates.sort_values(["worker", "t_start"]).reset_index(drop=True)
     read = (u["t_grad_start"] - u["t_start"]).to_numpy()

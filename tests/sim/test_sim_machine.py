@@ -274,8 +274,8 @@ def test_spinning_waiters_keep_their_cpu_so_pairs_run_for_a_quantum(algorithm: s
             "workers.placement=\"os\"", "stop.max_updates=4000",
             "timing.gradient={dist=\"gamma\", mean_s=2e-4, shape=100}", "timing.read={dist=\"deterministic\", mean_s=2e-5}",
             "timing.update={dist=\"deterministic\", mean_s=2e-5}")
-    spin = simulate(*args, "sim.lock_waiters=\"spin\"")
-    sleep = simulate(*args, "sim.lock_waiters=\"sleep\"")
+    spin = simulate(*args, "sim.traits=\"cpu\"")  # the cpu executor's spin locks
+    sleep = simulate(*args, "sim.traits=\"torch\"")  # the torch executor's multiprocessing.Lock (a futex)
     share = {k: float((u[u.applied].staleness == 1).mean()) for k, u in (("spin", spin), ("sleep", sleep))}
     assert share["spin"] > 0.6 > share["sleep"]
     assert spin[spin.applied].staleness.quantile(0.99) > 3 * sleep[sleep.applied].staleness.quantile(0.99)

@@ -40,7 +40,7 @@ def _hogwild(max_updates: int = 400, gradient: dict | None = None, sweep: str = 
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 4000},
         "timing": {"gradient": gradient or {"dist": "deterministic", "mean_s": 1e-4}},
         "algorithm": {"name": "hogwild", "sweep": sweep}, "stop": {"max_updates": max_updates, "max_time_s": 10},
-        "sim": {"numerics": True, "read_chunks": 16, "loss_snapshots": False, **switches}})
+        "sim": {"numerics": True, "read_chunks": 16, **switches}})  # no snapshot's time in the profile: none
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sc, books: float | None = BOOKS_S):
@@ -84,18 +84,20 @@ def test_the_leader_reads_the_followers_update_when_it_lands_within_the_bookkeep
 def test_without_bookkeeping_the_leader_reads_before_the_follower_lands(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """γ = 0: the leader's next read comes before the follower's bump, so that update counts in its window
-    again: τ = 1 for every update but the first."""
-    for books, switch in ((None, True), (BOOKS_S, False)):
-        u = _run(tmp_path, monkeypatch, _hogwild(bookkeeping=switch, startup_stagger_s=STAGGER_S), books)
+    again: τ = 1 for every update but the first. So without the profile's [executor] table, and with the
+    torch executor's traits (its bookkeeping is the interpreter's, not priced)."""
+    for books, traits in ((None, "cpu"), (BOOKS_S, "torch")):
+        u = _run(tmp_path, monkeypatch, _hogwild(traits=traits, startup_stagger_s=STAGGER_S), books)
         assert (_pairs(u) > 0).all()
         assert u["staleness"].mean() == pytest.approx((len(u) - 1) / len(u), abs=1e-12)
 
 
 @pytest.mark.slow
 def test_bookkeeping_between_a_bump_and_the_next_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every next cycle of a worker begins exactly γ after its update's row (no loss snapshots here)."""
-    for switch, gap in ((True, BOOKS_S), (False, 0.0)):
-        u = _run(tmp_path, monkeypatch, _hogwild(bookkeeping=switch))
+    """Every next cycle of a worker begins exactly γ after its update's row (no loss snapshots here), with
+    the cpu executor's traits; at once with the torch executor's, whose bookkeeping is not priced."""
+    for traits, gap in (("cpu", BOOKS_S), ("torch", 0.0)):
+        u = _run(tmp_path, monkeypatch, _hogwild(traits=traits))
         for _, w in u.groupby("worker"):
             w = w.sort_values("t_start")
             np.testing.assert_allclose(w["t_start"].to_numpy()[1:] - w["t_write"].to_numpy()[:-1], gap, atol=1e-15)

@@ -4,9 +4,9 @@ HOGWILD!: read without synchronisation into a local copy (``local_copy``, Ek
 2021 §3.1; false: the gradient reads the live θ and the read costs nothing
 here), compute, write element-wise without synchronisation (with ``sweep = "alternate"``, the default,
 odd-numbered workers from the top of θ down, as the executor's: ``racing.Writers``). A worker alone in
-the run leaves the new θ in its copy too and reads only once (``[sim]
-read_elision``, as the executor's ``run_hogwild``). In numerics mode with ``[sim] read_chunks`` > 1 the read is
-torn — copied chunk by chunk while other workers' writes land chunk by chunk —
+the run leaves the new θ in its copy too and reads only once where the executor does (the
+cpu executor's ``run_hogwild``: its traits' ``reads = "elided"``). In numerics mode with
+``[sim] read_chunks`` > 1 the read is torn — copied chunk by chunk while other workers' writes land chunk by chunk —
 so the gradient is taken at a vector that never existed as a whole. The read
 version is the one current when the read starts; a write bumps the version
 when its last chunk lands.

@@ -1,7 +1,8 @@
 """Lock-based AsyncSGD (Ek 2021, Alg. 2): read a copy under the lock, compute, update under the lock.
 
 The update leaves the new θ in the worker's copy too, so a read that finds θ at the version the
-worker's own update made costs nothing (``[sim] read_elision``, as the executor's ``run_locked``).
+worker's own update made costs nothing where the executor skips it (the cpu executor's ``run_locked``:
+its traits' ``reads = "elided"``, simasgd/traits.py).
 
 ``mutex`` uses one :class:`~simasgd.sim.primitives.Mutex`; ``rwlock`` reads
 under a shared read lock and updates under the exclusive write lock. With
@@ -31,8 +32,9 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     spins = backoff.spins
     handoff = p.handoff_s[w]
     block = lambda: p.block(w)
-    # a spinning one keeps it, burning its quantum (the executor's locks spin)
-    spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.sc.sim.lock_waiters == "spin" else None
+    # a spinning one keeps it, burning its quantum (the cpu executor's locks spin); a sleeping one (a futex,
+    # the torch executor's multiprocessing.Lock) gives it away
+    spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.traits.lock_waiters != "sleep" else None
     hold = lambda held: p.cores.hold(w, held)
     elide = run.elide_reads
     mine = -1  # the version this worker's last update made: its copy of θ holds it

@@ -1,0 +1,48 @@
+"""benchmarks/many_cores.py, the prepared many-core run, as its dry run on this machine: 1 and 2 threads."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simasgd import profile
+from simasgd.corpus import store
+
+ROOT = Path(__file__).resolve().parent.parent
+MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
+           "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,
+           "gflops_per_core": 5.0, "quantum_s": 0.004, "context_switch_s": 2e-6}
+
+
+def _load() -> Any:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("many_cores", ROOT / "benchmarks" / "many_cores.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+@pytest.mark.hardware
+def test_dry_run_writes_a_scored_corpus_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cell the arguments select is measured, kept in the entry and scored; the ceiling is a share of them."""
+    prof = profile.write({"machine": MACHINE, "calibration": {"created": "2026-01-02T03:04:05Z", "quick": True}},
+                         tmp_path / "this.toml")
+    monkeypatch.setenv("SIMASGD_PROFILE", str(prof))
+    out = tmp_path / "out"
+    assert _load().main([str(out), "--threads", "1", "2", "--algorithms", "mutex", "--max-updates", "120",
+                         "--max-time-s", "2", "--profile", str(prof), "--machine", "dry_run"]) == 0
+    (path,) = store.machines(out / "corpus")
+    entry = store.load(path)
+    assert sorted(c.name for c in entry.cells) == ["fid-mutex-n1-b16", "fid-mutex-n2-b16"]
+    assert all(len(c.runs) == 2 for c in entry.cells) and entry.profile["machine"] == MACHINE
+    doc = json.loads((out / "score.json").read_text())
+    assert doc["machine"] == "dry_run" and len(doc["per_cell"]) == 2
+    assert all(c["error"] is None for c in doc["per_cell"]), doc["per_cell"]
+    assert 0.0 <= doc["ceiling"] <= 2.0 and 0 <= doc["met"] <= 2
