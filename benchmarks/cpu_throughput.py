@@ -134,7 +134,7 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
 
     import numpy as np
 
-    from executors.calibration.gradient import NO_STARTS, time_gradient
+    from executors.calibration.gradient import time_gradient
     from simasgd.workloads import build_workload
 
     sc = scenario("sequential", 1, batch, seconds, dtype)
@@ -148,11 +148,11 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
         probe = np.zeros(20, dtype=np.int64)
         none = np.zeros(0, dtype=theta.dtype)  # no cycle traffic: back-to-back gradients
         for _ in range(2):
-            time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, none, NO_STARTS)
+            time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, none)
         n = int(seconds / (np.median(probe) * 1e-9))
         outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
         ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
-                                                            batch, o, k, none, NO_STARTS))
+                                                            batch, o, k, none))
               for k, o in enumerate(outs)]
         t0 = time.monotonic()
         for t in ts:

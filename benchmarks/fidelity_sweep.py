@@ -211,8 +211,7 @@ def _short(k: str) -> str:
 
 
 def _calibrated_at(path: object) -> str:
-    """", calibrated <when>" from the profile's ``[calibration] created`` (nothing where it has none), and a
-    warning for each of its tables timed with the CPUs elsewhere (``metadata.profile_placement_warnings``)."""
+    """", calibrated <when>" from the profile's ``[calibration] created`` (nothing where it has none)."""
     try:
         from simasgd import machine
 
@@ -220,8 +219,7 @@ def _calibrated_at(path: object) -> str:
     except Exception:  # a header note only: an unreadable profile fails elsewhere, loudly
         return ""
     created = doc.get("calibration", {}).get("created")
-    placed = "".join(f" ⚠ {w}" for w in metadata.profile_placement_warnings(doc))  # its tables' own placement
-    return (f", calibrated {created}" if created else "") + placed
+    return f", calibrated {created}" if created else ""
 
 
 def heading(partial: bool = False) -> str:

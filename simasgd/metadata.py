@@ -136,39 +136,6 @@ def topology_warnings(meta: dict[str, Any], calibrated_ns: float | None, ratio: 
     return out
 
 
-def profile_placement_warnings(doc: dict[str, Any], ratio: float = 2.0) -> list[str]:
-    """One line per gradient table of a profile whose two-worker Leashed pass was timed with the CPUs
-    elsewhere than the profile's ``[c2c]`` placement (``cycle_fresh_k2_in_placement = false``: no run of it
-    was there, docs/profile.md): the simulator's multi-worker Leashed passes then cost the other
-    placement's (with the CPUs in two CCXs against one, e.g. 290 µs a pass against 40). A profile
-    without the flag: where no run's two probes (``cycle_fresh_k2_c2c_ns``) are within ``ratio`` of
-    ``[c2c] latency_ns``."""
-    home = (doc.get("c2c") or {}).get("latency_ns") if isinstance(doc.get("c2c"), dict) else None
-
-    def near(x: float) -> bool:  # within executors.c2c.same_mode's ratio of the profile's placement
-        h = home
-        if not h:
-            return False
-        return max(x, h) / min(x, h) <= ratio
-
-    out = []
-    for key, table in (doc.get("gradient") or {}).items() if isinstance(doc.get("gradient"), dict) else ():
-        if not isinstance(table, dict):
-            continue
-        ns = [float(x) for x in table.get("cycle_fresh_k2_c2c_ns") or [] if isinstance(x, (int, float)) and x > 0]
-        placed = table.get("cycle_fresh_k2_in_placement")
-        if placed is None:  # a profile from before the flag: no run with both its probes there
-            placed = not (home and ns) or any(near(a) and near(b) for a, b in zip(ns[::2], ns[1::2], strict=False))
-        if placed:
-            continue
-        theirs = f", the profile's {home:.0f})" if home else ")"
-        seen = f" (hand-off {min(ns):.0f}-{max(ns):.0f} ns{theirs}" if ns else ""
-        out.append(f"[gradient.\"{key}\"]: Leashed's two-worker pass was timed with the CPUs elsewhere{seen}: "
-                   f"multi-worker Leashed predictions use that placement's passes; calibrate again once the host "
-                   f"puts them back")
-    return out
-
-
 def calibrated_c2c_ns(path: os.PathLike[str] | str | None = None) -> float | None:
     """The profile's ``[c2c] latency_ns`` (this machine's profile by default), or None without one."""
     from simasgd import machine, profile

@@ -305,27 +305,11 @@ class SimConfig(Section):
     # updating one buffer at once (profile [coherence] race_gbs) while another worker is inside its own
     # (simasgd/sim/racing.py Writers.chunk); false = each update as if alone.
     racing_writes: bool = True
-    # With racing writes and a CPU for every worker: a chunk of an unlocked update that another worker began
-    # first ends no earlier than the other's plus a line's hand-off between the cores (profile [c2c]
-    # latency_ns): the later writer cannot overtake the other in the sweep (simasgd/sim/racing.py); false (the
-    # default) = both race and each ends on its own time. Off by default: it gives the measured ends a
-    # hand-off apart and τ = 0 for the leader, but simulated writers that drifted apart met again far more
-    # often than the executor's (HOGWILD! 2 threads, B = 16: τ̄ -20% and -28% with it, +14% and +4%
-    # without; docs/model.md).
-    write_convoys: bool = False
     # With coherence: a read or update of lines valid in this worker's cache and in another's (another worker
     # read them since they were last written) runs at the calibrated rates of such lines (profile
     # [coherence] held_read_gbs, held_write_gbs: each write must first invalidate the other's copy;
     # simasgd/sim/caches.py LastWriter); false = at the private rates.
     held_lines: bool = True
-    # With held lines: Leashed's pass timed by what it is built into (profile cycle_fresh_k2_claimed/retry/
-    # kept_median_s): a vector claimed after a publication (the other core read it: its lines are taken
-    # back first), or the worker's own vector again after a failed CAS, at once (a retry) or after the next
-    # gradient (persistence reached, the attempt dropped): its lines are in this core's cache. At B = 16:
-    # 45, 23 and 22 µs, and the executor's claimed passes 49-51 µs against 22 for kept ones; that
-    # asymmetry keeps two persistence-0 workers in step, one dropping every round. False, or
-    # uncalibrated = every pass cycle_fresh_k2_median_s.
-    leashed_destinations: bool = True
     # A periodic timer that stops every CPU at the same instant (profile [tick], executors/calibration/tick.py:
     # e.g. 250 Hz): the gradient samples' slowest share (hit·median/period) are the calls
     # a tick fell into; a gradient that runs over a tick instant is stalled by that tick's draw of their
@@ -338,22 +322,6 @@ class SimConfig(Section):
     # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);
     # false = warm buffers timed back to back ([copy_by_size]).
     steps_in_cycle: bool = True
-    # Every worker on a CPU of its own: a gradient is its one-thread work, done at the calibrated rate of
-    # as many gradients as compute at that moment (profile concurrent.k<k>, simasgd/sim/interference.py);
-    # false (the default) = every gradient drawn from the k-at-once samples, k = the workers (or CPUs).
-    # Off by default: it moved no fidelity cell's verdict on balance, and a process per gradient makes a
-    # profile-timed 2-worker simulation 3-6x slower.
-    gradient_interference: bool = False
-    # The host's speed, shared by its CPUs (profile concurrent.k2_speed_corr and k2_speed_time_s,
-    # simasgd/sim/host_speed.py): gradients drawn from the same samples, but those computing at once, and a
-    # worker's successive ones, take alike times as on the machine; false (the default) = every draw
-    # independent. Off by default: with held lines on, the lock algorithms' simulated workers fall into
-    # lockstep too often with it (fewer fidelity cells met), and it makes a profile-timed 2-worker
-    # simulation 12% slower.
-    shared_speed: bool = False
-    # Where the preset gives them (base_ghz/turbo_ghz, llc_mb/llc_gbs): the socket's turbo clock by busy
-    # cores, and its last-level cache shared by the socket's threads (simasgd/sim/sockets.py); false = off.
-    socket_model: bool = True
 
 
 # [sim] keys since made traits of a backend's executor (simasgd/traits.py): the trait each became. A scenario
@@ -361,12 +329,24 @@ class SimConfig(Section):
 _BECAME_TRAITS = {"read_elision": "reads", "lock_waiters": "lock_waiters", "spin_before_yield": "lock_waiters",
                   "loss_snapshots": "snapshots", "bookkeeping": "bookkeeping"}
 _TRAITS_OF = " or ".join(f'"{t}"' for t in typing.get_args(SimConfig.model_fields["traits"].annotation))
+# [sim] switches whose mechanism left the model (docs/model.md): what the simulator does now instead.
+_PRUNED = {
+    "gradient_interference": "gradients are drawn from the samples timed with as many threads at once",
+    "shared_speed": "every gradient draw is independent",
+    "write_convoys": "racing writers each end on their own time",
+    "leashed_destinations": "Leashed-SGD's pass is timed like any update, by where the model's lines are "
+                            "([coherence], held lines)",
+    "socket_model": "a preset's turbo clock and shared last-level cache act wherever the preset gives them "
+                    "(base_ghz/turbo_ghz, llc_mb/llc_gbs)",
+}
 # Keys the format had and no longer has (dotted), each with what to write instead.
 REMOVED: dict[str, str] = {
-    f"sim.{key}": (f"removed: it described the cpu executor even where the simulator predicted another backend; "
-                   f"it is now the trait `{trait}` of each backend's executor: choose whose with "
-                   f"[sim] traits = {_TRAITS_OF} (docs/model.md, Executor traits)")
-    for key, trait in _BECAME_TRAITS.items()}
+    **{f"sim.{key}": (f"removed: it described the cpu executor even where the simulator predicted another backend; "
+                      f"it is now the trait `{trait}` of each backend's executor: choose whose with "
+                      f"[sim] traits = {_TRAITS_OF} (docs/model.md, Executor traits)")
+       for key, trait in _BECAME_TRAITS.items()},
+    **{f"sim.{key}": f"removed from the model: {now}; leave the key out" for key, now in _PRUNED.items()},
+}
 
 
 class CpuConfig(Section):

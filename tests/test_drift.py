@@ -20,7 +20,6 @@ from simasgd.fidelity import GOALS, Metric
 from simasgd.profile import workload_key
 from simasgd.scenario import WorkloadConfig
 from simasgd.sim import profile_tables
-from simasgd.sim.interference import slowdowns
 
 MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
            "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,
@@ -39,7 +38,7 @@ def _table(seed: int, batch: int = 16) -> dict[str, Any]:
     return {"batch_size": batch, "samples_s": s, "median_s": float(np.median(s)), "mean_s": float(np.mean(s)),
             "cycle_samples_s": c, "cycle_median_s": float(np.median(c)), "cycle_read_median_s": 3e-6,
             "gflops": 1.5, "concurrent": {"k2": _samples(seed + 2, scale=170e-6), "k2_median_s": 170e-6,
-                                          "cycle_k2": _samples(seed + 3, scale=200e-6), "k2_speed_corr": 0.5}}
+                                          "cycle_k2": _samples(seed + 3, scale=200e-6), "k2_n": 400}}
 
 
 def _doc() -> dict[str, Any]:
@@ -110,6 +109,12 @@ def test_a_failing_probe_leaves_the_figures_unknown_and_says_why(tmp_path: Path)
 # --- refreshing: the simulator's gradient distribution × the ratio ----------------------------------------
 
 
+def _slowdown(table: dict[str, Any], in_cycle: bool) -> float:
+    """Two gradients at once against one alone: the medians of a table's k = 2 and one-thread samples."""
+    prefix = "cycle_" if in_cycle else ""
+    return float(np.median(table["concurrent"][f"{prefix}k2"]) / np.median(table[f"{prefix}samples_s"]))
+
+
 @pytest.mark.parametrize("in_cycle", [False, True])
 @pytest.mark.parametrize("at_once", [1, 2])
 def test_refresh_rescales_the_sims_gradient_mean_by_exactly_the_ratio(in_cycle: bool, at_once: int) -> None:
@@ -121,9 +126,8 @@ def test_refresh_rescales_the_sims_gradient_mean_by_exactly_the_ratio(in_cycle: 
     assert after.mean == pytest.approx(r * before.mean, rel=1e-12)
     assert after.variance == pytest.approx(r * r * before.variance, rel=1e-12)
     # the slowdown of k gradients at once is a ratio of gradient times: unchanged
-    a = slowdowns(profile_tables.workload_table(doc, WL)[1], 2, in_cycle)
-    b = slowdowns(profile_tables.workload_table(fresh, WL)[1], 2, in_cycle)
-    assert a is not None and b == pytest.approx(a, rel=1e-12)
+    a, b = (_slowdown(profile_tables.workload_table(d, WL)[1], in_cycle) for d in (doc, fresh))
+    assert b == pytest.approx(a, rel=1e-12)
 
 
 def test_refresh_touches_only_this_workloads_gradient_times_and_copies() -> None:
@@ -134,7 +138,7 @@ def test_refresh_touches_only_this_workloads_gradient_times_and_copies() -> None
     assert t["median_s"] == pytest.approx(1.5 * t0["median_s"]) and t["gflops"] == pytest.approx(1.0)
     assert t["concurrent"]["k2_median_s"] == pytest.approx(1.5 * 170e-6)
     assert t["cycle_read_median_s"] == t0["cycle_read_median_s"]  # a model step, not the gradient
-    assert t["concurrent"]["k2_speed_corr"] == 0.5
+    assert t["concurrent"]["k2_n"] == 400  # a count of calls, not a time
     assert fresh["gradient"][workload_key(OTHER)] == doc["gradient"][workload_key(OTHER)]
     assert {k: v for k, v in fresh.items() if k != "gradient"} == {k: v for k, v in doc.items() if k != "gradient"}
 

@@ -128,6 +128,23 @@ def test_keys_no_backend_reads_are_refused_not_ignored(key: str) -> None:
         loader.load(REPO / "scenarios" / "quickstart.toml", [f"{key}=0.5"])
 
 
+PRUNED = ["sim.gradient_interference", "sim.shared_speed", "sim.write_convoys", "sim.leashed_destinations",
+          "sim.socket_model"]
+
+
+@pytest.mark.parametrize("key", PRUNED)
+def test_a_removed_mechanism_switch_is_refused_and_dropped_from_a_stored_scenario(key: str) -> None:
+    """A scenario file that sets a switch whose mechanism left the model is refused, the line saying what
+    the simulator does now; a scenario a result stored (every key of its day) loads again without it."""
+    with pytest.raises(ScenarioError, match=rf"quickstart\.toml: {key}: removed from the model: "):
+        loader.load(REPO / "scenarios" / "quickstart.toml", [f"{key}=true"])
+    stored = loader.load(REPO / "scenarios" / "quickstart.toml").to_dict()
+    stored["sim"][key.split(".")[1]] = False
+    with pytest.raises(ScenarioError):
+        loader.from_dict(stored)
+    assert loader.from_dict(loader.without_removed(stored)).sim == Scenario().sim
+
+
 def test_cross_checks(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="algorithm.k = 5 exceeds workers.count = 4"):
         loader.from_dict({"workers": {"count": 4}, "algorithm": {"name": "k_sync", "k": 5}})

@@ -6,7 +6,7 @@ module of this package (format: docs/profile.md):
 =================================  ==========================================================
 ``[machine]``                      :mod:`.topology`, :mod:`.memory`, :mod:`.copies`, the gradients
 ``[gradient."<key>"]``             :mod:`.gradient` (numba), :mod:`.torch_gradient` (torch),
-                                   :mod:`.steps` (steps in a cycle), :mod:`.speed` (shared speed)
+                                   :mod:`.steps` (steps in a cycle)
 ``[copy]``, ``[copy_by_size]``     :mod:`.copies`
 ``[locks]``, ``[cas]``             :mod:`.locks`
 ``[passes]``                       :mod:`.passes`
@@ -39,7 +39,7 @@ from executors.calibration import coherence as coh_mod
 from executors.calibration import noise as noise_mod
 from executors.calibration.bookkeeping import bookkeeping_table
 from executors.calibration.copies import copy_bandwidth, copy_by_size, copy_sizes
-from executors.calibration.gradient import gradient_times, leashed_pass_times
+from executors.calibration.gradient import gradient_times
 from executors.calibration.locks import cas_figures, lock_figures
 from executors.calibration.memory import memory_latency
 from executors.calibration.passes import passes_table
@@ -90,10 +90,6 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     cas = c2c.measured(cas_figures, 0.5 * scale, like=like)  # two threads' CAS on one word move its line too
     sizes = sorted({g["dim"] * np.dtype(g.get("dtype", "float64")).itemsize for g in grads.values()}) or [biggest * 8]
     passes = c2c.measured_rows(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
-    for cfg in cfgs:  # Leashed's pass with two workers, in that placement too
-        log(f"Leashed's pass, two workers: {workload_key(cfg)}")
-        key = workload_key(cfg)
-        grads[key].update(leashed_pass_times(cfg, grads[key], seed, base_dir, 2.0 * scale, like))
     log("the executor's bookkeeping")
     books = bookkeeping_table(rounds=40 if not quick else 8)
     sched.update(machine_tables.pop("scheduler"))

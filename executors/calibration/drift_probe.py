@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from executors import c2c, settle
-from executors.calibration.gradient import NO_STARTS, _prepared, time_gradient
+from executors.calibration.gradient import _prepared, time_gradient
 from executors.kernel import with_kernel
 
 WARM_CALLS = 5  # untimed calls first: a kernel loaded from numba's cache still runs its first call cold
@@ -43,8 +43,8 @@ def gradient_median_s(cfg: Any, seed: int, base_dir: str | None, seconds: float)
     with single_threaded_blas():
         timer = with_kernel(time_gradient, wl.kernel)
         warm = np.zeros(WARM_CALLS, dtype=np.int64)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, warm, seed, none, NO_STARTS)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, warm, seed, none)
         per_call = max(float(np.median(warm)) * 1e-9, 1e-7)
         ns = np.zeros(int(min(MAX_CALLS, max(20, seconds / per_call))), dtype=np.int64)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, ns, seed + 1, none, NO_STARTS)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, ns, seed + 1, none)
     return float(np.median(ns)) * 1e-9

@@ -67,8 +67,7 @@ def sample_stats(samples_s: np.ndarray, keep: int) -> dict[str, Any]:
 def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray, threads: int = 1) -> None:
     """Samples timed with k = ``threads`` gradients at once (call j of each, then j+1, ...) as
     ``concurrent.<key>``: kept by whole calls (call j of every thread together, so a stored list holds
-    every thread's times). Call j of two threads is not at the same moment (their starts and speeds
-    differ), so what the CPUs share is measured apart, by time (:mod:`executors.calibration.speed`)."""
+    every thread's times)."""
     st = sample_stats(samples_ns * 1e-9, keep=200)
     k = max(1, threads)
     calls = (samples_ns[: len(samples_ns) // k * k] * 1e-9).reshape(-1, k)

@@ -65,12 +65,7 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
 
 
 def _placement_note(profile: dict) -> None:
-    """Where the CPUs were (executors/c2c.py), and a warning when the host moved them during calibration
-    or kept them elsewhere through a table's every run."""
-    from simasgd.metadata import profile_placement_warnings
-
-    for line in profile_placement_warnings(profile):
-        console(stderr=True).print(f"warning: {line}", markup=False, soft_wrap=True)
+    """Where the CPUs were (executors/c2c.py), and a warning when the host moved them during calibration."""
     c2c = profile.get("c2c") or {}
     samples = [float(x) for x in c2c.get("samples_ns") or [] if x]
     if not samples:

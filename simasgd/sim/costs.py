@@ -91,13 +91,8 @@ class Platform:
         self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
         self._own_miss: list[dict[int, float]] = [{}] * n  # private bytes of a read/update missing the L3
         self.socket_shares = self._socket_shares(sc, machine, cpus, dim, itemsize, derived=steps.cached_s[0] is None)
-        # (convoys only where every thread has a CPU of its own: a time-shared leader may lose its CPU
-        # mid-sweep and be overtaken, which a wait on its chunk cannot tell)
-        convoys = sc.sim.write_convoys and not self.cores.oversubscribed
-        self._writers = None if steps.race_s is None else Writers(env, self.cores, steps.race_s, lines.line_s,
-                                                                  convoys)
-        self.gradients = GradientDraws.build(env, sc, machine, run, self.cores, cpus, self.socket_shares,
-                                             flops_per_sample)
+        self._writers = None if steps.race_s is None else Writers(env, self.cores, steps.race_s, n)
+        self.gradients = GradientDraws.build(sc, machine, run, cpus, self.socket_shares, flops_per_sample)
         self._grad = self.gradients.draws
         self._read, self._update = given_steps(sc, run, dim)
         self._fast = [not t.sliced and not self.gradients.miss[w] for w, t in enumerate(self.cores.threads)]
@@ -126,7 +121,7 @@ class Platform:
     def _socket_shares(self, sc: Scenario, m: Machine, cpus: list[int | None], dim: int | None,
                        itemsize: int, derived: bool) -> sockets.SocketShares | None:
         """Turbo and last-level cache per socket (:mod:`sockets`) on a machine whose preset knows them."""
-        if not sc.sim.socket_model or (m.base_ghz <= 0 and m.llc_mb <= 0):
+        if m.base_ghz <= 0 and m.llc_mb <= 0:
             return None
         fp = sockets.footprint(sc.workload, dim or 0, itemsize, m.l2_kb * 1024) if dim else None
         ss = sockets.shares(m, cpus, self.sockets, fp, self.model_bytes)
@@ -146,8 +141,6 @@ class Platform:
         if self.gradients.tick is not None:  # the timer's instants it runs over (on a time-shared CPU: as if it ran on)
             seconds += self.gradients.tick.stall(self.env.now, seconds)
         if self._fast[w]:
-            if self.gradients.overlap is not None:
-                return self.env.process(self.gradients.overlap.gradient(seconds))
             return self.env.timeout(seconds)
         miss = self.gradients.miss[w]
         if miss:  # the part of its traffic the socket's L3 cannot hold streams from the socket's DRAM
@@ -218,33 +211,19 @@ class Platform:
         table = self.steps.shared_s[w] if where == OTHERS else self.steps.held_s[w] if where == HELD else None
         self._table[w] = table if table is not None else self.steps.cached_s[w]
 
-    def update_into(self, w: int, dest: str = "claimed") -> simpy.Event:
-        """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): at a calibrated
-        profile's rates for a cache-resident model, the update's streams plus the fresh buffer's lines
-        read for ownership (``CacheModel.update_into_s``: measured so); at a preset's estimated L3 rate,
-        through the memory model, or with a given ``[timing] update``: an update, as before (unmeasured
-        there: on the Ek 2021 Xeon preset four streams turned Leashed's NUMA/UMA rate at 8 threads from
-        above 1.1 to 1.06, the study's S1 measured 1.6-1.8). ``dest``: what the pass is built into,
-        ``"claimed"`` (a free pool vector, after a publication), ``"retry"`` (the worker's own vector again
-        after a failed CAS) or ``"kept"`` (the same after a dropped attempt and the next gradient); the
-        last two at their calibrated times (``[sim] leashed_destinations``) unless other threads ran on
-        this worker's CPU since its last pass (their traffic evicted the vector's lines)."""
+    def update_into(self, w: int) -> simpy.Event:
+        """θ' = θ − η·g into a fresh buffer (Leashed-SGD's pass, ``update_rule.step_into``): a step like an
+        update, timed by where the model's lines are as it begins (:meth:`_begin`: its own, another core's,
+        or held by another cache too), at a calibrated profile's rates for a cache-resident model: the
+        update's streams plus the fresh buffer's lines read for ownership (``CacheModel.update_into_s``:
+        measured so). At a preset's estimated L3 rate, through the memory model, or with a given
+        ``[timing] update``: an update (unmeasured there: on the Ek 2021 Xeon preset four streams turned
+        Leashed's NUMA/UMA rate at 8 threads from above 1.1 to 1.06, the study's S1 measured 1.6-1.8)."""
         cached = self.steps.cached_s[w]
         # no fresh-vector rate: a given update, the memory model, or a preset's estimated L3 (read/update only)
         if self._update[w] is not None or cached is None or FRESH_COPIES not in cached:
             return self.update(w)
-        own = self.steps.own_fresh_s.get(dest)
-        if own is not None and self.cores.turned_since(w, self._touched_at[w]):
-            own = None
         self._begin(w, writes=True)
-        if own is not None:
-            return self.cores.work(w, own)
-        # whoever published the source, the destination is a pool vector the other workers' gradients have
-        # read in place (Leashed reads every published vector without a copy): its lines must be taken
-        # from their caches before they are written, so with 2+ workers a pass is always another core's
-        # (``cycle_fresh_k2_median_s`` where calibrated: e.g. 36-41 µs against 22 alone;
-        # ``cycle_fresh_k2_claimed_median_s`` with destinations)
-        self._table[w] = self.steps.shared_s[w] or self.steps.cached_s[w]
         return self._step(w, None, FRESH_COPIES, 1.0, None)
 
     def snapshot(self, w: int) -> simpy.Event:

@@ -1,5 +1,5 @@
-"""How the simulator draws step durations: block samplers, a scenario's timing distributions, a gradient's
-additions (stragglers' pauses, the host's long pauses) and the host's shared speed.
+"""How the simulator draws step durations: block samplers, a scenario's timing distributions and a gradient's
+additions (stragglers' pauses, the host's long pauses).
 
 Every draw comes from a worker's own ``Role.TIMING`` child streams (:mod:`simasgd.seeds`), in blocks, so the
 hot path is an index into a list.
@@ -12,12 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simasgd import distributions, seeds
+from simasgd import distributions
 from simasgd.machine import Machine
 from simasgd.scenario import DistSpec, Scenario
-from simasgd.sim.host_speed import HostSpeed, speed_params
 from simasgd.sim.noise import HostNoise
-from simasgd.sim.profile_tables import workload_table
 
 BLOCK = 1024
 
@@ -87,16 +85,3 @@ def gradient_draw(dist: distributions.Distribution, rng: np.random.Generator, sl
         return lambda k: np.asarray(dist.sample(rng, k), dtype=float) * slowdown
     return lambda k: add(np.asarray(dist.sample(rng, k), dtype=float) * slowdown)
 
-
-def host_speed(sc: Scenario, m: Machine, grad: distributions.Distribution,
-                run: int) -> tuple[float, HostSpeed] | None:
-    """(ρ, the shared S(t)) when gradient times are the profile's samples and it calibrated the host's
-    shared speed (:mod:`host_speed`); its stream is the 6th child of worker 0's timing stream."""
-    if not sc.sim.shared_speed or sc.timing.gradient is not None or not isinstance(grad, distributions.Empirical):
-        return None
-    found = workload_table(m.profile, sc.workload)
-    params = None if found is None else speed_params(found[1])
-    if params is None:
-        return None
-    stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(6)[5]
-    return params[0], HostSpeed(np.random.default_rng(stream), params[1])

@@ -214,7 +214,7 @@ class GpuPlatform:
             return self.env.timeout(seconds)
         return self.kernel(2 * self.dim * part, 3 * self.model_bytes * part, 0.0, self.dim * part)
 
-    def update_into(self, w: int, dest: str = "claimed") -> simpy.Event:
+    def update_into(self, w: int) -> simpy.Event:
         """θ' = θ − η·g into a fresh device buffer: an update's kernel (full-line writes read nothing)."""
         return self.update(w)
 

@@ -172,7 +172,7 @@ class ResidentPlatform(GpuPlatform):
         yield self.device_mem.run(vectors * self.model_bytes * part, self.step_share)
         yield self.env.timeout(2 * self.costs.atomic_latency_s)
 
-    def update_into(self, w: int, dest: str = "claimed") -> simpy.Event:
+    def update_into(self, w: int) -> simpy.Event:
         """θ_latest − η·g built in another vector of the pool: its lines come in as a copy's, then the step."""
         return self.env.process(self._update_into(w))
 

@@ -5,10 +5,8 @@ A gradient's time is a draw from ``[timing] gradient``, else the calibrated prof
 (:func:`~simasgd.sim.profile_tables.profile_gradient`: those timed with k threads at once where the
 profile has them), else the workload's flops at the machine's rate with gamma jitter (``[sim]
 gradient_cv``). Then, per worker: its straggler slowdown and its socket's (:mod:`sockets`), a
-transient pause, the host's pauses (:mod:`noise`), the timer tick's stalls (:mod:`tick`) and, with
-``[sim] shared_speed``, a speed shared by the CPUs (:mod:`host_speed`); gradients computing at once slow
-each other with ``[sim] gradient_interference`` (:mod:`interference`). Every draw comes from the worker's
-own ``Role.TIMING`` stream (:mod:`draws`).
+transient pause, the host's pauses (:mod:`noise`) and the timer tick's stalls (:mod:`tick`). Every draw
+comes from the worker's own ``Role.TIMING`` stream (:mod:`draws`).
 """
 
 from __future__ import annotations
@@ -18,16 +16,12 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
-import simpy
 
 from simasgd import distributions, seeds
 from simasgd.machine import Machine
 from simasgd.scenario import Scenario
-from simasgd.sim.cpu import Cores
-from simasgd.sim.draws import Sampler, additions, gradient_draw, host_noise, host_speed, timing_dist
-from simasgd.sim.host_speed import SharedDraw
-from simasgd.sim.interference import Overlap, slowdowns
-from simasgd.sim.profile_tables import profile_gradient, workload_table
+from simasgd.sim.draws import Sampler, gradient_draw, host_noise, timing_dist
+from simasgd.sim.profile_tables import profile_gradient
 from simasgd.sim.sockets import SocketShares
 from simasgd.sim.tick import Tick, split, tick_params
 
@@ -44,18 +38,15 @@ class GradientDraws:
     draws: list[Callable[[], float]]
     slow: list[float]            # a worker's socket slowdown (turbo, shared L3), in every draw
     miss: list[float]            # bytes of a gradient's traffic its socket's L3 cannot hold (from DRAM)
-    overlap: Overlap | None      # gradients computing at once slow each other (:mod:`interference`)
     tick: Tick | None            # the timer that stalls every CPU at once (:mod:`tick`)
 
     @classmethod
-    def build(cls, env: simpy.Environment, sc: Scenario, machine: Machine, run: int, cores: Cores,
-              cpus: list[int | None], shares: SocketShares | None, flops_per_sample: float | None) -> GradientDraws:
+    def build(cls, sc: Scenario, machine: Machine, run: int, cpus: list[int | None], shares: SocketShares | None,
+              flops_per_sample: float | None) -> GradientDraws:
         n = sc.workers.count
         # gradients computing at once: one per worker, at most one per (distinct) CPU
         at_once = min(n, len(set(cpus)) if None not in cpus else machine.hw_threads)
-        # ... or, every worker on a CPU of its own, each gradient's work alone at the rate of how many compute
-        overlap = _interference(env, sc, machine, cores, at_once)
-        grad = gradient_dist(sc, machine, flops_per_sample, 1 if overlap else at_once)
+        grad = gradient_dist(sc, machine, flops_per_sample, at_once)
         derived = sc.timing.gradient is None and not isinstance(grad, distributions.Empirical)
         slow = [1.0] * n if shares is None or not derived else shares.slowdown
         miss = [0.0] * n if shares is None or not derived else shares.miss_bytes
@@ -63,18 +54,12 @@ class GradientDraws:
         grad, tick = timer_tick(sc, machine, grad, run)
         st = sc.workers.stragglers
         pause = timing_dist(st.pause, sc.base_dir, "workers.stragglers.pause") if st.probability > 0 else None
-        speed = host_speed(sc, machine, grad, run)
         draws: list[Callable[[], float]] = []
         for w in range(n):
             rg, _, _, rp, rn = _streams(sc, run, w)
             s = (st.slowdown if w < st.count else 1.0) * slow[w]
-            if speed is None:
-                draws.append(Sampler(gradient_draw(grad, rg, s, st.probability, pause, rp, noise, rn)))
-            else:  # the copula over the same samples; pauses and host noise added as without it
-                assert isinstance(grad, distributions.Empirical)  # host_speed needs the profile's samples
-                draws.append(SharedDraw(grad.samples, speed[0], speed[1], lambda: env.now, s, rg,
-                                        additions(st.probability, pause, rp, noise, rn)))
-        return cls(draws, slow, miss, overlap, tick)
+            draws.append(Sampler(gradient_draw(grad, rg, s, st.probability, pause, rp, noise, rn)))
+        return cls(draws, slow, miss, tick)
 
 
 def given_steps(sc: Scenario, run: int, dim: int | None) -> tuple[list[Sampler | None], list[Sampler | None]]:
@@ -108,18 +93,8 @@ def timer_tick(sc: Scenario, machine: Machine, grad: distributions.Distribution,
     parts = split(grad.samples, period, hit, longest)
     if parts is None:
         return grad, None
-    stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # 6th: host_speed's
+    stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # past the five of _streams
     return distributions.Empirical(parts[0]), Tick(period, hit, parts[1], np.random.default_rng(stream))
-
-
-def _interference(env: simpy.Environment, sc: Scenario, m: Machine, cores: Cores, at_once: int) -> Overlap | None:
-    """Gradients that slow each other while computing at once (:mod:`interference`): with the profile's
-    gradient times, the k-thread samples for k up to ``at_once``, and no time-shared CPU."""
-    if not sc.sim.gradient_interference or sc.timing.gradient is not None or cores.oversubscribed:
-        return None
-    found = workload_table(m.profile, sc.workload)
-    slow = None if found is None else slowdowns(found[1], at_once, sc.sim.gradient_in_cycle)
-    return None if slow is None else Overlap(env, slow)
 
 
 def gradient_dist(sc: Scenario, m: Machine, flops: float | None, at_once: int = 1) -> distributions.Distribution:

@@ -3,7 +3,8 @@
 - ``traits``: the executor whose workers were simulated (``{"of": backend, ...}``, :mod:`simasgd.traits`),
   None on a GPU machine (its own model);
 - ``mechanisms``: the mechanisms that acted — a ``[sim]`` switch that is on, or an executor trait that
-  asks for it, whose profile table is there where it needs one (:data:`NEEDS`, :data:`TRAIT_MECHANISMS`);
+  asks for it, whose profile table is there where it needs one (:data:`NEEDS`, :data:`TRAIT_MECHANISMS`),
+  and those without a switch whose figures are there (:data:`UNSWITCHED`);
 - ``missing``: those switched on whose table the profile lacks (each also warned once per process, so a
   profile without a table never changes the model silently; a preset has no profile: nothing to warn);
 - ``tables``: the profile's tables the simulator read (:class:`TrackedProfile` notes each);
@@ -23,9 +24,7 @@ from simasgd.machine import Machine
 from simasgd.scenario import Scenario, SimConfig
 from simasgd.sim.caches import CacheModel
 from simasgd.sim.executor import executor_traits
-from simasgd.sim.host_speed import speed_params
 from simasgd.sim.profile_tables import (
-    profile_fresh_destinations,
     profile_latency,
     profile_snapshot,
     profile_steps,
@@ -107,11 +106,6 @@ def _noise(m: Machine, sc: Scenario) -> bool:
     return any(isinstance(v, dict) for v in ((m.profile or {}).get("noise") or {}).values())
 
 
-def _speed(m: Machine, sc: Scenario) -> bool:
-    found = workload_table(m.profile, sc.workload)
-    return found is not None and speed_params(found[1]) is not None
-
-
 # The [sim] switches that need more than being on, and what. A switch not named here acts when on.
 NEEDS: dict[str, Need] = {
     "cache_model": Need(lambda m, sc: CacheModel.from_profile(m.profile) is not None, "[copy_by_size]"),
@@ -121,15 +115,13 @@ NEEDS: dict[str, Need] = {
     "coherence": Need(_key("coherence", "read_gbs"), "[coherence]"),
     "coherence_recency": Need(_key("coherence", "read_gbs"), "[coherence]"),
     "racing_writes": Need(_key("coherence", "race_gbs"), "[coherence] race_gbs"),
-    "write_convoys": Need(_key("coherence", "race_gbs"), "[coherence] race_gbs"),
     "held_lines": Need(_key("coherence", "held_read_gbs"), "[coherence] held_read_gbs"),
-    "leashed_destinations": Need(lambda m, sc: bool(profile_fresh_destinations(m.profile, sc.workload)),
-                                 "[gradient.<workload>] cycle_fresh_k2_<kind>_median_s"),
     "timer_tick": Need(lambda m, sc: tick_params(m.profile) is not None, "[tick]", "gradient"),
     "steps_in_cycle": Need(lambda m, sc: bool(profile_steps(m.profile, sc.workload)),
                            "[gradient.<workload>] cycle_read_median_s"),
-    "gradient_interference": Need(_in_workload("concurrent"), "[gradient.<workload>.concurrent]", "gradient"),
-    "shared_speed": Need(_speed, "[gradient.<workload>.concurrent] k2_speed_corr", "gradient"),
+}
+# Mechanisms with no switch: each acts wherever its figures are.
+UNSWITCHED: dict[str, Need] = {
     "socket_model": Need(lambda m, sc: m.base_ghz > 0 or m.llc_mb > 0, "a preset's base_ghz or llc_mb",
                          profile=False),
 }
@@ -171,7 +163,7 @@ def _state(need: Need | None, m: Machine, sc: Scenario) -> str:
 
 def mechanisms(sc: Scenario, m: Machine, traits: ExecutorTraits) -> tuple[list[str], list[str]]:
     """(the mechanisms that act in a run of ``sc`` on ``m``, those switched on whose profile table is missing)."""
-    wanted = [(name, NEEDS.get(name)) for name in switches(sc)]
+    wanted = [(name, NEEDS.get(name)) for name in switches(sc)] + list(UNSWITCHED.items())
     wanted += [(name, need) for name, (asks, need) in TRAIT_MECHANISMS.items() if asks(traits)]
     states = {name: _state(need, m, sc) for name, need in wanted}
     return ([n for n, s in states.items() if s == "acted"], [n for n, s in states.items() if s == "missing"])

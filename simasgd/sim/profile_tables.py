@@ -126,24 +126,6 @@ def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> d
                                         FRESH_COPIES: "cycle_fresh_median_s"})
 
 
-def profile_shared_fresh(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
-    """Seconds of Leashed-SGD's pass with two workers on two CPUs for this workload
-    (``cycle_fresh_k2_median_s`` of the gradient table at the nearest batch size, docs/profile.md);
-    None when the profile has none."""
-    return _seconds(profile, workload, {0: "cycle_fresh_k2_median_s"}).get(0)
-
-
-# executors.calibration.steps.PASS_KINDS, and a claimed vector's pass in the calibrator's persistence-0 runs
-FRESH_DESTINATIONS = ("claimed", "retry", "kept", "claimed_dropping")
-
-
-def profile_fresh_destinations(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[str, float]:
-    """Seconds of Leashed-SGD's two-worker pass by what it is built into (``cycle_fresh_k2_<kind>_median_s``
-    of the gradient table at the nearest batch size, kinds :data:`FRESH_DESTINATIONS`,
-    docs/profile.md): the kinds the profile has."""
-    return _seconds(profile, workload, {k: f"cycle_fresh_k2_{k}_median_s" for k in FRESH_DESTINATIONS})
-
-
 def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
     """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
     table at the nearest batch size, docs/profile.md); None when the profile has none."""

@@ -4,8 +4,7 @@ costs: the tables :class:`~simasgd.sim.costs.Platform` times a worker's steps by
 - :class:`StepTables` (caches and coherence): a step's time by the streams it moves, on the worker's own
   lines, on lines another core wrote last, and on lines both hold (:mod:`caches`), from the warm
   ``[copy_by_size]`` rates, replaced by those timed in a worker's cycle where calibrated;
-- :class:`LineCosts` (locks, CAS, atomic passes): a CAS, a lock's hand-off, a Lopez pass's locked adds
-  and a line's core-to-core move;
+- :class:`LineCosts` (locks, CAS, atomic passes): a CAS, a lock's hand-off and a Lopez pass's locked adds;
 - :func:`executor_costs`: the executor's loss snapshot and its bookkeeping between two cycles.
 
 Every figure is the calibrated profile's (docs/profile.md) where it has one; without it the memory model
@@ -26,9 +25,7 @@ from simasgd.sim.profile_tables import (
     READ_COPIES,
     UPDATE_COPIES,
     pass_costs,
-    profile_fresh_destinations,
     profile_latency,
-    profile_shared_fresh,
     profile_snapshot,
     profile_steps,
 )
@@ -45,7 +42,6 @@ class StepTables:
     coherent: bool               # the model's lines may have been written by another core
     in_cycle: bool               # [sim] steps_in_cycle: the steps as timed in a worker's cycle
     held: bool                   # [sim] held_lines: lines valid in two caches cost an invalidation
-    own_fresh_s: dict[str, float]  # Leashed's pass into the worker's own vector again: "retry", "kept"
     private_copy_s: float | None  # a copy between two of a worker's own buffers
     cached_s: list[Rates | None]  # on the worker's own lines
     shared_s: list[Rates | None]  # on lines another core wrote last
@@ -61,21 +57,10 @@ class StepTables:
         resident = caches if caches is not None and caches.in_cache(model_bytes, n) else None
         coherent = n > 1 and sc.sim.coherence
         in_cycle, held = sc.sim.steps_in_cycle, sc.sim.held_lines
-        # Leashed's pass timed with two workers at once (its destination held by the other's cache): in-cycle
-        two = profile_shared_fresh(machine.profile, sc.workload) if in_cycle and held else None
-        # ... by what it is built into: a claimed vector, or the worker's own again (a retry, or kept from a
-        # dropped attempt), whose lines are in its cache
-        dest = profile_fresh_destinations(machine.profile, sc.workload) \
-            if two is not None and sc.sim.leashed_destinations else {}
-        # persistence 0 as calibrated with it, where it was: workers that drop fall into step, and a claimed
-        # pass then mostly overlaps the other worker's (docs/profile.md)
-        dropping = sc.algorithm.name == "leashed" and sc.algorithm.param("persistence") == 0
-        two = dest.get("claimed_dropping" if dropping and "claimed_dropping" in dest else "claimed", two)
-        own_fresh: dict[str, float] = {k: dest[k] for k in ("retry", "kept") if k in dest} if coherent else {}
-        t = cls(resident, model_bytes, coherent, in_cycle, held, own_fresh,
+        t = cls(resident, model_bytes, coherent, in_cycle, held,
                 None if resident is None else resident.read_s(model_bytes), [], [], [],
                 LastWriter(n, sc.sim.coherence_recency), False, None)
-        cached, shared, both = t.rates(profile_steps(machine.profile, sc.workload) if in_cycle else {}, two)
+        cached, shared, both = t.rates(profile_steps(machine.profile, sc.workload) if in_cycle else {})
         t.cached_s, t.shared_s, t.held_s = [cached] * n, [shared] * n, [both] * n
         # A gradient on a private copy evicts the model's lines from the worker's private cache when the copy
         # and the model do not fit it together (a 1 MB L2 and a 680 KB model; not a 2 MB L2)
@@ -85,17 +70,15 @@ class StepTables:
             else None
         return t
 
-    def rates(self, steps: Rates, shared_fresh: float | None = None) -> tuple[Rates | None, Rates | None,
-                                                                              Rates | None]:
+    def rates(self, steps: Rates) -> tuple[Rates | None, Rates | None, Rates | None]:
         """Step times by streams moved, on a worker's own lines, on another core's, and on lines both hold
         (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates, replaced by ``steps`` (timed in
         a worker's cycle) where given; another core's lines cost the slower of those and ``[coherence]``'s
         rate (they come from that core's cache or, where the cycle evicted them, from the next level: not
         both), and so do held lines (``held_read_gbs``/``held_write_gbs``, when calibrated and ``[sim]
-        held_lines``). ``shared_fresh``: Leashed's pass timed in two workers' cycles at once
-        (``cycle_fresh_k2_median_s``), which is then the fresh pass on another core's lines: its
-        destination is a vector both gradients read, held by the other's cache or evicted by the
-        gradients' traffic in proportions no ping-pong reproduces. (None, None, None) off the cache model."""
+        held_lines``). A fresh-vector pass (:data:`FRESH_COPIES`: Leashed-SGD's) is a step like the others:
+        its four streams at the rate of the lines it finds, held ones at the held update's rate (each write
+        must first invalidate the other's copy). (None, None, None) off the cache model."""
         c, s = self.caches, self.model_bytes
         if c is None:
             return None, None, None
@@ -104,21 +87,21 @@ class StepTables:
             return own, None, None
         shared = {READ_COPIES: max(own[READ_COPIES], c.read_s(s, True)),
                   UPDATE_COPIES: max(own[UPDATE_COPIES], c.update_s(s, True)),
-                  FRESH_COPIES: shared_fresh or max(own[FRESH_COPIES], c.update_into_s(s, True))}
+                  FRESH_COPIES: max(own[FRESH_COPIES], c.update_into_s(s, True))}
         read, update = c.held_s(s, False), c.held_s(s, True)
         if not self.held or read is None or update is None:
             return own, shared, None
-        return own, shared, {READ_COPIES: max(own[READ_COPIES], read), UPDATE_COPIES: max(own[UPDATE_COPIES], update)}
+        return own, shared, {READ_COPIES: max(own[READ_COPIES], read), UPDATE_COPIES: max(own[UPDATE_COPIES], update),
+                             FRESH_COPIES: max(own[FRESH_COPIES], update * FRESH_COPIES / UPDATE_COPIES)}
 
 
 @dataclass
 class LineCosts:
-    """What moving one line costs, per worker: a CAS, a lock's hand-off, a line between two cores; and a Lopez
-    pass's locked add, alone and while another CPU reads the buffer (profile ``[passes]``)."""
+    """What moving one line costs, per worker: a CAS, a lock's hand-off; and a Lopez pass's locked add, alone
+    and while another CPU reads the buffer (profile ``[passes]``)."""
 
     cas_latency: list[float]
     handoff_s: list[float]
-    line_s: list[float]             # a line's core-to-core move: the later of two racing updates trails by it
     pass_add_s: float | None
     pass_shared_add_s: float | None
 
@@ -130,11 +113,8 @@ class LineCosts:
         add, shared_add = pass_costs(machine, model_bytes)
         pass_add = add if add is not None else cas
         handoffs = list(memory_latency) if handoff is None else [handoff] * n
-        # updates racing another on the same lines (HOGWILD!, EA-wild's centre): the later one trails the
-        # earlier by a line's hand-off between the cores (racing.py)
-        c2c = profile_latency(machine, "c2c", "latency_ns")
         return cls(cas_latency=list(memory_latency) if cas is None else [cas] * n, handoff_s=handoffs,
-                   line_s=[c2c * 1e-9] * n if c2c is not None else handoffs, pass_add_s=pass_add,
+                   pass_add_s=pass_add,
                    pass_shared_add_s=shared_add if shared_add is not None and sc.sim.coherence else pass_add)
 
 

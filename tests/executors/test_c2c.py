@@ -50,26 +50,6 @@ def test_calibrate_warns_when_the_cpus_moved_during_it(capsys: pytest.CaptureFix
     assert "33 ns" in quiet.out and "moved" not in quiet.err and "elsewhere" not in quiet.err
     _placement_note({"c2c": {"latency_ns": 33.0, "samples_ns": [33.0, 170.0, 33.0, 32.0]}})
     assert "moved this machine's CPUs during calibration (hand-offs 32-170 ns)" in capsys.readouterr().err
-    # a table whose every run the host kept elsewhere (the Leashed pass's, executors/calibration/steps.py)
-    away = {"cycle_fresh_k2_in_placement": False, "cycle_fresh_k2_c2c_ns": [157.0, 165.0, 160.0, 158.0]}
-    _placement_note({"c2c": {"latency_ns": 33.0, "samples_ns": [33.0, 34.0]},
-                     "gradient": {"mlp-a": away, "mlp-b": {**away, "cycle_fresh_k2_in_placement": True}}})
-    err = capsys.readouterr().err
-    assert ('[gradient."mlp-a"]: Leashed\'s two-worker pass was timed with the CPUs elsewhere (hand-off 157-165 ns, '
-            "the profile's 33)") in err and "mlp-b" not in err
-
-
-def test_a_profile_from_before_the_flag_is_judged_by_its_probes() -> None:
-    """No ``cycle_fresh_k2_in_placement``: flagged where no run had both probes near ``[c2c] latency_ns``."""
-    from simasgd.metadata import profile_placement_warnings
-
-    def doc(ns: list[float]) -> dict:
-        return {"c2c": {"latency_ns": 33.0}, "gradient": {"mlp-a": {"cycle_fresh_k2_c2c_ns": ns}}}
-
-    assert len(profile_placement_warnings(doc([157.0, 165.0, 160.0, 158.0]))) == 1
-    assert len(profile_placement_warnings(doc([32.0, 163.0, 161.0, 162.0]))) == 1  # one probe home is not a run
-    assert profile_placement_warnings(doc([160.0, 158.0, 33.0, 34.0])) == []     # one run home: its figures kept
-    assert profile_placement_warnings({"gradient": {"mlp-a": {"cycle_fresh_k2_c2c_ns": [160.0, 158.0]}}}) == []
 
 
 def test_a_table_is_measured_row_by_row_each_row_in_the_placement(monkeypatch: pytest.MonkeyPatch) -> None:

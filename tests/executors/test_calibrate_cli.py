@@ -59,18 +59,6 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert len(conc["k2"]) > 10 and min(conc["k2"]) > 0 and conc["k2_n"] >= 2 * 20
         assert conc["k2_median_s"] > 0.5 * grad["median_s"]
         assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
-        # Leashed's pass with two workers sharing a pool: at least a memory latency, and at most every line
-        # of the three vectors it touches (the latest θ, g, the fresh one) fetched from the other core once,
-        # each well under a microsecond. Not "below a gradient": this tiny --quick model's pass into a claimed
-        # vector (19 KB) took 7–9 µs against a 6 µs gradient (a fresh-clone CI run, 2026-11-26).
-        assert len(grad["cycle_fresh_k2_s"]) > 10
-        lines = grad["dim"] * 8 / 64
-        assert m.local_latency_ns * 1e-9 < grad["cycle_fresh_k2_median_s"] < 3 * lines * 1e-6
-        # whether its runs were in the placement of the other line-moving tables; the command says where not
-        assert grad["cycle_fresh_k2_in_placement"] in (True, False)
-        assert grad["cycle_fresh_k2_in_placement"] or "timed with the CPUs elsewhere" in p.stderr
-        if "k2_speed_corr" in conc:  # the host's shared speed, when enough calls overlapped to tell
-            assert 0 <= conc["k2_speed_corr"] <= 1 and conc["k2_speed_time_s"] > 0 and conc["k2_speed_pairs"] >= 50
         assert min(doc["passes"]["add_s"] + doc["passes"]["add_shared_s"]) > 0  # Lopez's passes, per model size
         assert doc["passes"]["sizes_bytes"] == [grad["dim"] * 8]
         assert min(doc["passes"]["step_s"] + doc["passes"]["step_shared_s"]) > 0  # the Lopez master's steps
@@ -121,7 +109,7 @@ def test_quickstart_runs_on_cpu_and_show_reads_it(tmp_path: Path) -> None:
 
 def test_concurrent_samples_keep_whole_calls() -> None:
     """Two threads' times (call j of each, interleaved): the kept samples come from both threads in
-    their pairs (what the CPUs share is measured by time, tests/sim/test_sim_host_speed.py)."""
+    their pairs."""
     from executors.calibration.timing import add_concurrent
 
     rng = np.random.default_rng(7)

@@ -98,8 +98,7 @@ def _platform(path: Path, workers: int, placement: str | list[int] = "os", **sim
 
 def test_concurrent_samples_when_workers_compute_at_once(tmp_path: Path) -> None:
     """calibrate's k-thread samples (`concurrent.k2`) for 2 workers on the 2-CPU profile (and on time-shared
-    CPUs); 1 thread's for 1, and as the work each gradient does alone with `[sim] gradient_interference`
-    (simasgd/sim/interference.py: slowed only while overlapping)."""
+    CPUs); 1 thread's for 1."""
     one = [1.0e-3, 1.1e-3, 1.2e-3]
     two = [1.5e-3, 1.6e-3, 4.0e-3]  # slower and with a tail: two gradients interfere
     path = _profile(tmp_path, {workload_key(_wl(16)): one}, {workload_key(_wl(16)): {"k2": two}})
@@ -110,8 +109,7 @@ def test_concurrent_samples_when_workers_compute_at_once(tmp_path: Path) -> None
     assert profile_gradient(m.profile, _wl(32), concurrent=2).mean == pytest.approx(2 * np.mean(two))
     for workers, placement, samples, sim in (
             (1, "os", one, {}), (2, "os", two, {}),
-            (2, "os", one, {"gradient_interference": True}),  # the work alone, slowed while they overlap
-            (4, "os", two, {"gradient_interference": True}),  # 2 CPUs time-shared: 2 at once, no interference
+            (4, "os", two, {}),  # 2 CPUs time-shared: 2 at once
             (2, [0, 0], one, {})):  # both on one CPU: one computes at a time
         p = _platform(path, workers, placement, **sim)
         for w in range(workers):

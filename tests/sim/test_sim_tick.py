@@ -1,4 +1,4 @@
-"""The timer tick (simasgd/sim/tick.py) and Leashed-SGD's pass by destination (``[sim] leashed_destinations``).
+"""The timer tick (simasgd/sim/tick.py).
 
 Oracles, closed forms:
 - a sample of calls of median m, a share hit·m/P of them slowed by a stall s, splits back into the body
@@ -7,10 +7,7 @@ Oracles, closed forms:
   so with hit rate 1 the share of stalled gradients is g/P (tolerance from its binomial standard error),
   and every stalled gradient, of every worker, runs over an instant φ + kP with one φ for the run;
 - a stall lengthens the work it falls into, so a call that would have ended just before the next
-  instant takes that tick too;
-- a Leashed pass takes the calibrated time of what it is built into: a claimed vector after a
-  publication, the worker's own vector after a dropped attempt (persistence 0), and again at once after
-  a failed CAS (a retry).
+  instant takes that tick too.
 """
 
 from __future__ import annotations
@@ -157,36 +154,3 @@ def _uncovered(left: float, right: float, starts: np.ndarray, ends: np.ndarray) 
             return False
     return at < right
 
-
-def _leashed_table(sc, claimed: float, retry: float, kept: float,
-                   dropping: float | None = None) -> dict[str, str]:
-    return {workload_key(sc.workload): "\n".join([
-        f"batch_size = {sc.workload.batch_size}", f"samples_s = {[G] * 4}", "cycle_fresh_median_s = 5e-06",
-        "cycle_fresh_k2_median_s = 1e-05", f"cycle_fresh_k2_claimed_median_s = {claimed!r}",
-        f"cycle_fresh_k2_retry_median_s = {retry!r}", f"cycle_fresh_k2_kept_median_s = {kept!r}",
-        *([f"cycle_fresh_k2_claimed_dropping_median_s = {dropping!r}"] if dropping is not None else [])])}
-
-
-@pytest.mark.parametrize("persistence", [0, 1])
-def test_a_leashed_pass_takes_the_time_of_what_it_is_built_into(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, persistence: int) -> None:
-    """Two Leashed workers computing alike: a pass after the worker published builds in a claimed vector
-    (C; with persistence 0, D: ``claimed_dropping``, as calibrated in runs that drop), one after its dropped
-    attempt in its own (K), a retry in its own at once (R): each update's pass phase (the CAS's line move
-    aside) is C or D or K, plus R per retry. With the switch off every pass takes ``cycle_fresh_k2_median_s``."""
-    c, r, k, d = 40e-6, 25e-6, 20e-6, 47e-6
-    sc = _scenario({"name": "leashed", "persistence": persistence}, 2, 600,
-                   timing={"gradient": {"dist": "exponential", "mean_s": 60e-6}})
-    u = _run(tmp_path, monkeypatch, sc, _leashed_table(sc, c, r, k, d), tick=False).sort_values(["worker", "t_start"])
-    phase = (u["t_write"] - u["t_grad_end"]).to_numpy()
-    after_drop = ~u.groupby("worker")["applied"].shift(1, fill_value=True).to_numpy(dtype=bool)
-    retries = u["retries"].to_numpy() - (~u["applied"].to_numpy())  # a dropped attempt's last pass: no retry
-    expected = np.where(after_drop, k, d if persistence == 0 else c) + r * retries
-    cas = phase - expected
-    assert np.all((cas >= 0) & (cas < 1e-6))
-    assert after_drop.any() and (retries > 0).any() == (persistence == 1)  # every kind of pass occurred
-    sc = sc.model_copy(update={"sim": sc.sim.model_copy(update={"leashed_destinations": False})})
-    u = _run(tmp_path, monkeypatch, sc, _leashed_table(sc, c, r, k), tick=False)
-    attempts = 1 + u["retries"].to_numpy() - (~u["applied"].to_numpy())
-    cas = (u["t_write"] - u["t_grad_end"]).to_numpy() - 1e-5 * attempts
-    assert np.all((cas >= 0) & (cas < 1e-6))

@@ -139,3 +139,12 @@ def test_show_and_compare_print_the_model(tmp_path: Path) -> None:
                               "--out", str(tmp_path / "c")], env={"COLUMNS": "400"})
     assert res.exit_code == 0, res.output
     assert "torch: executor traits: torch's" in res.output and "cpu: executor traits: cpu's" in res.output
+
+
+def test_the_socket_model_acts_and_is_recorded_exactly_where_the_preset_gives_its_figures() -> None:
+    """No switch: the socket's turbo clock and shared L3 act where the preset has base_ghz/llc_mb (the Ek 2021
+    machine), and the record names them there and nowhere else."""
+    ek = backend.run_once(_scenario("cpu", machine={"preset": "xeon-e5-2687w-v2"}), 0).metadata["model"]
+    laptop = backend.run_once(_scenario("cpu"), 0).metadata["model"]
+    assert machine.PRESETS["xeon-e5-2687w-v2"].base_ghz > 0 and machine.PRESETS["laptop-2core"].base_ghz == 0
+    assert "socket_model" in ek["mechanisms"] and "socket_model" not in laptop["mechanisms"]

@@ -17,9 +17,7 @@ immutable: it holds a reference, no copy), then repeatedly builds
 ``θ_latest − η·g`` in a fresh vector in one pass (``update_rule.step_into``, an
 update's worth of work) and CASes the pointer; a CAS fails when someone published in between. After ``persistence``
 failed attempts the update is dropped (``applied = false``), with backoff
-between attempts. The vector a pass is built in is claimed after each publication; a retry, and the
-next pass after a dropped attempt, build in the worker's own vector again (``Platform.update_into``'s
-``dest``), as the executor does.
+between attempts. A pass costs what the lines it finds cost (``Platform.update_into``).
 """
 
 from __future__ import annotations
@@ -96,7 +94,6 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
     p, model = run.platform, run.model
     backoff = run.backoff(w)
     latency = p.cas_latency[w]
-    kept = False  # the worker still owns the vector its last (dropped) attempt was built in
     yield from run.start(w)
     while True:
         run.begin(w)
@@ -106,16 +103,13 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
         failures = 0
         while True:
             expected = cell.value  # load the pointer, build θ_latest − η·g in its own vector
-            # claimed after a publication, else its own again: its lines in this core's cache. A lone
-            # worker computed its gradient into that vector (its CAS cannot fail): the pass is an update
-            # over it, as in place (executors/cpu/leashed.py)
-            yield p.update(w) if run.n == 1 else \
-                p.update_into(w, "retry" if failures else "kept" if kept else "claimed")
+            # A lone worker computed its gradient into that vector (its CAS cannot fail): the pass is an
+            # update over it, as in place (executors/cpu/leashed.py)
+            yield p.update(w) if run.n == 1 else p.update_into(w)
             yield from atomic(env, cell.line, latency)
             if cell.compare_and_swap(expected, expected + 1):
                 if model is not None:
                     model.step(model.grad[w], expected - rv)
-                kept = False  # published: the next pass claims a free vector
                 snap = run.snapshot(w, run.applied(w, rv, t_read, retries=failures))
                 if snap is not None:  # the loss ring's copy of the vector just published
                     yield snap
@@ -123,7 +117,6 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
             failures += 1
             if failures > persistence:
                 run.dropped(w, rv, t_read, retries=failures)
-                kept = True
                 break
             delay = backoff.delay(failures - 1)
             if delay > 0:
