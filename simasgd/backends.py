@@ -96,7 +96,7 @@ def traits(name: str) -> ExecutorTraits | None:
         raise BackendError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
     package = BACKENDS[name].rpartition(".")[0]
     try:
-        found = getattr(importlib.import_module(package), "TRAITS", None)
+        found = getattr(importlib.import_module(package), "TRAITS", None) if package else None
     except ModuleNotFoundError:
         found = None
     if found is None:
