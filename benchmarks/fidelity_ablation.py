@@ -55,7 +55,7 @@ def variants(names: list[str] | None) -> dict[str, dict[str, Any]]:
         unknown = [n for n in names if not any(r.split("=")[0] == n or r == n for r in rows)]
         if unknown:
             raise SystemExit(f"unknown mechanism(s) {unknown}; the mechanisms: {', '.join(mechanisms())}")
-        rows = {r: o for r, o in rows.items() if r.split("=")[0] in names or r in names}
+        rows = {r: o for n in names for r, o in rows.items() if r.split("=")[0] == n or r == n}  # in the order asked
     return rows
 
 
