@@ -262,6 +262,10 @@ class StopConfig(Section):
 
 class SimConfig(Section):
     numerics: bool = True
+    # The seed of the simulator's timing draws (step durations, backoff delays); unset = the scenario's seed.
+    # Another value redraws the machine's timing with the same data, θ₀ and minibatches: the spread of a
+    # prediction over its own timing noise (benchmarks/fidelity_ablation.py).
+    timing_seed: Annotated[int, Field(ge=0)] | None = None
     startup_stagger_s: NonNegFloat | None = None
     read_chunks: PosInt = 16
     # mutex / rwlock: the read copy takes the lock (Ek 2021 Alg. 2: two acquisitions a cycle);
@@ -452,6 +456,11 @@ class Scenario(Section):
     def to_dict(self) -> dict[str, Any]:
         """The scenario as plain JSON-able data (``inf`` kept as the string "inf")."""
         return _json_safe(self.model_dump(mode="python", exclude_none=True))
+
+    @property
+    def timing_seed(self) -> int:
+        """The seed of the simulator's timing draws: ``[sim] timing_seed``, else the scenario's."""
+        return self.seed if self.sim.timing_seed is None else self.sim.timing_seed
 
     @property
     def hash(self) -> str:

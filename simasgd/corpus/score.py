@@ -94,12 +94,14 @@ def judge(cell: Cell, sim: Any) -> CellScore:
 
 def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> Any:
     """The cell's scenario as today's simulator runs it on the entry's profile, ``overrides`` applied to [sim]
-    (``seed_offset`` added to its seed: another draw of the simulator against the same measured runs)."""
+    (``seed_offset`` added to the seed of its timing draws: another draw of the machine's timing, with the
+    measured runs' data, θ₀ and minibatches, against the same measured runs)."""
     from simasgd import loader
 
     doc = dict(cell.scenario)
-    doc["seed"] = int(doc.get("seed", 0)) + seed_offset
-    doc["sim"] = {k: v for k, v in (doc.get("sim") or {}).items() if k in SCENARIO_SIM_KEYS} | overrides
+    kept = {k: v for k, v in (doc.get("sim") or {}).items() if k in SCENARIO_SIM_KEYS}
+    timing = {"timing_seed": int(doc.get("seed", 0)) + seed_offset} if seed_offset else {}
+    doc["sim"] = kept | timing | overrides
     doc["machine"] = dict(doc.get("machine") or {}) | {"preset": "this"}
     doc["repeats"] = len(cell.runs)
     return loader.from_dict(doc, base_dir=Path.cwd())

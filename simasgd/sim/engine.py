@@ -180,7 +180,7 @@ class SimRun:
 
     def backoff(self, w: int) -> Backoff:
         cfg = self.sc.algorithm.param("backoff") if "backoff" in _params(self.sc) else None
-        return Backoff(cfg, seeds.rng(self.sc.seed, self.run, seeds.Role.SCHEDULE, w))
+        return Backoff(cfg, seeds.rng(self.sc.timing_seed, self.run, seeds.Role.SCHEDULE, w))
 
     def bump(self) -> int:
         """One more applied update: the new global version (evaluates and stops as the budget says)."""

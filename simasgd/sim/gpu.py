@@ -168,7 +168,8 @@ class GpuPlatform:
         self.cores = DeviceCores()
         st = sc.workers.stragglers
         self.slow = [st.slowdown if w < st.count else 1.0 for w in range(self.n)]
-        self.rng = [np.random.default_rng(seeds.sequence(sc.seed, run, seeds.Role.TIMING, w)) for w in range(self.n)]
+        self.rng = [np.random.default_rng(seeds.sequence(sc.timing_seed, run, seeds.Role.TIMING, w))
+                    for w in range(self.n)]
         self.cv = sc.sim.gradient_cv
 
     def occupancy(self, threads: float) -> float:

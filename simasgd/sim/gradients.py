@@ -28,7 +28,7 @@ from simasgd.sim.tick import Tick, split, tick_params
 
 def _streams(sc: Scenario, run: int, w: int) -> list[np.random.Generator]:
     """Worker ``w``'s five timing streams: gradient, read, update, straggler pause, host noise."""
-    return [np.random.default_rng(s) for s in seeds.sequence(sc.seed, run, seeds.Role.TIMING, w).spawn(5)]
+    return [np.random.default_rng(s) for s in seeds.sequence(sc.timing_seed, run, seeds.Role.TIMING, w).spawn(5)]
 
 
 @dataclass
@@ -93,7 +93,7 @@ def timer_tick(sc: Scenario, machine: Machine, grad: distributions.Distribution,
     parts = split(grad.samples, period, hit, longest)
     if parts is None:
         return grad, None
-    stream = seeds.sequence(sc.seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # past the five of _streams
+    stream = seeds.sequence(sc.timing_seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # past the five of _streams
     return distributions.Empirical(parts[0]), Tick(period, hit, parts[1], np.random.default_rng(stream))
 
 

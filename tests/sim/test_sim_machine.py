@@ -206,6 +206,23 @@ def test_timing_only_runs_are_reproducible_per_seed_and_differ_per_run(algorithm
     assert not np.array_equal(a.updates.t_write.to_numpy(), c.updates.t_write.to_numpy())
 
 
+def test_a_timing_seed_redraws_the_timing_and_keeps_the_numerics() -> None:
+    # [sim] timing_seed: another draw of the machine's timing with the same θ₀ and minibatches.
+    over = ["sim.numerics=true", "workers.count=2", "stop.max_updates=40", "workload.model=\"least_squares\"",
+            "workload.batch_size=4"]
+
+    def run(*extra: str) -> Any:
+        return backend.run_once(loader.from_dict(loader.apply_overrides(BASE, [*over, *extra])), 0)
+
+    plain, same, other = run(), run("sim.timing_seed=5"), run("sim.timing_seed=6")
+    pd.testing.assert_frame_equal(plain.updates, same.updates)  # unset = the scenario's seed (5)
+    assert not np.array_equal(plain.updates.t_write.to_numpy(), other.updates.t_write.to_numpy())
+    # θ₀ is the data's: the loss before any update is the same whatever the timing
+    assert plain.runs[0].initial_loss == other.runs[0].initial_loss
+    moved = backend.run_once(loader.from_dict(loader.apply_overrides(BASE, [*over, "seed=6"])), 0)
+    assert moved.runs[0].initial_loss != plain.runs[0].initial_loss  # (which the scenario's seed does move)
+
+
 @pytest.mark.parametrize("algorithm", ["sync", "k_sync", "k_async", "mutex", "rwlock", "hogwild", "leashed", "lopez"])
 def test_threads_sharing_one_cpu_make_progress(algorithm: str) -> None:
     # Every wait gives the CPU away: nobody sleeps on a CPU another thread needs.
