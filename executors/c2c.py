@@ -9,8 +9,8 @@ placement (two chiplets against one, a two-CPU guest):
 | | near (32-35 ns) | far (160-190 ns) |
 |---|---|---|
 | `[coherence]` read / write of lines the other core wrote, 640 KiB | 88 / 121 GB/s | 40 / 60 GB/s |
-| `[passes]` locked add beside the reader | 4.0 ns | 20.6 ns |
-| the same on private lines (`own_*`, `add_s`) | unchanged | unchanged |
+| `[locks]` hand-off, `[cas]` latency of two threads' CAS on one word | — | — |
+| the same on private lines (`own_*`) | unchanged | unchanged |
 
 so a run measured in one mode is not the machine the profile calibrated in the other. This module
 measures the mode: a token handed back and forth between two pinned threads through one word

@@ -323,8 +323,7 @@ class SimConfig(Section):
     timer_tick: bool = True
     # Reads, updates and Leashed's fresh-vector pass at the times calibrated inside a one-thread worker's
     # cycle (profile cycle_read/update/fresh_median_s): the gradient's traffic evicts part of the model's
-    # lines between steps; a Lopez master's step as calibrated ([passes] step_s, step_shared_s);
-    # false = warm buffers timed back to back ([copy_by_size]).
+    # lines between steps; false = warm buffers timed back to back ([copy_by_size]).
     steps_in_cycle: bool = True
 
 

@@ -9,7 +9,6 @@ module of this package (format: docs/profile.md):
                                    :mod:`.steps` (steps in a cycle)
 ``[copy]``, ``[copy_by_size]``     :mod:`.copies`
 ``[locks]``, ``[cas]``             :mod:`.locks`
-``[passes]``                       :mod:`.passes`
 ``[c2c]``                          :mod:`executors.c2c` (also probed by the cpu backend)
 ``[memory]``                       :mod:`.memory`
 ``[executor]``                     :mod:`.bookkeeping`
@@ -42,7 +41,6 @@ from executors.calibration.copies import copy_bandwidth, copy_by_size, copy_size
 from executors.calibration.gradient import gradient_times
 from executors.calibration.locks import cas_figures, lock_figures
 from executors.calibration.memory import memory_latency
-from executors.calibration.passes import passes_table
 from executors.calibration.peak import peak_table
 from executors.calibration.scheduler import scheduler, scheduler_params
 from executors.calibration.tick import tick_table
@@ -82,14 +80,12 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     machine_tables = _machine_tables(quick, log)
     log("arithmetic peak")
     peak = peak_table(quick)
-    log("CAS, atomic passes beside a reader")
+    log("CAS")
     coh = machine_tables.get("coherence") or {}
     like = float(np.median(coh["c2c_ns"])) if coh.get("c2c_ns") else None
     if not c2c.same_mode(locks["handoff_s"] * 1e9, like):  # the lock hand-off is a line moving too
         locks = c2c.measured(lock_figures, int(100_000 * scale), like=like)
     cas = c2c.measured(cas_figures, 0.5 * scale, like=like)  # two threads' CAS on one word move its line too
-    sizes = sorted({g["dim"] * np.dtype(g.get("dtype", "float64")).itemsize for g in grads.values()}) or [biggest * 8]
-    passes = c2c.measured_rows(passes_table, sizes, 1.0 * scale, like=like)  # in the placement [coherence] saw
     log("the executor's bookkeeping")
     books = bookkeeping_table(rounds=40 if not quick else 8)
     sched.update(machine_tables.pop("scheduler"))
@@ -110,7 +106,7 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
                             "cpu_count": os.cpu_count() or 1, "loadavg": list(os.getloadavg()),
                             "remote_latency": "measured" if topo["numa_nodes"] > 1 else "= local (one NUMA node)"},
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
-            "scheduler": sched, "peak": peak, "passes": passes, "executor": books, **_c2c_table(like, coh, passes),
+            "scheduler": sched, "peak": peak, "executor": books, **_c2c_table(like, coh),
             **machine_tables}
 
 

@@ -13,7 +13,9 @@ scenario gives them; otherwise they follow from the machine and the workload:
 - update: ``θ ← θ − η·g``, ``3·d·itemsize`` bytes; both at the calibrated bandwidth of
   the model's buffer size where it lives (:mod:`caches`), through :mod:`memory` when the
   run's buffers spill out of the last-level cache or no such table was calibrated;
-- atomic adds (Lopez accumulation): d × the calibrated ``[cas] latency_s``, else an update.
+- atomic adds (Lopez accumulation): d × the calibrated ``[cas] latency_s`` (a locked add on a line the
+  core holds), plus one line's move (``[locks] handoff_s``) per line of the buffer when another core
+  reads it meanwhile; else an update.
 
 A worker's gradient time is a draw times its straggler slowdown, plus a
 transient pause with the configured probability (:mod:`draws`: every draw from
@@ -39,7 +41,6 @@ from simasgd.sim.profile_tables import (
     FRESH_COPIES,
     READ_COPIES,
     UPDATE_COPIES,
-    pass_costs,
     profile_machine,
     spin_yield_s,
 )
@@ -79,15 +80,14 @@ class Platform:
         self.sockets, self.cores = _cores(env, sc, machine, cpus)
         self.memory = Memory(env, machine, self.sockets)
         self.steps = steps = StepTables.build(sc, machine, self.model_bytes)
-        self.line_costs = lines = LineCosts.build(sc, machine, self.memory.latency, self.model_bytes)
+        self.line_costs = lines = LineCosts.build(sc, machine, self.memory.latency)
         self.cas_latency, self.handoff_s = lines.cas_latency, lines.handoff_s
-        self.pass_add_s, self.pass_shared_add_s = lines.pass_add_s, lines.pass_shared_add_s
         self.snapshot_s, self.bookkeeping_s = executor_costs(sc, machine, dim)
         # a worker's step in progress: the rates it runs at (chunks), and its misses past the L3 (sockets)
         self._table: list[Rates | None] = [steps.shared_s[0] or steps.cached_s[0]] * n
         self._touched_at = [0.0] * n  # when each worker last read or wrote the model
-        self._master: int | None = None  # a Lopez master, whose steps are timed by [passes] (lopez_master)
-        self._pass_until = [-math.inf] * n  # when each worker's atomic pass over g ends (Lopez)
+        self._fused: int | None = None  # a worker whose update reads a sum the others add into (fuses_read)
+        self._pass_until = [-math.inf] * n  # when each worker's atomic pass over that sum ends
         self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
         self._own_miss: list[dict[int, float]] = [{}] * n  # private bytes of a read/update missing the L3
         self.socket_shares = self._socket_shares(sc, machine, cpus, dim, itemsize, derived=steps.cached_s[0] is None)
@@ -97,26 +97,22 @@ class Platform:
         self._read, self._update = given_steps(sc, run, dim)
         self._fast = [not t.sliced and not self.gradients.miss[w] for w, t in enumerate(self.cores.threads)]
 
-    def lopez_master(self, w: int) -> None:
-        """Worker ``w`` is a Lopez master: it steps back to back with no gradient between (a read of g, an
-        update of θ), and alone writes θ. Its step takes ``[passes] step_s``, or ``step_shared_s`` when a
-        worker's atomic pass over g is under way as it begins (calibrated as the executor's master steps:
-        g ← acc/(N−1), then the update rule), split between the read and the update as the warm rates
-        split them. Without those figures: the warm ``[copy_by_size]`` rates (its lines stay in its
-        cache), not those timed in a worker's cycle; so too with ``[sim] steps_in_cycle = false``."""
+    def fuses_read(self, w: int) -> None:
+        """Worker ``w``'s update reads its operand in the same pass, a sum the other workers add into with
+        atomic passes (a Lopez master: ``θ ← θ − η·acc/(N−1)``, :func:`simasgd.update_rule.step_scaled`), and
+        alone writes θ. On a cache model its read costs nothing apart (a given ``[timing] read`` is still
+        drawn); its update runs at the rates of lines another core writes while a pass is under way as it
+        begins, else at its own warm rates (its lines stay in its cache), never at the in-cycle ones."""
         if self.steps.caches is None:
             return
         own, shared, _ = self.steps.rates({})
         if own is None:  # never with a cache model: the rates of a worker's own lines
             return
-        alone, beside = pass_costs(self.machine, self.model_bytes, "step_s", "step_shared_s")
-        if alone is not None and beside is not None and self._update[w] is None and self.steps.in_cycle:
-            part = own[READ_COPIES] / (own[READ_COPIES] + own[UPDATE_COPIES])
-            own = {READ_COPIES: part * alone, UPDATE_COPIES: (1 - part) * alone}
-            shared = {READ_COPIES: part * beside, UPDATE_COPIES: (1 - part) * beside} if self.steps.coherent else None
-            self._master = w
-        # the master alone writes θ: lines it holds with a reader are the reader's to lose (its next read)
-        self.steps.cached_s[w], self.steps.shared_s[w], self.steps.held_s[w] = own, shared, None
+        self._fused = w
+        free = {READ_COPIES: 0.0}
+        self.steps.cached_s[w] = own | free
+        self.steps.shared_s[w] = None if shared is None else shared | free
+        self.steps.held_s[w] = None  # lines it holds with a reader are the reader's to lose (its next read)
 
     def _socket_shares(self, sc: Scenario, m: Machine, cpus: list[int | None], dim: int | None,
                        itemsize: int, derived: bool) -> sockets.SocketShares | None:
@@ -204,10 +200,8 @@ class Platform:
         if where != OTHERS and self.steps.lines.recency and self.cores.turned_since(w, self._touched_at[w]):
             where = OTHERS
         self._touched_at[w] = self.env.now
-        if w == self._master:  # the master's g is the workers' to write: is a pass under way?
-            other = (writes and self._table[w] is self.steps.shared_s[w]) or \
-                (not writes and any(t > self.env.now for t in self._pass_until))
-            where = OTHERS if other else OWN
+        if w == self._fused:  # the sum is the other workers' to write: is a pass under way?
+            where = OTHERS if any(t > self.env.now for t in self._pass_until) else OWN
         table = self.steps.shared_s[w] if where == OTHERS else self.steps.held_s[w] if where == HELD else None
         self._table[w] = table if table is not None else self.steps.cached_s[w]
 
@@ -238,19 +232,21 @@ class Platform:
     def atomic_adds(self, w: int, reader: int | None = None) -> simpy.Event:
         """``g[i] += δ[i]`` for every i as d atomic float adds (Lopez accumulation).
 
-        Each is a locked read-modify-write that cannot overlap the next: d × the calibrated
-        ``[passes] add_s`` (or ``[cas] latency_s``); while thread ``reader`` (the Lopez master, which
-        reads g whole at every step) holds a CPU as the pass begins, each add must also take its line
-        back from the reader's cache: d × ``[passes] add_shared_s``. Without a calibrated figure, or
-        when ``[timing] update`` is given, a pass costs an update.
+        Each is a locked read-modify-write that cannot overlap the next: d × ``[cas] latency_s`` on lines
+        this core holds. While thread ``reader`` (the Lopez master, which reads g whole at every step) holds
+        a CPU as the pass begins, g's lines sit in its cache: each must move back first, one line's move
+        (``[locks] handoff_s``, a line between two cores) per :attr:`LineCosts.line_bytes` of g. With
+        ``[sim] coherence = false``, not so. With a given ``[timing] update``, or no calibrated CAS, a pass
+        costs an update.
         """
-        add, shared_add = self.pass_add_s, self.pass_shared_add_s  # shared_add is set wherever add is
-        if self._update[w] is None and add is not None and shared_add is not None and self.dim:
-            shared = reader is not None and reader != w and self.cores.on_cpu(reader)
-            seconds = self.dim * (shared_add if shared else add)
-            self._pass_until[w] = self.env.now + seconds  # the master's steps meanwhile are beside it
-            return self.cores.work(w, seconds)
-        return self.update(w)
+        lines = self.line_costs
+        if self._update[w] is not None or not self.dim or not lines.calibrated:
+            return self.update(w)
+        seconds = self.dim * self.cas_latency[w]
+        if lines.coherent and reader is not None and reader != w and self.cores.on_cpu(reader):
+            seconds += math.ceil(self.model_bytes / lines.line_bytes) * self.handoff_s[w]
+        self._pass_until[w] = self.env.now + seconds  # the reader's steps meanwhile are beside it
+        return self.cores.work(w, seconds)
 
     def private_copy(self, w: int) -> simpy.Event:
         """Copy a model-sized vector between two of the worker's own buffers (Lopez's g_old ← g): at the

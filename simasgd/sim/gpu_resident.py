@@ -186,7 +186,7 @@ class ResidentPlatform(GpuPlatform):
         update in another vector of the pool."""
         self.copy_pending[w] = self.builds_into[w] = True
 
-    def lopez_master(self, w: int) -> None:
+    def fuses_read(self, w: int) -> None:
         """The master's step reads the sum in the same pass (``acc[i] · scale`` per element): no read."""
         self.fused_read[w] = True
 

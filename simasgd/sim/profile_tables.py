@@ -94,22 +94,6 @@ def spin_yield_s(sc: Scenario, machine: Machine) -> float:
     return float(v) if isinstance(v, (int, float)) and v > 0 else 0.0
 
 
-def pass_costs(machine: Machine, model_bytes: float, alone_key: str = "add_s",
-               shared_key: str = "add_shared_s") -> tuple[float | None, float | None]:
-    """``[passes]`` (executors/calibration/passes.py): seconds per locked add of a pass over a buffer of
-    ``model_bytes``, alone and beside a reader (or, with ``"step_s", "step_shared_s"``, the Lopez master's
-    step alone and beside passes), interpolated in log size between the calibrated sizes (held at the
-    ends); (None, None) without them."""
-    t = (machine.profile or {}).get("passes") or {}
-    sizes, alone, shared = t.get("sizes_bytes"), t.get(alone_key), t.get(shared_key)
-    if not isinstance(sizes, list) or not isinstance(alone, list) or not isinstance(shared, list) or not sizes \
-            or not len(sizes) == len(alone) == len(shared):
-        return None, None
-    x, at = math.log(max(model_bytes, 1.0)), np.log(np.asarray(sizes, dtype=float))
-    a, s = (float(math.exp(np.interp(x, at, np.log(np.asarray(v, dtype=float))))) for v in (alone, shared))
-    return a, s
-
-
 def _seconds(profile: dict[str, Any] | None, workload: WorkloadConfig, keys: dict[Any, str]) -> dict[Any, float]:
     """The positive figures ``keys`` name in this workload's gradient table at the nearest batch size, by
     the same labels; those the table lacks (or the whole table) left out."""

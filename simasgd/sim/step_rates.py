@@ -4,7 +4,7 @@ costs: the tables :class:`~simasgd.sim.costs.Platform` times a worker's steps by
 - :class:`StepTables` (caches and coherence): a step's time by the streams it moves, on the worker's own
   lines, on lines another core wrote last, and on lines both hold (:mod:`caches`), from the warm
   ``[copy_by_size]`` rates, replaced by those timed in a worker's cycle where calibrated;
-- :class:`LineCosts` (locks, CAS, atomic passes): a CAS, a lock's hand-off and a Lopez pass's locked adds;
+- :class:`LineCosts` (locks, CAS, atomic passes): a CAS, a lock's hand-off (a line's move between cores);
 - :func:`executor_costs`: the executor's loss snapshot and its bookkeeping between two cycles.
 
 Every figure is the calibrated profile's (docs/profile.md) where it has one; without it the memory model
@@ -24,11 +24,12 @@ from simasgd.sim.profile_tables import (
     FRESH_COPIES,
     READ_COPIES,
     UPDATE_COPIES,
-    pass_costs,
     profile_latency,
     profile_snapshot,
     profile_steps,
 )
+
+LINE_BYTES = 64  # a cache line, where the profile's [cache] does not say
 
 Rates = dict[int, float]  # a step's seconds by the model-sized streams it moves (READ_COPIES, ...)
 
@@ -97,25 +98,26 @@ class StepTables:
 
 @dataclass
 class LineCosts:
-    """What moving one line costs, per worker: a CAS, a lock's hand-off; and a Lopez pass's locked add, alone
-    and while another CPU reads the buffer (profile ``[passes]``)."""
+    """What moving one line costs, per worker: a CAS (a locked operation on a line), a lock's hand-off (a line
+    moved from another core's cache); the line's size, and whether lines move between cores at all
+    (``[sim] coherence``)."""
 
     cas_latency: list[float]
     handoff_s: list[float]
-    pass_add_s: float | None
-    pass_shared_add_s: float | None
+    line_bytes: int
+    coherent: bool
+    calibrated: bool  # the CAS's latency is the profile's (not a line from memory)
 
     @classmethod
-    def build(cls, sc: Scenario, machine: Machine, memory_latency: list[float], model_bytes: int) -> LineCosts:
+    def build(cls, sc: Scenario, machine: Machine, memory_latency: list[float]) -> LineCosts:
         n = sc.workers.count
-        # A CAS moves the line from where the model lives (or takes what calibration measured).
+        # Without calibrated figures a line comes from where the model lives.
         cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
-        add, shared_add = pass_costs(machine, model_bytes)
-        pass_add = add if add is not None else cas
-        handoffs = list(memory_latency) if handoff is None else [handoff] * n
-        return cls(cas_latency=list(memory_latency) if cas is None else [cas] * n, handoff_s=handoffs,
-                   pass_add_s=pass_add,
-                   pass_shared_add_s=shared_add if shared_add is not None and sc.sim.coherence else pass_add)
+        line = ((machine.profile or {}).get("cache") or {}).get("line_bytes")
+        return cls(cas_latency=list(memory_latency) if cas is None else [cas] * n,
+                   handoff_s=list(memory_latency) if handoff is None else [handoff] * n,
+                   line_bytes=int(line) if isinstance(line, int) and line > 0 else LINE_BYTES,
+                   coherent=sc.sim.coherence, calibrated=cas is not None)
 
 
 def executor_costs(sc: Scenario, machine: Machine, dim: int | None) -> tuple[float | None, float | None]:

@@ -59,13 +59,10 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert len(conc["k2"]) > 10 and min(conc["k2"]) > 0 and conc["k2_n"] >= 2 * 20
         assert conc["k2_median_s"] > 0.5 * grad["median_s"]
         assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
-        assert min(doc["passes"]["add_s"] + doc["passes"]["add_shared_s"]) > 0  # Lopez's passes, per model size
-        assert doc["passes"]["sizes_bytes"] == [grad["dim"] * 8]
-        assert min(doc["passes"]["step_s"] + doc["passes"]["step_shared_s"]) > 0  # the Lopez master's steps
         # the tables that move lines between CPUs, measured in one placement of them (executors/c2c.py)
         assert doc["c2c"]["latency_ns"] > 0  # two probes a row:
         assert len(doc["coherence"]["c2c_ns"]) == 2 * len(doc["coherence"]["sizes_bytes"])
-        assert len(doc["c2c"]["samples_ns"]) == 2 * len(doc["coherence"]["sizes_bytes"]) + 2
+        assert len(doc["c2c"]["samples_ns"]) == 2 * len(doc["coherence"]["sizes_bytes"])
         assert f"core-to-core hand-off {doc['c2c']['latency_ns']:.0f} ns" in p.stdout
     assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
     assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0

@@ -137,31 +137,6 @@ def test_coherence_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.hardware
-def test_passes_time_locked_adds_alone_and_beside_a_reader() -> None:
-    if len(CPUS) < 2:
-        pytest.skip("a reader needs a second usable CPU")
-    from executors.calibration.passes import passes_table
-
-    t = passes_table([128 << 10, 64 << 10, 64 << 10], 0.05)
-    assert t["sizes_bytes"] == [64 << 10, 128 << 10] and t["passes"] >= 5 and t["cpus"][0] != t["cpus"][1]
-    for key in ("add_s", "add_shared_s"):  # a locked add: more than a cycle, less than a microsecond
-        assert len(t[key]) == 2 and all(1e-10 < v < 1e-6 for v in t[key]), (key, t[key])
-    # the master's step moves three buffers of d elements: more than 3·d cycles' worth of nothing, and less
-    # than the pass of d locked adds beside it could take at a microsecond each
-    for key in ("step_s", "step_shared_s"):
-        assert len(t[key]) == 2, key
-        for size, v in zip(t["sizes_bytes"], t[key], strict=False):
-            assert 3 * (size // 8) * 1e-11 < v < (size // 8) * 1e-6, (key, size, v)
-
-
-def test_passes_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    from executors.calibration import passes as calibrate_passes
-
-    monkeypatch.setattr(calibrate_passes.os, "sched_getaffinity", lambda pid: {CPUS[0]})
-    assert set(calibrate_passes.passes_table([64 << 10], 0.05)) == {"reason"}
-
-
-@pytest.mark.hardware
 def test_noise_quick(tables: dict[str, Any]) -> None:
     n = tables["noise"]
     assert n["min_gap_s"] == noise.MIN_GAP_S

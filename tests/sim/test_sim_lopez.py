@@ -123,22 +123,26 @@ def _pass_time(tmp_path: Path, tables: list[str], reader: int | None, workers: i
     return env.now
 
 
-PASSES = ["[passes]", "sizes_bytes = [400000, 1600000]", "add_s = [3e-9, 3e-9]", "add_shared_s = [8e-9, 2e-9]"]
+LINES = ["[locks]", "handoff_s = 4e-8", "", "[cache]", "line_bytes = 128", "levels = [1]", "sizes_bytes = [32768]",
+         "shared_by = [1]"]
 
 
 def test_atomic_adds_cost_d_cas_latencies(tmp_path: Path) -> None:
     assert np.isclose(_pass_time(tmp_path, [], None), 100_000 * 5e-9)
 
 
-def test_a_pass_beside_a_running_reader_costs_d_shared_adds(tmp_path: Path) -> None:
-    # [passes]: alone d × add_s; while the reader (the master) holds a CPU, d × add_shared_s, interpolated
-    # in log size: 800 kB (d = 100k float64) lies halfway between 400 kB and 1.6 MB, so √(8e-9 · 2e-9); the
-    # [sim] coherence switch turns the shared rate off.
-    assert np.isclose(_pass_time(tmp_path, PASSES, None), 100_000 * 3e-9)
-    assert np.isclose(_pass_time(tmp_path, PASSES, 0), 100_000 * 4e-9)
-    assert np.isclose(_pass_time(tmp_path, PASSES, 0, coherence=False), 100_000 * 3e-9)
-    # 3 threads on 2 CPUs: the reader (thread 0) has not been given a CPU, so the lines are not shared
-    assert np.isclose(_pass_time(tmp_path, PASSES, 0, workers=3), 100_000 * 3e-9)
+def test_a_pass_beside_a_running_reader_moves_every_line_back(tmp_path: Path) -> None:
+    # Alone d × [cas] latency_s; while the reader (the master) holds a CPU, its cache holds every line of the
+    # sum: one line's move ([locks] handoff_s) per line besides, 100k float64 in 128-byte lines = 6250 lines;
+    # the [sim] coherence switch turns the moves off.
+    adds, moves = 100_000 * 5e-9, 6250 * 4e-8
+    assert np.isclose(_pass_time(tmp_path, LINES, None), adds)
+    assert np.isclose(_pass_time(tmp_path, LINES, 0), adds + moves)
+    assert np.isclose(_pass_time(tmp_path, LINES, 0, coherence=False), adds)
+    # 3 threads on 2 CPUs: the reader (thread 0) has not been given a CPU, so the lines are not in its cache
+    assert np.isclose(_pass_time(tmp_path, LINES, 0, workers=3), adds)
+    # no [locks]: a line comes from memory (the profile's latency, 100 ns); 64-byte lines without [cache]
+    assert np.isclose(_pass_time(tmp_path, [], 0), adds + 12_500 * 1e-7)
 
 
 def test_a_row_is_applied_iff_a_step_was_announced_before_its_removal_pass_began() -> None:

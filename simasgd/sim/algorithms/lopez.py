@@ -177,7 +177,7 @@ def start_lopez(run: SimRun) -> None:
                 run.rec.applied[row] = False
 
     run.stop.callbacks.append(unreached)
-    run.platform.lopez_master(0)  # its steps: [passes] step_s, or warm; alone beside passes or not
+    run.platform.fuses_read(0)  # its step reads the sum inside its update: one pass
     run.env.process(master(run.env, run, acc, torn))
     for w in range(1, run.n):
         run.env.process(lopez_worker(run.env, w, run, acc, torn, before))
