@@ -3,11 +3,20 @@
 Every `[sim]` mechanism switch (each field of ``SimConfig`` that is not part of what a scenario runs,
 ``simasgd.corpus.score.SCENARIO_SIM_KEYS``) is turned to its other value(s) in turn, and every cell of every
 corpus machine re-simulated (``simasgd.corpus.score``): the measured runs are not re-run, so what a
-mechanism moves is the simulator's change alone. The score's own noise is the spread of the baseline's count
-over ``--seeds`` simulator seeds (the measured runs stay): a mechanism earns its place if turning it off
-lowers the count beyond that noise on at least one machine and raises it beyond the noise on none.
+mechanism moves is the simulator's change alone.
 
-    .venv/bin/python benchmarks/fidelity_ablation.py [--corpus corpus] [--variants coherence timer_tick] [--seeds 3]
+The score's own noise: the baseline and every variant are scored at the same ``--seeds`` timing seeds
+(``[sim] timing_seed``: the machine's timing redrawn, the data, θ₀ and minibatches kept), paired. The spread
+of a configuration's count over its seeds, pooled over every configuration (the baseline's and each
+variant's), is the count's noise s; a variant's mean count over k seeds differs from the baseline's by
+more than noise where |Δ| > 2·s·√(2/k). A mechanism earns its place if turning it off lowers the count
+beyond that noise on at least one machine and raises it beyond the noise on none.
+
+``--timing-only`` simulates without numerics (``[sim] numerics = false``, ten times faster): the cells are
+judged on the three timing goals (mean staleness, KS, updates/s); every mechanism acts on timing only.
+
+    .venv/bin/python benchmarks/fidelity_ablation.py [--corpus corpus] [--variants coherence timer_tick]
+        [--seeds 2] [--timing-only]
 
 Prints one row per variant (per machine: cells met, met / ceiling, Δ against the baseline) and writes the
 record ``benchmarks/results/fidelity_ablation_<machine kind>.json`` (``record.py``).
@@ -32,7 +41,7 @@ from simasgd.corpus import score, store
 from simasgd.scenario import SimConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-NAME, VERSION = "fidelity_ablation", 2
+NAME, VERSION = "fidelity_ablation", 3
 
 
 def mechanisms() -> dict[str, list[Any]]:
@@ -64,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", type=Path, default=ROOT / "corpus")
     p.add_argument("--machine", nargs="*", default=None)
     p.add_argument("--variants", nargs="*", default=None, help="mechanisms to turn (default: every one)")
-    p.add_argument("--seeds", type=int, default=3, help="simulator seeds of the baseline (its noise)")
+    p.add_argument("--seeds", type=int, default=2, help="timing seeds of every configuration (the noise)")
+    p.add_argument("--timing-only", action="store_true", help="no numerics: judged on the timing goals")
     p.add_argument("--cells", default=None, help="only the cells whose name matches this regular expression")
     p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--record", type=Path, default=None,
@@ -72,29 +82,51 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     entries = [store.load(x) for x in store.machines(args.corpus)
                if args.machine is None or x.name.removesuffix(store.SUFFIX) in args.machine]
-    doc: dict[str, Any] = {"corpus": str(args.corpus), "cells": args.cells, "machines": {}}
+    doc: dict[str, Any] = {"corpus": str(args.corpus), "cells": args.cells, "seeds": args.seeds,
+                           "timing_only": args.timing_only, "machines": {}}
+    fixed = {"numerics": False} if args.timing_only else {}
     for e in entries:
         if args.cells:
             e = dataclasses.replace(e, cells=[c for c in e.cells if re.search(args.cells, c.name)])
-        base = [score.score(e, {}, args.jobs, seed_offset=k) for k in range(args.seeds)]
-        counts = [b.met for b in base]
-        noise = _sd(counts)
-        print(f"{e.name}: baseline {counts} of {len(e.cells)} cells (sd {noise:.2f}), ceiling {base[0].ceiling:.1f}",
-              flush=True)
-        rows = {}
-        for label, over in variants(args.variants).items():
-            s = score.score(e, over, args.jobs)
-            delta = s.met - base[0].met
-            rows[label] = {"met": s.met, "delta": delta, "ratio": s.ratio, "goals": s.goal_counts(),
-                           "flipped": _flipped(base[0], s)}
-            print(f"  {label}: {s.met} ({delta:+d}), met/ceiling {s.ratio:.2f}", flush=True)
-        doc["machines"][e.name] = {"baseline": counts, "noise_sd": noise, "ceiling": base[0].ceiling,
-                                   "cells": len(e.cells), "variants": rows,
-                                   "baseline_goals": base[0].goal_counts()}
+        doc["machines"][e.name] = ablate(e, fixed, variants(args.variants), args.seeds, args.jobs)
     path = record.write(args.record or ROOT / "benchmarks" / "results" / f"{NAME}_{record.machine_kind()}.json",
                         NAME, VERSION, doc)
     print(f"wrote {path}")
     return 0
+
+
+def ablate(e: store.Entry, fixed: dict[str, Any], rows: dict[str, dict[str, Any]], seeds: int,
+           jobs: int) -> dict[str, Any]:
+    """The baseline and every variant of ``rows`` on ``e``, each at timing seeds 0 … ``seeds``−1."""
+    def scored(over: dict[str, Any]) -> list[score.MachineScore]:
+        return [score.score(e, fixed | over, jobs, seed_offset=k) for k in range(seeds)]
+
+    base = scored({})
+    counts = [b.met for b in base]
+    print(f"{e.name}: baseline {counts} of {len(e.cells)} cells, ceiling {base[0].ceiling:.1f}", flush=True)
+    out: dict[str, Any] = {}
+    spreads = [_sd(counts)]
+    for label, over in rows.items():
+        s = scored(over)
+        met = [x.met for x in s]
+        spreads.append(_sd(met))
+        delta = (sum(met) - sum(counts)) / seeds
+        out[label] = {"met": met, "delta": delta, "ratio": sum(x.ratio for x in s) / seeds,
+                      "goals": s[0].goal_counts(), "flipped": _flipped(base[0], s[0])}
+        print(f"  {label}: {met} (mean Δ {delta:+.1f})", flush=True)
+    noise = _pooled(spreads)
+    bound = 2 * noise * math.sqrt(2 / seeds) if math.isfinite(noise) else math.nan
+    for row in out.values():
+        row["beyond_noise"] = bool(math.isfinite(bound) and abs(row["delta"]) > bound)
+    print(f"  noise: pooled sd {noise:.2f} of a count, |Δ| beyond {bound:.2f}", flush=True)
+    return {"baseline": counts, "noise_sd": noise, "bound": bound, "ceiling": base[0].ceiling,
+            "cells": len(e.cells), "variants": out, "baseline_goals": base[0].goal_counts()}
+
+
+def _pooled(sds: list[float]) -> float:
+    """The pooled standard deviation of equal-size groups (their sds)."""
+    ok = [x for x in sds if math.isfinite(x)]
+    return math.sqrt(sum(x * x for x in ok) / len(ok)) if ok else math.nan
 
 
 def _sd(xs: list[int]) -> float:
