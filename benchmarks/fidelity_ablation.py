@@ -6,10 +6,11 @@ corpus machine re-simulated (``simasgd.corpus.score``): the measured runs are no
 mechanism moves is the simulator's change alone.
 
 The score's own noise: the baseline and every variant are scored at the same ``--seeds`` timing seeds
-(``[sim] timing_seed``: the machine's timing redrawn, the data, θ₀ and minibatches kept), paired. The spread
-of a configuration's count over its seeds, pooled over every configuration (the baseline's and each
-variant's), is the count's noise s; a variant's mean count over k seeds differs from the baseline's by
-more than noise where |Δ| > 2·s·√(2/k). A mechanism earns its place if turning it off lowers the count
+(``[sim] timing_seed``: the machine's timing redrawn, the data, θ₀ and minibatches kept), paired; the
+baseline at ``--base-seeds`` seeds (default as many). The spread of a configuration's count over its seeds,
+pooled over every configuration scored at two or more, is the count's noise s; a variant's mean count over
+its k seeds differs from the baseline's at the same seeds by more than noise where |Δ| > 2·s·√(2/k) (two
+independent draws' difference: a bound the pairing, common random numbers, only makes wider). A mechanism earns its place if turning it off lowers the count
 beyond that noise on at least one machine and raises it beyond the noise on none.
 
 ``--timing-only`` simulates without numerics (``[sim] numerics = false``, ten times faster): the cells are
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--machine", nargs="*", default=None)
     p.add_argument("--variants", nargs="*", default=None, help="mechanisms to turn (default: every one)")
     p.add_argument("--seeds", type=int, default=2, help="timing seeds of every configuration (the noise)")
+    p.add_argument("--base-seeds", type=int, default=None, help="timing seeds of the baseline (default --seeds)")
     p.add_argument("--timing-only", action="store_true", help="no numerics: judged on the timing goals")
     p.add_argument("--cells", default=None, help="only the cells whose name matches this regular expression")
     p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
@@ -88,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     for e in entries:
         if args.cells:
             e = dataclasses.replace(e, cells=[c for c in e.cells if re.search(args.cells, c.name)])
-        doc["machines"][e.name] = ablate(e, fixed, variants(args.variants), args.seeds, args.jobs)
+        doc["machines"][e.name] = ablate(e, fixed, variants(args.variants), args.seeds, args.jobs,
+                                         max(args.seeds, args.base_seeds or args.seeds))
     path = record.write(args.record or ROOT / "benchmarks" / "results" / f"{NAME}_{record.machine_kind()}.json",
                         NAME, VERSION, doc)
     print(f"wrote {path}")
@@ -96,21 +99,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def ablate(e: store.Entry, fixed: dict[str, Any], rows: dict[str, dict[str, Any]], seeds: int,
-           jobs: int) -> dict[str, Any]:
-    """The baseline and every variant of ``rows`` on ``e``, each at timing seeds 0 … ``seeds``−1."""
-    def scored(over: dict[str, Any]) -> list[score.MachineScore]:
-        return [score.score(e, fixed | over, jobs, seed_offset=k) for k in range(seeds)]
+           jobs: int, base_seeds: int) -> dict[str, Any]:
+    """The baseline at timing seeds 0 … ``base_seeds``−1 and every variant of ``rows`` at 0 … ``seeds``−1."""
+    def scored(over: dict[str, Any], k: int) -> list[score.MachineScore]:
+        return [score.score(e, fixed | over, jobs, seed_offset=i) for i in range(k)]
 
-    base = scored({})
+    base = scored({}, base_seeds)
     counts = [b.met for b in base]
     print(f"{e.name}: baseline {counts} of {len(e.cells)} cells, ceiling {base[0].ceiling:.1f}", flush=True)
     out: dict[str, Any] = {}
     spreads = [_sd(counts)]
     for label, over in rows.items():
-        s = scored(over)
+        s = scored(over, seeds)
         met = [x.met for x in s]
         spreads.append(_sd(met))
-        delta = (sum(met) - sum(counts)) / seeds
+        delta = (sum(met) - sum(counts[:seeds])) / seeds
         out[label] = {"met": met, "delta": delta, "ratio": sum(x.ratio for x in s) / seeds,
                       "goals": s[0].goal_counts(), "flipped": _flipped(base[0], s[0])}
         print(f"  {label}: {met} (mean Δ {delta:+.1f})", flush=True)

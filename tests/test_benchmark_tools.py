@@ -50,7 +50,7 @@ def test_the_ablation_re_simulates_each_corpus_cell_with_each_mechanism_turned(
     entry = store.entry_from([tmp_path / "sweep" / "cell-a" / "cpu"], prof.read(profile), "tiny")
     store.save(entry, tmp_path / "corpus")
     out = tmp_path / "ablation.json"
-    assert ablation.main(["--corpus", str(tmp_path / "corpus"), "--variants", "host_noise", "--seeds", "2",
+    assert ablation.main(["--corpus", str(tmp_path / "corpus"), "--variants", "host_noise", "--seeds", "2", "--base-seeds", "2",
                           "--jobs", "1", "--record", str(out)]) == 0
     doc = json.loads(out.read_text())["machines"]["tiny"]
     assert doc["baseline"][0] == 1 and len(doc["baseline"]) == 2 and doc["cells"] == 1

@@ -8,14 +8,17 @@
 - ``missing``: those switched on whose table the profile lacks (each also warned once per process, so a
   profile without a table never changes the model silently; a preset has no profile: nothing to warn);
 - ``tables``: the profile's tables the simulator read (:class:`TrackedProfile` notes each);
+- ``keys``: the profile keys it read, as ``table.key`` (a workload's gradient table as ``gradient.<workload>``,
+  numbered tables and keys as ``k<k>``; ``[machine]``'s keys included: the machine is built from them);
 - ``profile_digest``: the profile's sha256 (:func:`simasgd.profile.digest`), None for a preset.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from simasgd import machine as machines
@@ -41,24 +44,54 @@ class ModelWarning(UserWarning):
     """A mechanism switched on that cannot act: the profile lacks its table."""
 
 
+class TrackedTable(dict[str, Any]):
+    """A profile table (or a table inside one) that notes, in its profile's set, each key read: ``get``,
+    ``[]``, or a value met while iterating. Tables inside it come back tracked too."""
+
+    def __init__(self, doc: dict[str, Any], path: str, leaves: set[str]) -> None:
+        super().__init__(doc)
+        self._path, self._leaves = path, leaves
+
+    def _value(self, key: str) -> Any:
+        v = dict.__getitem__(self, key)
+        where = f"{self._path}.{key}"
+        if isinstance(v, dict):
+            return TrackedTable(v, where, self._leaves)
+        self._leaves.add(where)
+        return v
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._value(key) if dict.__contains__(self, key) else default
+
+    def __getitem__(self, key: str) -> Any:
+        return self._value(key)
+
+    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+        return ((k, self._value(k)) for k in dict.keys(self))
+
+    def values(self) -> Iterator[Any]:  # type: ignore[override]
+        return (self._value(k) for k in dict.keys(self))
+
+
 class TrackedProfile(dict[str, Any]):
-    """A calibrated profile that notes each of its tables read (``get`` or ``[]``), whoever reads it."""
+    """A calibrated profile that notes each of its tables read (``get`` or ``[]``), whoever reads it, and
+    each key read inside them (:class:`TrackedTable`)."""
 
     def __init__(self, doc: dict[str, Any]) -> None:
         super().__init__(doc)
         self.read: set[str] = set()
+        self.leaves: set[str] = set()  # the keys read, as table.key
 
-    def _note(self, key: object) -> None:
-        if isinstance(key, str) and dict.__contains__(self, key):
-            self.read.add(key)
+    def _value(self, key: str) -> Any:
+        v = dict.__getitem__(self, key)
+        self.read.add(key)
+        return TrackedTable(v, key, self.leaves) if isinstance(v, dict) else v
 
     def get(self, key: str, default: Any = None) -> Any:
-        self._note(key)
-        return dict.get(self, key, default)
+        return self._value(key) if isinstance(key, str) and dict.__contains__(self, key) else default
 
     def __getitem__(self, key: str) -> Any:
-        self._note(key)
-        return dict.__getitem__(self, key)
+        return self._value(key)
 
 
 M = TypeVar("M")
@@ -70,6 +103,23 @@ def tracked(m: M) -> M:
     if not isinstance(doc, dict):
         return m
     return replace(m, profile=TrackedProfile(doc))  # type: ignore[type-var]
+
+
+def generic(key: str) -> str:
+    """``key`` (``table.key``) with what names one of several alike tables or keys made generic: a workload's
+    gradient table as ``gradient.<workload>``, a count in a name (``noise.k2``, ``cycle_k2``) as ``k<k>``."""
+    key = re.sub(r"^gradient\.[^.]+\.", "gradient.<workload>.", key)
+    return re.sub(r"k\d+(?=$|[._])", "k<k>", key)
+
+
+def keys_read(m: object) -> list[str]:
+    """The keys of ``m``'s profile read since :func:`tracked` (:func:`generic`), ``[machine]``'s included."""
+    doc = getattr(m, "profile", None)
+    if not isinstance(doc, TrackedProfile):
+        return []
+    own = {f.name for f in fields(Machine)} - {"name", "profile"}
+    machine = {f"machine.{k}" for k in (dict.get(doc, "machine") or {}) if k in own}
+    return sorted({generic(k) for k in doc.leaves} | machine)
 
 
 def tables_read(m: object) -> list[str]:
@@ -225,7 +275,7 @@ class ModelRecord:
         if sc.network is not None and sc.network.preset == "this":
             tables = sorted({*tables, "network"})  # read from the file by simasgd.sim.network
         return {"traits": self.traits, "mechanisms": self.acted, "missing": self.missing, "tables": tables,
-                "profile_digest": self.digest}
+                "keys": keys_read(m), "profile_digest": self.digest}
 
 
 def describe(record: dict[str, Any] | None) -> list[str]:
@@ -238,5 +288,6 @@ def describe(record: dict[str, Any] | None) -> list[str]:
     lacking = f"; on without their table: {', '.join(missing)}" if missing else ""
     mech = ", ".join(record.get("mechanisms") or []) or "none"
     tables = ", ".join(record.get("tables") or []) or "none"
+    keys = f" ({len(record['keys'])} keys)" if record.get("keys") else ""
     return [describe_traits(record.get("traits")),
-            f"mechanisms: {mech}{lacking}; {profile}, tables read: {tables}"]
+            f"mechanisms: {mech}{lacking}; {profile}, tables read: {tables}{keys}"]

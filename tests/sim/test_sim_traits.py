@@ -94,6 +94,13 @@ def test_a_profile_run_records_the_tables_it_read_and_warns_once_of_each_missing
     assert first == again
     assert first["profile_digest"] == profile.digest(path)
     assert {"machine", "copy_by_size", "cache"} <= set(first["tables"])
+    # the keys read: every one is the profile's, each table read has one, [machine]'s all (the machine's figures)
+    keys = first["keys"]
+    assert {"copy_by_size.gbs", "copy_by_size.sizes_bytes", "machine.quantum_s"} <= set(keys)
+    assert {k.split(".")[0] for k in keys} == set(first["tables"])
+    doc = profile.read(path)
+    assert all(k.split(".", 1)[1] in doc[k.split(".")[0]] for k in keys if not k.startswith("gradient."))
+    assert {f"machine.{k}" for k in doc["machine"]} <= set(keys)
     assert "cache_model" in first["mechanisms"]
     # switched on (or asked for by the cpu executor's traits), their tables absent from this profile
     assert {"coherence", "bookkeeping", "spin_before_yield"} <= set(first["missing"])
@@ -104,6 +111,7 @@ def test_a_profile_run_records_the_tables_it_read_and_warns_once_of_each_missing
     assert all(name in said for name in first["missing"])
     off = backend.run_once(sc.model_copy(update={"sim": sc.sim.model_copy(update={"cache_model": False})}), 0)
     assert "copy_by_size" not in off.metadata["model"]["tables"]  # read only where its mechanism is on
+    assert not any(k.startswith("copy_by_size.") for k in off.metadata["model"]["keys"])
     assert "cache_model" not in off.metadata["model"]["mechanisms"]
 
 
@@ -148,3 +156,12 @@ def test_the_socket_model_acts_and_is_recorded_exactly_where_the_preset_gives_it
     laptop = backend.run_once(_scenario("cpu"), 0).metadata["model"]
     assert machine.PRESETS["xeon-e5-2687w-v2"].base_ghz > 0 and machine.PRESETS["laptop-2core"].base_ghz == 0
     assert "socket_model" in ek["mechanisms"] and "socket_model" not in laptop["mechanisms"]
+
+
+def test_keys_are_recorded_with_alike_tables_made_generic() -> None:
+    g = model_record.generic
+    assert g("gradient.mlp-64-32-10-digits-b16-float64.concurrent.cycle_k2") == \
+        "gradient.<workload>.concurrent.cycle_k<k>"
+    assert g("noise.k2.pauses_s") == "noise.k<k>.pauses_s"
+    assert [g(k) for k in ("cas.latency_s", "c2c.latency_ns", "executor.bookkeeping_s")] == \
+        ["cas.latency_s", "c2c.latency_ns", "executor.bookkeeping_s"]
