@@ -9,9 +9,10 @@ The score's own noise: the baseline and every variant are scored at the same ``-
 (``[sim] timing_seed``: the machine's timing redrawn, the data, θ₀ and minibatches kept), paired; the
 baseline at ``--base-seeds`` seeds (default as many). The spread of a configuration's count over its seeds,
 pooled over every configuration scored at two or more, is the count's noise s; a variant's mean count over
-its k seeds differs from the baseline's at the same seeds by more than noise where |Δ| > 2·s·√(2/k) (two
-independent draws' difference: a bound the pairing, common random numbers, only makes wider). A mechanism earns its place if turning it off lowers the count
-beyond that noise on at least one machine and raises it beyond the noise on none.
+its k seeds differs from the baseline's at the same seeds by more than noise where |Δ| > 2·s·√(2/k) (the
+difference of two independent draws; the pairing's common random numbers make the real spread smaller, so
+the bound is conservative). A mechanism earns its place if turning it off lowers the count beyond that
+noise on at least one machine and raises it beyond the noise on none.
 
 ``--timing-only`` simulates without numerics (``[sim] numerics = false``, ten times faster): the cells are
 judged on the three timing goals (mean staleness, KS, updates/s); every mechanism acts on timing only.
