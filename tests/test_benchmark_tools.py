@@ -1,6 +1,6 @@
 """The benchmark tools that benchmarks/*.md's methods use, each run at a tiny setting:
-``fidelity_ablation.py`` (the corpus re-simulated with one mechanism turned, against its measured runs) and
-``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record)."""
+``fidelity_ablation.py`` (the corpus re-simulated with one mechanism turned, against its measured runs),
+``profile_keys.py`` (the keys and mechanisms the simulator reads on the corpus) and ``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,30 @@ def test_the_ablation_re_simulates_each_corpus_cell_with_each_mechanism_turned(
     assert list(doc["variants"]) == ["host_noise=False"] and len(row["met"]) == 2 and set(row["met"]) <= {0, 1}
     assert row["delta"] == (sum(row["met"]) - sum(doc["baseline"])) / 2
     assert row["beyond_noise"] == (abs(row["delta"]) > doc["bound"])  # False where the noise is nil: nan
+
+
+@pytest.mark.slow
+def test_profile_keys_counts_what_the_corpus_cells_read(tmp_path: Path, tiny: Callable[..., Any],
+                                                        two_cpu_profile: Callable[..., Path],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd import profile as prof
+    from simasgd.corpus import store
+
+    keys = _load("profile_keys")
+    sc = tiny("mlp", machine={"preset": "this"}, workers={"count": 2}, stop={"max_updates": 40})
+    path = two_cpu_profile(tmp_path / "this.toml", workload_key(sc.workload), sc.workload.batch_size,
+                           [20e-6, 22e-6, 25e-6, 21e-6] * 5, {"k2": [24e-6, 26e-6, 23e-6] * 5})
+    monkeypatch.setenv("SIMASGD_PROFILE", str(path))
+    measured = backends.run(sc, "sim")
+    measured.save(tmp_path / "sweep" / "cell-a" / "cpu")
+    doc = prof.read(path)
+    entry = store.entry_from([tmp_path / "sweep" / "cell-a" / "cpu"], doc, "tiny")
+    model = keys.model_of(entry, updates=50)
+    # the gradient's samples are read (k2: two workers at once), every [machine] key, nothing the profile lacks
+    assert "gradient.<workload>.concurrent.k<k>" in model["keys"]
+    assert model["machine_keys"] == sorted(f"machine.{k}" for k in doc["machine"])
+    assert {k.split(".")[0] for k in model["keys"]} <= set(doc)
+    assert "cache_model" not in model["mechanisms"]  # this profile has no [copy_by_size]
 
 
 @pytest.mark.slow
