@@ -7,6 +7,7 @@ pins threads with the same :func:`place` so both mean the same thing by
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields, replace
@@ -117,8 +118,9 @@ def load_profile(path: Path | None = None) -> Machine:
     if not path.exists():
         raise MachineError(f"machine.preset = \"this\": no calibrated profile at {path}; "
                            f"run `simasgd calibrate --out {path}` first (or set {PROFILE_ENV})")
+    st = path.stat()
     try:
-        doc = profile_format.read(path)
+        doc = _read_profile(str(path.resolve()), st.st_mtime_ns, st.st_size)
     except profile_format.ProfileError as e:
         raise MachineError(str(e)) from None
     keys = {f.name for f in fields(Machine)} - {"name", "profile"}
@@ -127,6 +129,13 @@ def load_profile(path: Path | None = None) -> Machine:
     if missing:
         raise MachineError(f"{path}: [machine] lacks {sorted(missing)}")
     return Machine(name="this", profile=doc, **{k: m[k] for k in keys if k in m})
+
+
+@functools.lru_cache(maxsize=8)
+def _read_profile(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    """A profile parsed once per version of its file (a sweep simulates hundreds of runs on one profile; its
+    gradient samples make parsing it cost more than a short run). The simulator only reads it."""
+    return profile_format.read(Path(path))
 
 
 def given_keys(cfg: MachineConfig) -> list[str]:

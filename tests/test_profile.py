@@ -70,6 +70,14 @@ def test_old_profile_without_profile_table_loads(tmp_path: Path) -> None:
     assert m.name == "this" and m.cores_per_socket == 2
 
 
+def test_a_profile_is_parsed_once_per_version_of_its_file(tmp_path: Path) -> None:
+    path = profile.write(_doc(), tmp_path / "p.toml")
+    first, again = machine.load_profile(path), machine.load_profile(path)
+    assert again.profile is first.profile  # a sweep's hundreds of runs parse it once
+    path.write_text(path.read_text().replace("cores_per_socket = 2", "cores_per_socket = 4"))
+    assert machine.load_profile(path).cores_per_socket == 4  # the file changed: read again
+
+
 def test_newer_format_version_is_refused_naming_the_file(tmp_path: Path) -> None:
     path = profile.write(_doc(), tmp_path / "new.toml")
     path.write_text(path.read_text().replace(f"format_version = {profile.FORMAT_VERSION}", "format_version = 99"))
