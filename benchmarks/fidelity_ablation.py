@@ -5,14 +5,15 @@ Every `[sim]` mechanism switch (each field of ``SimConfig`` that is not part of 
 corpus machine re-simulated (``simasgd.corpus.score``): the measured runs are not re-run, so what a
 mechanism moves is the simulator's change alone.
 
-The score's own noise: the baseline and every variant are scored at the same ``--seeds`` timing seeds
-(``[sim] timing_seed``: the machine's timing redrawn, the data, θ₀ and minibatches kept), paired; the
-baseline at ``--base-seeds`` seeds (default as many). The spread of a configuration's count over its seeds,
-pooled over every configuration scored at two or more, is the count's noise s; a variant's mean count over
-its k seeds differs from the baseline's at the same seeds by more than noise where |Δ| > 2·s·√(2/k) (the
-difference of two independent draws; the pairing's common random numbers make the real spread smaller, so
-the bound is conservative). A mechanism earns its place if turning it off lowers the count beyond that
-noise on at least one machine and raises it beyond the noise on none.
+The score's own noise: the baseline is scored at ``--base-seeds`` timing seeds (``[sim] timing_seed``: the
+machine's timing redrawn, the data, θ₀ and minibatches kept), every variant at the first ``--seeds`` of them
+(paired: common random numbers). A cell's verdict (met or not) that differs between two consecutive seeds of
+one configuration is a flip; from the flips among all such comparisons, the share q of cells whose verdict
+a redraw flips has a 95% upper bound q⁺ (Clopper–Pearson). The counts of two independent draws then differ
+with variance at most cells·q⁺, and a variant's mean count over k seeds differs from the baseline's beyond
+noise where |Δ| > 2·√(cells·q⁺/k) (conservative: the pairing makes the real spread smaller). A mechanism
+earns its place if turning it off lowers the count beyond that noise on at least one machine and raises it
+beyond the noise on none.
 
 ``--timing-only`` simulates without numerics (``[sim] numerics = false``, ten times faster): the cells are
 judged on the three timing goals (mean staleness, KS, updates/s); every mechanism acts on timing only.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -109,35 +111,44 @@ def ablate(e: store.Entry, fixed: dict[str, Any], rows: dict[str, dict[str, Any]
     counts = [b.met for b in base]
     print(f"{e.name}: baseline {counts} of {len(e.cells)} cells, ceiling {base[0].ceiling:.1f}", flush=True)
     out: dict[str, Any] = {}
-    spreads = [_sd(counts)]
+    flips, compared = _flips(base)
     for label, over in rows.items():
         s = scored(over, seeds)
         met = [x.met for x in s]
-        spreads.append(_sd(met))
+        f, n = _flips(s)
+        flips, compared = flips + f, compared + n
         delta = (sum(met) - sum(counts[:seeds])) / seeds
         out[label] = {"met": met, "delta": delta, "ratio": sum(x.ratio for x in s) / seeds,
-                      "goals": s[0].goal_counts(), "flipped": _flipped(base[0], s[0])}
-        print(f"  {label}: {met} (mean Δ {delta:+.1f})", flush=True)
-    noise = _pooled(spreads)
-    bound = 2 * noise * math.sqrt(2 / seeds) if math.isfinite(noise) else math.nan
+                      "goals": s[0].goal_counts(), "flipped": _flipped(base[0], s[0]),
+                      "verdicts": [[c.met for c in x.cells] for x in s]}
+        print(f"  {label}: {met} (mean Δ {delta:+.1f}; {_flipped(base[0], s[0])})", flush=True)
+    q = _upper(flips, compared)
+    bound = 2 * math.sqrt(len(e.cells) * q / seeds) if compared else math.nan
     for row in out.values():
         row["beyond_noise"] = bool(math.isfinite(bound) and abs(row["delta"]) > bound)
-    print(f"  noise: pooled sd {noise:.2f} of a count, |Δ| beyond {bound:.2f}", flush=True)
-    return {"baseline": counts, "noise_sd": noise, "bound": bound, "ceiling": base[0].ceiling,
-            "cells": len(e.cells), "variants": out, "baseline_goals": base[0].goal_counts()}
+    print(f"  noise: {flips} flips in {compared} redraws of a cell (q ≤ {q:.3f}); |Δ| beyond {bound:.2f}",
+          flush=True)
+    return {"baseline": counts, "flips": flips, "redraws": compared, "q_upper": q, "bound": bound,
+            "ceiling": base[0].ceiling, "cells": len(e.cells), "variants": out,
+            "baseline_goals": base[0].goal_counts(), "baseline_verdicts": [[c.met for c in b.cells] for b in base]}
 
 
-def _pooled(sds: list[float]) -> float:
-    """The pooled standard deviation of equal-size groups (their sds)."""
-    ok = [x for x in sds if math.isfinite(x)]
-    return math.sqrt(sum(x * x for x in ok) / len(ok)) if ok else math.nan
+def _flips(scores: list[score.MachineScore]) -> tuple[int, int]:
+    """Cells whose verdict differs between consecutive seeds, and the comparisons made."""
+    pairs = list(itertools.pairwise(scores))
+    flips = sum(a.met != b.met for x, y in pairs for a, b in zip(x.cells, y.cells, strict=True))
+    return flips, sum(len(x.cells) for x, _ in pairs)
 
 
-def _sd(xs: list[int]) -> float:
-    if len(xs) < 2:
+def _upper(k: int, n: int) -> float:
+    """The 95% upper bound of a proportion seen k times in n (Clopper–Pearson, one-sided 97.5%)."""
+    if n == 0:
         return math.nan
-    m = sum(xs) / len(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    if k >= n:
+        return 1.0
+    from scipy.stats import beta
+
+    return float(beta.ppf(0.975, k + 1, n - k))
 
 
 def _flipped(a: score.MachineScore, b: score.MachineScore) -> dict[str, list[str]]:
