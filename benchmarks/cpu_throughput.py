@@ -146,13 +146,12 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
     # gradient (0.46 ms on one), so the timed loops were sized to 71 gradients, 0.03 s of thread start-up
     with single_threaded_blas():  # as in the runs: idle BLAS threads would spin and steal a core
         probe = np.zeros(20, dtype=np.int64)
-        none = np.zeros(0, dtype=theta.dtype)  # no cycle traffic: back-to-back gradients
         for _ in range(2):
-            time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0, none)
+            time_gradient(theta, wl.X, wl.y, wl.shape, wl.n_train, batch, probe, 0)
         n = int(seconds / (np.median(probe) * 1e-9))
         outs = [np.zeros(n, dtype=np.int64) for _ in range(threads)]
         ts = [threading.Thread(target=time_gradient, args=(theta.copy(), wl.X, wl.y, wl.shape, wl.n_train,
-                                                            batch, o, k, none))
+                                                            batch, o, k))
               for k, o in enumerate(outs)]
         t0 = time.monotonic()
         for t in ts:

@@ -211,9 +211,8 @@ def _text(v: Any) -> str | None:
 
 # --- refreshing the prediction ---------------------------------------------------------------------------
 
-_SCALED = ("samples_s", "cycle_samples_s", "mean_s", "median_s", "p10_s", "p90_s", "std_s",
-           "cycle_mean_s", "cycle_median_s", "cycle_p90_s")
-_CONCURRENT = re.compile(r"^(cycle_)?k\d+(_(mean|median|p90)_s)?$")  # k threads at once: samples, stats
+_SCALED = ("samples_s", "mean_s", "median_s", "p10_s", "p90_s", "std_s")
+_CONCURRENT = re.compile(r"^k\d+(_(mean|median|p90)_s)?$")  # k threads at once: samples, stats
 
 
 def refreshed_profile(doc: dict[str, Any], workload: WorkloadConfig, ratio: float) -> dict[str, Any]:

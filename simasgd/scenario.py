@@ -276,9 +276,6 @@ class SimConfig(Section):
     # Reads and updates at the calibrated bandwidth of the model's buffer size where it lives
     # (profile [copy_by_size], simasgd/sim/caches.py); false = one bandwidth for every size.
     cache_model: bool = True
-    # Gradient times calibrated after a worker's copy and update traffic (profile cycle_samples_s):
-    # the model's lines the gradient reads are partly evicted by them; false = back-to-back samples.
-    gradient_in_cycle: bool = True
     # The host's long pauses (interrupts, other tasks, a hypervisor) calibrated in [noise.k<k>],
     # added to calibrated gradient times (simasgd/sim/noise.py); false = none.
     host_noise: bool = True
@@ -339,6 +336,8 @@ _PRUNED = {
     "write_convoys": "racing writers each end on their own time",
     "leashed_destinations": "Leashed-SGD's pass is timed like any update, by where the model's lines are "
                             "([coherence], held lines)",
+    "gradient_in_cycle": "gradients are drawn from the samples timed back to back ([gradient.<workload>] "
+                         "samples_s; k at once: concurrent.k<k>)",
     "socket_model": "a preset's turbo clock and shared last-level cache act wherever the preset gives them "
                     "(base_ghz/turbo_ghz, llc_mb/llc_gbs)",
 }

@@ -38,13 +38,12 @@ def gradient_median_s(cfg: Any, seed: int, base_dir: str | None, seconds: float)
     from executors.cpu.runner import single_threaded_blas
 
     wl, theta, n_rows = _prepared(cfg, seed, base_dir)
-    none = np.zeros(0, dtype=theta.dtype)
     settle.settle()  # no BLAS pool left spinning by an earlier call takes the timed thread's CPU
     with single_threaded_blas():
         timer = with_kernel(time_gradient, wl.kernel)
         warm = np.zeros(WARM_CALLS, dtype=np.int64)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, warm, seed, none)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, warm, seed)
         per_call = max(float(np.median(warm)) * 1e-9, 1e-7)
         ns = np.zeros(int(min(MAX_CALLS, max(20, seconds / per_call))), dtype=np.int64)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, ns, seed + 1, none)
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, ns, seed + 1)
     return float(np.median(ns)) * 1e-9

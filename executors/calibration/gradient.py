@@ -17,8 +17,7 @@ from executors import atomics as A
 from executors.calibration.steps import step_samples, time_steps
 from executors.calibration.timing import MAX_CONCURRENT, add_concurrent, gradient_table, run_threads, sample_stats
 from executors.kernel import with_kernel
-from simasgd.memops import copy_into
-from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
+from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 
 def _make(kernels_version: str = SOURCE_HASH) -> Any:
@@ -26,32 +25,18 @@ def _make(kernels_version: str = SOURCE_HASH) -> Any:
 
     @njit(nogil=True, cache=True)
     def time_gradient(theta: np.ndarray, X: np.ndarray, y: np.ndarray, shape: np.ndarray, n_rows: np.ndarray,
-                      batch: int, out_ns: np.ndarray, seed: np.ndarray, shared: np.ndarray) -> None:
-        """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, into ``out_ns``.
-
-        With a model-sized ``shared`` buffer, each call is preceded (untimed) by a worker's memory
-        traffic around its gradient: an update of the shared model (``shared -= η·g``) and a copy of
-        it into the buffer the gradient reads (``copy_into(theta, shared)``; the gradient then written over that
-        copy where the executor's loops write it, ``kernels.grad_over_theta``). Those 5 model-sized streams
-        evict part of the gradient's operands from the core's private cache, which a gradient timed
-        back to back on one warm buffer never pays (docs/profile.md, ``cycle_samples_s``)."""
+                      batch: int, out_ns: np.ndarray, seed: int) -> None:
+        """Per-call times (ns) of ``kernels.loss_and_grad`` on random batches, back to back, into ``out_ns``."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         np.random.seed(seed)
         g = np.zeros_like(theta)
         idx = np.empty(batch, dtype=np.int64)
-        cycle = shared.shape[0] == theta.shape[0]
-        # in a cycle, over the copy where the executor's loops write it (kernels.grad_over_theta)
-        gr = theta if cycle and grad_over_theta(X, idx, shape) else g
         for k in range(out_ns.shape[0]):
             for i in range(batch):
                 idx[i] = np.random.randint(0, n_rows)
-            if cycle:
-                for j in range(shared.shape[0]):
-                    shared[j] -= 1e-12 * gr[j]  # the previous call's gradient (at first: θ or zeros, as small)
-                copy_into(theta, shared)
             t0 = A.now_ns()
-            loss_and_grad(theta, X, y, idx, gr, shape)
+            loss_and_grad(theta, X, y, idx, g, shape)
             out_ns[k] = A.now_ns() - t0
 
     return time_gradient
@@ -68,16 +53,13 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
 
     wl, theta, n_rows = _prepared(cfg, seed, base_dir)
     probe = np.zeros(3, dtype=np.int64)
-    none = np.zeros(0, dtype=theta.dtype)
     with single_threaded_blas():
         timer = with_kernel(time_gradient, wl.kernel)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed, none)  # compile
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, probe, seed)  # compile
         per_call = max(float(np.median(probe)) * 1e-9, 1e-7)
         n = int(min(20000, max(20, seconds / per_call)))
         out = np.zeros(n, dtype=np.int64)
-        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1, none)
-        in_cycle = np.zeros(n, dtype=np.int64)
-        timer(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, in_cycle, seed + 1, theta.copy())
+        timer(theta, wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, out, seed + 1)
         steps = {}  # the model's steps inside a one-thread worker's cycle (executors/calibration/steps.py)
         for name, ns in step_samples(with_kernel(time_steps, wl.kernel), theta, wl, n_rows, cfg.batch_size,
                                      max(20, min(n // 2, 5000)), seed + 1).items():
@@ -86,16 +68,14 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
         concurrent: dict[str, Any] = {}
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
             # k independent threads, each its own θ copy and output (no shared model): what one
-            # gradient costs while k-1 others run beside it (shared caches, memory bandwidth, clocks);
-            # then the same with each thread's cycle traffic around its calls (``cycle_k<k>``)
-            for prefix, shared in (("", False), ("cycle_", True)):
-                outs = [np.zeros(n, dtype=np.int64) for _ in range(k)]
-                args = [(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, outs[i], seed + 2 + i,
-                         theta.copy() if shared else none) for i in range(k)]
-                run_threads(timer, args)
-                # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
-                add_concurrent(concurrent, f"{prefix}k{k}", np.stack(outs, axis=1).reshape(-1), k)
-    return gradient_table(out, in_cycle, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype), **steps)
+            # gradient costs while k-1 others run beside it (shared caches, memory bandwidth, clocks)
+            outs = [np.zeros(n, dtype=np.int64) for _ in range(k)]
+            args = [(theta.copy(), wl.X, wl.y, wl.shape, n_rows, cfg.batch_size, outs[i], seed + 2 + i)
+                    for i in range(k)]
+            run_threads(timer, args)
+            # thread i's samples interleaved with the others' (call j of every thread, then j+1, ...)
+            add_concurrent(concurrent, f"k{k}", np.stack(outs, axis=1).reshape(-1), k)
+    return gradient_table(out, concurrent, wl, cfg.batch_size, dtype=str(cfg.dtype), **steps)
 
 
 def _prepared(cfg: Any, seed: int, base_dir: str | None) -> tuple[Any, np.ndarray, int]:

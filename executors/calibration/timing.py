@@ -77,14 +77,11 @@ def add_concurrent(concurrent: dict[str, Any], key: str, samples_ns: np.ndarray,
                        f"{key}_p90_s": st["p90_s"], f"{key}_n": st["n"]})
 
 
-def gradient_table(out_ns: np.ndarray, in_cycle_ns: np.ndarray, concurrent: dict[str, Any], wl: Any, batch: int,
+def gradient_table(out_ns: np.ndarray, concurrent: dict[str, Any], wl: Any, batch: int,
                    **extra: Any) -> dict[str, Any]:
-    """One ``[gradient."<workload>"]`` table (docs/profile.md) from back-to-back, in-cycle and
-    concurrent samples (ns), whatever timed them (numba here, torch in ``executors.calibration.torch_gradient``)."""
+    """One ``[gradient."<workload>"]`` table (docs/profile.md) from back-to-back and concurrent samples (ns),
+    whatever timed them (numba here, torch in ``executors.calibration.torch_gradient``)."""
     d = sample_stats(out_ns * 1e-9, keep=200)
-    cyc = sample_stats(in_cycle_ns * 1e-9, keep=200)
-    d.update(cycle_samples_s=cyc["samples_s"], cycle_mean_s=cyc["mean_s"], cycle_median_s=cyc["median_s"],
-             cycle_p90_s=cyc["p90_s"])
     d.update(batch_size=batch, dim=int(wl.dim), flops_per_sample=float(wl.flops_per_sample), **extra)
     d["gflops"] = wl.flops_per_sample * batch / d["median_s"] / 1e9
     if concurrent:

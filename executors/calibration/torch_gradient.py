@@ -1,10 +1,8 @@
 """Gradient times of a ``model = "torch"`` workload for the machine profile (``simasgd calibrate --scenario``).
 
 The same table as ``executors.calibration.gradient.gradient_times`` writes for the numba
-workloads (docs/profile.md): per-call samples, samples after a worker's
-copy and update traffic (``cycle_samples_s``), and both again with k = 2..
-min(CPUs, ``MAX_CONCURRENT``) computing at once (``concurrent.k<k>``,
-``concurrent.cycle_k<k>``). What is timed is what a ``torch`` backend worker
+workloads (docs/profile.md): per-call samples, and again with k = 2..
+min(CPUs, ``MAX_CONCURRENT``) computing at once (``concurrent.k<k>``). What is timed is what a ``torch`` backend worker
 does per gradient: draw the minibatch, load θ into the module, forward,
 backward, flatten the gradient — on one intra-op thread; the k at once are k
 forked processes, as the backend's workers are (k Python threads would share
@@ -23,36 +21,28 @@ from executors.calibration.timing import MAX_CONCURRENT, add_concurrent, gradien
 from executors.torchmp.backend import START_METHOD, one_thread
 from executors.torchmp.state import import_torch, shared_copy
 
-UPDATE_SCALE = 1e-12  # the untimed cycle traffic's update: moves every element, changes θ negligibly
 
-
-def time_calls(wl: Any, theta: np.ndarray, batch: int, out_ns: np.ndarray, seed: int,
-               shared: np.ndarray | None = None) -> None:
-    """Per-gradient times (ns) into ``out_ns``. With a model-sized ``shared`` buffer, each call is preceded,
-    untimed, by a worker's traffic around it: ``shared -= η·g`` then ``theta[:] = shared``."""
+def time_calls(wl: Any, theta: np.ndarray, batch: int, out_ns: np.ndarray, seed: int) -> None:
+    """Per-gradient times (ns), back to back, into ``out_ns``."""
     rng = np.random.default_rng(seed)
     g = np.zeros_like(theta)
     for k in range(out_ns.shape[0]):
-        if shared is not None:
-            shared -= UPDATE_SCALE * g
-            theta[:] = shared
         t0 = time.perf_counter_ns()
         wl.kernel(theta, wl.X, wl.y, wl.sample_batch(rng, batch), g, wl.shape)
         out_ns[k] = time.perf_counter_ns() - t0
 
 
-def _child(i: int, wl: Any, theta: np.ndarray, batch: int, out: np.ndarray, seed: int, cycle: bool,
-           go: np.ndarray) -> None:
+def _child(i: int, wl: Any, theta: np.ndarray, batch: int, out: np.ndarray, seed: int, go: np.ndarray) -> None:
     import torch
 
     torch.set_num_threads(1)
     go[1 + i] = 1
     while go[0] == 0:  # start together: the k measurements overlap
         time.sleep(1e-4)
-    time_calls(wl, theta.copy(), batch, out[i], seed, theta.copy() if cycle else None)
+    time_calls(wl, theta.copy(), batch, out[i], seed)
 
 
-def concurrent_times(wl: Any, theta: np.ndarray, batch: int, n: int, k: int, seed: int, cycle: bool) -> np.ndarray:
+def concurrent_times(wl: Any, theta: np.ndarray, batch: int, n: int, k: int, seed: int) -> np.ndarray:
     """``n`` gradient times (ns) in each of ``k`` forked processes at once: shape (k, n)."""
     import torch.multiprocessing as mp
 
@@ -60,7 +50,7 @@ def concurrent_times(wl: Any, theta: np.ndarray, batch: int, n: int, k: int, see
     out = shared_copy(np.zeros((k, n), dtype=np.int64), keep)
     go = shared_copy(np.zeros(k + 1, dtype=np.int64), keep)
     ctx = mp.get_context(START_METHOD)
-    procs = [ctx.Process(target=_child, args=(i, wl, theta, batch, out, seed + i, cycle, go), daemon=True)
+    procs = [ctx.Process(target=_child, args=(i, wl, theta, batch, out, seed + i, go), daemon=True)
              for i in range(k)]
     for p in procs:
         p.start()
@@ -95,12 +85,8 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
         n = int(min(20000, max(20, seconds / per_call)))
         out = np.zeros(n, dtype=np.int64)
         time_calls(wl, theta.copy(), b, out, seed + 1)
-        in_cycle = np.zeros(n, dtype=np.int64)
-        time_calls(wl, theta.copy(), b, in_cycle, seed + 1, theta.copy())
         for k in range(2, min(len(os.sched_getaffinity(0)), MAX_CONCURRENT) + 1):
-            for prefix, cycle in (("", False), ("cycle_", True)):
-                # call j of every process, then j+1, ...
-                times = concurrent_times(wl, theta, b, n, k, seed + 2, cycle)
-                add_concurrent(concurrent, f"{prefix}k{k}", times.T.reshape(-1), k)
-    return gradient_table(out, in_cycle, concurrent, wl, b, dtype=str(cfg.dtype), module=str(cfg.module),
+            times = concurrent_times(wl, theta, b, n, k, seed + 2)  # call j of every process, then j+1, ...
+            add_concurrent(concurrent, f"k{k}", times.T.reshape(-1), k)
+    return gradient_table(out, concurrent, wl, b, dtype=str(cfg.dtype), module=str(cfg.module),
                           timed="python: minibatch draw, θ into the module, forward, backward, flat gradient")

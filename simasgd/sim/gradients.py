@@ -102,7 +102,7 @@ def gradient_dist(sc: Scenario, m: Machine, flops: float | None, at_once: int = 
     given = timing_dist(sc.timing.gradient, sc.base_dir, "timing.gradient")
     if given is not None:
         return given
-    prof = profile_gradient(m.profile, sc.workload, at_once, in_cycle=sc.sim.gradient_in_cycle)
+    prof = profile_gradient(m.profile, sc.workload, at_once)
     if prof is not None:
         return prof
     if flops is None:

@@ -31,7 +31,6 @@ from simasgd.sim.profile_tables import (
     profile_latency,
     profile_snapshot,
     profile_steps,
-    workload_table,
 )
 from simasgd.sim.tick import tick_params
 from simasgd.traits import ExecutorTraits
@@ -144,14 +143,6 @@ def _key(table: str, key: str) -> Callable[[Machine, Scenario], bool]:
     return lambda m, sc: ((m.profile or {}).get(table) or {}).get(key) is not None
 
 
-def _in_workload(key: str) -> Callable[[Machine, Scenario], bool]:
-    """``key`` in this workload's gradient table at the nearest batch size."""
-    def has(m: Machine, sc: Scenario) -> bool:
-        found = workload_table(m.profile, sc.workload)
-        return found is not None and found[1].get(key) is not None
-    return has
-
-
 def _noise(m: Machine, sc: Scenario) -> bool:
     return any(isinstance(v, dict) for v in ((m.profile or {}).get("noise") or {}).values())
 
@@ -159,8 +150,6 @@ def _noise(m: Machine, sc: Scenario) -> bool:
 # The [sim] switches that need more than being on, and what. A switch not named here acts when on.
 NEEDS: dict[str, Need] = {
     "cache_model": Need(lambda m, sc: CacheModel.from_profile(m.profile) is not None, "[copy_by_size]"),
-    "gradient_in_cycle": Need(_in_workload("cycle_samples_s"), "[gradient.<workload>] cycle_samples_s",
-                              "gradient"),
     "host_noise": Need(_noise, "[noise.k<k>]", "gradient"),
     "coherence": Need(_key("coherence", "read_gbs"), "[coherence]"),
     "coherence_recency": Need(_key("coherence", "read_gbs"), "[coherence]"),

@@ -41,7 +41,7 @@ def workload_table(profile: dict[str, Any] | None, workload: WorkloadConfig) -> 
 
 
 def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
-                     concurrent: int = 1, in_cycle: bool = False) -> distributions.Distribution | None:
+                     concurrent: int = 1) -> distributions.Distribution | None:
     """Gradient times measured by ``simasgd calibrate`` for this workload (docs/profile.md).
 
     The table of the same workload and batch size when there is one; else the
@@ -49,26 +49,20 @@ def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
     else None (the time is then derived from ``gflops_per_core``). With
     ``concurrent`` = k > 1 gradients computing at once, the table's samples
     measured with the largest k' ≤ k threads at once (``concurrent.k<k'>``) when
-    it has them, else the single-thread ``samples_s``. With ``in_cycle``, the
-    samples timed after a worker's copy and update traffic (``cycle_samples_s``,
-    ``concurrent.cycle_k<k'>``) where the profile has them: the gradient as a
-    worker computes it, with part of its operands evicted by that traffic.
+    it has them, else the single-thread ``samples_s``.
     """
     found = workload_table(profile, workload)
     if found is None:
         return None
     near, table = found
     batch = workload.batch_size
-    prefix = "cycle_" if in_cycle and table.get("cycle_samples_s") else ""
-    samples = table[f"{prefix}samples_s"]
+    samples = table["samples_s"]
     conc = table.get("concurrent")
     if concurrent > 1 and isinstance(conc, dict):
-        ks = [k for k in range(2, concurrent + 1)
-              if isinstance(conc.get(f"{prefix}k{k}"), list) and conc[f"{prefix}k{k}"]]
+        ks = [k for k in range(2, concurrent + 1) if isinstance(conc.get(f"k{k}"), list) and conc[f"k{k}"]]
         if ks:
-            samples = conc[f"{prefix}k{max(ks)}"]
-    samples = np.asarray(samples, dtype=float)
-    return distributions.Empirical(samples * (batch / near))
+            samples = conc[f"k{max(ks)}"]
+    return distributions.Empirical(np.asarray(samples, dtype=float) * (batch / near))
 
 
 def profile_machine(machine: Machine) -> Machine:

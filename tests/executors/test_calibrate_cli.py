@@ -42,9 +42,6 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     (grad,) = doc["gradient"].values()
     assert grad["batch_size"] == 16 and 0 < grad["p10_s"] <= grad["median_s"] <= grad["p90_s"]
     assert len(grad["samples_s"]) > 10 and min(grad["samples_s"]) > 0
-    # the same gradient timed after a worker's copy/update traffic around each call
-    assert len(grad["cycle_samples_s"]) > 10 and min(grad["cycle_samples_s"]) > 0
-    assert grad["cycle_median_s"] > 0.5 * grad["median_s"]
     # the model's steps timed inside a one-thread worker's cycle: each at least a memory latency,
     # and far below a gradient of this model
     for step in ("read", "update", "fresh"):
@@ -58,7 +55,7 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         conc = grad["concurrent"]
         assert len(conc["k2"]) > 10 and min(conc["k2"]) > 0 and conc["k2_n"] >= 2 * 20
         assert conc["k2_median_s"] > 0.5 * grad["median_s"]
-        assert len(conc["cycle_k2"]) > 10 and conc["cycle_k2_n"] >= 2 * 20
+        assert not any(k.startswith("cycle_") for k in conc)  # gradients are timed back to back only
         # the tables that move lines between CPUs, measured in one placement of them (executors/c2c.py)
         assert doc["c2c"]["latency_ns"] > 0  # two probes a row:
         assert len(doc["coherence"]["c2c_ns"]) == 2 * len(doc["coherence"]["sizes_bytes"])

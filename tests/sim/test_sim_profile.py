@@ -122,21 +122,3 @@ def test_single_thread_samples_without_concurrent_ones(tmp_path: Path) -> None:
     path = _profile(tmp_path, {workload_key(_wl(16)): one})
     p = _platform(path, 2)
     assert np.mean([p._grad[1]() for _ in range(3000)]) == pytest.approx(np.mean(one), rel=0.05)
-
-
-def test_in_cycle_samples_when_the_profile_has_them(tmp_path: Path) -> None:
-    """A worker's gradient is the one timed after its copy/update traffic (`cycle_samples_s`, `cycle_k<k>`)."""
-    one, cyc = [1.0e-3, 1.1e-3], [1.3e-3, 1.4e-3]
-    two, cyc2 = [1.5e-3, 1.6e-3], [1.9e-3, 2.1e-3]
-    path = _profile(tmp_path, {workload_key(_wl(16)): one}, {workload_key(_wl(16)): {"k2": two, "cycle_k2": cyc2}})
-    text = path.read_text().replace(f"samples_s = {one!r}", f"samples_s = {one!r}\ncycle_samples_s = {cyc!r}")
-    path.write_text(text)
-    m = machine.load_profile(path)
-    assert profile_gradient(m.profile, _wl(16)).mean == pytest.approx(np.mean(one))
-    assert profile_gradient(m.profile, _wl(16), in_cycle=True).mean == pytest.approx(np.mean(cyc))
-    assert profile_gradient(m.profile, _wl(16), concurrent=2, in_cycle=True).mean == pytest.approx(np.mean(cyc2))
-    assert profile_gradient(m.profile, _wl(16), concurrent=2).mean == pytest.approx(np.mean(two))
-    # a profile without them (older calibrations): the back-to-back samples
-    old = _profile(tmp_path, {workload_key(_wl(16)): one})
-    assert profile_gradient(machine.load_profile(old).profile, _wl(16), in_cycle=True).mean == \
-        pytest.approx(np.mean(one))

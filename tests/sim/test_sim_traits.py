@@ -160,8 +160,8 @@ def test_the_socket_model_acts_and_is_recorded_exactly_where_the_preset_gives_it
 
 def test_keys_are_recorded_with_alike_tables_made_generic() -> None:
     g = model_record.generic
-    assert g("gradient.mlp-64-32-10-digits-b16-float64.concurrent.cycle_k2") == \
-        "gradient.<workload>.concurrent.cycle_k<k>"
+    assert g("gradient.mlp-64-32-10-digits-b16-float64.concurrent.k2") == \
+        "gradient.<workload>.concurrent.k<k>"
     assert g("noise.k2.pauses_s") == "noise.k<k>.pauses_s"
     assert [g(k) for k in ("cas.latency_s", "c2c.latency_ns", "executor.bookkeeping_s")] == \
         ["cas.latency_s", "c2c.latency_ns", "executor.bookkeeping_s"]

@@ -66,7 +66,7 @@ def test_calibrated_gradient_times_feed_the_simulator(torch_scenario) -> None:
     sc = torch_scenario()
     table = gradient_times(sc.workload, 0, sc.base_dir, 0.05)
     assert table["batch_size"] == 8 and table["dim"] == 650 and table["median_s"] > 0
-    assert len(table["samples_s"]) >= 20 and len(table["cycle_samples_s"]) >= 20
+    assert len(table["samples_s"]) >= 20 and "cycle_samples_s" not in table
     conc = table.get("concurrent", {})
     if len(__import__("os").sched_getaffinity(0)) >= 2:
         assert len(conc["k2"]) >= 20 and conc["k2_median_s"] > 0
