@@ -137,7 +137,7 @@ def _concurrency(r: Any) -> float:
 def host_took_cpus(sim: Any, cpu: Any, threads: int, cpus: int) -> bool:
     """The measured workers were away ``phases.HOST_AWAY`` more of the time than the simulated ones, or a
     measured run's workers took turns (``phases.took_turns``), with no more workers than CPUs: the host
-    took CPUs more than ``[noise]`` measured at calibration."""
+    took CPUs more than the simulated workers lost theirs."""
     return (phases.host_away(sim.updates, cpu.updates, threads, cpus) is not None
             or phases.took_turns(sim.updates, cpu.updates, threads, cpus) is not None)
 
@@ -255,8 +255,8 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "\"grad. at once\": workers inside a gradient at once, time-averaged (simasgd.phases.gradient_concurrency) — "
         "a measured value near half the simulated one means the workers took turns on the host. \"absent\": the "
         "share of the time a worker spent in cycles past twice its median (simasgd.phases.absence) — with no more "
-        "workers than CPUs, the host taking a CPU away (⚠ host took CPUs: 5 points more measured than simulated, "
-        "i.e. than `[noise]` saw at calibration; each such gap gives the other workers a run of τ = 0; or a measured "
+        "workers than CPUs, the host taking a CPU away (⚠ host took CPUs: 5 points more measured than simulated; "
+        "each such gap gives the other workers a run of τ = 0; or a measured "
         "run with its workers inside a gradient at once less than 75% as much as simulated: they took turns, "
         "simasgd.phases.took_turns). \"c2c ns\": the "
         "core-to-core hand-off latency measured before and after each real run (executors/c2c.py; the profile's: "

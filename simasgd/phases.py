@@ -116,8 +116,8 @@ def absence(updates: pd.DataFrame, factor: float = 2.0) -> dict[int, float]:
     """Per run: the share of its time a worker spent in cycles more than ``factor`` × its median cycle
     (from one attempt's start to its next), mean over workers. With no more workers than CPUs nothing
     in the algorithms holds a worker that long, so such a cycle is the host taking its CPU away: on a
-    small VM a worker vanished for 2.4-4.3 ms at a time, up to 15% of a run, while ``[noise]`` had
-    measured 3.5% in pauses of mostly under 0.1 ms; each gap gives the other
+    small VM a worker vanished for 2.4-4.3 ms at a time, up to 15% of a run, while a spinning thread
+    had lost 3.5% in pauses of mostly under 0.1 ms at calibration; each gap gives the other
     worker a run of τ = 0. With more workers than CPUs it includes the OS's time-sharing, which the
     simulator models: compare the two sides."""
     out: dict[int, float] = {}
@@ -149,7 +149,7 @@ def mean_absence(updates: pd.DataFrame) -> float:
 def host_away(predicted: pd.DataFrame, reference: pd.DataFrame, workers: int, cpus: int) -> float | None:
     """How much more of the time the reference's workers were away than the predicted ones (points), when
     that exceeds :data:`HOST_AWAY` with no more workers than CPUs: the host took their CPUs more than
-    ``[noise]`` measured at calibration (each gap gives the other workers a run of τ = 0). None otherwise."""
+    the simulated workers lost theirs (each gap gives the other workers a run of τ = 0). None otherwise."""
     if workers > cpus:  # with more workers than CPUs, time-sharing is in both sides' absences
         return None
     gap = mean_absence(reference) - mean_absence(predicted)

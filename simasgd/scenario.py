@@ -276,9 +276,6 @@ class SimConfig(Section):
     # Reads and updates at the calibrated bandwidth of the model's buffer size where it lives
     # (profile [copy_by_size], simasgd/sim/caches.py); false = one bandwidth for every size.
     cache_model: bool = True
-    # The host's long pauses (interrupts, other tasks, a hypervisor) calibrated in [noise.k<k>],
-    # added to calibrated gradient times (simasgd/sim/noise.py); false = none.
-    host_noise: bool = True
     # The executor whose workers the simulator models (simasgd/traits.py, each backend's TRAITS): how they
     # read (the cpu executor skips a read that would find θ unchanged; torch copies every time), how a lock
     # waiter waits (cpu: spins, 64 pauses between sched_yield calls; torch: sleeps on a futex), whether the
@@ -338,6 +335,7 @@ _PRUNED = {
                             "([coherence], held lines)",
     "gradient_in_cycle": "gradients are drawn from the samples timed back to back ([gradient.<workload>] "
                          "samples_s; k at once: concurrent.k<k>)",
+    "host_noise": "gradients are drawn from their calibrated samples, with the pauses the host made in them",
     "socket_model": "a preset's turbo clock and shared last-level cache act wherever the preset gives them "
                     "(base_ghz/turbo_ghz, llc_mb/llc_gbs)",
 }

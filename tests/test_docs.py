@@ -134,7 +134,7 @@ def test_profile_page_documents_every_table_the_simulator_reads() -> None:
     read = set()
     for module in (ROOT / "simasgd" / "sim").glob("*.py"):
         read |= set(re.findall(r"profile or \{\}\)\.get\(\"(\w+)\"\)", module.read_text(encoding="utf-8")))
-    assert {"gradient", "noise", "coherence"} <= read  # the pattern still finds the simulator's reads
+    assert {"gradient", "copy", "coherence"} <= read  # the pattern still finds the simulator's reads
     missing = [t for t in sorted(read) if not re.search(rf"^## `\[{t}[\]\.]", text, flags=re.MULTILINE)]
     assert not missing, f"docs/profile.md has no section for the profile tables {missing}"
 

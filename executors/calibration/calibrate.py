@@ -15,7 +15,6 @@ module of this package (format: docs/profile.md):
 ``[scheduler]``                    :mod:`.scheduler`
 ``[cache]``                        :mod:`.topology`
 ``[coherence]``                    :mod:`.coherence`
-``[noise]``                        :mod:`.noise`
 ``[tick]``                         :mod:`.tick`
 ``[peak]``                         :mod:`.peak` (not used by the simulator)
 ``[gpu]``                          :mod:`.gpu` (``simasgd calibrate --gpu``)
@@ -35,7 +34,6 @@ import numpy as np
 
 from executors import c2c
 from executors.calibration import coherence as coh_mod
-from executors.calibration import noise as noise_mod
 from executors.calibration.bookkeeping import bookkeeping_table
 from executors.calibration.copies import copy_bandwidth, copy_by_size, copy_sizes
 from executors.calibration.gradient import gradient_times
@@ -118,9 +116,9 @@ def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:
 
 
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
-    """[cache], [copy_by_size], [coherence], [noise], [tick] and the kernel's scheduler parameters.
+    """[cache], [copy_by_size], [coherence], [tick] and the kernel's scheduler parameters.
 
-    About 8 s on a 2-CPU machine (under 1.5 s when quick): copy 2.5 s, coherence 2.5 s, noise 2 s, tick 1 s.
+    About 6 s on a 2-CPU machine (under 1.5 s when quick): copy 2.5 s, coherence 2.5 s, tick 1 s.
     """
     scale = 0.1 if quick else 1.0
     cache = cache_levels()
@@ -133,12 +131,9 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     log("coherence")
     coh = c2c.measured_rows(coh_mod.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
                             dict(zip(by_size["sizes_bytes"], by_size["gbs"], strict=True)))  # in one placement
-    log("host noise")
-    n_cpus = len(os.sched_getaffinity(0))
-    noise = noise_mod.noise(max(0.05, 4.0 * scale / n_cpus))  # long pauses are rare: seconds to see a few dozen
     log("timer tick")
     tick = tick_table(max(0.2, 1.0 * scale))  # 250 periods of a 250 Hz timer
-    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "noise": noise, "tick": tick,
+    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "tick": tick,
             "scheduler": scheduler_params()}
 
 

@@ -1,6 +1,6 @@
 """``[tick]``: the periodic interrupt that stops every CPU at once (the kernel's or the hypervisor's timer).
 
-``[noise]`` counts a spinning thread's pauses and their lengths, but not *when* they come. On a VM with a
+A spinning thread's pauses come at random but also *periodically*. On a VM with a
 250 Hz timer most pauses longer than 5 µs came every 4.000 ms, about 15 µs each, on both CPUs within
 0.2 µs of each other. A gradient that contains such an instant was 20–45 µs
 slower (its caches disturbed too), and two workers computing at once were slowed *together*: in the

@@ -115,7 +115,7 @@ def _host_away(results: dict) -> None:
     if gap is not None:
         console().print(f"warning ({lb}): its workers were away {phases.mean_absence(b.updates):.0%} of the time "
                         f"(cycles past twice their median), {la}'s {phases.mean_absence(a.updates):.0%}: the host took "
-                        "their CPUs more than [noise] measured at calibration, and each gap gives the other workers "
+                        "their CPUs more than the simulated workers lost theirs, and each gap gives the other workers "
                         "a run of τ = 0 (simasgd.phases.absence)", markup=False, soft_wrap=True)
 
 

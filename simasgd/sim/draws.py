@@ -1,5 +1,5 @@
 """How the simulator draws step durations: block samplers, a scenario's timing distributions and a gradient's
-additions (stragglers' pauses, the host's long pauses).
+additions (stragglers' pauses).
 
 Every draw comes from a worker's own ``Role.TIMING`` child streams (:mod:`simasgd.seeds`), in blocks, so the
 hot path is an index into a list.
@@ -13,9 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from simasgd import distributions
-from simasgd.machine import Machine
-from simasgd.scenario import DistSpec, Scenario
-from simasgd.sim.noise import HostNoise
+from simasgd.scenario import DistSpec
 
 BLOCK = 1024
 
@@ -49,38 +47,18 @@ def timing_dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distri
         raise ScenarioError([f"{key}.path = \"{spec.path}\": {e}"]) from None
 
 
-def host_noise(sc: Scenario, m: Machine, grad: distributions.Distribution, busy: int) -> HostNoise | None:
-    """The calibrated long pauses (:mod:`noise`) when the gradient times are the profile's samples."""
-    if not sc.sim.host_noise or sc.timing.gradient is not None or not isinstance(grad, distributions.Empirical):
+def additions(probability: float, pause: distributions.Distribution | None,
+              prng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray] | None:
+    """Gradient times with a straggler's pauses (drawn with ``probability``) added; None without them."""
+    if pause is None or probability <= 0:
         return None
-    x = np.asarray(grad.samples, dtype=float)
-    return HostNoise.from_profile(m.profile, busy, float(np.percentile(x, 99) - np.median(x)))
-
-
-def additions(probability: float, pause: distributions.Distribution | None, prng: np.random.Generator,
-               noise: HostNoise | None = None, nrng: np.random.Generator | None = None
-               ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """Gradient times with a straggler's pauses (drawn with ``probability``) and the host's long pauses added;
-    None when there are neither."""
-    pauses = pause is not None and probability > 0
-    noisy = noise is not None and nrng is not None
-    if not (pauses or noisy):
-        return None
-
-    def add(x: np.ndarray) -> np.ndarray:
-        if pause is not None and probability > 0:
-            x = x + (prng.random(len(x)) < probability) * np.asarray(pause.sample(prng, len(x)), dtype=float)
-        if noise is not None and nrng is not None:
-            x = noise.add(nrng, x)
-        return x
-    return add
+    return lambda x: x + (prng.random(len(x)) < probability) * np.asarray(pause.sample(prng, len(x)), dtype=float)
 
 
 def gradient_draw(dist: distributions.Distribution, rng: np.random.Generator, slowdown: float,
                    probability: float, pause: distributions.Distribution | None,
-                   prng: np.random.Generator, noise: HostNoise | None = None,
-                   nrng: np.random.Generator | None = None) -> Callable[[int], np.ndarray]:
-    add = additions(probability, pause, prng, noise, nrng)
+                   prng: np.random.Generator) -> Callable[[int], np.ndarray]:
+    add = additions(probability, pause, prng)
     if add is None:
         return lambda k: np.asarray(dist.sample(rng, k), dtype=float) * slowdown
     return lambda k: add(np.asarray(dist.sample(rng, k), dtype=float) * slowdown)

@@ -5,7 +5,7 @@ A gradient's time is a draw from ``[timing] gradient``, else the calibrated prof
 (:func:`~simasgd.sim.profile_tables.profile_gradient`: those timed with k threads at once where the
 profile has them), else the workload's flops at the machine's rate with gamma jitter (``[sim]
 gradient_cv``). Then, per worker: its straggler slowdown and its socket's (:mod:`sockets`), a
-transient pause, the host's pauses (:mod:`noise`) and the timer tick's stalls (:mod:`tick`). Every draw
+transient pause and the timer tick's stalls (:mod:`tick`). Every draw
 comes from the worker's own ``Role.TIMING`` stream (:mod:`draws`).
 """
 
@@ -20,15 +20,15 @@ import numpy as np
 from simasgd import distributions, seeds
 from simasgd.machine import Machine
 from simasgd.scenario import Scenario
-from simasgd.sim.draws import Sampler, gradient_draw, host_noise, timing_dist
+from simasgd.sim.draws import Sampler, gradient_draw, timing_dist
 from simasgd.sim.profile_tables import profile_gradient
 from simasgd.sim.sockets import SocketShares
 from simasgd.sim.tick import Tick, split, tick_params
 
 
 def _streams(sc: Scenario, run: int, w: int) -> list[np.random.Generator]:
-    """Worker ``w``'s five timing streams: gradient, read, update, straggler pause, host noise."""
-    return [np.random.default_rng(s) for s in seeds.sequence(sc.timing_seed, run, seeds.Role.TIMING, w).spawn(5)]
+    """Worker ``w``'s four timing streams: gradient, read, update, straggler pause."""
+    return [np.random.default_rng(s) for s in seeds.sequence(sc.timing_seed, run, seeds.Role.TIMING, w).spawn(4)]
 
 
 @dataclass
@@ -50,15 +50,14 @@ class GradientDraws:
         derived = sc.timing.gradient is None and not isinstance(grad, distributions.Empirical)
         slow = [1.0] * n if shares is None or not derived else shares.slowdown
         miss = [0.0] * n if shares is None or not derived else shares.miss_bytes
-        noise = host_noise(sc, machine, grad, at_once)  # pauses beyond the calibrated calls' own spread
         grad, tick = timer_tick(sc, machine, grad, run)
         st = sc.workers.stragglers
         pause = timing_dist(st.pause, sc.base_dir, "workers.stragglers.pause") if st.probability > 0 else None
         draws: list[Callable[[], float]] = []
         for w in range(n):
-            rg, _, _, rp, rn = _streams(sc, run, w)
+            rg, _, _, rp = _streams(sc, run, w)
             s = (st.slowdown if w < st.count else 1.0) * slow[w]
-            draws.append(Sampler(gradient_draw(grad, rg, s, st.probability, pause, rp, noise, rn)))
+            draws.append(Sampler(gradient_draw(grad, rg, s, st.probability, pause, rp)))
         return cls(draws, slow, miss, tick)
 
 
@@ -71,7 +70,7 @@ def given_steps(sc: Scenario, run: int, dim: int | None) -> tuple[list[Sampler |
     reads: list[Sampler | None] = []
     updates: list[Sampler | None] = []
     for w in range(sc.workers.count):
-        _, rr, ru, _, _ = _streams(sc, run, w)
+        _, rr, ru, _ = _streams(sc, run, w)
         reads.append(None if read is None else Sampler(partial(_sample, read, rr)))
         updates.append(None if update is None else Sampler(partial(_sample, update, ru)))
     return reads, updates
@@ -93,7 +92,7 @@ def timer_tick(sc: Scenario, machine: Machine, grad: distributions.Distribution,
     parts = split(grad.samples, period, hit, longest)
     if parts is None:
         return grad, None
-    stream = seeds.sequence(sc.timing_seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # past the five of _streams
+    stream = seeds.sequence(sc.timing_seed, run, seeds.Role.TIMING, 0).spawn(7)[6]  # apart from _streams' four
     return distributions.Empirical(parts[0]), Tick(period, hit, parts[1], np.random.default_rng(stream))
 
 

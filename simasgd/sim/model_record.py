@@ -106,7 +106,7 @@ def tracked(m: M) -> M:
 
 def generic(key: str) -> str:
     """``key`` (``table.key``) with what names one of several alike tables or keys made generic: a workload's
-    gradient table as ``gradient.<workload>``, a count in a name (``noise.k2``, ``cycle_k2``) as ``k<k>``."""
+    gradient table as ``gradient.<workload>``, a count in a name (``concurrent.k2``) as ``k<k>``."""
     key = re.sub(r"^gradient\.[^.]+\.", "gradient.<workload>.", key)
     return re.sub(r"k\d+(?=$|[._])", "k<k>", key)
 
@@ -143,14 +143,9 @@ def _key(table: str, key: str) -> Callable[[Machine, Scenario], bool]:
     return lambda m, sc: ((m.profile or {}).get(table) or {}).get(key) is not None
 
 
-def _noise(m: Machine, sc: Scenario) -> bool:
-    return any(isinstance(v, dict) for v in ((m.profile or {}).get("noise") or {}).values())
-
-
 # The [sim] switches that need more than being on, and what. A switch not named here acts when on.
 NEEDS: dict[str, Need] = {
     "cache_model": Need(lambda m, sc: CacheModel.from_profile(m.profile) is not None, "[copy_by_size]"),
-    "host_noise": Need(_noise, "[noise.k<k>]", "gradient"),
     "coherence": Need(_key("coherence", "read_gbs"), "[coherence]"),
     "coherence_recency": Need(_key("coherence", "read_gbs"), "[coherence]"),
     "racing_writes": Need(_key("coherence", "race_gbs"), "[coherence] race_gbs"),

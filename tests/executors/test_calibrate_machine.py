@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from executors.calibration import calibrate as cal
-from executors.calibration import coherence, copies, noise, scheduler, topology
+from executors.calibration import coherence, copies, scheduler, topology
 from executors.calibration.timing import run_threads
 from simasgd import machine
 
@@ -136,33 +136,6 @@ def test_coherence_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(t) == {"reason"}
 
 
-@pytest.mark.hardware
-def test_noise_quick(tables: dict[str, Any]) -> None:
-    n = tables["noise"]
-    assert n["min_gap_s"] == noise.MIN_GAP_S
-    ks = [key for key in n if key.startswith("k")]
-    assert ks == [f"k{k}" for k in range(1, len(CPUS) + 1)]
-    for key in ks:
-        d = n[key]
-        assert d["threads"] == int(key[1:]) and d["duration_s"] >= 0.05
-        assert d["rate_per_s"] >= 0 and 0 < d["busy_fraction"] <= 1
-        assert len(d["pauses_s"]) <= noise.KEEP_PAUSES
-        assert all(p >= n["min_gap_s"] for p in d["pauses_s"])
-        if d["pauses_s"]:
-            assert n["min_gap_s"] <= d["p50_s"] <= d["p90_s"] <= d["p99_s"] <= d["max_s"]
-            assert d["pauses_s"] == sorted(d["pauses_s"])
-            assert d["pauses_s"][-1] == d["max_s"]  # the longest pause is among those kept
-            assert d["count"] >= len(d["pauses_s"]) and 0 <= d["top"] <= len(d["pauses_s"])
-
-
-@pytest.mark.hardware
-def test_two_spinners_on_one_cpu_see_each_other_as_pauses(tables: dict[str, Any]) -> None:
-    """Honesty check of the pause detector: two threads sharing one CPU each run about half the time."""
-    kept, (n, paused, spun) = noise._spin_k([CPUS[0], CPUS[0]], 0.2, noise.MIN_GAP_S)
-    assert n > 0 and len(kept) == n and np.all(kept > noise.MIN_GAP_S * 1e9)
-    assert paused / spun > 0.3  # ideal 0.5; other load on the machine only adds pauses
-
-
 # --- the profile file -----------------------------------------------------------------------------
 
 @pytest.mark.hardware
@@ -180,8 +153,7 @@ def test_quick_tables_round_trip_through_the_profile(tables: dict[str, Any], tmp
     assert doc["scheduler"]["params_source"] in ("kernel", "measured")
     for name in ("cache", "copy_by_size", "coherence"):
         assert doc[name] == tables[name], name
-    assert doc["noise"]["k1"] == tables["noise"]["k1"]  # the nested [noise.k1] table
-    assert doc["noise"]["min_gap_s"] == noise.MIN_GAP_S
+    assert doc["tick"] == tables["tick"]
 
 
 

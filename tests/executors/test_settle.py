@@ -9,19 +9,25 @@ from typing import Any
 
 import numpy as np
 import pytest
+from numba import njit
 
+from executors import atomics as A
 from executors import settle
-from executors.calibration.noise import _pauses
 from executors.cpu.runner import run_workload
 from simasgd.workloads.constant import ConstWorkload
 
 
+@njit(nogil=True, cache=True)
+def _spin(duration_ns: int) -> None:
+    start = A.now_ns()
+    while A.now_ns() - start < duration_ns:
+        A.cpu_relax()
+
+
 def _spinner(seconds: float) -> threading.Thread:
     """A thread of this process spinning without the GIL (as a BLAS pool thread does) for ``seconds``."""
-    go = np.ones(1, dtype=np.int64)
-    out, stats = np.zeros(1, dtype=np.int64), np.zeros(3, dtype=np.int64)
-    _pauses(1000, 1000, go, out, stats)  # compiled before the clock starts
-    t = threading.Thread(target=_pauses, args=(int(seconds * 1e9), 10**9, go, out, stats), daemon=True)
+    _spin(1000)  # compiled before the clock starts
+    t = threading.Thread(target=_spin, args=(int(seconds * 1e9),), daemon=True)
     t.start()
     time.sleep(0.01)
     return t

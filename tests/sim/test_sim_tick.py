@@ -92,7 +92,7 @@ def _scenario(algorithm: dict, workers: int, max_updates: int, timing: dict | No
         **({"timing": timing} if timing else {}),
         "algorithm": algorithm, "stop": {"max_updates": max_updates, "max_time_s": 100},
         # the profile has no loss snapshot's nor bookkeeping's time: the executor's traits price neither
-        "sim": {"numerics": False, "host_noise": False}})
+        "sim": {"numerics": False}})
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sc, tables: dict[str, str], tick: bool = True):
