@@ -26,7 +26,7 @@ from simasgd.atomicio import atomic_write_text
 FORMAT = "simasgd-profile"
 # The version moves with the tables: whenever a table or key the simulator reads is added, removed or changes
 # meaning. OLDEST_VERSION moves up to it when the simulator can no longer read a profile of the versions before.
-FORMAT_VERSION = 2  # 2: no [passes] (atomic passes from [cas], [locks] and [cache] line_bytes)
+FORMAT_VERSION = 2  # 2: no [passes], [noise], nor in-cycle gradient samples (cycle_samples_s, concurrent.cycle_k<k>)
 OLDEST_VERSION = 1
 # module with calibrate(workloads, quick, seed, base_dir) and DEFAULT_WORKLOADS
 CALIBRATOR = "executors.calibration.calibrate"
