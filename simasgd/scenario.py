@@ -282,16 +282,6 @@ class SimConfig(Section):
     # loss snapshot is inside the update, and their bookkeeping between cycles. `simasgd compare --backends
     # sim,X` sets it to X where X declares traits.
     traits: Literal["cpu", "torch"] = "cpu"
-    # What a spinning waiter's sched_yield does when threads outnumber CPUs (simasgd/sim/cpu.py):
-    # "eevdf" = Linux's fair scheduler (6.6+): least-served thread first, and a yielder forfeits its slice,
-    # so contended waiters leave the CPU to threads that can work; "holder" = FIFO run queue, and a
-    # spinner yields only to a descheduled lock holder (it otherwise burns its quantum).
-    sched_yield: Literal["eevdf", "holder"] = "eevdf"
-    # Threads placed by the OS ("os") that outnumber the CPUs: "per_cpu" = each joins one CPU's run queue,
-    # spread evenly as Linux's balancer leaves them (4 and 8 mutex threads placed by the OS and pinned
-    # round robin gave the same staleness);
-    # "shared" = one queue for all the CPUs.
-    run_queues: Literal["per_cpu", "shared"] = "per_cpu"
     # With 2+ workers, reads and updates at the calibrated rates for lines another core wrote last
     # (profile [coherence], simasgd/sim/caches.py); false = the private-buffer rates.
     coherence: bool = True
@@ -336,6 +326,9 @@ _PRUNED = {
     "gradient_in_cycle": "gradients are drawn from the samples timed back to back ([gradient.<workload>] "
                          "samples_s; k at once: concurrent.k<k>)",
     "host_noise": "gradients are drawn from their calibrated samples, with the pauses the host made in them",
+    "sched_yield": "the scheduler is Linux's EEVDF: a contended spinner's sched_yield forfeits its slice",
+    "run_queues": "threads placed by the OS that outnumber the CPUs each join one CPU's run queue, spread "
+                  "evenly as Linux's balancer leaves them",
     "socket_model": "a preset's turbo clock and shared last-level cache act wherever the preset gives them "
                     "(base_ghz/turbo_ghz, llc_mb/llc_gbs)",
 }

@@ -54,8 +54,7 @@ def _cores(env: simpy.Environment, sc: Scenario, machine: Machine,
     # "os" placement: the OS spreads threads over sockets like numa does (for memory paths).
     spread = [c for c in place(machine, sc.workers.count, "numa") if c is not None]  # numa places every one
     where = [machine.socket_of(c if c is not None else s) for c, s in zip(cpus, spread, strict=True)]
-    cores = Cores(env, machine, cpus, sc.sim.sched_yield, spin_yield_s(sc, machine),
-                  spread if sc.sim.run_queues == "per_cpu" else None)
+    cores = Cores(env, machine, cpus, spin_yield_s(sc, machine), spread)
     return where, cores
 
 

@@ -9,18 +9,13 @@ it goes back to the run queue) or until it blocks (lock, barrier) or yields;
 every time it gets a CPU it pays ``context_switch_s``. A thread descheduled
 inside a critical section keeps the lock — the convoy of oversubscribed locks.
 
-Two models of ``sched_yield`` (``[sim] sched_yield``), which the executor's
-spinning lock waiters call every 64 spins:
-
-- ``"eevdf"`` (Linux 6.6+): the run queue is ordered by CPU time received (the
-  fair scheduler's vruntime, equal weights) and a yielding spinner that is
-  *eligible* (had no more CPU time than the runnable average) forfeits the rest
-  of its slice (kernel commit 79104becf42b, "Forfeit vruntime on yield", in 6.12.63+
-  and 6.15+); it then hands its CPU to the least-served queued thread once it has
-  had more CPU time than that one. So waiters that meet contention leave the CPU
-  to threads that can work, and descheduling lands at lock waits.
-- ``"holder"``: FIFO run queue; a spinner yields only to a descheduled lock
-  holder, and otherwise burns its quantum.
+The scheduler is Linux's EEVDF (6.6+), whose ``sched_yield`` the executor's spinning lock waiters call
+every 64 spins: the run queue is ordered by CPU time received (the fair scheduler's vruntime, equal
+weights) and a yielding spinner that is *eligible* (had no more CPU time than the runnable average)
+forfeits the rest of its slice (kernel commit 79104becf42b, "Forfeit vruntime on yield", in 6.12.63+ and
+6.15+); it then hands its CPU to the least-served queued thread once it has had more CPU time than that
+one, or at once to a descheduled lock holder. So waiters that meet contention leave the CPU to threads
+that can work, and descheduling lands at lock waits.
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Generator
 
 import simpy
-from simpy.resources.resource import Request
+from simpy.resources.resource import PriorityRequest
 
 from simasgd.machine import Machine
 from simasgd.sim.primitives import Req
@@ -40,9 +35,9 @@ class Thread:
 
     __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "since", "sliced")
 
-    def __init__(self, pool: simpy.Resource, sliced: bool, cpu: int | None) -> None:
+    def __init__(self, pool: simpy.PriorityResource, sliced: bool, cpu: int | None) -> None:
         self.pool = pool
-        self.req: Request | None = None  # its CPU, while it has one
+        self.req: PriorityRequest | None = None  # its CPU, while it has one
         self.left = 0.0
         self.sliced = sliced
         self.cpu = cpu
@@ -56,7 +51,7 @@ class Cores:
     """The CPUs of the machine and the threads placed on them."""
 
     def __init__(self, env: simpy.Environment, machine: Machine, cpus: list[int | None],
-                 sched_yield: str = "eevdf", spin_yield_s: float = 0.0, queues: list[int] | None = None) -> None:
+                 spin_yield_s: float = 0.0, queues: list[int] | None = None) -> None:
         """``queues``: for threads the OS places (``cpus[w] is None``) when they outnumber the CPUs, the CPU
         whose run queue each joins — Linux keeps one a CPU and its balancer spreads the threads evenly;
         None = one queue for all the CPUs (any CPU runs the next thread)."""
@@ -66,14 +61,12 @@ class Cores:
         self.quantum = machine.quantum_s
         self.switch = machine.context_switch_s
         self.spin_yield = spin_yield_s  # a spinner's pauses between two sched_yield calls (0: it yields at once)
-        self.fair = sched_yield == "eevdf"
-        kind = simpy.PriorityResource if self.fair else simpy.Resource
-        pools: dict[int | None, simpy.Resource] = {}
+        pools: dict[int | None, simpy.PriorityResource] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
         for cpu in cpus:
             if cpu not in pools:
-                pools[cpu] = kind(env, machine.hw_threads if cpu is None else 1)
+                pools[cpu] = simpy.PriorityResource(env, machine.hw_threads if cpu is None else 1)
             pool = pools[cpu]
             self.threads.append(Thread(pool, load[cpu] > pool.capacity, cpu))
         self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
@@ -134,17 +127,16 @@ class Cores:
                 wake = [pending, self.env.timeout(min(spun + self.spin_yield - self.env.now, max(th.left, 0.0)))]
             else:  # it calls sched_yield
                 spun = self.env.now
-                behind = self._behind(th) if self.fair else None
+                behind = self._behind(th)
                 if (behind is not None and behind <= _EPS) or self._holder_waiting(th.pool):  # sched_yield
                     _withdraw(pending)
                     self.give_up(th)
                     parked, pending = pending, None
                     continue
-                wake = [pending, self.env.timeout(max(th.left, 0.0)), self.holder_out]
-                if self.fair:  # someone joined the queue, or this one passes the least-served queued thread
-                    wake.append(self.arrived)
-                    if behind is not None:
-                        wake.append(self.env.timeout(behind))
+                # or someone joined the queue, or this one passes the least-served queued thread
+                wake = [pending, self.env.timeout(max(th.left, 0.0)), self.holder_out, self.arrived]
+                if behind is not None:
+                    wake.append(self.env.timeout(behind))
             t0 = self.env.now
             yield self.env.any_of(wake)
             th.left -= self.env.now - t0
@@ -186,8 +178,6 @@ class Cores:
         (a sleeper's lag is bounded, so one back from a barrier does not hold the CPU until it has caught
         up with everyone's CPU time), and spinners waiting to yield to it are woken."""
         th.queued = True
-        if not self.fair:
-            return
         mean = self._mean_vruntime(th.pool, but=th)
         if mean is not None:
             th.cpu_time = max(th.cpu_time, mean - self.quantum)
@@ -268,11 +258,9 @@ def _after(env: simpy.Environment, seconds: float,
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
     """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
     cores.joined(th)
-    # the fair scheduler picks the least-served thread (cores.fair: the pools are PriorityResources); round
-    # robin, the longest waiting. simpy types a priority as an int: any ordered key works, here a CPU time
-    pool = th.pool
-    req = (pool.request(priority=th.cpu_time)  # type: ignore[arg-type]
-           if isinstance(pool, simpy.PriorityResource) else pool.request())
+    # the fair scheduler picks the least-served thread. simpy types a priority as an int: any ordered key
+    # works, here a CPU time
+    req = th.pool.request(priority=th.cpu_time)  # type: ignore[arg-type]
     try:
         yield req
     except simpy.Interrupt:  # cancelled while queued (k-sync)

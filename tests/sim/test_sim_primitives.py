@@ -256,15 +256,14 @@ def test_a_parked_writer_stays_announced_until_it_asks_again() -> None:
     assert lock.readers == 0 and lock.writer is None and lock.writers_waiting == 0
 
 
-@pytest.mark.parametrize("sched_yield,worker_done", [("eevdf", 0.5e-3), ("holder", 1.5e-3)])
-def test_a_contended_spinner_yields_its_cpu_under_eevdf(sched_yield: str, worker_done: float) -> None:
+def test_a_contended_spinner_yields_its_cpu_under_eevdf() -> None:
     # One CPU, two threads. Thread 0 spins for a lock another party holds until 1 ms; thread 1 has
     # 0.5 ms of work queued. EEVDF: the spinner forfeits its slice and yields at once, so thread 1
     # finishes at 0.5 ms (plus context switches), and the spinner takes the lock once back on the CPU.
-    # "holder": the spinner burns the CPU until it gets the lock at 1 ms; thread 1 runs after it.
+    worker_done = 0.5e-3
     env, got = simpy.Environment(), {}
     m = PRESETS["laptop-2core"]
-    cores = Cores(env, m, [0, 0], sched_yield)
+    cores = Cores(env, m, [0, 0])
     lock = Mutex(env)
 
     def owner() -> object:
@@ -303,7 +302,7 @@ def test_a_sleeper_rejoins_the_fair_queue_at_most_a_slice_behind() -> None:
     # so it shares the CPU instead of holding it until it has caught up 15 ms of CPU time.
     env, done = simpy.Environment(), {}
     m = PRESETS["laptop-2core"]
-    cores = Cores(env, m, [0, 0, 0], "eevdf")
+    cores = Cores(env, m, [0, 0, 0])
 
     def thread(w: int, sleep: float, work: float) -> object:
         yield env.timeout(sleep)
@@ -363,7 +362,7 @@ def test_a_spinner_holds_its_cpu_for_its_pauses_before_it_yields(held_for: float
     env, got = simpy.Environment(), {}
     m = PRESETS["laptop-2core"]
     spin = 10e-6
-    cores = Cores(env, m, [0, 0], "eevdf", spin_yield_s=spin)
+    cores = Cores(env, m, [0, 0], spin_yield_s=spin)
     lock = Mutex(env)
 
     def owner() -> object:

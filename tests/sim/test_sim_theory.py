@@ -169,14 +169,12 @@ def per_thread_rate(u: pd.DataFrame) -> pd.Series:
     return u.groupby("worker").size() / span
 
 
-@pytest.mark.parametrize("queues", ["per_cpu", "shared"])
 @pytest.mark.slow
-def test_oversubscribed_threads_share_cores(queues: str) -> None:
-    # k threads on c CPUs progress at c/k of a core each, whether each CPU has its own run queue (the threads
-    # spread evenly) or all share one
-    q_opt = f"sim.run_queues={queues}"
-    over = per_thread_rate(after_warmup(simulate("oversubscription", q_opt), 0.1))
-    fair = per_thread_rate(after_warmup(simulate("oversubscription", "workers.count=2", q_opt), 0.1))
+def test_oversubscribed_threads_share_cores() -> None:
+    # k threads on c CPUs progress at c/k of a core each (each CPU has its own run queue, the threads spread
+    # evenly)
+    over = per_thread_rate(after_warmup(simulate("oversubscription"), 0.1))
+    fair = per_thread_rate(after_warmup(simulate("oversubscription", "workers.count=2"), 0.1))
     q, cs = 4e-3, 3e-6  # laptop-2core quantum and context switch
     assert len(over) == 4 and len(fair) == 2
     assert np.allclose(fair, 1e3, rtol=5e-3)  # one thread per core: full speed
