@@ -50,12 +50,12 @@ def test_the_ablation_re_simulates_each_corpus_cell_with_each_mechanism_turned(
     entry = store.entry_from([tmp_path / "sweep" / "cell-a" / "cpu"], prof.read(profile), "tiny")
     store.save(entry, tmp_path / "corpus")
     out = tmp_path / "ablation.json"
-    assert ablation.main(["--corpus", str(tmp_path / "corpus"), "--variants", "host_noise", "--seeds", "2", "--base-seeds", "2",
+    assert ablation.main(["--corpus", str(tmp_path / "corpus"), "--variants", "timer_tick", "--seeds", "2", "--base-seeds", "2",
                           "--jobs", "1", "--record", str(out)]) == 0
     doc = json.loads(out.read_text())["machines"]["tiny"]
     assert doc["baseline"][0] == 1 and len(doc["baseline"]) == 2 and doc["cells"] == 1
-    row = doc["variants"]["host_noise=False"]
-    assert list(doc["variants"]) == ["host_noise=False"] and len(row["met"]) == 2 and set(row["met"]) <= {0, 1}
+    row = doc["variants"]["timer_tick=False"]
+    assert list(doc["variants"]) == ["timer_tick=False"] and len(row["met"]) == 2 and set(row["met"]) <= {0, 1}
     assert row["delta"] == (sum(row["met"]) - sum(doc["baseline"])) / 2
     assert row["beyond_noise"] == (abs(row["delta"]) > doc["bound"]) and 0 < doc["q_upper"] < 1
 
