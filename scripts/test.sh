@@ -9,6 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 export MPLBACKEND=Agg
+# The suite starts hundreds of Python processes: the first to import a module writes its bytecode, the rest
+# read it (setup.sh installs the test extras without compiling them).
+unset PYTHONDONTWRITEBYTECODE
 PYTEST=(.venv/bin/python -m pytest -q -n auto --dist loadfile)
 if [ "${1:-}" = "--fast" ]; then
   shift

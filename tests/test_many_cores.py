@@ -36,7 +36,7 @@ def test_dry_run_writes_a_scored_corpus_entry(tmp_path: Path, monkeypatch: pytes
                          tmp_path / "this.toml")
     monkeypatch.setenv("SIMASGD_PROFILE", str(prof))
     out = tmp_path / "out"
-    assert _load().main([str(out), "--threads", "1", "2", "--algorithms", "mutex", "--max-updates", "120",
+    assert _load().main([str(out), "--threads", "1", "2", "--algorithms", "mutex", "--max-updates", "60",
                          "--max-time-s", "2", "--profile", str(prof), "--machine", "dry_run"]) == 0
     (path,) = store.machines(out / "corpus")
     entry = store.load(path)

@@ -121,7 +121,7 @@ def test_sim_vs_measured_notebook(kernel_env, tmp_path):
     # A profile of its own (the notebook calibrates quickly), never the checkout's profiles/this.toml.
     profile = tmp_path / "this.toml"
     nb = execute("03_sim_vs_measured.ipynb", {
-        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": 2, "MAX_UPDATES": 300, "REPEATS": 2,
+        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": 2, "MAX_UPDATES": 150, "REPEATS": 2,
         "QUICK_CALIBRATION": True, "PROFILE": str(profile)})
     fid = json.loads((tmp_path / "r" / "fidelity.json").read_text())
     assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "cpu"
@@ -137,7 +137,7 @@ def test_your_model_notebook(kernel_env, tmp_path):
         "notebook 05 needs the sim and torch backends; at least one is missing"
     profile = tmp_path / "this.toml"  # its own profile, never the checkout's
     nb = execute("05_your_model.ipynb", {
-        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "WORKERS": 2, "MAX_UPDATES": 150, "REPEATS": 1,
+        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "WORKERS": 2, "MAX_UPDATES": 75, "REPEATS": 1,
         "QUICK_CALIBRATION": True, "PROFILE": str(profile)})
     fid = json.loads((tmp_path / "r" / "fidelity.json").read_text())
     assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "torch"

@@ -10,6 +10,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
@@ -33,6 +34,15 @@ from simasgd.workloads.mlp import softmax_spec
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _ro(X: Any) -> Any:
+    """``X`` (an array, or CSR's three) read-only, as a built workload's data are (simasgd/workloads/data.py):
+    the kernels then run the machine code compiled for the workloads' argument types, not a second copy
+    compiled for writable ones (each of which costs a cold cache seconds of compiling the whole kernel)."""
+    for a in X if isinstance(X, tuple) else (X,):
+        a.flags.writeable = False
+    return X
+
+
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
 
@@ -43,7 +53,7 @@ def _softmax_problem(layers: list[int], n: int = 12, seed: int = 0):
     theta = rng.standard_normal(spec.dim) * 0.7  # large enough that some ReLUs are off
     X = rng.standard_normal((n, layers[0]))
     y = rng.integers(0, layers[-1], size=n).astype(np.int64)
-    return spec, theta, X, y
+    return spec, theta, _ro(X), _ro(y)
 
 
 def _torch_softmax(theta: np.ndarray, X: np.ndarray, y: np.ndarray, idx: np.ndarray,
@@ -127,9 +137,9 @@ def test_grad_over_theta_only_where_the_kernel_allows_it() -> None:
     assert not kernels.grad_over_theta(X, two_blocks, spec.shape)
     lsq = np.array([kernels.LEAST_SQUARES, 6], dtype=np.int64)  # zeroes grad_out before reading θ
     assert not kernels.grad_over_theta(X, one_block[:4], lsq)
-    assert not kernels.grad_over_theta(to_csr(X), one_block[:4], spec.shape)  # the sparse row kernels
+    assert not kernels.grad_over_theta(_ro(to_csr(X)), one_block[:4], spec.shape)  # the sparse row kernels
     # what would go wrong: least squares written over its θ is not its gradient
-    Xl, yl, t = np.random.default_rng(3).standard_normal((12, 6)), np.zeros(12), np.ones(7)
+    Xl, yl, t = _ro(np.random.default_rng(3).standard_normal((12, 6))), _ro(np.zeros(12)), np.ones(7)
     g, over = np.empty(7), t.copy()
     kernels.loss_and_grad(t, Xl, yl, one_block[:4], g, lsq)
     kernels.loss_and_grad(over, Xl, yl, one_block[:4], over, lsq)
@@ -150,7 +160,7 @@ def test_softmax_is_stable_for_huge_logits() -> None:
 @pytest.mark.parametrize("b", range(len(BATCHES)))
 def test_least_squares_gradient_matches_torch(b: int) -> None:
     rng = np.random.default_rng(2)
-    X, y, theta = rng.standard_normal((12, 7)), rng.standard_normal(12), rng.standard_normal(8)
+    X, y, theta = _ro(rng.standard_normal((12, 7))), _ro(rng.standard_normal(12)), rng.standard_normal(8)
     shape = np.array([kernels.LEAST_SQUARES, 7], dtype=np.int64)
     idx = BATCHES[b].astype(np.int64)
     g = np.full(8, np.nan)
@@ -166,24 +176,24 @@ def _sparse_rows(n: int, F: int, seed: int) -> np.ndarray:
     X = rng.standard_normal((n, F))
     X[rng.random((n, F)) < 0.7] = 0.0
     X[4] = 0.0  # an empty row
-    return X
+    return _ro(X)
 
 
 @pytest.mark.parametrize("b", range(len(BATCHES)))
 def test_sparse_logreg_equals_dense_and_torch(b: int) -> None:
     F, C = 9, 4
     X = _sparse_rows(12, F, 3)
-    y = np.random.default_rng(4).integers(0, C, 12).astype(np.int64)
+    y = _ro(np.random.default_rng(4).integers(0, C, 12).astype(np.int64))
     spec = softmax_spec([F, C], "")
     theta = np.random.default_rng(5).standard_normal(spec.dim)
     idx = BATCHES[b].astype(np.int64)
     gd, gs = np.empty(spec.dim), np.full(spec.dim, np.nan)
     ld = kernels.loss_and_grad(theta, X, y, idx, gd, spec.shape)
-    ls = kernels.loss_and_grad(theta, to_csr(X), y, idx, gs, spec.shape)
+    ls = kernels.loss_and_grad(theta, _ro(to_csr(X)), y, idx, gs, spec.shape)
     assert ls == pytest.approx(ld, rel=1e-12)
     assert _rel(gs, gd) < 1e-12
     assert _rel(gs, _torch_softmax(theta, X, y, idx, [F, C])[1]) < 1e-10
-    assert kernels.loss(theta, to_csr(X), y, idx, spec.shape) == pytest.approx(ld, rel=1e-12)
+    assert kernels.loss(theta, _ro(to_csr(X)), y, idx, spec.shape) == pytest.approx(ld, rel=1e-12)
     # Only the weight rows of features present in the batch are touched.
     untouched = np.all(X[idx] == 0, axis=0)
     assert np.all(gs[:F * C].reshape(F, C)[untouched] == 0)
@@ -193,15 +203,15 @@ def test_sparse_logreg_equals_dense_and_torch(b: int) -> None:
 def test_sparse_least_squares_equals_dense(b: int) -> None:
     F = 9
     X = _sparse_rows(12, F, 6)
-    y = np.random.default_rng(7).standard_normal(12)
+    y = _ro(np.random.default_rng(7).standard_normal(12))
     shape = np.array([kernels.LEAST_SQUARES, F], dtype=np.int64)
     theta = np.random.default_rng(8).standard_normal(F + 1)
     idx = BATCHES[b].astype(np.int64)
     gd, gs = np.empty(F + 1), np.full(F + 1, np.nan)
     ld = kernels.loss_and_grad(theta, X, y, idx, gd, shape)
-    ls = kernels.loss_and_grad(theta, to_csr(X), y, idx, gs, shape)
+    ls = kernels.loss_and_grad(theta, _ro(to_csr(X)), y, idx, gs, shape)
     assert ls == pytest.approx(ld, rel=1e-12) and _rel(gs, gd) < 1e-12
-    assert kernels.loss(theta, to_csr(X), y, idx, shape) == pytest.approx(ld, rel=1e-12)
+    assert kernels.loss(theta, _ro(to_csr(X)), y, idx, shape) == pytest.approx(ld, rel=1e-12)
     assert np.all(gs[:F][np.all(X[idx] == 0, axis=0)] == 0)
 
 
@@ -225,7 +235,7 @@ def test_float32_kernel_tracks_float64() -> None:
     idx = np.arange(12, dtype=np.int64)
     g64, g32 = np.empty(spec.dim), np.empty(spec.dim, np.float32)
     l64 = kernels.loss_and_grad(theta, X, y, idx, g64, spec.shape)
-    l32 = kernels.loss_and_grad(theta.astype(np.float32), X.astype(np.float32), y, idx, g32, spec.shape)
+    l32 = kernels.loss_and_grad(theta.astype(np.float32), _ro(X.astype(np.float32)), y, idx, g32, spec.shape)
     assert l32 == pytest.approx(l64, rel=1e-5)
     assert _rel(g32.astype(np.float64), g64) < 1e-5
 
@@ -324,6 +334,8 @@ def test_cached_callers_across_processes(tmp_path: Path) -> None:
     # the cache follows kernel edits) must load from the on-disk cache in a second
     # process. The dispatcher-argument caller is keyed by the dispatcher's memory
     # address by numba, so it recompiles per process (not asserted: numba's business).
+    # Sparse rows: each caller compiles the kernel into itself, seconds for the CSR
+    # path against tens for the dense one; which path does not change what is cached.
     (tmp_path / "caller.py").write_text(textwrap.dedent("""
         import numba, numpy as np
         from simasgd.workloads import kernels
@@ -349,8 +361,9 @@ def test_cached_callers_across_processes(tmp_path: Path) -> None:
         if __name__ == "__main__":
             from simasgd.scenario import WorkloadConfig
             from simasgd.workloads import build_workload
-            wl = build_workload(WorkloadConfig(model="logreg"), 0)
-            th = wl.init_theta(np.random.default_rng(0)) + 0.01
+            wl = build_workload(WorkloadConfig(model="logreg", dataset="synthetic", features=50, classes=3,
+                                               samples=300, density=0.2, sparse=True), 4)
+            th = np.random.default_rng(0).normal(0.0, 0.1, wl.dim)
             args = (th, wl.X, wl.y, wl.eval_idx[:8], wl.new_grad(), wl.shape)
             print(by_global(*args), by_argument(wl.kernel, *args), by_closure(*args))
             print(sum(by_global.stats.cache_hits.values()), sum(by_closure.stats.cache_hits.values()))
@@ -472,7 +485,7 @@ def test_least_squares_sgd_and_no_accuracy() -> None:
 def test_sparse_workload_equals_dense_workload(model: str) -> None:
     kw = dict(model=model, dataset="synthetic", features=50, classes=3, samples=300, density=0.2)
     sp = build_workload(WorkloadConfig(sparse=True, **kw), 4)
-    de_X = densify(sp.X, sp.features)
+    de_X = _ro(densify(sp.X, sp.features))
     th = np.random.default_rng(0).standard_normal(sp.dim)
     idx = sp.sample_batch(np.random.default_rng(1), 32)
     gs, gd = sp.new_grad(), sp.new_grad()
@@ -501,7 +514,7 @@ def test_float32_workload() -> None:
     idx = sp.sample_batch(np.random.default_rng(1), 8)
     g64 = np.empty(sp.dim)
     l32 = sp.loss_and_grad(th, sp.X, sp.y, idx, g)
-    X64 = tuple(a.astype(np.float64) if a.dtype == np.float32 else a for a in sp.X)
+    X64 = _ro(tuple(a.astype(np.float64) if a.dtype == np.float32 else a for a in sp.X))
     l64 = sp.kernel(th.astype(np.float64), X64, sp.y, idx, g64, sp.shape)
     assert g.dtype == np.float32 and l32 == pytest.approx(l64, rel=1e-5) and _rel(g.astype(np.float64), g64) < 1e-5
 
@@ -531,4 +544,6 @@ def test_warmup_and_pickle(digits_logreg: Workload) -> None:
     assert kernels.loss_and_grad.signatures == sig  # no new compilation on the first real call
     back = pickle.loads(pickle.dumps(digits_logreg))  # e.g. shipped to a sweep worker
     assert back.kernel is kernels.loss_and_grad
+    for a in (back.X, back.y):  # read-only as built (pickle drops the flag): the kernels' code for those types
+        a.flags.writeable = False
     assert back.eval_loss(th) == digits_logreg.eval_loss(th)
