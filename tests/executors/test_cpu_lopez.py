@@ -36,11 +36,11 @@ def test_the_options_reach_the_loop_as_bits() -> None:
                          ids=["paper", "with_add-consistent"])
 def test_the_master_does_not_wait_and_rows_follow_the_contract(scenario: Callable[..., Any],
                                                                  params: dict[str, str]) -> None:
-    sc = scenario({"name": "lopez", **params}, workers=3, max_updates=20_000, max_time_s=10.0)
+    sc = scenario({"name": "lopez", **params}, workers=3, max_updates=60_000, max_time_s=30.0)
     result = run_workload(sc, 0, ConstWorkload(dim=4096))
     run, u = result.runs[0], result.updates
     applied = u[u.applied]
-    assert run.updates == 20_000
+    assert run.updates == 60_000
     # Alg. 2: no step waits for a gradient, so steps outnumber the gradients they read.
     assert applied.version.nunique() < run.updates and len(u) < run.updates
     assert set(u.worker) <= {1, 2} and len(applied) > 0
