@@ -7,6 +7,7 @@ import gzip
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -136,3 +137,81 @@ def test_cli_add_list_score(measured: tuple[RunResult, Path, Path], tmp_path: Pa
     assert doc["ceiling"] == pytest.approx(fidelity.self_prediction(result, 3))
     res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "--machine", "nope"])
     assert res.exit_code == 2 and "no machine named nope" in res.output
+
+
+# --- a cell whose gradient drifted before its runs: predicted as compare predicts it --------------------
+
+WL_DOC = {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16}
+SLOWER = 1.5  # the host ran the gradient this much slower than at calibration, during and right before the runs
+
+
+def _drifted_profile() -> dict[str, Any]:
+    from simasgd.profile import workload_key
+    from simasgd.scenario import WorkloadConfig
+
+    s = (150e-6 * np.random.default_rng(1).lognormal(0.0, 0.2, 200)).tolist()
+    table = {"batch_size": 16, "samples_s": s, "median_s": float(np.median(s)), "mean_s": float(np.mean(s))}
+    return dict(PROFILE, gradient={workload_key(WorkloadConfig(**WL_DOC)): table})
+
+
+@pytest.fixture(scope="module")
+def drifted(tmp_path_factory: pytest.TempPathFactory) -> tuple[store.Entry, float]:
+    """One worker's runs on a host whose gradient ran ×SLOWER (simulated on the profile so rescaled, as
+    `drift.refreshed_profile` rescales it), stored as a sweep stores a cell: ``<cell>/cpu/`` beside the
+    ``fidelity.json`` whose drift record holds the probe's re-timed gradient; the entry keeps the profile as
+    calibrated."""
+    from simasgd import drift
+    from simasgd.profile import workload_key
+
+    root = tmp_path_factory.mktemp("drifted")
+    doc = _drifted_profile()
+    sc_doc = {"name": "cell-drift", "seed": 4, "repeats": 3, "workers": {"count": 1}, "workload": WL_DOC,
+              "algorithm": {"name": "mutex"}, "sim": {"numerics": False}, "stop": {"max_updates": 400}}
+    sc = loader.from_dict({**sc_doc, "machine": {"preset": "this"}})
+    slow = profile.write(drift.refreshed_profile(doc, sc.workload, SLOWER), root / "slow.toml")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(machine.PROFILE_ENV, str(slow))
+        result = dataclasses.replace(backends.run(sc, "sim", repeats=3), backend="cpu")
+    result.save(root / "cell-drift" / "cpu")
+    calibrated = drift.calibrated_gradient_s(doc, sc.workload)
+    assert calibrated is not None
+    d = drift.Drift(workload=workload_key(sc.workload), gradient_s=calibrated * SLOWER,
+                    calibrated_gradient_s=calibrated, c2c_ns=None, calibrated_c2c_ns=None,
+                    calibrated_at=PROFILE["calibration"]["created"], measured_at="2026-01-02T04:00:00+00:00")
+    (root / "cell-drift" / "fidelity.json").write_text(json.dumps({"metadata": {"drift": d.to_json()}}))
+    entry = store.entry_from(store.measured_folders([root]), doc, "drifted")
+    return store.load(store.save(entry, root / "corpus")), calibrated
+
+
+def test_the_drift_measured_before_the_runs_goes_into_the_cell(drifted: tuple[store.Entry, float]) -> None:
+    entry, calibrated = drifted
+    cell = entry.cells[0]
+    assert cell.drift is not None and cell.drift["gradient_s"] == pytest.approx(calibrated * SLOWER)
+    assert score.drift_ratio(cell) == pytest.approx(SLOWER)
+    near = dict(cell.drift, gradient_s=calibrated * 1.05)  # within drift.THRESHOLD: the calibration stands
+    assert score.drift_ratio(dataclasses.replace(cell, drift=near)) is None
+    assert score.drift_ratio(dataclasses.replace(cell, drift=None)) is None
+
+
+def test_a_drifted_cell_is_simulated_at_the_retimed_speed(drifted: tuple[store.Entry, float]) -> None:
+    """Refreshed, the prediction is the measured runs' own simulation (no error at all); on the calibrated
+    samples its updates/s are too fast by at most the drift (the cycle is not all gradient)."""
+    entry, _ = drifted
+    fresh = score.score(entry).cells[0]
+    assert fresh.error is None and fresh.refreshed == pytest.approx(SLOWER)
+    assert fresh.values["updates_per_s_rel_err"] == pytest.approx(0.0, abs=1e-9) and fresh.met
+    stale = score.score(entry, refresh=False).cells[0]
+    assert stale.refreshed is None
+    assert 0.1 < stale.values["updates_per_s_rel_err"] <= SLOWER - 1 + 1e-9 and not stale.met
+
+
+def test_a_version_1_corpus_file_still_loads_without_drift(drifted: tuple[store.Entry, float],
+                                                           tmp_path: Path) -> None:
+    entry, _ = drifted
+    doc = entry.to_json() | {"format_version": 1}
+    for c in doc["cells"]:
+        del c["drift"]
+    path = tmp_path / "old.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    old = store.load(path)
+    assert old.cells[0].drift is None and score.drift_ratio(old.cells[0]) is None

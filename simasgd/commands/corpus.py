@@ -83,6 +83,10 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               overrides: list[str] = typer.Option([], "--set", "-s", help="A [sim] mechanism for this score, "
                                                   "e.g. -s coherence=false (repeatable): an ablation."),
               jobs: int = typer.Option(0, "--jobs", "-j", help="Processes (default: the CPUs)."),
+              calibrated: bool = typer.Option(False, "--calibrated", help="Simulate every cell on the calibrated "
+                                              "gradient, also where the gradient re-timed before its runs had "
+                                              "drifted (by default such a cell is predicted as compare does: "
+                                              "at the re-timed speed)."),
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
@@ -102,10 +106,11 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     results = []
     for e in entries:
         console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
-        results.append(score.score(e, sim, n, _progress(len(e.cells))))
+        results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=not calibrated))
     _print(results, cells)
     if out is not None:
-        out.write_text(json.dumps({"overrides": sim, "machines": [r.to_json() for r in results]}, indent=2))
+        out.write_text(json.dumps({"overrides": sim, "refresh": not calibrated,
+                                   "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
 
 
@@ -135,5 +140,6 @@ def _print(results: list[MachineScore], cells: bool) -> None:
             elif cells:
                 errs = ", ".join(f"{k.removesuffix('_rel_err')} {v:+.1%}" if "rel" in k else f"{k} {v:.3f}"
                                  for k, v in c.values.items())
-                con.print(f"{r.machine} {c.cell}: {'✓' if c.met else '✗'} {errs}; ceiling {c.ceiling or 0:.2f}",
+                at = "" if c.refreshed is None else f"; gradient re-timed ×{c.refreshed:.2f}"
+                con.print(f"{r.machine} {c.cell}: {'✓' if c.met else '✗'} {errs}; ceiling {c.ceiling or 0:.2f}{at}",
                           markup=False, soft_wrap=True)

@@ -6,10 +6,16 @@ overrides (an ablation), and judged by the four goals of :data:`simasgd.fidelity
 both sides made. The machine-exact ceiling of a cell is the share of its measured runs that, each taken as
 the prediction of the others, meet every goal (:func:`simasgd.fidelity.self_prediction_of`); summed over the
 cells it is the score a simulator that ran exactly like the machine would reach.
+
+A cell whose gradient was re-timed right before its measured runs (``Cell.drift``) and had drifted beyond
+``simasgd.drift.THRESHOLD`` is simulated as ``simasgd compare`` predicts it: on a copy of the profile whose
+gradient samples are rescaled by the measured ratio (``drift.refreshed_profile``). ``refresh=False`` scores
+every cell on the calibrated samples alone: the difference is what a stale calibration costs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
@@ -34,6 +40,7 @@ class CellScore:
     values: dict[str, float] = field(default_factory=dict)
     ceiling: float | None = None
     error: str | None = None
+    refreshed: float | None = None  # the gradient's re-timed ratio the prediction ran at (None: as calibrated)
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -65,14 +72,20 @@ class MachineScore:
     def ratio(self) -> float:
         return self.met / self.ceiling if self.ceiling > 0 else math.nan
 
+    @property
+    def refreshed(self) -> int:
+        """Cells simulated at their gradient re-timed before the runs (:func:`drift_ratio`)."""
+        return sum(c.refreshed is not None for c in self.cells)
+
     def goal_counts(self) -> dict[str, int]:
         return {k: sum(c.verdicts.get(k) is True for c in self.cells) for k in fidelity.GOALS}
 
     def to_json(self) -> dict[str, Any]:
         return {"machine": self.machine, "met": self.met, "cells": len(self.cells), "ceiling": self.ceiling,
                 "ratio": None if math.isnan(self.ratio) else self.ratio, "goals": self.goal_counts(),
-                "seconds": self.seconds,
+                "seconds": self.seconds, "refreshed": self.refreshed,
                 "per_cell": [{"cell": c.cell, "met": c.met, "ceiling": c.ceiling, "error": c.error,
+                              "refreshed": c.refreshed,
                               "values": {k: (v if math.isfinite(v) else None) for k, v in c.values.items()}}
                              for c in self.cells]}
 
@@ -107,44 +120,71 @@ def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> 
     return loader.from_dict(doc, base_dir=Path.cwd())
 
 
-def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> CellScore:
-    """Simulate one cell (the profile is ``SIMASGD_PROFILE``'s) and judge it; a failure is the cell's error."""
-    from simasgd import backends
+def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0, profile: str | None = None,
+                  refreshed: float | None = None) -> CellScore:
+    """Simulate one cell and judge it; a failure is the cell's error. The profile is ``SIMASGD_PROFILE``'s, or
+    ``profile`` (the copy refreshed to the cell's re-timed gradient, ``refreshed`` its ratio)."""
+    from simasgd import backends, drift
 
     try:
         sc = scenario_of(cell, overrides, seed_offset)
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, drift.using_profile(None if profile is None else Path(profile)):
             sim = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim")
-        return judge(cell, sim)
+        return dataclasses.replace(judge(cell, sim), refreshed=refreshed)
     except Exception as e:  # one cell's failure is its row, the score goes on
-        return CellScore(cell.name, error=f"{type(e).__name__}: {e}")
+        return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed)
+
+
+def drift_ratio(cell: Cell) -> float | None:
+    """The ratio to rescale the cell's gradient samples by: its gradient re-timed right before the runs over
+    the calibrated one, where that drifted beyond ``drift.THRESHOLD`` (as ``compare`` refreshes); else None."""
+    from simasgd.drift import Drift
+
+    if not cell.drift:
+        return None
+    d = Drift.from_json(cell.drift)
+    return d.ratio if d.drifted else None
+
+
+Task = tuple[Cell, dict[str, Any], int, "str | None", "float | None"]
 
 
 def _init(profile_path: str) -> None:
     os.environ["SIMASGD_PROFILE"] = profile_path
 
 
-def _task(args: tuple[Cell, dict[str, Any], int]) -> CellScore:
+def _task(args: Task) -> CellScore:
     return simulate_cell(*args)
 
 
 def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
-          progress: Callable[[CellScore], None] | None = None, seed_offset: int = 0) -> MachineScore:
+          progress: Callable[[CellScore], None] | None = None, seed_offset: int = 0,
+          refresh: bool = True) -> MachineScore:
     """Every cell of ``entry`` re-simulated with ``overrides`` on [sim], in ``jobs`` processes (``seed_offset``:
-    :func:`scenario_of`)."""
+    :func:`scenario_of`; ``refresh``: a drifted cell on the profile refreshed to its re-timed gradient)."""
+    from simasgd import drift
     from simasgd.profile import to_toml
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.toml"
         path.write_text(to_toml(entry.profile))
-        scores = list(_each([(c, overrides or {}, seed_offset) for c in entry.cells], jobs, str(path), progress))
+        tasks: list[Task] = []
+        for i, c in enumerate(entry.cells):
+            ratio = drift_ratio(c) if refresh else None
+            fresh = None
+            if ratio is not None:
+                workload = scenario_of(c, overrides or {}).workload
+                fresh = Path(tmp) / f"refreshed-{i}.toml"
+                fresh.write_text(to_toml(drift.refreshed_profile(entry.profile, workload, ratio)))
+            tasks.append((c, overrides or {}, seed_offset, None if fresh is None else str(fresh), ratio))
+        scores = list(_each(tasks, jobs, str(path), progress))
     order = {c.name: i for i, c in enumerate(entry.cells)}
     scores.sort(key=lambda s: order[s.cell])
     return MachineScore(entry.name, scores, time.perf_counter() - start)
 
 
-def _each(tasks: list[tuple[Cell, dict[str, Any], int]], jobs: int, profile: str,
+def _each(tasks: list[Task], jobs: int, profile: str,
           progress: Callable[[CellScore], None] | None) -> Iterator[CellScore]:
     if jobs <= 1:
         saved = os.environ.get("SIMASGD_PROFILE")
@@ -190,9 +230,9 @@ def table(scores: list[MachineScore], labels: dict[str, str] | None = None) -> l
         g = s.goal_counts()
         rows.append([(labels or {}).get(s.machine, s.machine), f"{s.met}/{len(s.cells)}", f"{s.ceiling:.1f}",
                      "n/a" if math.isnan(s.ratio) else f"{s.ratio:.2f}",
-                     *(str(g[k]) for k in fidelity.GOALS), f"{s.seconds:.0f}"])
+                     *(str(g[k]) for k in fidelity.GOALS), str(s.refreshed), f"{s.seconds:.0f}"])
     return rows
 
 
 TABLE_HEAD = ("machine", "cells met", "ceiling", "met / ceiling", "τ̄ ±5%", "KS ≤ 0.1", "upd/s ±10%",
-              "upd→ε ±15%", "seconds")
+              "upd→ε ±15%", "refreshed", "seconds")

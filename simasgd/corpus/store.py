@@ -12,7 +12,10 @@ fidelity goals need of its rows without the rows themselves:
   :func:`simasgd.fidelity.compare` cuts them; the corpus cuts at the last span that ends within them, so
   it compares over up to one span fewer updates than ``compare`` would (2.5% of a 10 000-update run);
 - ``per_worker``: each worker's staleness histogram over the whole run;
-- ``phases``: per phase of a cycle, its mean, median, p90 and p99 (``simasgd.phases``).
+- ``phases``: per phase of a cycle, its mean, median, p90 and p99 (``simasgd.phases``);
+- ``drift``: the gradient and the CPUs' placement re-timed right before the cell's measured runs, beside the
+  profile's (``simasgd.drift.Drift``, from the ``fidelity.json`` that ``compare`` and the fidelity sweep
+  write beside the results folder); absent where none was measured (format version 1).
 
 A cell is about 8 KB (a wide staleness distribution, Lopez's, up to 20). :mod:`simasgd.corpus.score` judges
 today's simulator against every cell.
@@ -39,7 +42,8 @@ from simasgd.atomicio import atomic_write
 from simasgd.results import ResultsError, RunResult, RunSummary
 
 FORMAT = "simasgd-corpus"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READS = (1, 2)  # version 1: no drift records
 SEGMENTS = 256
 FIRST = 16  # rows kept one span each before the spans grow
 SUFFIX = ".json.gz"
@@ -136,6 +140,7 @@ class Cell:
     runs: list[RunSummary]
     rows: list[RunRows]
     phases: list[dict[str, Any]] = field(default_factory=list)
+    drift: dict[str, Any] | None = None  # simasgd.drift.Drift.to_json(), measured right before the runs
 
     @property
     def last_versions(self) -> list[int]:
@@ -158,19 +163,19 @@ class Cell:
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "backend": self.backend, "scenario": self.scenario,
                 "runs": [r.to_json() for r in self.runs], "rows": [r.to_json() for r in self.rows],
-                "phases": self.phases}
+                "phases": self.phases, "drift": self.drift}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Cell:
         return cls(d["name"], d["backend"], d["scenario"], [RunSummary.from_json(r) for r in d["runs"]],
-                   [RunRows.from_json(r) for r in d["rows"]], d.get("phases", []))
+                   [RunRows.from_json(r) for r in d["rows"]], d.get("phases", []), d.get("drift"))
 
     @classmethod
-    def of(cls, result: RunResult, name: str | None = None) -> Cell:
+    def of(cls, result: RunResult, name: str | None = None, drift: dict[str, Any] | None = None) -> Cell:
         stats = phases.phase_stats(phases.phase_frame(result.updates)) if phases.has_phases(result) else None
         rows = [RunRows.of(result.updates, r.run) for r in result.runs]
         return cls(name or str(result.scenario.get("name", "cell")), result.backend, result.scenario,
-                   list(result.runs), rows, [] if stats is None else _records(stats))
+                   list(result.runs), rows, [] if stats is None else _records(stats), drift)
 
 
 def _records(frame: Any) -> list[dict[str, Any]]:
@@ -221,9 +226,9 @@ def load(path: Path) -> Entry:
         raise CorpusError(f"{path}: not a corpus file ({e})") from None
     if doc.get("format") != FORMAT:
         raise CorpusError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
-    if doc.get("format_version") != FORMAT_VERSION:
+    if doc.get("format_version") not in READS:
         raise CorpusError(f"{path}: corpus format version {doc.get('format_version')}; this simasgd reads "
-                          f"version {FORMAT_VERSION} (upgrade simasgd, or re-add the machine's results)")
+                          f"versions {', '.join(map(str, READS))} (upgrade simasgd, or re-add the machine's results)")
     return Entry(doc["name"], doc["machine"], doc["profile"], [Cell.from_json(c) for c in doc["cells"]],
                  doc.get("created", ""), doc.get("commit"))
 
@@ -260,7 +265,7 @@ def entry_from(folders: list[Path], profile: dict[str, Any], name: str) -> Entry
     for f in folders:
         result = RunResult.load(f)
         first = first or result
-        cells.append(Cell.of(result, _cell_name(f, result)))
+        cells.append(Cell.of(result, _cell_name(f, result), drift_beside(f, result)))
     meta = first.metadata if first else {}
     host = metadata.host_records(meta)
     machine = {"cpu_model": meta.get("cpu_model"), "cpu_count": meta.get("cpu_count"),
@@ -269,6 +274,19 @@ def entry_from(folders: list[Path], profile: dict[str, Any], name: str) -> Entry
                "run_cpus": meta.get("run_cpus"), "host": host[0] if host else None}
     when = (profile.get("calibration") or {}).get("created") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return Entry(name, machine, profile, cells, str(when), meta.get("git_commit"))
+
+
+def drift_beside(folder: Path, result: RunResult) -> dict[str, Any] | None:
+    """The drift re-timed right before these measured runs: ``compare`` (and the fidelity sweep) write it into
+    ``fidelity.json`` beside the backends' folders (``<cell>/cpu/``, ``<cell>/fidelity.json``); None without."""
+    path = folder.parent / "fidelity.json"
+    if folder.name != result.backend or not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text()).get("metadata", {}).get("drift")
+    except (OSError, ValueError) as e:
+        raise CorpusError(f"{path}: unreadable ({e})") from None
+    return doc if isinstance(doc, dict) else None
 
 
 def _cell_name(folder: Path, result: RunResult) -> str:
