@@ -188,7 +188,6 @@ def test_compare_rejects_bad_backend_lists(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.hardware
 def test_compare_sim_cpu_end_to_end(tmp_path, monkeypatch):
     """sim (on the calibrated profile) against real threads: the contract of `simasgd compare` by default."""
     available = backends.available()

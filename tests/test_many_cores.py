@@ -29,7 +29,6 @@ def _load() -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.hardware
 def test_dry_run_writes_a_scored_corpus_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every cell the arguments select is measured, kept in the entry and scored; the ceiling is a share of them."""
     prof = profile.write({"machine": MACHINE, "calibration": {"created": "2026-01-02T03:04:05Z", "quick": True}},

@@ -114,7 +114,6 @@ def test_staleness_vs_threads_notebook(kernel_env, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.hardware
 def test_sim_vs_measured_notebook(kernel_env, tmp_path):
     assert backends.available()["sim"] and backends.available()["cpu"], \
         "notebook 03 needs the sim and cpu backends; at least one is missing"
@@ -131,7 +130,6 @@ def test_sim_vs_measured_notebook(kernel_env, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.hardware
 def test_your_model_notebook(kernel_env, tmp_path):
     assert backends.available()["sim"] and backends.available()["torch"], \
         "notebook 05 needs the sim and torch backends; at least one is missing"

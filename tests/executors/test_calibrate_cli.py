@@ -90,7 +90,6 @@ def test_calibrate_bad_scenario_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.hardware
 def test_quickstart_runs_on_cpu_and_show_reads_it(tmp_path: Path) -> None:
     out = tmp_path / "qs"
     p = _cli("run", "scenarios/quickstart.toml", "--backend", "cpu", "--out", str(out), "-n", "1")
