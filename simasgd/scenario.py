@@ -289,10 +289,6 @@ class SimConfig(Section):
     # since this worker last touched it (simasgd/sim/costs.py LastWriter); false = every step of a
     # multi-worker run does.
     coherence_recency: bool = True
-    # With coherence: an unlocked update (HOGWILD!, EA-wild's centre) runs at the calibrated rate of two cores
-    # updating one buffer at once (profile [coherence] race_gbs) while another worker is inside its own
-    # (simasgd/sim/racing.py Writers.chunk); false = each update as if alone.
-    racing_writes: bool = True
     # With coherence: a read or update of lines valid in this worker's cache and in another's (another worker
     # read them since they were last written) runs at the calibrated rates of such lines (profile
     # [coherence] held_read_gbs, held_write_gbs: each write must first invalidate the other's copy;
@@ -320,7 +316,8 @@ _TRAITS_OF = " or ".join(f'"{t}"' for t in typing.get_args(SimConfig.model_field
 _PRUNED = {
     "gradient_interference": "gradients are drawn from the samples timed with as many threads at once",
     "shared_speed": "every gradient draw is independent",
-    "write_convoys": "racing writers each end on their own time",
+    "write_convoys": "unlocked writers each end on their own time",
+    "racing_writes": "an unlocked update runs at the rate of the lines it finds, as any update ([coherence])",
     "leashed_destinations": "Leashed-SGD's pass is timed like any update, by where the model's lines are "
                             "([coherence], held lines)",
     "gradient_in_cycle": "gradients are drawn from the samples timed back to back ([gradient.<workload>] "

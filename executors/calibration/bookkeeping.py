@@ -4,11 +4,11 @@ next read of it.
 After its update a HOGWILD! or Leashed worker bumps the version (or publishes), checks whether the loss
 ring wants a snapshot, appends its record (a clock read and a dozen stores), checks the stop word, the
 budget and the deadline (another clock read), reads the clock for the next cycle's start and only then
-loads the version its next gradient starts from. Two racing writers end one line's hand-off apart
+loads the version its next gradient starts from. Two unlocked writers may end one line's hand-off apart
 (30-40 ns between cores sharing an L3), so whether the leader's next read counts the follower's update
 depends on this time: measured in the executor's HOGWILD! runs there as the gap between a worker's
 record and its next cycle's start, 90-110 ns (median); this loop, the same calls back to back on one
-thread, 108 ns (simasgd/sim/racing.py).
+thread, 108 ns (the simulator's ``Platform.bookkeeping``, simasgd/sim/costs.py).
 """
 
 from __future__ import annotations

@@ -45,10 +45,10 @@ COPY, UPDATE, FRESH = 0, 1, 2  # B's timed step in a [coherence] round
 STREAMS = (2, 3, 4)  # model-sized streams each moves (a fresh buffer's lines are read for ownership first)
 
 
-# what A does to B's buffer before B's timed step: writes it (B takes its lines from A's cache), nothing (B
-# wrote it itself: the control), or reads it (B's lines now shared by both caches: B's write must invalidate
-# A's copies, B's read finds its lines downgraded)
-OTHERS, OWN, HELD = 0, 1, 2
+# what A does to B's buffer before B's timed step: writes it (B takes its lines from A's cache), or reads it
+# (B's lines now shared by both caches: B's write must invalidate A's copies, B's read finds its lines
+# downgraded)
+OTHERS, HELD = 0, 2
 
 
 @njit(nogil=True, cache=True)
@@ -56,13 +56,12 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, op: i
                turn: np.ndarray, out_ns: np.ndarray) -> None:
     """Threads A (role 0) and B (role 1) take turns on ``buf`` through the acquire/release ``turn`` word.
 
-    ``lines`` OTHERS: A writes all of ``buf`` (and of ``dst`` for FRESH), then hands over; OWN (the control
-    without a core-to-core transfer): B writes them itself; HELD: B wrote ``buf`` in its previous turn and
-    A copies it into a buffer of its own (``dst`` is A's here), so both caches hold its lines, as after a
-    lock worker's read of the model the other worker had just updated. B then times one copy
-    ``buf -> dst``, one update ``buf -= lr * g``, or one fresh-vector pass ``dst = buf - lr * g``
-    (Leashed-SGD's, from a vector another core published into one another core wrote before) and hands
-    back. Release/acquire orders A's writes before B's timed reads.
+    ``lines`` OTHERS: A writes all of ``buf`` (and of ``dst`` for FRESH), then hands over; HELD: B wrote
+    ``buf`` in its previous turn and A copies it into a buffer of its own (``dst`` is A's here), so both
+    caches hold its lines, as after a lock worker's read of the model the other worker had just updated.
+    B then times one copy ``buf -> dst``, one update ``buf -= lr * g``, or one fresh-vector pass
+    ``dst = buf - lr * g`` (Leashed-SGD's, from a vector another core published into one another core
+    wrote before) and hands back. Release/acquire orders A's writes before B's timed reads.
     """
     none = g[:0]
     for r in range(out_ns.shape[0]):
@@ -70,7 +69,7 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, op: i
         if lines == HELD:
             if role == 0:
                 copy_into(dst, buf)
-        elif (role == 0) == (lines == OTHERS):
+        elif role == 0:  # OTHERS
             _touch(buf)
             if op == FRESH:
                 _touch(dst)
@@ -89,27 +88,6 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, op: i
         A.store_release(turn, 0, 1 - role)
 
 
-@njit(nogil=True, cache=True)
-def _race(buf: np.ndarray, local: np.ndarray, g: np.ndarray, arrived: np.ndarray, out_ns: np.ndarray) -> None:
-    """Both threads copy ``buf`` (its lines now shared by both caches, as after two workers' reads), meet,
-    then update it at once and time their own update: HOGWILD!'s two writers of one model. Writing lines
-    the other core is writing at the same time costs several times a write after it (680 KB, 2 MB L2 a
-    core: 121 µs each, against 35 for one update after the other core's)."""
-    for r in range(out_ns.shape[0]):
-        copy_into(local, buf)
-        A.fetch_add(arrived, 0, 1)
-        spins = 0
-        while A.load_acquire(arrived, 0) < 2 * (r + 1):
-            A.cpu_relax()
-            spins += 1
-            if spins % 4096 == 0:  # the machine may be oversubscribed: let the other thread run
-                A.sched_yield()
-        t0 = A.now_ns()
-        _update(buf, g, LR)
-        A.compiler_barrier()
-        out_ns[r] = A.now_ns() - t0
-
-
 def _median_round(cpus: tuple[int, int], n: int, op: int, lines: int, rounds: int) -> float:
     buf, dst, g = np.ones(n), np.full(n, 0.5), np.ones(n)
     # HELD: A copies into a buffer of its own (B's copy must not find its destination in A's cache)
@@ -120,27 +98,17 @@ def _median_round(cpus: tuple[int, int], n: int, op: int, lines: int, rounds: in
     return float(np.median(outs[1][1:]))  # round 0 warms B's private buffers
 
 
-def _median_race(cpus: tuple[int, int], n: int, rounds: int) -> float:
-    buf, g = np.ones(n), np.ones(n)
-    arrived = np.zeros(1, dtype=np.int64)
-    outs = [np.zeros(rounds + 1, dtype=np.int64) for _ in range(2)]
-    run_threads(_race, [(buf, np.zeros(n), g, arrived, outs[r]) for r in (0, 1)], cpus=list(cpus))
-    return float(np.median(np.concatenate([o[1:] for o in outs])))  # round 0 warms the private buffers
-
-
 def coherence(sizes: Sequence[int], seconds: float, copy_gbs: dict[int, float] | None = None) -> dict[str, Any]:
-    """B's copy / update / fresh pass of a buffer right after A (another CPU) wrote it, and the control where
-    B did; ``held_*``: B's copy / update of a buffer it wrote, right after A copied it (both caches hold its
-    lines); ``race_gbs``: both updating it at once after both read it (:func:`_race`)."""
+    """B's copy / update / fresh pass of a buffer right after A (another CPU) wrote it; ``held_*``: B's copy /
+    update of a buffer it wrote, right after A copied it (both caches hold its lines)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return {"reason": "one usable CPU: no second core to move lines from"}
     pair = (cpus[0], cpus[1])
     rows = (("read_gbs", COPY, OTHERS), ("write_gbs", UPDATE, OTHERS), ("fresh_gbs", FRESH, OTHERS),
-            ("own_read_gbs", COPY, OWN), ("own_write_gbs", UPDATE, OWN), ("own_fresh_gbs", FRESH, OWN),
             ("held_read_gbs", COPY, HELD), ("held_write_gbs", UPDATE, HELD))
     per = seconds / max(1, len(rows) * len(sizes))
-    out: dict[str, Any] = {"sizes_bytes": list(sizes), **{key: [] for key, _, _ in rows}, "race_gbs": []}
+    out: dict[str, Any] = {"sizes_bytes": list(sizes), **{key: [] for key, _, _ in rows}}
     rounds_used = []
     for size in sizes:
         # a round is A's write + B's op, about 5 x size bytes moved; bandwidth from copy_by_size if known
@@ -150,7 +118,6 @@ def coherence(sizes: Sequence[int], seconds: float, copy_gbs: dict[int, float] |
         for key, op, lines in rows:
             ns = _median_round(pair, size // 8, op, lines, rounds)
             out[key].append(STREAMS[op] * size / max(ns, 1.0))  # bytes/ns = GB/s
-        out["race_gbs"].append(STREAMS[UPDATE] * size / max(_median_race(pair, size // 8, rounds), 1.0))
     out["rounds"] = min(rounds_used)
     out["cpus"] = list(pair)
     return out

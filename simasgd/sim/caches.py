@@ -59,7 +59,6 @@ class CacheModel:
     shared_copy_gbs: np.ndarray | None = None    # a copy out of the other core's cache
     shared_update_gbs: np.ndarray | None = None  # an update of lines the other core holds
     shared_fresh_gbs: np.ndarray | None = None  # a fresh-vector pass, source and destination the other core's
-    race_gbs: np.ndarray | None = None  # an update while another core updates the same lines (both read them)
     held_copy_gbs: np.ndarray | None = None  # a copy of lines this core wrote and another core has since read
     held_update_gbs: np.ndarray | None = None  # an update of such lines: each write invalidates the other's copy
 
@@ -78,16 +77,16 @@ class CacheModel:
         llc = float(levels[-1]) if levels else math.inf
         coh = (profile or {}).get("coherence") or {}
         cs, cr, cw = coh.get("sizes_bytes"), coh.get("read_gbs"), coh.get("write_gbs")
-        shared: tuple[np.ndarray | None, ...] = (None,) * 7
+        shared: tuple[np.ndarray | None, ...] = (None,) * 6
         if isinstance(cs, list) and isinstance(cr, list) and isinstance(cw, list) and cs \
                 and len(cs) == len(cr) == len(cw) and min(cr + cw) > 0:
             o = np.argsort(cs)
             cf = _column(coh.get("fresh_gbs"), len(cs))  # older profiles: none (the update's rate, four streams)
             fresh = None if cf is None else cf[o] * 1e9
-            # older profiles: none (no racing writers; held lines at the private rates)
-            race, hr, hw = (_column(coh.get(k), len(cs)) for k in ("race_gbs", "held_read_gbs", "held_write_gbs"))
+            # older profiles: none (held lines at the private rates)
+            hr, hw = (_column(coh.get(k), len(cs)) for k in ("held_read_gbs", "held_write_gbs"))
             shared = (np.asarray(cs, float)[o], np.asarray(cr, float)[o] * 1e9, np.asarray(cw, float)[o] * 1e9, fresh,
-                      *(None if c is None else c[o] * 1e9 for c in (race, hr, hw)))
+                      *(None if c is None else c[o] * 1e9 for c in (hr, hw)))
         return cls(np.asarray(sizes, float)[order], np.asarray(gbs, float)[order] * 1e9,
                    np.asarray(upd, float)[order] * 1e9, llc, *shared)
 
@@ -113,11 +112,6 @@ class CacheModel:
         if shared and self.shared_update_gbs is not None:
             return 3 * model_bytes / self._rate(self.shared_update_gbs, model_bytes, self.shared_sizes)
         return 3 * model_bytes / self._rate(self.update_gbs, model_bytes)
-
-    def race_s(self, model_bytes: float) -> float | None:
-        """One core's update of the model while another core updates it too, both having read its lines
-        (``[coherence] race_gbs``: HOGWILD!'s two writers at once); None when not calibrated."""
-        return self._coherent_s(self.race_gbs, 3, model_bytes)
 
     def held_s(self, model_bytes: float, writes: bool) -> float | None:
         """A copy (``writes``: an update) of the model by a core whose lines are valid while another core's

@@ -44,7 +44,6 @@ from simasgd.sim.profile_tables import (
     profile_machine,
     spin_yield_s,
 )
-from simasgd.sim.racing import Writers
 from simasgd.sim.step_rates import LineCosts, Rates, StepTables, executor_costs
 
 
@@ -64,7 +63,7 @@ class Platform:
     It composes one object per mechanism: the cores and their time slices (:class:`~simasgd.sim.cpu.Cores`),
     memory bandwidth (:class:`~simasgd.sim.memory.Memory`), the step tables where the model's lines are
     (:class:`~simasgd.sim.step_rates.StepTables`), a line's moves (:class:`~simasgd.sim.step_rates.LineCosts`),
-    racing writers (:class:`~simasgd.sim.racing.Writers`), sockets' turbo and L3 (:mod:`sockets`), and the
+    sockets' turbo and L3 (:mod:`sockets`), and the
     gradient draws with the timer tick (:class:`~simasgd.sim.gradients.GradientDraws`).
     """
 
@@ -90,7 +89,6 @@ class Platform:
         self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
         self._own_miss: list[dict[int, float]] = [{}] * n  # private bytes of a read/update missing the L3
         self.socket_shares = self._socket_shares(sc, machine, cpus, dim, itemsize, derived=steps.cached_s[0] is None)
-        self._writers = None if steps.race_s is None else Writers(env, self.cores, steps.race_s, n)
         self.gradients = GradientDraws.build(sc, machine, run, cpus, self.socket_shares, flops_per_sample)
         self._grad = self.gradients.draws
         self._read, self._update = given_steps(sc, run, dim)
@@ -154,25 +152,19 @@ class Platform:
             self._begin(w, writes=False)
         return self._step(w, s, READ_COPIES, part, seconds, first)
 
-    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
-               racing: bool = False, down: bool = False) -> simpy.Event:
-        """Apply (a ``part`` of) the update to the shared model; ``racing``: with no lock, so other workers
-        may be writing the same lines at this moment (HOGWILD!, EA-wild's centre: :mod:`racing`), the
-        parts from the top of the model down where ``down``."""
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+        """Apply (a ``part`` of) the update to the shared model."""
         s = self._update[w]
         if s is not None and seconds is None and part == 1.0 and self._fast[w]:
             return self.env.timeout(s())
-        racing = racing and self._writers is not None
         if first:
             self._begin(w, writes=True)
-            if racing and self._writers is not None:
-                self._writers.begin(w, max(1, round(1 / part)), down)
-        return self._step(w, s, UPDATE_COPIES, part, seconds, first, racing)
+        return self._step(w, s, UPDATE_COPIES, part, seconds, first)
 
     def bookkeeping(self, w: int) -> simpy.Event | None:
         """The executor's own work between a worker's bump of the version and its next read of it (the
         record, the budget check, the clock: profile ``[executor] bookkeeping_s``), else None. It decides
-        which of two updates ending a line's hand-off apart the next read sees (:mod:`racing`)."""
+        which of two updates ending a line's hand-off apart the next read sees."""
         return None if self.bookkeeping_s is None else self.cores.work(w, self.bookkeeping_s)
 
     def computes_on_copy(self, w: int) -> None:
@@ -267,8 +259,7 @@ class Platform:
         return None if s is None else s()
 
     def _step(self, w: int, sampler: Sampler | None, copies: int, part: float, seconds: float | None,
-              first: bool = True, racing: bool = False) -> simpy.Event:
-        """``racing``: an unlocked update's chunk at a derived, cache-resident time (:meth:`racing.Writers.chunk`)."""
+              first: bool = True) -> simpy.Event:
         if seconds is None and sampler is not None:
             seconds = sampler() * part
         cached = self._table[w]
@@ -277,8 +268,6 @@ class Platform:
             miss = self._model_miss[w] * copies * self.model_bytes * part
             if miss or own:
                 return self.cores.work(w, cached[copies] * part, lambda: self._misses(w, miss, own, first))
-            if racing and self._writers is not None:
-                return self._writers.chunk(w, part, cached[copies] * part)
             seconds = cached[copies] * part
         if seconds is not None:
             return self.cores.work(w, seconds)

@@ -207,10 +207,8 @@ class GpuPlatform:
             return self.env.timeout(seconds)
         return self.kernel(0.0, 2 * self.model_bytes * part, 0.0, self.dim * part)
 
-    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
-               racing: bool = False, down: bool = False) -> simpy.Event:
-        """An update's kernel; ``racing`` (HOGWILD!'s unlocked writers) costs nothing more on a GPU model whose
-        streams share the SMs and the memory system, not cache lines, and its threads have no ``down`` sweep."""
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+        """An update's kernel."""
         if seconds is not None:
             return self.env.timeout(seconds)
         return self.kernel(2 * self.dim * part, 3 * self.model_bytes * part, 0.0, self.dim * part)

@@ -150,9 +150,8 @@ class ResidentPlatform(GpuPlatform):
             return self.env.timeout(0.0)
         return self._copy(w, part)
 
-    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
-               racing: bool = False, down: bool = False) -> simpy.Event:
-        """The block's step over θ (or its ``part``); racing HOGWILD! writers cost no more here."""
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+        """The block's step over θ (or its ``part``)."""
         if seconds is not None:
             return self.env.timeout(seconds)
         if self.rounds:
@@ -239,9 +238,8 @@ class StreamsPlatform(ResidentPlatform):
         yield from super()._gradient(w)
         self.begin_attempt(w)  # a round's worker that does not step (sync) launches again for its next
 
-    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True,
-               racing: bool = False, down: bool = False) -> simpy.Event:
-        done = super().update(w, part, seconds, first, racing, down)
+    def update(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
+        done = super().update(w, part, seconds, first)
         done.callbacks.append(lambda _ev: self.begin_attempt(w))
         return done
 

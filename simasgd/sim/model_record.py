@@ -148,7 +148,6 @@ NEEDS: dict[str, Need] = {
     "cache_model": Need(lambda m, sc: CacheModel.from_profile(m.profile) is not None, "[copy_by_size]"),
     "coherence": Need(_key("coherence", "read_gbs"), "[coherence]"),
     "coherence_recency": Need(_key("coherence", "read_gbs"), "[coherence]"),
-    "racing_writes": Need(_key("coherence", "race_gbs"), "[coherence] race_gbs"),
     "held_lines": Need(_key("coherence", "held_read_gbs"), "[coherence] held_read_gbs"),
     "timer_tick": Need(lambda m, sc: tick_params(m.profile) is not None, "[tick]", "gradient"),
     "steps_in_cycle": Need(lambda m, sc: bool(profile_steps(m.profile, sc.workload)),

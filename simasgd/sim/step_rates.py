@@ -49,7 +49,6 @@ class StepTables:
     held_s: list[Rates | None]    # on lines valid here and in another core's cache
     lines: LastWriter             # who wrote the model's lines last, who holds them
     evicts: bool                  # a gradient on a private copy evicts the model's lines
-    race_s: float | None          # an unlocked update racing another on the same lines (per stream)
 
     @classmethod
     def build(cls, sc: Scenario, machine: Machine, model_bytes: int) -> StepTables:
@@ -60,15 +59,13 @@ class StepTables:
         in_cycle, held = sc.sim.steps_in_cycle, sc.sim.held_lines
         t = cls(resident, model_bytes, coherent, in_cycle, held,
                 None if resident is None else resident.read_s(model_bytes), [], [], [],
-                LastWriter(n, sc.sim.coherence_recency), False, None)
+                LastWriter(n, sc.sim.coherence_recency), False)
         cached, shared, both = t.rates(profile_steps(machine.profile, sc.workload) if in_cycle else {})
         t.cached_s, t.shared_s, t.held_s = [cached] * n, [shared] * n, [both] * n
         # A gradient on a private copy evicts the model's lines from the worker's private cache when the copy
         # and the model do not fit it together (a 1 MB L2 and a 680 KB model; not a 2 MB L2)
         private = _private_cache_bytes(machine.profile)
         t.evicts = coherent and held and private is not None and 2 * model_bytes > private
-        t.race_s = resident.race_s(model_bytes) if resident is not None and coherent and sc.sim.racing_writes \
-            else None
         return t
 
     def rates(self, steps: Rates) -> tuple[Rates | None, Rates | None, Rates | None]:

@@ -124,8 +124,7 @@ def test_coherence_positive_finite_bandwidths(tables: dict[str, Any]) -> None:
     assert t["sizes_bytes"] and min(t["sizes_bytes"]) >= 64 << 10
     assert set(t["sizes_bytes"]) <= set(tables["copy_by_size"]["sizes_bytes"])
     assert t["rounds"] >= 5 and t["cpus"][0] != t["cpus"][1]
-    for key in ("read_gbs", "write_gbs", "fresh_gbs", "own_read_gbs", "own_write_gbs", "own_fresh_gbs", "race_gbs",
-                "held_read_gbs", "held_write_gbs"):
+    for key in ("read_gbs", "write_gbs", "fresh_gbs", "held_read_gbs", "held_write_gbs"):
         assert len(t[key]) == len(t["sizes_bytes"]), key
         assert all(math.isfinite(v) and 0 < v < 10_000 for v in t[key]), (key, t[key])
 

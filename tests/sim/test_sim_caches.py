@@ -161,11 +161,10 @@ def _hogwild(workers: int, **switches):
     return _with_sim(sc, **switches)
 
 
-def _steps(u, racing: bool = False):
+def _steps(u):
     """HOGWILD! rows (no locks: a read is t_start → t_grad_start, an update t_grad_end → t_write) and, per
     row, whether another worker began an update between this worker's previous update and this read,
-    and between this read and this update; rows where two such instants tie are left out. ``racing``:
-    also, per row, whether another worker's update was under way as this update began."""
+    and between this read and this update; rows where two such instants tie are left out."""
     u = u.sort_values(["worker", "t_start"]).reset_index(drop=True)
     starts = u["t_grad_end"].to_numpy()  # when each update began
     prev = u.groupby("worker")["t_grad_end"].shift(1).fillna(-1.0).to_numpy()
@@ -181,13 +180,8 @@ def _steps(u, racing: bool = False):
     keep = np.array([a is not None and b is not None for a, b in zip(read_after, update_after, strict=False)])
     read = (u["t_grad_start"] - u["t_start"]).to_numpy()[keep]
     update = (u["t_write"] - u["t_grad_end"]).to_numpy()[keep]
-    out = (read, np.array(read_after, dtype=object)[keep].astype(bool),
-           update, np.array(update_after, dtype=object)[keep].astype(bool))
-    if not racing:
-        return out
-    end, who = u["t_write"].to_numpy(), u["worker"].to_numpy()
-    under_way = [bool(np.any((who != who[i]) & (starts < starts[i]) & (end > starts[i]))) for i in range(len(u))]
-    return (*out, np.array(under_way)[keep])
+    return (read, np.array(read_after, dtype=object)[keep].astype(bool),
+            update, np.array(update_after, dtype=object)[keep].astype(bool))
 
 
 def test_last_writer_rule() -> None:
@@ -508,42 +502,6 @@ def test_a_profile_with_keys_of_removed_mechanisms_simulates_as_one_without(tmp_
         runs.append(backend.run_once(sc, 0).updates)
     assert len(runs[0]) > 1000
     pd.testing.assert_frame_equal(runs[0], runs[1])
-
-
-COH_RACE = [30.0, 20.0, 10.0]  # slower than COH_WRITE: two cores updating one buffer at once
-
-
-def _racing_profile(tmp_path: Path) -> Path:
-    path = _profile(tmp_path, coherence=True)
-    path.write_text(path.read_text().replace("[coherence]\n", f"[coherence]\nrace_gbs = {COH_RACE}\n"))
-    return path
-
-
-def test_race_rate_from_the_profile(tmp_path: Path) -> None:
-    m = CacheModel.from_profile(machine.load_profile(_racing_profile(tmp_path)).profile)
-    for s, r in zip(COH_SIZES, COH_RACE, strict=False):
-        assert m.race_s(s) == pytest.approx(3 * s / (r * 1e9), rel=1e-12)
-    (tmp_path / "old").mkdir()  # an older profile: no racing rate
-    assert CacheModel.from_profile(machine.load_profile(_profile(tmp_path / "old", coherence=True)).profile) \
-        .race_s(COH_SIZES[1]) is None
-
-
-@pytest.mark.parametrize("switch", [True, False])
-@pytest.mark.slow
-def test_a_hogwild_update_races_another_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    switch: bool) -> None:
-    """An update that begins while the other worker's update is under way runs at the racing rate (when
-    slower than the last writer's), every other at the last writer's; [sim] racing_writes = false: none."""
-    from simasgd.sim import backend
-
-    sc = _hogwild(2, racing_writes=switch)
-    s, model = _prepared(monkeypatch, _racing_profile(tmp_path), sc)
-    _, _, update, update_after, racing = _steps(backend.run_once(sc, 0).updates, racing=True)
-    assert len(update) > 1000
-    coh = np.where(update_after, model.update_s(s, True), model.update_s(s))
-    raced = racing & switch
-    assert raced.any() == switch and (~racing).any()
-    np.testing.assert_allclose(update, np.where(raced, np.maximum(coh, model.race_s(s)), coh), rtol=1e-9)
 
 
 SNAP_S = 40e-6  # the loss snapshot's copy, against 1e-4 s gradients and µs steps: one row in k stands out

@@ -6,9 +6,9 @@ Imported by name (pytest puts this folder on ``sys.path``), not collected: no ``
 from __future__ import annotations
 
 
-def two_core_lines(held_write: list[float], race: list[float] | None = None) -> list[str]:
+def two_core_lines(held_write: list[float]) -> list[str]:
     """Profile lines: ``[machine]``, ``[cache]``, ``[copy_by_size]`` and ``[coherence]`` with writes of lines
-    both caches hold at ``held_write`` GB/s and, where given, two cores updating one buffer at ``race``."""
+    both caches hold at ``held_write`` GB/s."""
     return ["[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1",
             "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
             "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
@@ -18,4 +18,4 @@ def two_core_lines(held_write: list[float], race: list[float] | None = None) -> 
             "update_gbs = [300.0, 200.0, 150.0, 50.0]", "",
             "[coherence]", "sizes_bytes = [65536, 1048576, 4194304]", "read_gbs = [100.0, 60.0, 20.0]",
             "write_gbs = [120.0, 90.0, 40.0]", "held_read_gbs = [100.0, 60.0, 20.0]",
-            f"held_write_gbs = {held_write}"] + ([f"race_gbs = {race}"] if race is not None else []) + [""]
+            f"held_write_gbs = {held_write}", ""]

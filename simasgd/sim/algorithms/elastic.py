@@ -106,7 +106,7 @@ def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
         yield from nw.send(w, nw.server, nbytes)
     if el.locked or m is None or len(m.chunks) <= 1:
         if not nw.enabled:                         # over a network the server's CPU applies it
-            yield p.update(w, racing=not el.locked)
+            yield p.update(w)
         if m is not None:
             m.theta += el.alpha * (sent - m.theta)
     else:
@@ -114,8 +114,7 @@ def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
         total = p.update_time(w)
         for i, part in enumerate(m.chunks):        # lock-free: each chunk against the centre as it is then
             if not nw.enabled:
-                yield p.update(w, 1 / len(m.chunks), None if total is None else total / len(m.chunks), i == 0,
-                               racing=True)
+                yield p.update(w, 1 / len(m.chunks), None if total is None else total / len(m.chunks), i == 0)
             m.theta[part] += el.alpha * (sent[part] - m.theta[part])
     # The centre version the worker's state reflects: what it read at its previous exchange plus
     # that exchange's own move (under the lock: the version that exchange made). The first exchange

@@ -3,7 +3,8 @@
 HOGWILD!: read without synchronisation into a local copy (``local_copy``, Ek
 2021 §3.1; false: the gradient reads the live θ and the read costs nothing
 here), compute, write element-wise without synchronisation (with ``sweep = "alternate"``, the default,
-odd-numbered workers from the top of θ down, as the executor's: ``racing.Writers``). A worker alone in
+odd-numbered workers from the top of θ down, as the executor's: the order in which a torn write's chunks
+land). A worker alone in
 the run leaves the new θ in its copy too and reads only once where the executor does (the
 cpu executor's ``run_hogwild``: its traits' ``reads = "elided"``). In numerics mode with
 ``[sim] read_chunks`` > 1 the read is torn — copied chunk by chunk while other workers' writes land chunk by chunk —
@@ -70,7 +71,7 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
         yield p.gradient(w)
         run.computed(w)
         if writes is None:
-            yield p.update(w, racing=True, down=down)
+            yield p.update(w)
             if model is not None:
                 model.step(model.grad[w], run.version - rv)
         else:
@@ -78,7 +79,7 @@ def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[sim
             assert model is not None  # writes come from the model's chunks
             for i, part in enumerate(writes):  # element-wise writes land chunk by chunk, in the sweep's order
                 part_s = None if total is None else total / len(writes)
-                yield p.update(w, 1 / len(writes), part_s, i == 0, racing=True, down=down)
+                yield p.update(w, 1 / len(writes), part_s, i == 0)
                 model.step(model.grad[w], tau, part)
         held = elide
         snap = run.snapshot(w, run.applied(w, rv, t_read))
