@@ -245,9 +245,9 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         f"numerics {'off' if args.timing_only else 'on'}. Errors are sim − cpu relative to cpu; brackets: 95% "
         "bootstrap interval over runs. Goals: mean staleness within 5%, KS ≤ 0.1, updates/s within 10%, "
         "updates to ε within 15% (✓ met, ✗ missed, · not computable). "
-        "The simulated side is predicted as `simasgd compare` predicts: where the gradient re-timed right before "
-        "the cell had drifted beyond ±10% of the profile, at that speed (simasgd.drift; with --no-refresh on the "
-        "calibrated samples, and \"(within drift)\": the drift explains every miss). \"cycle err: main phase\": the "
+        "\"(within drift)\": the gradient re-timed right before the cell had drifted beyond ±10% of the profile and "
+        "explains every miss (simasgd.drift: the updates/s error within the drift; with --refresh the cell is "
+        "simulated at the re-timed speed). \"cycle err: main phase\": the "
         "phase whose mean error explains most of the mean cycle-time error (simasgd.phases), for Lopez the master's "
         "mean step simulated / measured (its staleness counts them; beyond ±10% with the master on a CPU of its own, "
         "⚠ memory drift, and the cell is measured again as below); \"grad median err\": the "
@@ -373,10 +373,9 @@ def main(argv: list[str] | None = None) -> int:
     # 0.05: ~800 updates, runs of 0.2-2 s. At 0.2 (~200 updates, 30-130 ms) the real side's updates/s
     # is mostly thread start-up, not how the threads share the model.
     p.add_argument("--epsilon", type=float, default=0.05)
-    p.add_argument("--no-refresh", action="store_true",
-                   help="simulate every cell on the calibrated gradient samples, also where the gradient re-timed "
-                        "right before the cell drifted >10%% (by default such a cell is predicted at that speed, "
-                        "as `simasgd compare` predicts)")
+    p.add_argument("--refresh", action="store_true",
+                   help="where the gradient re-timed right before a cell drifted >10%% from the profile, simulate "
+                        "it at that speed (`simasgd compare --refresh`); by default the calibrated samples")
     p.add_argument("--attempts", type=int, default=3,
                    help="runs of a cell whose measured gradient drifts >10%% from calibration (host contention), whose "
                         "Lopez master (on a CPU of its own) steps >10%% off its calibrated speed, whose CPUs the host "
@@ -425,10 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     for label, sc, threads, batch in cells(args):
         try:
             for attempt in range(1, args.attempts + 1):
-                # as compare predicts: a gradient re-timed >10% off calibration right before the cell is
-                # simulated at that speed (--no-refresh: the calibrated samples)
+                # the drift is re-timed and recorded either way (the corpus keeps it); --refresh predicts
+                # at the re-timed speed
                 fid, results = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500,
-                                                         refresh=not args.no_refresh)
+                                                         refresh=args.refresh)
                 # with more threads than CPUs a gradient phase also holds time-slice waits: no yardstick
                 drift = gradient_drift(fid) if threads <= len(os.sched_getaffinity(0)) else math.nan
                 # the host had put the CPUs elsewhere than at calibration (executors/c2c.py)

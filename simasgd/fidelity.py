@@ -484,7 +484,7 @@ def _add_torch_gradients(path: Path, scenario: Scenario, quick: bool) -> None:
 
 def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *, repeats: int | None = None,
                     advance: Any = None, resamples: int = 1000, quick_calibration: bool = False,
-                    calibrate: Calibrate | None = None, refresh: bool = True,
+                    calibrate: Calibrate | None = None, refresh: bool = False,
                     probe: Probe | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
     """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first).
 

@@ -197,10 +197,10 @@ def test_a_drifted_cell_is_simulated_at_the_retimed_speed(drifted: tuple[store.E
     """Refreshed, the prediction is the measured runs' own simulation (no error at all); on the calibrated
     samples its updates/s are too fast by at most the drift (the cycle is not all gradient)."""
     entry, _ = drifted
-    fresh = score.score(entry).cells[0]
+    fresh = score.score(entry, refresh=True).cells[0]
     assert fresh.error is None and fresh.refreshed == pytest.approx(SLOWER)
     assert fresh.values["updates_per_s_rel_err"] == pytest.approx(0.0, abs=1e-9) and fresh.met
-    stale = score.score(entry, refresh=False).cells[0]
+    stale = score.score(entry).cells[0]  # the default: the calibrated samples
     assert stale.refreshed is None
     assert 0.1 < stale.values["updates_per_s_rel_err"] <= SLOWER - 1 + 1e-9 and not stale.met
 

@@ -273,7 +273,7 @@ def _median() -> float:
 def test_compare_refreshes_the_prediction_in_a_copy_and_records_the_drift(host: list[str], this_profile: Path,
                                                                          tmp_path: Path) -> None:
     before = this_profile.read_bytes()
-    fid, res = fidelity.run_and_compare(_scenario(), ["sim", "host"], tmp_path / "c",
+    fid, res = fidelity.run_and_compare(_scenario(), ["sim", "host"], tmp_path / "c", refresh=True,
                                         probe=_probe(1.3 * _median(), calls=host))
     assert host[0] == "probe" and host[1] == "host" and "sim" in host[2:], "probe, the measured side, the sim"
     assert list(res) == ["sim", "host"]
@@ -293,14 +293,16 @@ def test_compare_refreshes_the_prediction_in_a_copy_and_records_the_drift(host: 
 
 @pytest.mark.slow
 def test_no_refresh_keeps_the_calibrated_samples(host: list[str], this_profile: Path, tmp_path: Path) -> None:
-    fid, res = fidelity.run_and_compare(_scenario(), ["sim", "host"], tmp_path / "c", refresh=False,
+    """The default: the drift is measured and recorded, the simulator runs on the calibrated samples."""
+    fid, res = fidelity.run_and_compare(_scenario(), ["sim", "host"], tmp_path / "c",
                                         probe=_probe(1.3 * _median()))
     assert not (tmp_path / "c" / drift.REFRESHED_PROFILE).exists()
     assert res["sim"].metadata["profile"]["path"] == str(this_profile.resolve())
     d = drift.recorded(fid)
     assert d is not None and d.drifted and not d.refreshed
     # within the threshold nothing is refreshed either
-    fid, _ = fidelity.run_and_compare(_scenario(), ["sim", "host"], tmp_path / "d", probe=_probe(1.05 * _median()))
+    fid, _ = fidelity.run_and_compare(_scenario(), ["sim", "host"], tmp_path / "d", refresh=True,
+                                      probe=_probe(1.05 * _median()))
     assert not (tmp_path / "d" / drift.REFRESHED_PROFILE).exists()
     assert drift.recorded(fid) is not None and not drift.recorded(fid).refreshed
 

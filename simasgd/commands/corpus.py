@@ -83,10 +83,10 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               overrides: list[str] = typer.Option([], "--set", "-s", help="A [sim] mechanism for this score, "
                                                   "e.g. -s coherence=false (repeatable): an ablation."),
               jobs: int = typer.Option(0, "--jobs", "-j", help="Processes (default: the CPUs)."),
-              calibrated: bool = typer.Option(False, "--calibrated", help="Simulate every cell on the calibrated "
-                                              "gradient, also where the gradient re-timed before its runs had "
-                                              "drifted (by default such a cell is predicted as compare does: "
-                                              "at the re-timed speed)."),
+              refresh: bool = typer.Option(False, "--refresh", help="Simulate a cell whose gradient, re-timed "
+                                           "right before its runs, had drifted beyond 10% at the re-timed speed "
+                                           "(as compare --refresh predicts); by default every cell runs on the "
+                                           "calibrated samples."),
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
@@ -106,10 +106,10 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     results = []
     for e in entries:
         console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
-        results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=not calibrated))
+        results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh))
     _print(results, cells)
     if out is not None:
-        out.write_text(json.dumps({"overrides": sim, "refresh": not calibrated,
+        out.write_text(json.dumps({"overrides": sim, "refresh": refresh,
                                    "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
 

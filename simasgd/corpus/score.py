@@ -7,10 +7,10 @@ both sides made. The machine-exact ceiling of a cell is the share of its measure
 the prediction of the others, meet every goal (:func:`simasgd.fidelity.self_prediction_of`); summed over the
 cells it is the score a simulator that ran exactly like the machine would reach.
 
-A cell whose gradient was re-timed right before its measured runs (``Cell.drift``) and had drifted beyond
-``simasgd.drift.THRESHOLD`` is simulated as ``simasgd compare`` predicts it: on a copy of the profile whose
-gradient samples are rescaled by the measured ratio (``drift.refreshed_profile``). ``refresh=False`` scores
-every cell on the calibrated samples alone: the difference is what a stale calibration costs.
+With ``refresh``, a cell whose gradient was re-timed right before its measured runs (``Cell.drift``) and had
+drifted beyond ``simasgd.drift.THRESHOLD`` is simulated as ``simasgd compare --refresh`` predicts it: on a
+copy of the profile whose gradient samples are rescaled by the measured ratio (``drift.refreshed_profile``).
+By default every cell runs on the calibrated samples, as ``compare`` does.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def _task(args: Task) -> CellScore:
 
 def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
           progress: Callable[[CellScore], None] | None = None, seed_offset: int = 0,
-          refresh: bool = True) -> MachineScore:
+          refresh: bool = False) -> MachineScore:
     """Every cell of ``entry`` re-simulated with ``overrides`` on [sim], in ``jobs`` processes (``seed_offset``:
     :func:`scenario_of`; ``refresh``: a drifted cell on the profile refreshed to its re-timed gradient)."""
     from simasgd import drift
