@@ -178,7 +178,8 @@ def drifted(tmp_path_factory: pytest.TempPathFactory) -> tuple[store.Entry, floa
     d = drift.Drift(workload=workload_key(sc.workload), gradient_s=calibrated * SLOWER,
                     calibrated_gradient_s=calibrated, c2c_ns=None, calibrated_c2c_ns=None,
                     calibrated_at=PROFILE["calibration"]["created"], measured_at="2026-01-02T04:00:00+00:00")
-    (root / "cell-drift" / "fidelity.json").write_text(json.dumps({"metadata": {"drift": d.to_json()}}))
+    (root / "cell-drift" / "fidelity.json").write_text(json.dumps({
+        "format": fidelity.FORMAT, "format_version": fidelity.FORMAT_VERSION, "metadata": {"drift": d.to_json()}}))
     entry = store.entry_from(store.measured_folders([root]), doc, "drifted")
     return store.load(store.save(entry, root / "corpus")), calibrated
 

@@ -40,7 +40,7 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
                                               "calibration (docs/model.md). With --refresh, where the gradient "
                                               "drifted more than 10%, the simulator runs at the re-timed speed (its "
                                               "gradient samples rescaled, in a copy of the profile in OUT). Off by "
-                                              "default: on the machine measured it halved the cells predicted."),
+                                              "default: why, in docs/model.md."),
             ) -> None:
     """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures;
     against this host, whether a miss is model error or a calibration gone stale since (--refresh)."""

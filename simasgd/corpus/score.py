@@ -120,16 +120,19 @@ def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> 
     return loader.from_dict(doc, base_dir=Path.cwd())
 
 
-def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0, profile: str | None = None,
+def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
                   refreshed: float | None = None) -> CellScore:
-    """Simulate one cell and judge it; a failure is the cell's error. The profile is ``SIMASGD_PROFILE``'s, or
-    ``profile`` (the copy refreshed to the cell's re-timed gradient, ``refreshed`` its ratio)."""
-    from simasgd import backends, drift
+    """Simulate one cell on ``SIMASGD_PROFILE``'s profile and judge it; a failure is the cell's error. With
+    ``refreshed``, on a copy whose gradient samples are × that ratio (``drift.write_refreshed``, as compare)."""
+    from simasgd import backends, drift, machine
 
     try:
         sc = scenario_of(cell, overrides, seed_offset)
-        with tempfile.TemporaryDirectory() as tmp, drift.using_profile(None if profile is None else Path(profile)):
-            sim = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim")
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = None if refreshed is None else drift.write_refreshed(machine.profile_path(), sc, refreshed,
+                                                                          Path(tmp))
+            with drift.using_profile(fresh):
+                sim = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim")
         return dataclasses.replace(judge(cell, sim), refreshed=refreshed)
     except Exception as e:  # one cell's failure is its row, the score goes on
         return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed)
@@ -146,7 +149,7 @@ def drift_ratio(cell: Cell) -> float | None:
     return d.ratio if d.drifted else None
 
 
-Task = tuple[Cell, dict[str, Any], int, "str | None", "float | None"]
+Task = tuple[Cell, dict[str, Any], int, "float | None"]
 
 
 def _init(profile_path: str) -> None:
@@ -162,22 +165,14 @@ def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
           refresh: bool = False) -> MachineScore:
     """Every cell of ``entry`` re-simulated with ``overrides`` on [sim], in ``jobs`` processes (``seed_offset``:
     :func:`scenario_of`; ``refresh``: a drifted cell on the profile refreshed to its re-timed gradient)."""
-    from simasgd import drift
     from simasgd.profile import to_toml
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.toml"
         path.write_text(to_toml(entry.profile))
-        tasks: list[Task] = []
-        for i, c in enumerate(entry.cells):
-            ratio = drift_ratio(c) if refresh else None
-            fresh = None
-            if ratio is not None:
-                workload = scenario_of(c, overrides or {}).workload
-                fresh = Path(tmp) / f"refreshed-{i}.toml"
-                fresh.write_text(to_toml(drift.refreshed_profile(entry.profile, workload, ratio)))
-            tasks.append((c, overrides or {}, seed_offset, None if fresh is None else str(fresh), ratio))
+        tasks: list[Task] = [(c, overrides or {}, seed_offset, drift_ratio(c) if refresh else None)
+                             for c in entry.cells]
         scores = list(_each(tasks, jobs, str(path), progress))
     order = {c.name: i for i, c in enumerate(entry.cells)}
     scores.sort(key=lambda s: order[s.cell])

@@ -283,9 +283,9 @@ def drift_beside(folder: Path, result: RunResult) -> dict[str, Any] | None:
     if folder.name != result.backend or not path.exists():
         return None
     try:
-        doc = json.loads(path.read_text()).get("metadata", {}).get("drift")
-    except (OSError, ValueError) as e:
-        raise CorpusError(f"{path}: unreadable ({e})") from None
+        doc = fidelity.load_json(path).get("metadata", {}).get("drift")
+    except fidelity.FidelityError as e:
+        raise CorpusError(str(e)) from None
     return doc if isinstance(doc, dict) else None
 
 
