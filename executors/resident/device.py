@@ -9,18 +9,23 @@ numba's simulator runs a grid's blocks one after another, so blocks that wait fo
 a device-wide barrier) would never meet. There all workers of a launch share one block, each a group
 of ``SIM_LANES`` consecutive threads; a worker's threads meet at a ``threading.Barrier`` of their own,
 and the time is the host's monotonic clock. The kernels are written once against :func:`worker`,
-:func:`lane`, :func:`lanes`, :func:`wsync` and :func:`now`; nothing else differs.
+:func:`lane`, :func:`lanes`, :func:`wsync`, :func:`now` and :func:`slot` (a worker's part of its block's
+shared memory); nothing else differs.
 
 Import only after :func:`executors.cuda.device.require`.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
 
+import numpy as np
 from numba import cuda as _numba_cuda
+from numba import types
+from numba.np import numpy_support
 
 from executors.cuda.device import simulator
 
@@ -37,11 +42,33 @@ class _SimCuda:
         from numba.cuda.simulator.kernel import _get_kernel_context
 
         ctx = _get_kernel_context()
-        return getattr(ctx if ctx is not None else _numba_cuda, name)
+        got = getattr(ctx if ctx is not None else _numba_cuda, name)
+        return _SimShared(got) if name == "shared" and ctx is not None else got
+
+
+class _SimShared:
+    """The simulator's shared memory with the GPU's signature: numba's built-in simulator lacks
+    ``alignment``. As the simulator's own, an array is allocated once per call site and block."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def array(self, shape: Any, dtype: Any, alignment: int | None = None) -> Any:
+        f = sys._getframe(1)
+        key = (f.f_code.co_filename, f.f_lineno)
+        allocations = self.real._allocations
+        got = allocations.get(key)
+        if got is None:
+            dt = numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else np.dtype(dtype)
+            got = allocations.setdefault(key, np.empty(shape, dt))
+        return got
 
 
 cuda: Any = _SimCuda() if SIM else _numba_cuda
 SIM_LANES = 4  # threads of one worker under the simulator (each is a Python thread)
+# Shared-memory tiles are per block: one worker's on a GPU, every simulated worker's under the simulator
+# (a block of at most 1024 threads), each in its own slot.
+SLOTS = 1024 // SIM_LANES if SIM else 1
 _barriers: list[threading.Barrier] = []
 
 
@@ -68,6 +95,10 @@ if SIM:
     @cuda.jit(device=True)
     def lanes() -> Any:
         return SIM_LANES
+
+    @cuda.jit(device=True)
+    def slot() -> Any:
+        return cuda.threadIdx.x // SIM_LANES
 
     def wsync(w: int) -> None:
         _barriers[w % len(_barriers)].wait()
@@ -107,6 +138,10 @@ else:  # pragma: no cover - compiled for a GPU only
     @cuda.jit(device=True, inline=True)
     def lanes() -> Any:
         return cuda.blockDim.x
+
+    @cuda.jit(device=True, inline=True)
+    def slot() -> Any:
+        return 0
 
     @cuda.jit(device=True, inline=True)
     def wsync(w: int) -> None:

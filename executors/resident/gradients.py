@@ -27,9 +27,12 @@ from typing import Any
 import numpy as np
 from numba import float32, float64
 
-from executors.resident.device import cuda, wsync
+from executors.resident.device import SLOTS, cuda, slot, wsync
 
 ELEMENT = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
+KT = 32  # a tile's columns: A's (or D's) columns staged in shared memory at once
+WT = 8  # a lane's weights loaded together (in flight at once), then used: small enough to stay in registers
+U = 8  # elements a lane moves per round of a copy: its loads in flight before its stores
 
 
 @cuda.jit(device=True)
@@ -57,6 +60,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     DT = ELEMENT[np.dtype(dtype)]
     B = batch
     G = g_const
+    SL = SLOTS
 
     @cuda.jit(device=True)
     def const(w: int, ln: Any, nl: Any, th: Any, g: Any) -> None:
@@ -64,27 +68,49 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             g[w, i] = G
 
     @cuda.jit(device=True)
+    def stage(sh: Any, s: Any, src: Any, w: int, off: Any, stride: Any, c0: Any, nc: Any, ln: Any, nl: Any) -> None:
+        """sh[s, c, b] ← src[w, off + b·stride + c0 + c] for the tile's KT columns c, 0 from column nc on.
+        Consecutive lanes read consecutive columns (coalesced); the caller syncs before and after."""
+        for i in range(ln, KT * B, nl):
+            b, c = i // KT, i % KT
+            sh[s, c, b] = src[w, off + b * stride + c0 + c] if c0 + c < nc else DT(0)
+
+    @cuda.jit(device=True)
     def dense_forward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any) -> Any:
-        """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]. Returns ZL's offset."""
+        """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]. Returns ZL's offset.
+        A lane per output column j; A's columns staged KT at a time, the lane's weights loaded WT at a time."""
+        sh = cuda.shared.array((SL, KT, B), DT, alignment=16)  # 16: a row's 4 elements in one load
+        s = slot()
         acc = cuda.local.array(B, DT)
+        wv = cuda.local.array(WT, DT)
         oa, ot = 0, first
         for l in range(L):
             nin, nout = widths[l], widths[l + 1]
             on = oa + B * nin
             ob = ot + nin * nout
-            for j in range(ln, nout, nl):
+            for j0 in range(0, nout, nl):
+                j = j0 + ln
                 for b in range(B):
                     acc[b] = 0
-                for k in range(nin):
-                    wkj = th[ot + k * nout + j]
+                for k0 in range(0, nin, KT):
+                    wsync(w)
+                    stage(sh, s, act, w, oa, nin, k0, nin, ln, nl)
+                    wsync(w)
+                    if j < nout:
+                        for k1 in range(0, KT, WT):
+                            for kk in range(WT):
+                                k = k0 + k1 + kk
+                                wv[kk] = th[ot + k * nout + j] if k < nin else DT(0)
+                            for kk in range(WT):
+                                for b in range(B):
+                                    acc[b] += sh[s, k1 + kk, b] * wv[kk]
+                if j < nout:
+                    bj = th[ob + j]
                     for b in range(B):
-                        acc[b] += act[w, oa + b * nin + k] * wkj
-                bj = th[ob + j]
-                for b in range(B):
-                    v = acc[b] + bj
-                    if l < L - 1 and v < 0:
-                        v = 0
-                    act[w, on + b * nout + j] = v
+                        v = acc[b] + bj
+                        if l < L - 1 and v < 0:
+                            v = 0
+                        act[w, on + b * nout + j] = v
             wsync(w)
             oa, ot = on, ob + nout
         return oa
@@ -112,8 +138,14 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     def dense_backward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any,
                        need_input: Any) -> None:
         """Gradients of the dense layers into g[w]; with ``need_input`` the delta at the first layer's
-        input (unmasked) is left in dl[w, 0 : B·widths[0]]. Hidden deltas live in dl[w] after it."""
+        input (unmasked) is left in dl[w, 0 : B·widths[0]]. Hidden deltas live in dl[w] after it.
+        gW = Aᵀ·D: a lane per column j holds D's column in registers, A staged KT columns at a time;
+        D·Wᵀ: a lane per input k, D staged KT columns at a time, the lane's weights loaded WT at a time."""
+        sh = cuda.shared.array((SL, KT, B), DT, alignment=16)  # 16: a row's 4 elements in one load
+        s = slot()
         acc = cuda.local.array(B, DT)
+        dr = cuda.local.array(B, DT)
+        wv = cuda.local.array(WT, DT)
         offs_a = cuda.local.array(16, np.int64)
         offs_t = cuda.local.array(16, np.int64)
         oa, ot = 0, first
@@ -131,33 +163,52 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             nin, nout = widths[l], widths[l + 1]
             oa, ot = offs_a[l], offs_t[l]
             ob = ot + nin * nout
-            last = l == L - 1
-            for i in range(ln, nin * nout, nl):
-                k, j = i // nout, i % nout
-                s = DT(0)
-                for b in range(B):
-                    d = act[w, zs + b * nout + j] if last else dl[w, offs_d[l + 1] + b * nout + j]
-                    s += act[w, oa + b * nin + k] * d
-                g[w, ot + i] = s
-            for j in range(ln, nout, nl):
-                s = DT(0)
-                for b in range(B):
-                    s += act[w, zs + b * nout + j] if last else dl[w, offs_d[l + 1] + b * nout + j]
-                g[w, ob + j] = s
+            D = act if l == L - 1 else dl
+            od = zs if l == L - 1 else offs_d[l + 1]
+            for j0 in range(0, nout, nl):
+                j = j0 + ln
+                if j < nout:
+                    sb = DT(0)
+                    for b in range(B):
+                        dr[b] = D[w, od + b * nout + j]
+                        sb += dr[b]
+                    g[w, ob + j] = sb
+                for k0 in range(0, nin, KT):
+                    wsync(w)
+                    stage(sh, s, act, w, oa, nin, k0, nin, ln, nl)
+                    wsync(w)
+                    if j < nout:
+                        for k1 in range(0, KT, WT):
+                            for kk in range(WT):  # WT independent sums (the tile is 0 past nin)
+                                wv[kk] = 0
+                                for b in range(B):
+                                    wv[kk] += sh[s, k1 + kk, b] * dr[b]
+                            for kk in range(WT):
+                                if k0 + k1 + kk < nin:
+                                    g[w, ot + (k0 + k1 + kk) * nout + j] = wv[kk]
             if l > 0 or need_input:
-                for k in range(ln, nin, nl):
+                for k0 in range(0, nin, nl):
+                    k = k0 + ln
                     for b in range(B):
                         acc[b] = 0
-                    for j in range(nout):
-                        wkj = th[ot + k * nout + j]
+                    for j0 in range(0, nout, KT):
+                        wsync(w)
+                        stage(sh, s, D, w, od, nout, j0, nout, ln, nl)
+                        wsync(w)
+                        if k < nin:
+                            for j1 in range(0, KT, WT):
+                                for jj in range(WT):
+                                    j = j0 + j1 + jj
+                                    wv[jj] = th[ot + k * nout + j] if j < nout else DT(0)
+                                for jj in range(WT):
+                                    for b in range(B):
+                                        acc[b] += sh[s, j1 + jj, b] * wv[jj]
+                    if k < nin:
                         for b in range(B):
-                            d = act[w, zs + b * nout + j] if last else dl[w, offs_d[l + 1] + b * nout + j]
-                            acc[b] += d * wkj
-                    for b in range(B):
-                        if l > 0:
-                            dl[w, offs_d[l] + b * nin + k] = acc[b] if act[w, oa + b * nin + k] > 0 else 0
-                        else:
-                            dl[w, b * nin + k] = acc[b]
+                            if l > 0:
+                                dl[w, offs_d[l] + b * nin + k] = acc[b] if act[w, oa + b * nin + k] > 0 else 0
+                            else:
+                                dl[w, b * nin + k] = acc[b]
             wsync(w)
 
     @cuda.jit(device=True)
@@ -172,9 +223,16 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     def mlp(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, widths: Any, L: Any, act: Any, dl: Any,
             g: Any) -> None:
         F = widths[0]
-        for i in range(ln, B * F, nl):
-            b, c = i // F, i % F
-            act[w, i] = X[idx[w, b], c]
+        r = cuda.local.array(U, DT)
+        for i0 in range(ln, B * F, nl * U):
+            for u in range(U):
+                i = i0 + u * nl
+                if i < B * F:
+                    r[u] = X[idx[w, i // F], i % F]
+            for u in range(U):
+                i = i0 + u * nl
+                if i < B * F:
+                    act[w, i] = r[u]
         wsync(w)
         dense(w, ln, nl, th, 0, widths, L, act, dl, g, y, idx, False)
 

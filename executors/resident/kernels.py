@@ -46,7 +46,7 @@ KINDS = ("mlp", "cnn", "const")
 def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     """The kernels for a workload ``kind`` (mlp, cnn, const), θ's dtype and the batch size."""
     F = gradients.build(dtype, batch, g_const)
-    B = batch
+    B, DT, U = batch, F.DT, gradients.U
     CNN, MLP = kind == "cnn", kind == "mlp"
     cnn_grad, mlp_grad, const_grad = F.cnn, F.mlp, F.const  # closure cells: numba types functions, not namespaces
 
@@ -81,8 +81,16 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
 
     @cuda.jit(device=True)
     def copy(dst: Any, src: Any, ln: Any, nl: Any) -> None:
-        for i in range(ln, dst.shape[0], nl):
-            dst[i] = src[i]
+        """dst ← src, lane-strided, U loads in flight before their stores (a lone block is latency-bound)."""
+        r = cuda.local.array(U, DT)
+        n = dst.shape[0]
+        for i0 in range(ln, n, nl * U):
+            for u in range(U):
+                if i0 + u * nl < n:
+                    r[u] = src[i0 + u * nl]
+            for u in range(U):
+                if i0 + u * nl < n:
+                    dst[i0 + u * nl] = r[u]
 
     @cuda.jit(device=True)
     def snapshot(w: int, ln: Any, nl: Any, th: Any, cfg: Any, snap: Any, meta: Any, wsw: Any, v: Any,
@@ -102,9 +110,30 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
 
     @cuda.jit(device=True)
     def step_all(theta: Any, vel: Any, gw: Any, ln: Any, nl: Any, lr: float, mom: float, div: Any) -> None:
-        """update_rule.step of θ with gradient gw, lane-strided, then a fence (the caller syncs)."""
-        for i in range(ln, theta.shape[0], nl):
-            _step_one(theta, vel, i, gw[i], lr, mom, div)
+        """update_rule.step of θ with gradient gw, lane-strided, then a fence (the caller syncs). As
+        ``_step_one`` element by element, with a round's U elements of θ, g (and velocity) loaded first."""
+        tv = cuda.local.array(U, DT)
+        gv = cuda.local.array(U, DT)
+        vv = cuda.local.array(U, DT)
+        n = theta.shape[0]
+        for i0 in range(ln, n, nl * U):
+            for u in range(U):
+                i = i0 + u * nl
+                if i < n:
+                    tv[u], gv[u] = theta[i], gw[i]
+                    if mom > 0.0:
+                        vv[u] = vel[i]
+            for u in range(U):
+                i = i0 + u * nl
+                if i < n:
+                    if mom > 0.0:
+                        vv[u] = mom * vv[u] + (gv[u] if div == 1.0 else gv[u] / div)
+                        vel[i] = vv[u]
+                        theta[i] = tv[u] - lr * vv[u]
+                    elif div == 1.0:
+                        theta[i] = tv[u] - lr * gv[u]
+                    else:
+                        theta[i] = tv[u] - lr * (gv[u] / div)
         cuda.threadfence()
 
     @cuda.jit(device=True)

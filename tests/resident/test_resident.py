@@ -13,7 +13,9 @@ from simasgd import algorithms, backends, loader, seeds
 from simasgd.workloads.constant import LR, STEP, ConstWorkload, first_loss
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
+# "mlp-wide": layers wider than a shared-memory tile (gradients.KT), so every tiled loop runs more than one
+# tile and a partial last one.
+@pytest.mark.parametrize("model", ["mlp", "cnn", "mlp-wide"])
 def test_device_gradient_is_the_cpu_kernels(model: str, tiny: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # One sequential update with lr = 1 from θ0 leaves θ0 − g: g against the workload's own CPU kernel
     # on the minibatch the device drew.
@@ -30,8 +32,11 @@ def test_device_gradient_is_the_cpu_kernels(model: str, tiny: Any, monkeypatch: 
         return out
 
     monkeypatch.setattr(runner, "final_theta", spy)
-    sc = tiny(model, workers={"count": 1}, algorithm={"name": "sequential"}, optimizer={"lr": 1.0},
-              stop={"max_updates": 1, "eval_every_updates": 1})
+    from executors.resident.gradients import KT
+
+    wide = {"layers": [KT + 9, 2 * KT + 3, 3], "features": KT + 9} if model == "mlp-wide" else {}
+    sc = tiny(model.removesuffix("-wide"), workers={"count": 1}, algorithm={"name": "sequential"},
+              optimizer={"lr": 1.0}, stop={"max_updates": 1, "eval_every_updates": 1}, workload=wide)
     backends.load("gpu").run_once(sc, 0)
     wl = build_workload(sc.workload, sc.seed, None)
     th0 = wl.init_theta(seeds.rng(sc.seed, 0, seeds.Role.INIT)).astype(np.float64)
