@@ -64,7 +64,16 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
 
     device.require()  # before building data: a missing GPU is one line, at once
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
-    refuse(scenario, kernels.kind_of(wl), built=True)
+    kind = kernels.kind_of(wl)
+    refuse(scenario, kind, built=True)
+    if kind == "cnn":
+        from executors.resident.gradients import cnn_refusal
+        from simasgd.workloads.cnn import sizes
+
+        s = sizes(wl.shape)
+        why = cnn_refusal(str(wl.dtype), s["C"], s["H"], s["W"], s["k"])
+        if why is not None:
+            raise algorithms.UnsupportedAlgorithm(f"backend {NAME!r}: {why}")
     from executors.resident import runner
 
     return runner.run_workload(scenario, run, wl, advance)

@@ -33,6 +33,29 @@ ELEMENT = {np.dtype(np.float32): float32, np.dtype(np.float64): float64}
 KT = 32  # a tile's columns: A's (or D's) columns staged in shared memory at once
 WT = 8  # a lane's weights loaded together (in flight at once), then used: small enough to stay in registers
 U = 8  # elements a lane moves per round of a copy: its loads in flight before its stores
+KF = 8  # the cnn's filters a lane sums at once (registers), staged together in shared memory
+# A block's static shared memory is at most 48 KiB: the dense tile (≤ 16 KiB: KT × 64 rows of float64),
+# a cnn's image (24 KiB) and KF of its filters (6 KiB).
+IMG_BYTES, FIL_BYTES = 24 * 1024, 6 * 1024
+
+
+def shared_limits(dtype: str) -> tuple[int, int]:
+    """(image elements, filter elements) a block stages in shared memory for θ of ``dtype``."""
+    n = np.dtype(dtype).itemsize
+    return IMG_BYTES // n, FIL_BYTES // n
+
+
+def cnn_refusal(dtype: str, C: int, H: int, W: int, k: int) -> str | None:
+    """Why a cnn of these sizes does not fit a block's shared memory (None: it fits)."""
+    img, fil = shared_limits(dtype)
+    pixels, weights = C * H * W, C * k * k
+    if pixels > img:
+        return (f"workload.features = {pixels} (C·H·W) exceeds the {img} {dtype} elements of an image a "
+                "block stages in shared memory")
+    if weights * KF > fil:
+        return (f"a filter of C·k·k = {weights} weights exceeds the {fil // KF} of {dtype} a block stages "
+                f"for {KF} filters at once")
+    return None
 
 
 @cuda.jit(device=True)
@@ -61,6 +84,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     B = batch
     G = g_const
     SL = SLOTS
+    IMG, FIL = shared_limits(dtype)
 
     @cuda.jit(device=True)
     def const(w: int, ln: Any, nl: Any, th: Any, g: Any) -> None:
@@ -69,17 +93,17 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
 
     @cuda.jit(device=True)
     def stage(sh: Any, s: Any, src: Any, w: int, off: Any, stride: Any, c0: Any, nc: Any, ln: Any, nl: Any) -> None:
-        """sh[s, c, b] ← src[w, off + b·stride + c0 + c] for the tile's KT columns c, 0 from column nc on.
+        """sh[s, c, b] ← src[w, off + b·stride + c0 + c] for the tile's columns c, 0 from column nc on.
         Consecutive lanes read consecutive columns (coalesced); the caller syncs before and after."""
-        for i in range(ln, KT * B, nl):
-            b, c = i // KT, i % KT
+        n = min(KT, (nc - c0 + WT - 1) // WT * WT)  # the columns read: whole groups of WT
+        for i in range(ln, n * B, nl):
+            b, c = i // n, i % n
             sh[s, c, b] = src[w, off + b * stride + c0 + c] if c0 + c < nc else DT(0)
 
     @cuda.jit(device=True)
-    def dense_forward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any) -> Any:
+    def dense_forward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any, sh: Any) -> Any:
         """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]. Returns ZL's offset.
         A lane per output column j; A's columns staged KT at a time, the lane's weights loaded WT at a time."""
-        sh = cuda.shared.array((SL, KT, B), DT, alignment=16)  # 16: a row's 4 elements in one load
         s = slot()
         acc = cuda.local.array(B, DT)
         wv = cuda.local.array(WT, DT)
@@ -97,7 +121,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
                     stage(sh, s, act, w, oa, nin, k0, nin, ln, nl)
                     wsync(w)
                     if j < nout:
-                        for k1 in range(0, KT, WT):
+                        for k1 in range(0, min(KT, nin - k0), WT):
                             for kk in range(WT):
                                 k = k0 + k1 + kk
                                 wv[kk] = th[ot + k * nout + j] if k < nin else DT(0)
@@ -136,12 +160,11 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
 
     @cuda.jit(device=True)
     def dense_backward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any,
-                       need_input: Any) -> None:
+                       need_input: Any, sh: Any) -> None:
         """Gradients of the dense layers into g[w]; with ``need_input`` the delta at the first layer's
         input (unmasked) is left in dl[w, 0 : B·widths[0]]. Hidden deltas live in dl[w] after it.
         gW = Aᵀ·D: a lane per column j holds D's column in registers, A staged KT columns at a time;
         D·Wᵀ: a lane per input k, D staged KT columns at a time, the lane's weights loaded WT at a time."""
-        sh = cuda.shared.array((SL, KT, B), DT, alignment=16)  # 16: a row's 4 elements in one load
         s = slot()
         acc = cuda.local.array(B, DT)
         dr = cuda.local.array(B, DT)
@@ -178,7 +201,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
                     stage(sh, s, act, w, oa, nin, k0, nin, ln, nl)
                     wsync(w)
                     if j < nout:
-                        for k1 in range(0, KT, WT):
+                        for k1 in range(0, min(KT, nin - k0), WT):
                             for kk in range(WT):  # WT independent sums (the tile is 0 past nin)
                                 wv[kk] = 0
                                 for b in range(B):
@@ -196,7 +219,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
                         stage(sh, s, D, w, od, nout, j0, nout, ln, nl)
                         wsync(w)
                         if k < nin:
-                            for j1 in range(0, KT, WT):
+                            for j1 in range(0, min(KT, nout - j0), WT):
                                 for jj in range(WT):
                                     j = j0 + j1 + jj
                                     wv[jj] = th[ot + k * nout + j] if j < nout else DT(0)
@@ -215,9 +238,10 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
     def dense(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any, y: Any,
               idx: Any, need_input: Any) -> None:
         """The softmax network on act[w]'s input rows: forward, cross-entropy delta, backward into g[w]."""
-        oz = dense_forward(w, ln, nl, th, first, widths, L, act)
+        sh = cuda.shared.array((SL, KT, B), DT, alignment=16)  # 16: a tile row's 4 elements in one load
+        oz = dense_forward(w, ln, nl, th, first, widths, L, act, sh)
         softmax_delta(w, ln, nl, act, oz, widths[L], y, idx)
-        dense_backward(w, ln, nl, th, first, widths, L, act, dl, g, need_input)
+        dense_backward(w, ln, nl, th, first, widths, L, act, dl, g, need_input, sh)
 
     @cuda.jit(device=True)
     def mlp(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, widths: Any, L: Any, act: Any, dl: Any,
@@ -237,26 +261,59 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         dense(w, ln, nl, th, 0, widths, L, act, dl, g, y, idx, False)
 
     @cuda.jit(device=True)
-    def cnn(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any,
-            cd: Any, conv: Any, arg: Any) -> None:
-        """cd = [C, H, W, K, k, Ho, Wo, P, Hp, Wp]; conv[w]: the ReLU'd conv maps; arg[w]: the pool's argmax.
-        The dense part reads its input (the pooled maps) from act[w, 0 : B·widths[0]]."""
-        C, H, Wd, K, k, Ho, Wo, P, Hp, Wp = cd[0], cd[1], cd[2], cd[3], cd[4], cd[5], cd[6], cd[7], cd[8], cd[9]
-        nconv = K * C * k * k + K
-        per = K * Ho * Wo
-        for t in range(ln, B * per, nl):
-            s, q = t // per, t % per
-            f, ij = q // (Ho * Wo), q % (Ho * Wo)
-            i, j = ij // Wo, ij % Wo
-            row = idx[w, s]
-            a = th[K * C * k * k + f]
-            for c in range(C):
-                for u in range(k):
-                    for v in range(k):
-                        a += th[((f * C + c) * k + u) * k + v] * X[row, (c * H + i + u) * Wd + j + v]
-            conv[w, t] = a if a > 0 else 0
+    def stage_image(w: int, ln: Any, nl: Any, X: Any, row: Any, n: Any, img: Any, s: Any) -> None:
+        """img[s, :n] ← X[row, :n], U loads in flight (the caller syncs before and after)."""
+        r = cuda.local.array(U, DT)
+        for i0 in range(ln, n, nl * U):
+            for u in range(U):
+                if i0 + u * nl < n:
+                    r[u] = X[row, i0 + u * nl]
+            for u in range(U):
+                if i0 + u * nl < n:
+                    img[s, i0 + u * nl] = r[u]
+
+    @cuda.jit(device=True)
+    def conv_forward(w: int, ln: Any, nl: Any, th: Any, X: Any, idx: Any, cd: Any, conv: Any, img: Any, fil: Any,
+                     s: Any) -> None:
+        """conv[w]: ReLU(conv(X rows) + bias) (valid, stride 1), image by image: the image staged in
+        img[s], KF filters at a time staged in fil[s] ([c·k·k + u·k + v][filter]), a lane per output
+        pixel with the KF filters' sums in registers: each image value read once per KF filters."""
+        C, H, Wd, K, k, Ho, Wo = cd[0], cd[1], cd[2], cd[3], cd[4], cd[5], cd[6]
+        CKK, HoWo = C * k * k, Ho * Wo
+        acc = cuda.local.array(KF, DT)
+        for b in range(B):
+            wsync(w)
+            stage_image(w, ln, nl, X, idx[w, b], C * H * Wd, img, s)
+            for f0 in range(0, K, KF):
+                wsync(w)
+                for i in range(ln, CKK * KF, nl):
+                    f = f0 + i % KF
+                    fil[s, i] = th[f * CKK + i // KF] if f < K else DT(0)
+                wsync(w)
+                for ij in range(ln, HoWo, nl):
+                    i, j = ij // Wo, ij % Wo
+                    for kf in range(KF):
+                        acc[kf] = th[K * CKK + f0 + kf] if f0 + kf < K else DT(0)
+                    for c in range(C):
+                        for u in range(k):
+                            at = (c * H + i + u) * Wd + j
+                            o = ((c * k + u) * k) * KF
+                            for v in range(k):
+                                x = img[s, at + v]
+                                for kf in range(KF):
+                                    acc[kf] += fil[s, o + v * KF + kf] * x
+                    for kf in range(KF):
+                        if f0 + kf < K:
+                            a = acc[kf]
+                            conv[w, (b * K + f0 + kf) * HoWo + ij] = a if a > 0 else 0
         wsync(w)
-        pp = K * Hp * Wp
+
+    @cuda.jit(device=True)
+    def pool(w: int, ln: Any, nl: Any, cd: Any, conv: Any, act: Any, arg: Any) -> None:
+        """act[w, :B·K·Hp·Wp]: P×P max-pool of conv[w]; arg[w]: where each maximum's window starts in
+        the input image (row·W + column of its top-left), for the filters' gradients."""
+        Wd, K, Ho, Wo, P, Hp, Wp = cd[2], cd[3], cd[5], cd[6], cd[7], cd[8], cd[9]
+        pp, per = K * Hp * Wp, K * Ho * Wo
         for t in range(ln, B * pp, nl):
             s, o = t // pp, t % pp
             f, pij = o // (Hp * Wp), o % (Hp * Wp)
@@ -268,28 +325,59 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
                     q = (f * Ho + pi * P + u) * Wo + pj * P + v
                     if conv[w, s * per + q] > bv:
                         bv = conv[w, s * per + q]
-                        best = q
+                        best = (pi * P + u) * Wd + pj * P + v
             act[w, t] = bv
             arg[w, t] = best
         wsync(w)
-        dense(w, ln, nl, th, nconv, widths, L, act, dl, g, y, idx, True)
-        nw = K * C * k * k
-        for t in range(ln, nconv, nl):  # a lane per filter weight or bias: Σ over the batch's pooled maxima
-            f = t // (C * k * k) if t < nw else t - nw
-            r = t % (C * k * k)
-            c, ab = r // (k * k), r % (k * k)
-            u, v = ab // k, ab % k
-            s = DT(0)
-            for n in range(B * Hp * Wp):
-                b, o = n // (Hp * Wp), f * Hp * Wp + n % (Hp * Wp)
-                d = dl[w, b * pp + o]
-                if d != 0 and act[w, b * pp + o] > 0:
-                    if t >= nw:
-                        s += d
-                    else:
-                        q = arg[w, b * pp + o] - f * Ho * Wo
-                        s += d * X[idx[w, b], (c * H + q // Wo + u) * Wd + q % Wo + v]
-            g[w, t] = s
+
+    @cuda.jit(device=True)
+    def conv_backward(w: int, ln: Any, nl: Any, X: Any, idx: Any, cd: Any, act: Any, dl: Any, g: Any, arg: Any,
+                      img: Any, s: Any) -> None:
+        """The conv filters' and biases' gradients into g[w, :K·C·k·k + K] through the pool's maxima:
+        dl[w, :B·K·Hp·Wp] holds the pooled maps' deltas (zeroed here where the ReLU was off). Image by
+        image (staged in img[s]); a lane per filter weight or bias, U maxima's deltas in flight."""
+        C, H, Wd, K, k, Hp, Wp = cd[0], cd[1], cd[2], cd[3], cd[4], cd[8], cd[9]
+        CKK, HpWp = C * k * k, Hp * Wp
+        pp, nw = K * HpWp, K * CKK
+        for t in range(ln, B * pp, nl):
+            if not act[w, t] > 0:
+                dl[w, t] = 0
+        dv = cuda.local.array(U, DT)
+        av = cuda.local.array(U, np.int64)
+        for b in range(B):
+            wsync(w)
+            stage_image(w, ln, nl, X, idx[w, b], C * H * Wd, img, s)
+            wsync(w)
+            for t in range(ln, nw + K, nl):
+                f = t // CKK if t < nw else t - nw
+                r = t % CKK
+                c, ab = r // (k * k), r % (k * k)
+                at = c * H * Wd + (ab // k) * Wd + ab % k
+                o0 = b * pp + f * HpWp
+                acc = DT(0)
+                for o1 in range(0, HpWp, U):
+                    for u in range(U):
+                        if o1 + u < HpWp:
+                            dv[u], av[u] = dl[w, o0 + o1 + u], arg[w, o0 + o1 + u]
+                        else:
+                            dv[u] = 0
+                    for u in range(U):
+                        if dv[u] != 0:
+                            acc += dv[u] if t >= nw else dv[u] * img[s, at + av[u]]
+                g[w, t] = acc if b == 0 else g[w, t] + acc
         wsync(w)
+
+    @cuda.jit(device=True)
+    def cnn(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, widths: Any, L: Any, act: Any, dl: Any, g: Any,
+            cd: Any, conv: Any, arg: Any) -> None:
+        """cd = [C, H, W, K, k, Ho, Wo, P, Hp, Wp]; conv[w]: the ReLU'd conv maps; arg[w]: the pool's maxima.
+        The dense part reads its input (the pooled maps) from act[w, 0 : B·widths[0]]."""
+        s = slot()
+        img = cuda.shared.array((SL, IMG), DT, alignment=16)
+        fil = cuda.shared.array((SL, FIL), DT, alignment=16)
+        conv_forward(w, ln, nl, th, X, idx, cd, conv, img, fil, s)
+        pool(w, ln, nl, cd, conv, act, arg)
+        dense(w, ln, nl, th, cd[3] * cd[0] * cd[4] * cd[4] + cd[3], widths, L, act, dl, g, y, idx, True)
+        conv_backward(w, ln, nl, X, idx, cd, act, dl, g, arg, img, s)
 
     return SimpleNamespace(const=const, mlp=mlp, cnn=cnn, B=B, DT=DT)

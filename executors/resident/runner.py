@@ -195,23 +195,24 @@ def _run(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str, advance: Advance
     launcher = Launcher(r, kernel, mode(sc))
     mon = Monitor(sc.stop, run)
     mon.observe(0.0, 0, wl.eval_loss(np.asarray(r.arrays["theta"].copy_to_host())))
-    t0 = time.perf_counter()
-    launcher.start()
-    watch = Watch(r, mon, advance)
-    try:
-        while launcher.alive():
-            launcher.join(POLL_S)
-            elapsed = time.perf_counter() - t0
-            if watch.poll(elapsed) or elapsed >= sc.stop.max_time_s:
-                watch.stop()
-            if launcher.failed():
-                watch.stop()
-        launcher.finish(sc.cpu.join_timeout_s)
-    except BaseException:
-        watch.stop()
-        launcher.finish(sc.cpu.join_timeout_s)
-        raise
-    wall = time.perf_counter() - t0
+    with device.sim_turns():
+        t0 = time.perf_counter()
+        launcher.start()
+        watch = Watch(r, mon, advance)
+        try:
+            while launcher.alive():
+                launcher.join(POLL_S)
+                elapsed = time.perf_counter() - t0
+                if watch.poll(elapsed) or elapsed >= sc.stop.max_time_s:
+                    watch.stop()
+                if launcher.failed():
+                    watch.stop()
+            launcher.finish(sc.cpu.join_timeout_s)
+        except BaseException:
+            watch.stop()
+            launcher.finish(sc.cpu.join_timeout_s)
+            raise
+        wall = time.perf_counter() - t0
     watch.poll(wall)  # snapshots left in the ring
     return _result(sc, run, r, mon, wall, launcher)
 

@@ -13,9 +13,10 @@ from simasgd import algorithms, backends, loader, seeds
 from simasgd.workloads.constant import LR, STEP, ConstWorkload, first_loss
 
 
-# "mlp-wide": layers wider than a shared-memory tile (gradients.KT), so every tiled loop runs more than one
-# tile and a partial last one.
-@pytest.mark.parametrize("model", ["mlp", "cnn", "mlp-wide"])
+# "-wide": layers wider than a shared-memory tile (gradients.KT), more filters than a lane sums at once
+# (gradients.KF), more pooled maxima than a lane loads at once (gradients.U): every tiled loop runs more than
+# one round and a partial last one.
+@pytest.mark.parametrize("model", ["mlp", "cnn", "mlp-wide", "cnn-wide"])
 def test_device_gradient_is_the_cpu_kernels(model: str, tiny: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # One sequential update with lr = 1 from θ0 leaves θ0 − g: g against the workload's own CPU kernel
     # on the minibatch the device drew.
@@ -32,9 +33,10 @@ def test_device_gradient_is_the_cpu_kernels(model: str, tiny: Any, monkeypatch: 
         return out
 
     monkeypatch.setattr(runner, "final_theta", spy)
-    from executors.resident.gradients import KT
+    from executors.resident.gradients import KF, KT
 
-    wide = {"layers": [KT + 9, 2 * KT + 3, 3], "features": KT + 9} if model == "mlp-wide" else {}
+    wide = ({"layers": [KT + 9, 2 * KT + 3, 3], "features": KT + 9} if model == "mlp-wide" else
+            {"layers": [KF + 3, 3, 2, 4], "features": 3 * 12 * 12} if model == "cnn-wide" else {})
     sc = tiny(model.removesuffix("-wide"), workers={"count": 1}, algorithm={"name": "sequential"},
               optimizer={"lr": 1.0}, stop={"max_updates": 1, "eval_every_updates": 1}, workload=wide)
     backends.load("gpu").run_once(sc, 0)
@@ -99,6 +101,15 @@ def test_refusals_name_the_key(over: dict[str, Any], words: list[str], tiny: Any
         backends.load("gpu").run_once(tiny("mlp", **over), 0)
     for w in words:
         assert w in str(e.value)
+
+
+def test_a_cnn_whose_image_exceeds_a_blocks_shared_memory_is_refused(tiny: Any) -> None:
+    from executors.resident.gradients import shared_limits
+
+    side = int(np.sqrt(shared_limits("float64")[0] / 3)) + 1  # 3 channels of side² pixels: one row too many
+    sc = tiny("cnn", workload={"features": 3 * side * side})
+    with pytest.raises(algorithms.UnsupportedAlgorithm, match=f"workload.features = {3 * side * side}"):
+        backends.load("gpu").run_once(sc, 0)
 
 
 def test_a_workload_without_a_device_gradient_is_refused() -> None:
