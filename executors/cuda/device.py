@@ -61,6 +61,26 @@ def describe() -> dict[str, Any]:
             "compute_capability": list(dev.compute_capability)}
 
 
+SIM_SWITCH_S = 2e-4  # the interpreter's thread switch interval during a simulated run (Python's default: 5 ms)
+
+
+@contextlib.contextmanager
+def sim_turns() -> Iterator[None]:
+    """Under the simulator, for a run: threads take the interpreter's turns every 0.2 ms instead of 5. A
+    simulated block's threads meet at barriers many times a kernel, and each meeting waits for the turns
+    of the threads that are not waiting (the simulator's own polls the block's threads). On a GPU:
+    nothing."""
+    if not simulator():
+        yield
+        return
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(SIM_SWITCH_S)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
 @contextlib.contextmanager
 def launch_lock() -> Iterator[None]:
     """Serialises kernel launches under the simulator (module docstring); nothing on a GPU."""

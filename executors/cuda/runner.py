@@ -190,26 +190,27 @@ def _run(sc: Scenario, run: int, wl: Any, cuda: Any, advance: Advance | None) ->
     every = sc.stop.eval_updates()
     next_eval = every
     threads = [threading.Thread(target=body, args=(w,), name=f"cuda-stream-{w}", daemon=True) for w in range(r.n)]
-    for t in threads:
-        t.start()
-    reported = 0
-    while any(t.is_alive() for t in threads):
-        threads[0].join(POLL_S)
-        now = r.clock.now()
-        if now >= sc.stop.max_time_s:
-            r.stop.set()
-        v = int(r.ctr.copy_to_host(stream=r.monitor_stream)[0])
-        if v >= next_eval and not r.stop.is_set():
-            v, theta = _snapshot(r)
-            if mon.observe(now, v, wl.eval_loss(theta)):
+    with device.sim_turns():
+        for t in threads:
+            t.start()
+        reported = 0
+        while any(t.is_alive() for t in threads):
+            threads[0].join(POLL_S)
+            now = r.clock.now()
+            if now >= sc.stop.max_time_s:
                 r.stop.set()
-            next_eval = (v // every + 1) * every
-            if advance is not None:
-                advance(v - reported)
-                reported = v
-    elapsed = r.clock.now()
-    for t in threads:
-        t.join(sc.cpu.join_timeout_s)
+            v = int(r.ctr.copy_to_host(stream=r.monitor_stream)[0])
+            if v >= next_eval and not r.stop.is_set():
+                v, theta = _snapshot(r)
+                if mon.observe(now, v, wl.eval_loss(theta)):
+                    r.stop.set()
+                next_eval = (v // every + 1) * every
+                if advance is not None:
+                    advance(v - reported)
+                    reported = v
+        elapsed = r.clock.now()
+        for t in threads:
+            t.join(sc.cpu.join_timeout_s)
     stuck = [t.name for t in threads if t.is_alive()]
     if stuck:
         raise ExecutorError(f"{', '.join(stuck)} did not stop within cpu.join_timeout_s = {sc.cpu.join_timeout_s} s")

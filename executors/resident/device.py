@@ -20,8 +20,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -152,26 +150,6 @@ else:  # pragma: no cover - compiled for a GPU only
     @cuda.jit(device=True, inline=True)
     def now() -> Any:
         return _globaltimer()
-
-
-SIM_SWITCH_S = 2e-4  # the interpreter's thread switch interval during a simulated run (Python's default: 5 ms)
-
-
-@contextmanager
-def sim_turns() -> Iterator[None]:
-    """Under the simulator, for a run: threads take the interpreter's turns every 0.2 ms instead of 5. A
-    simulated worker's threads meet at a barrier many times an attempt, and each meeting waits for the
-    turns of the threads that are not waiting (the simulator's own polls the kernel's threads). On a GPU:
-    nothing."""
-    if not SIM:
-        yield
-        return
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(SIM_SWITCH_S)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def launch_shape(workers: int, threads: int) -> tuple[int, int]:

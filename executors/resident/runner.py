@@ -195,7 +195,7 @@ def _run(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str, advance: Advance
     launcher = Launcher(r, kernel, mode(sc))
     mon = Monitor(sc.stop, run)
     mon.observe(0.0, 0, wl.eval_loss(np.asarray(r.arrays["theta"].copy_to_host())))
-    with device.sim_turns():
+    with cuda_device.sim_turns():
         t0 = time.perf_counter()
         launcher.start()
         watch = Watch(r, mon, advance)
