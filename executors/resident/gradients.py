@@ -101,6 +101,27 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             sh[s, c, b] = src[w, off + b * stride + c0 + c] if c0 + c < nc else DT(0)
 
     @cuda.jit(device=True)
+    def product(acc: Any, wv: Any, sh: Any, s: Any, src: Any, w: int, off: Any, nc: Any, th: Any, at: Any,
+                step: Any, mine: Any, ln: Any, nl: Any) -> None:
+        """acc[b] = Σ_c src[w, off + b·nc + c] · θ[at + c·step] over the nc columns c (all lanes: the
+        columns staged KT at a time, :func:`stage`; ``mine``: this lane has an output, its weights loaded
+        WT at a time into wv)."""
+        for b in range(B):
+            acc[b] = 0
+        for c0 in range(0, nc, KT):
+            wsync(w)
+            stage(sh, s, src, w, off, nc, c0, nc, ln, nl)
+            wsync(w)
+            if mine:
+                for c1 in range(0, min(KT, nc - c0), WT):
+                    for cc in range(WT):
+                        c = c0 + c1 + cc
+                        wv[cc] = th[at + c * step] if c < nc else DT(0)
+                    for cc in range(WT):
+                        for b in range(B):
+                            acc[b] += sh[s, c1 + cc, b] * wv[cc]
+
+    @cuda.jit(device=True)
     def dense_forward(w: int, ln: Any, nl: Any, th: Any, first: Any, widths: Any, L: Any, act: Any, sh: Any) -> Any:
         """act[w]: [A0 | Z1 | … | ZL] (B rows each); layer l's W at θ[first + …]. Returns ZL's offset.
         A lane per output column j; A's columns staged KT at a time, the lane's weights loaded WT at a time."""
@@ -114,20 +135,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             ob = ot + nin * nout
             for j0 in range(0, nout, nl):
                 j = j0 + ln
-                for b in range(B):
-                    acc[b] = 0
-                for k0 in range(0, nin, KT):
-                    wsync(w)
-                    stage(sh, s, act, w, oa, nin, k0, nin, ln, nl)
-                    wsync(w)
-                    if j < nout:
-                        for k1 in range(0, min(KT, nin - k0), WT):
-                            for kk in range(WT):
-                                k = k0 + k1 + kk
-                                wv[kk] = th[ot + k * nout + j] if k < nin else DT(0)
-                            for kk in range(WT):
-                                for b in range(B):
-                                    acc[b] += sh[s, k1 + kk, b] * wv[kk]
+                product(acc, wv, sh, s, act, w, oa, nin, th, ot + j, nout, j < nout, ln, nl)
                 if j < nout:
                     bj = th[ob + j]
                     for b in range(B):
@@ -212,20 +220,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             if l > 0 or need_input:
                 for k0 in range(0, nin, nl):
                     k = k0 + ln
-                    for b in range(B):
-                        acc[b] = 0
-                    for j0 in range(0, nout, KT):
-                        wsync(w)
-                        stage(sh, s, D, w, od, nout, j0, nout, ln, nl)
-                        wsync(w)
-                        if k < nin:
-                            for j1 in range(0, min(KT, nout - j0), WT):
-                                for jj in range(WT):
-                                    j = j0 + j1 + jj
-                                    wv[jj] = th[ot + k * nout + j] if j < nout else DT(0)
-                                for jj in range(WT):
-                                    for b in range(B):
-                                        acc[b] += sh[s, j1 + jj, b] * wv[jj]
+                    product(acc, wv, sh, s, D, w, od, nout, th, ot + k * nout, 1, k < nin, ln, nl)
                     if k < nin:
                         for b in range(B):
                             if l > 0:
