@@ -92,6 +92,19 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
             g[w, i] = G
 
     @cuda.jit(device=True)
+    def copy(dst: Any, src: Any, ln: Any, nl: Any) -> None:
+        """dst ← src, lane-strided, U loads in flight before their stores (a lone block is latency-bound)."""
+        r = cuda.local.array(U, DT)
+        n = dst.shape[0]
+        for i0 in range(ln, n, nl * U):
+            for u in range(U):
+                if i0 + u * nl < n:
+                    r[u] = src[i0 + u * nl]
+            for u in range(U):
+                if i0 + u * nl < n:
+                    dst[i0 + u * nl] = r[u]
+
+    @cuda.jit(device=True)
     def stage(sh: Any, s: Any, src: Any, w: int, off: Any, stride: Any, c0: Any, nc: Any, ln: Any, nl: Any) -> None:
         """sh[s, c, b] ← src[w, off + b·stride + c0 + c] for the tile's columns c, 0 from column nc on.
         Consecutive lanes read consecutive columns (coalesced); the caller syncs before and after."""
@@ -256,18 +269,6 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         dense(w, ln, nl, th, 0, widths, L, act, dl, g, y, idx, False)
 
     @cuda.jit(device=True)
-    def stage_image(w: int, ln: Any, nl: Any, X: Any, row: Any, n: Any, img: Any, s: Any) -> None:
-        """img[s, :n] ← X[row, :n], U loads in flight (the caller syncs before and after)."""
-        r = cuda.local.array(U, DT)
-        for i0 in range(ln, n, nl * U):
-            for u in range(U):
-                if i0 + u * nl < n:
-                    r[u] = X[row, i0 + u * nl]
-            for u in range(U):
-                if i0 + u * nl < n:
-                    img[s, i0 + u * nl] = r[u]
-
-    @cuda.jit(device=True)
     def conv_forward(w: int, ln: Any, nl: Any, th: Any, X: Any, idx: Any, cd: Any, conv: Any, img: Any, fil: Any,
                      s: Any) -> None:
         """conv[w]: ReLU(conv(X rows) + bias) (valid, stride 1), image by image: the image staged in
@@ -278,7 +279,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         acc = cuda.local.array(KF, DT)
         for b in range(B):
             wsync(w)
-            stage_image(w, ln, nl, X, idx[w, b], C * H * Wd, img, s)
+            copy(img[s, :C * H * Wd], X[idx[w, b], :C * H * Wd], ln, nl)
             for f0 in range(0, K, KF):
                 wsync(w)
                 for i in range(ln, CKK * KF, nl):
@@ -341,7 +342,7 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         av = cuda.local.array(U, np.int64)
         for b in range(B):
             wsync(w)
-            stage_image(w, ln, nl, X, idx[w, b], C * H * Wd, img, s)
+            copy(img[s, :C * H * Wd], X[idx[w, b], :C * H * Wd], ln, nl)
             wsync(w)
             for t in range(ln, nw + K, nl):
                 f = t // CKK if t < nw else t - nw
@@ -375,4 +376,4 @@ def build(dtype: str, batch: int, g_const: float = 0.0) -> SimpleNamespace:
         dense(w, ln, nl, th, cd[3] * cd[0] * cd[4] * cd[4] + cd[3], widths, L, act, dl, g, y, idx, True)
         conv_backward(w, ln, nl, X, idx, cd, act, dl, g, arg, img, s)
 
-    return SimpleNamespace(const=const, mlp=mlp, cnn=cnn, B=B, DT=DT)
+    return SimpleNamespace(const=const, mlp=mlp, cnn=cnn, copy=copy, B=B, DT=DT)

@@ -48,7 +48,8 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
     F = gradients.build(dtype, batch, g_const)
     B, DT, U = batch, F.DT, gradients.U
     CNN, MLP = kind == "cnn", kind == "mlp"
-    cnn_grad, mlp_grad, const_grad = F.cnn, F.mlp, F.const  # closure cells: numba types functions, not namespaces
+    # closure cells: numba types functions, not namespaces
+    cnn_grad, mlp_grad, const_grad, copy = F.cnn, F.mlp, F.const, F.copy
 
     @cuda.jit(device=True)
     def grad(w: int, ln: Any, nl: Any, th: Any, X: Any, y: Any, idx: Any, cfg: Any, act: Any, dl: Any, g: Any,
@@ -78,19 +79,6 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
                 gradients.sample(rng, idx, w, 0, B, cfg[P.NROWS])
         wsync(w)
         return wsw[w, P.W_GO] != 0
-
-    @cuda.jit(device=True)
-    def copy(dst: Any, src: Any, ln: Any, nl: Any) -> None:
-        """dst ← src, lane-strided, U loads in flight before their stores (a lone block is latency-bound)."""
-        r = cuda.local.array(U, DT)
-        n = dst.shape[0]
-        for i0 in range(ln, n, nl * U):
-            for u in range(U):
-                if i0 + u * nl < n:
-                    r[u] = src[i0 + u * nl]
-            for u in range(U):
-                if i0 + u * nl < n:
-                    dst[i0 + u * nl] = r[u]
 
     @cuda.jit(device=True)
     def snapshot(w: int, ln: Any, nl: Any, th: Any, cfg: Any, snap: Any, meta: Any, wsw: Any, v: Any,
