@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 # The cuda backend's tests (tests/cuda, and its pairs in tests/conformance) run under numba's CUDA
@@ -17,6 +18,7 @@ os.environ["SIMASGD_PROFILE"] = os.path.join(os.devnull, "no-profile.toml")
 
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -211,3 +213,19 @@ def tiny(model: str, **over: Any) -> Scenario:
 def tiny_fixture() -> Any:
     """``tiny(model, **overrides)``: a tiny scenario (``model`` = "mlp" | "cnn")."""
     return tiny
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` as a module: the benchmarks are scripts, not a package."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session", name="benchmark_script")
+def benchmark_script_fixture() -> Callable[[str], ModuleType]:
+    """``benchmark_script(name)``: ``benchmarks/<name>.py`` loaded as a module."""
+    return load_benchmark

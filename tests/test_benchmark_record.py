@@ -3,11 +3,11 @@ refuses another benchmark's file, an unversioned one and a newer version."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def record() -> Any:
-    spec = importlib.util.spec_from_file_location("record", ROOT / "benchmarks" / "record.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def record(benchmark_script: Callable[[str], Any]) -> Any:
+    return benchmark_script("record")
 
 
 def test_a_written_record_reads_back_with_its_envelope(record: Any, tmp_path: Path) -> None:

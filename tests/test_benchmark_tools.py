@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,24 +19,17 @@ from simasgd.profile import workload_key
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 @pytest.mark.slow
 def test_the_ablation_re_simulates_each_corpus_cell_with_each_mechanism_turned(
         tmp_path: Path, tiny: Callable[..., Any], two_cpu_profile: Callable[..., Path],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, benchmark_script: Callable[[str], Any]) -> None:
     import dataclasses
 
     from simasgd import profile as prof
     from simasgd.corpus import store
 
-    ablation = _load("fidelity_ablation")
+    ablation = benchmark_script("fidelity_ablation")
     assert "coherence" in ablation.mechanisms() and "numerics" not in ablation.mechanisms()
     sc = tiny("mlp", machine={"preset": "this"}, stop={"max_updates": 40, "eval_every_updates": 10})
     profile = two_cpu_profile(tmp_path / "this.toml", workload_key(sc.workload), sc.workload.batch_size,
@@ -63,11 +55,12 @@ def test_the_ablation_re_simulates_each_corpus_cell_with_each_mechanism_turned(
 @pytest.mark.slow
 def test_profile_keys_counts_what_the_corpus_cells_read(tmp_path: Path, tiny: Callable[..., Any],
                                                         two_cpu_profile: Callable[..., Path],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        benchmark_script: Callable[[str], Any]) -> None:
     from simasgd import profile as prof
     from simasgd.corpus import store
 
-    keys = _load("profile_keys")
+    keys = benchmark_script("profile_keys")
     sc = tiny("mlp", machine={"preset": "this"}, workers={"count": 2}, stop={"max_updates": 40})
     path = two_cpu_profile(tmp_path / "this.toml", workload_key(sc.workload), sc.workload.batch_size,
                            [20e-6, 22e-6, 25e-6, 21e-6] * 5, {"k2": [24e-6, 26e-6, 23e-6] * 5})
@@ -85,14 +78,15 @@ def test_profile_keys_counts_what_the_corpus_cells_read(tmp_path: Path, tiny: Ca
 
 
 @pytest.mark.slow
-def test_cuda_streams_predicts_per_stream_count_and_records_its_cells(tmp_path: Path) -> None:
+def test_cuda_streams_predicts_per_stream_count_and_records_its_cells(
+        tmp_path: Path, benchmark_script: Callable[[str], Any]) -> None:
     out = tmp_path / "streams"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cuda_streams.py"), "--backends", "sim",
                           "--algorithms", "sync,hogwild", "--streams", "1,2", "--repeats", "1",
                           "-s", "sim.numerics=false", "-s", "stop.max_time_s=0.01", "--out", str(out)],
                          capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
-    record = _load("record")
+    record = benchmark_script("record")
     doc = record.read(out / "cells.json", "cuda_streams", 1)
     cells = doc["cells"]["sim"]
     assert set(cells) == {"sync-1", "sync-2", "hogwild-1", "hogwild-2"} and doc["backends"] == ["sim"]

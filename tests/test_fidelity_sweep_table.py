@@ -4,22 +4,16 @@ replacing that section on a rerun and keeping the method and the other machines'
 from __future__ import annotations
 
 import argparse
-import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture(scope="module")
-def sweep() -> Any:
-    spec = importlib.util.spec_from_file_location("fidelity_sweep", ROOT / "benchmarks" / "fidelity_sweep.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def sweep(benchmark_script: Callable[[str], Any]) -> Any:
+    return benchmark_script("fidelity_sweep")
 
 
 def _table(sweep: Any, rows: str, machine: str = "AMD") -> str:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,30 +12,22 @@ import pytest
 from simasgd import profile
 from simasgd.corpus import store
 
-ROOT = Path(__file__).resolve().parent.parent
 MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
            "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,
            "gflops_per_core": 5.0, "quantum_s": 0.004, "context_switch_s": 2e-6}
 
 
-def _load() -> Any:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("many_cores", ROOT / "benchmarks" / "many_cores.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.slow
-def test_dry_run_writes_a_scored_corpus_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_writes_a_scored_corpus_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              benchmark_script: Callable[[str], Any]) -> None:
     """Every cell the arguments select is measured, kept in the entry and scored; the ceiling is a share of them."""
     prof = profile.write({"machine": MACHINE, "calibration": {"created": "2026-01-02T03:04:05Z", "quick": True}},
                          tmp_path / "this.toml")
     monkeypatch.setenv("SIMASGD_PROFILE", str(prof))
     out = tmp_path / "out"
-    assert _load().main([str(out), "--threads", "1", "2", "--algorithms", "mutex", "--max-updates", "60",
-                         "--max-time-s", "2", "--profile", str(prof), "--machine", "dry_run"]) == 0
+    assert benchmark_script("many_cores").main([str(out), "--threads", "1", "2", "--algorithms", "mutex",
+                                                "--max-updates", "60", "--max-time-s", "2", "--profile", str(prof),
+                                                "--machine", "dry_run"]) == 0
     (path,) = store.machines(out / "corpus")
     entry = store.load(path)
     assert sorted(c.name for c in entry.cells) == ["fid-mutex-n1-b16", "fid-mutex-n2-b16"]

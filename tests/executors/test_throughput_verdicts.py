@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("cpu_throughput", ROOT / "benchmarks" / "cpu_throughput.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def bench(benchmark_script: Callable[[str], Any]) -> Any:
+    return benchmark_script("cpu_throughput")
 
 
 def _row(alg: str, threads: int, batch: int, dtype: str, rounds: list[float], caps: list[float],

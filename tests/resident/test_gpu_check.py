@@ -3,29 +3,22 @@ simulator, so that its first run on a GPU (``benchmarks/gpu_check.sh``) needs no
 
 from __future__ import annotations
 
-import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ("gradients", "constant", "hogwild_mlp", "streams", "hogwild_cnn", "algorithms_mlp", "lopez_table",
             "to_eps")
 
 
-def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.slow
-def test_every_section_of_the_gpu_script_runs_at_tiny_shapes(tmp_path: Path) -> None:
-    rc = _script().main(["--tiny", "--out", str(tmp_path), "--deadline", "600", "--sections", ",".join(SECTIONS)])
+def test_every_section_of_the_gpu_script_runs_at_tiny_shapes(tmp_path: Path,
+                                                            benchmark_script: Callable[[str], Any]) -> None:
+    rc = benchmark_script("gpu_check").main(["--tiny", "--out", str(tmp_path), "--deadline", "600",
+                                             "--sections", ",".join(SECTIONS)])
     doc = json.loads((tmp_path / "gpu_check.json").read_text())
     assert doc["skipped"] == [], doc["skipped"]
     assert rc == 0, [c for c in doc["checks"] if not c.get("ok")]
