@@ -98,8 +98,8 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
 
     @cuda.jit(device=True)
     def step_all(theta: Any, vel: Any, gw: Any, ln: Any, nl: Any, lr: float, mom: float, div: Any) -> None:
-        """update_rule.step of θ with gradient gw, lane-strided, then a fence (the caller syncs). As
-        ``_step_one`` element by element, with a round's U elements of θ, g (and velocity) loaded first."""
+        """update_rule.step of θ with gradient gw, lane-strided, then a fence (the caller syncs): a round's U
+        elements of θ, g (and velocity) loaded first, each stepped by ``_step_one`` in registers, then stored."""
         tv = cuda.local.array(U, DT)
         gv = cuda.local.array(U, DT)
         vv = cuda.local.array(U, DT)
@@ -114,14 +114,10 @@ def build(kind: str, dtype: str, batch: int, g_const: float = 0.0) -> SimpleName
             for u in range(U):
                 i = i0 + u * nl
                 if i < n:
+                    _step_one(tv, vv, u, gv[u], lr, mom, div)
+                    theta[i] = tv[u]
                     if mom > 0.0:
-                        vv[u] = mom * vv[u] + (gv[u] if div == 1.0 else gv[u] / div)
                         vel[i] = vv[u]
-                        theta[i] = tv[u] - lr * vv[u]
-                    elif div == 1.0:
-                        theta[i] = tv[u] - lr * gv[u]
-                    else:
-                        theta[i] = tv[u] - lr * (gv[u] / div)
         cuda.threadfence()
 
     @cuda.jit(device=True)
