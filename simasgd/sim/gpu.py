@@ -39,7 +39,7 @@ import simpy
 from simasgd import machine, profile, seeds
 from simasgd.gpus import PRESETS, PROFILE_PRESET, Gpu, from_profile, names  # noqa: F401 - re-exported
 from simasgd.scenario import Scenario
-from simasgd.sim.memory import Bandwidth
+from simasgd.sim.sharing import Bandwidth, SharedServer
 from simasgd.sim.primitives import Req
 
 # Algorithms whose workers need a CPU's scheduler (spin locks): not modelled on streams.
@@ -80,51 +80,21 @@ def parallel_threads(shape: np.ndarray | None, dim: int, batch: int) -> int:
 class SMs:
     """The multiprocessors as a server shared in proportion to demand: a kernel that can fill a
     fraction f of the GPU runs at f·rate while the kernels running at once fill it no more than
-    once (Σf ≤ 1), and at f·rate/Σf when they oversubscribe it."""
+    once (Σf ≤ 1), and at f·rate/Σf when they oversubscribe it (weighted processor sharing,
+    :class:`~simasgd.sim.sharing.SharedServer`: a kernel's weight is its occupancy)."""
 
     def __init__(self, env: simpy.Environment, flops_per_s: float) -> None:
         self.env, self.rate = env, flops_per_s
-        self.active: dict[simpy.Event, list[float]] = {}  # event -> [flops left, occupancy]
-        self.last, self.generation = 0.0, 0
+        self.server = SharedServer(env, self._speed, self._tolerance)
 
-    def _scale(self) -> float:
-        """rate × min(1, 1/Σf): a job's speed is its occupancy times this (one sum per event, not per job)."""
-        demand = sum(x[1] for x in self.active.values())
+    def _speed(self, _n: int, demand: float) -> float:
         return self.rate * min(1.0, 1.0 / demand) if demand > 0 else self.rate
 
+    def _tolerance(self, now: float) -> float:
+        return self.rate * 1e-12 * max(1.0, now)  # flops left below a picosecond of the GPU: done
+
     def run(self, flops: float, occupancy: float) -> simpy.Event:
-        done = self.env.event()
-        self._advance()
-        self.active[done] = [float(flops), float(occupancy)]
-        self._reschedule()
-        return done
-
-    def _advance(self) -> None:
-        dt = self.env.now - self.last
-        if self.active and dt > 0:
-            scale = self._scale()
-            for job in self.active.values():
-                job[0] -= dt * job[1] * scale
-        self.last = self.env.now
-
-    def _reschedule(self) -> None:
-        self.generation += 1
-        if not self.active:
-            return
-        gen = self.generation
-        scale = self._scale()
-        wait = max(0.0, min(j[0] / (j[1] * scale) for j in self.active.values()))
-        self.env.timeout(wait).callbacks.append(lambda _ev: self._complete(gen))
-
-    def _complete(self, gen: int) -> None:
-        if gen != self.generation:
-            return
-        self._advance()
-        tol = self.rate * 1e-12 * max(1.0, self.env.now)  # flops left below a picosecond of the GPU: done
-        for ev in [e for e, j in self.active.items() if j[0] <= tol]:
-            del self.active[ev]
-            ev.succeed()
-        self._reschedule()
+        return self.server.submit(float(flops), float(occupancy))
 
 
 class DeviceCores:

@@ -9,7 +9,8 @@ import simpy
 from simasgd.machine import PRESETS
 from simasgd.scenario import BackoffConfig
 from simasgd.sim.cpu import Cores
-from simasgd.sim.memory import Bandwidth, Memory
+from simasgd.sim.memory import Memory
+from simasgd.sim.sharing import Bandwidth
 from simasgd.sim.primitives import AtomicCounter, Backoff, Barrier, CacheLine, CasCell, Mutex, RWLock, acquire, atomic
 
 

@@ -1,0 +1,114 @@
+"""Processor sharing on a virtual clock (simasgd/sim/sharing.py) against closed forms and a direct walk."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import numpy as np
+import pytest
+import simpy
+
+from simasgd.sim.gpu import SMs
+from simasgd.sim.sharing import Bandwidth
+
+
+def _finishes(server_submit, jobs: list[tuple[float, float, float]], env: simpy.Environment) -> list[float]:
+    """Each job (arrival, size, weight) submitted at its arrival; the instant each one is done."""
+    ends = [np.nan] * len(jobs)
+
+    def job(i: int, start: float, size: float, weight: float) -> Generator[simpy.Event, object, None]:
+        yield env.timeout(start)
+        yield server_submit(size, weight)
+        ends[i] = env.now
+
+    for i, (start, size, weight) in enumerate(jobs):
+        env.process(job(i, start, size, weight))
+    env.run()
+    return ends
+
+
+def _direct_walk(jobs: list[tuple[float, float, float]], speed) -> list[float]:
+    """The definition, walked event by event: between two events every job in service receives
+    weight × speed(n, Σw) units a second; the next event is the next arrival or the first finish."""
+    left = {i: size for i, (_, size, _) in enumerate(jobs)}
+    order = sorted(range(len(jobs)), key=lambda i: jobs[i][0])
+    active: set[int] = set()
+    ends = [np.nan] * len(jobs)
+    t, k = 0.0, 0
+    while k < len(order) or active:
+        if not active:
+            t = jobs[order[k]][0]
+        while k < len(order) and jobs[order[k]][0] <= t:
+            active.add(order[k])
+            k += 1
+        rate = speed(len(active), sum(jobs[i][2] for i in active))
+        finish = min(left[i] / (jobs[i][2] * rate) for i in active)
+        nxt = jobs[order[k]][0] - t if k < len(order) else np.inf
+        dt = min(finish, nxt)
+        for i in list(active):
+            left[i] -= dt * jobs[i][2] * rate
+            if left[i] <= 1e-9 * jobs[i][1]:
+                active.discard(i)
+                ends[i] = t + dt
+        t += dt
+    return ends
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 64])
+def test_n_equal_transfers_share_the_rate(n: int) -> None:
+    # n transfers of b bytes that start together, rate r, no per-transfer cap: each gets r/n, all end at n·b/r.
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e12)
+    ends = _finishes(lambda size, _w: link.transfer(size), [(0.0, 1e6, 1.0)] * n, env)
+    assert ends == pytest.approx([n * 1e6 / 1e9] * n, rel=1e-12)
+    assert link.bytes_moved == n * 1e6
+
+
+def test_the_cap_bounds_a_transfer_alone() -> None:
+    # Fewer transfers than rate / cap: each one streams at the cap, as if alone.
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=40e9, cap_bytes_per_s=10e9)
+    ends = _finishes(lambda size, _w: link.transfer(size), [(0.0, 1e9, 1.0)] * 3, env)
+    assert ends == pytest.approx([0.1] * 3, rel=1e-12)
+
+
+def test_staggered_arrivals_closed_form() -> None:
+    # b bytes each at rate r, no cap; arrivals at 0, Δ, 4Δ, 6Δ, 8Δ with Δ = b / 2r. The first moves b/2 alone by Δ,
+    # then shares the link with the second: its last b/2 at r/2 take b/r, it ends at Δ + b/r = 3Δ.
+    r, b = 1e9, 1e6
+    delta = b / (2 * r)
+    jobs = [(0.0, b, 1.0), (delta, b, 1.0)] + [(2 * i * delta, b, 1.0) for i in range(2, 5)]
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=r, cap_bytes_per_s=1e12)
+    ends = _finishes(lambda size, _w: link.transfer(size), jobs, env)
+    assert ends == pytest.approx(_direct_walk(jobs, lambda n, _w: r / n), rel=1e-9)
+    assert ends[0] == pytest.approx(delta + b / r, rel=1e-12)
+
+
+def test_random_arrivals_match_the_direct_walk() -> None:
+    rng = np.random.default_rng(7)
+    arrivals = np.sort(rng.exponential(1e-3, 200).cumsum())
+    sizes = rng.exponential(1e6, 200)
+    jobs = [(float(a), float(s), 1.0) for a, s in zip(arrivals, sizes, strict=True)]
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=2e9, cap_bytes_per_s=0.5e9)
+    ends = _finishes(lambda size, _w: link.transfer(size), jobs, env)
+    assert ends == pytest.approx(_direct_walk(jobs, lambda n, _w: min(0.5e9, 2e9 / n)), rel=1e-9)
+
+
+def test_weighted_sharing_of_the_sms_matches_the_direct_walk() -> None:
+    # Kernels of occupancy f run at f·rate until Σf > 1, then at f·rate/Σf.
+    rng = np.random.default_rng(3)
+    n = 120
+    jobs = [(float(a), float(s), float(f)) for a, s, f in
+            zip(np.sort(rng.uniform(0, 1e-3, n)), rng.exponential(1e9, n), rng.uniform(0.05, 1.0, n), strict=True)]
+    env = simpy.Environment()
+    sms = SMs(env, 1e13)
+    ends = _finishes(sms.run, jobs, env)
+    assert ends == pytest.approx(_direct_walk(jobs, lambda _n, tot: 1e13 * min(1.0, 1.0 / tot)), rel=1e-9)
+
+
+def test_a_job_of_nothing_is_done_at_once() -> None:
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e9)
+    assert link.transfer(0).triggered and len(link.server) == 0
