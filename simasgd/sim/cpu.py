@@ -30,13 +30,29 @@ from simasgd.machine import Machine
 from simasgd.sim.primitives import Req
 
 
+class RunQueue:
+    """The CPUs of one pool, the threads placed on them, and what wakes those threads' spinners: a thread
+    joining this queue (``arrived``), a lock holder of this queue losing its CPU (``holder_out``). Nothing
+    that happens on another pool wakes them, so an event costs the threads of one pool, not all of them."""
+
+    __slots__ = ("arrived", "holder_out", "holders_off", "pool", "threads")
+
+    def __init__(self, env: simpy.Environment, cpus: int) -> None:
+        self.pool = simpy.PriorityResource(env, cpus)
+        self.threads: list[Thread] = []
+        self.arrived = env.event()  # succeeds (and is re-armed) when a thread joins the run queue
+        self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
+        self.holders_off = 0  # threads that hold a lock and no CPU
+
+
 class Thread:
     """Scheduler state of one worker thread."""
 
-    __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "since", "sliced")
+    __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "rq", "since", "sliced")
 
-    def __init__(self, pool: simpy.PriorityResource, sliced: bool, cpu: int | None) -> None:
-        self.pool = pool
+    def __init__(self, rq: RunQueue, sliced: bool, cpu: int | None) -> None:
+        self.rq = rq
+        self.pool = rq.pool
         self.req: PriorityRequest | None = None  # its CPU, while it has one
         self.left = 0.0
         self.sliced = sliced
@@ -61,16 +77,16 @@ class Cores:
         self.quantum = machine.quantum_s
         self.switch = machine.context_switch_s
         self.spin_yield = spin_yield_s  # a spinner's pauses between two sched_yield calls (0: it yields at once)
-        pools: dict[int | None, simpy.PriorityResource] = {}
+        queues_of: dict[int | None, RunQueue] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
         for cpu in cpus:
-            if cpu not in pools:
-                pools[cpu] = simpy.PriorityResource(env, machine.hw_threads if cpu is None else 1)
-            pool = pools[cpu]
-            self.threads.append(Thread(pool, load[cpu] > pool.capacity, cpu))
-        self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
-        self.arrived = env.event()  # succeeds (and is re-armed) when a thread joins a run queue
+            if cpu not in queues_of:
+                queues_of[cpu] = RunQueue(env, machine.hw_threads if cpu is None else 1)
+            rq = queues_of[cpu]
+            th = Thread(rq, load[cpu] > rq.pool.capacity, cpu)
+            rq.threads.append(th)
+            self.threads.append(th)
 
     @property
     def oversubscribed(self) -> bool:
@@ -94,6 +110,10 @@ class Cores:
             if then is None:
                 return self.env.timeout(seconds)
             return then() if seconds <= 0 else self.env.process(_after(self.env, seconds, then))
+        if then is None and th.req is not None and th.left - seconds > _LEFT:
+            # on its CPU, within its quantum: nothing can take the CPU from it meanwhile, so no scheduler step
+            th.left -= seconds
+            return self.env.timeout(seconds)
         return self.env.process(cpu_burst(self.env, self, th, seconds, then))
 
     def spin_wait(self, w: int, req: Req, request: Callable[[], Req]) -> Generator[simpy.Event, object, Req]:
@@ -128,19 +148,19 @@ class Cores:
             else:  # it calls sched_yield
                 spun = self.env.now
                 behind = self._behind(th)
-                if (behind is not None and behind <= _EPS) or self._holder_waiting(th.pool):  # sched_yield
+                if (behind is not None and behind <= _EPS) or th.rq.holders_off:  # sched_yield
                     _withdraw(pending)
                     self.give_up(th)
                     parked, pending = pending, None
                     continue
                 # or someone joined the queue, or this one passes the least-served queued thread
-                wake = [pending, self.env.timeout(max(th.left, 0.0)), self.holder_out, self.arrived]
+                wake = [pending, self.env.timeout(max(th.left, 0.0)), th.rq.holder_out, th.rq.arrived]
                 if behind is not None:
                     wake.append(self.env.timeout(behind))
             t0 = self.env.now
             yield self.env.any_of(wake)
             th.left -= self.env.now - t0
-            if not pending.triggered and th.left <= 1e-15 and self.quantum_over(th):
+            if not pending.triggered and th.left <= _LEFT and self.quantum_over(th):
                 _withdraw(pending)  # preempted while spinning: withdrawn, back to the run queue
                 parked, pending = pending, None
         return pending
@@ -155,11 +175,11 @@ class Cores:
 
         An eligible yielder (no more CPU time than the runnable average) forfeits the rest of its slice;
         the spinner yields every few spins, so it forfeits slice after slice until it is not eligible."""
-        queued = [t.cpu_time for t in self.threads if t.queued and t.pool is th.pool]
+        queued = [t.cpu_time for t in th.rq.threads if t.queued]
         if not queued:
             return None
         for _ in range(_MAX_FORFEITS):
-            mean = self._mean_vruntime(th.pool)
+            mean = self._mean_vruntime(th.rq)
             assert mean is not None  # th runs on the pool (and others queue for it)
             if self.vruntime(th) > mean + _EPS:
                 break
@@ -167,10 +187,9 @@ class Cores:
             th.left = self.quantum  # and the deadline one slice on
         return min(queued) - self.vruntime(th)
 
-    def _mean_vruntime(self, pool: simpy.Resource, but: Thread | None = None) -> float | None:
-        """Mean CPU time of the threads running on or queued for ``pool`` (``but`` left out); None if none."""
-        times = [self.vruntime(t) for t in self.threads
-                 if t is not but and t.pool is pool and (t.queued or t.req is not None)]
+    def _mean_vruntime(self, rq: RunQueue, but: Thread | None = None) -> float | None:
+        """Mean CPU time of the threads running on or queued for ``rq`` (``but`` left out); None if none."""
+        times = [self.vruntime(t) for t in rq.threads if t is not but and (t.queued or t.req is not None)]
         return sum(times) / len(times) if times else None
 
     def joined(self, th: Thread) -> None:
@@ -178,20 +197,19 @@ class Cores:
         (a sleeper's lag is bounded, so one back from a barrier does not hold the CPU until it has caught
         up with everyone's CPU time), and spinners waiting to yield to it are woken."""
         th.queued = True
-        mean = self._mean_vruntime(th.pool, but=th)
+        mean = self._mean_vruntime(th.rq, but=th)
         if mean is not None:
             th.cpu_time = max(th.cpu_time, mean - self.quantum)
-        _fire(self, "arrived")
+        _fire(th.rq, "arrived")
 
     def give_up(self, th: Thread) -> None:
         """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
         assert th.req is not None  # only a thread on a CPU gives it up
+        req, th.req = th.req, None
         th.cpu_time += self.env.now - th.since
-        th.pool.release(th.req)
-        th.req = None
-
-    def _holder_waiting(self, pool: simpy.Resource) -> bool:
-        return any(t.holds and t.req is None and t.pool is pool for t in self.threads)
+        if th.holds:
+            th.rq.holders_off += 1
+        th.pool.release(req)
 
     def quantum_over(self, th: Thread) -> bool:
         """``th`` spent its quantum: preempted (True; to the back of the run queue) when someone
@@ -205,11 +223,14 @@ class Cores:
 
     def hold(self, w: int, held: bool) -> None:
         """Thread ``w`` took (True) or released (False) a lock."""
-        self.threads[w].holds += 1 if held else -1
+        th = self.threads[w]
+        th.holds += 1 if held else -1
+        if th.sliced and th.req is None and th.holds == (1 if held else 0):
+            th.rq.holders_off += 1 if held else -1  # a thread off its CPU took its first lock or released its last
 
     def _preempted(self, th: Thread) -> None:
         if th.holds:
-            _fire(self, "holder_out")
+            _fire(th.rq, "holder_out")
 
     def block(self, w: int) -> None:
         """Thread ``w`` is about to sleep (lock, barrier): its CPU goes to the next in the run queue."""
@@ -218,15 +239,16 @@ class Cores:
             self.give_up(th)
 
 
-def _fire(cores: Cores, name: str) -> None:
-    """Succeed the event ``cores.<name>`` (once per instant) and put a fresh one in its place."""
-    ev = getattr(cores, name)
+def _fire(rq: RunQueue, name: str) -> None:
+    """Succeed the event ``rq.<name>`` (once per instant) and put a fresh one in its place."""
+    ev = getattr(rq, name)
     if not ev.triggered:
-        setattr(cores, name, cores.env.event())
+        setattr(rq, name, ev.env.event())
         ev.succeed()
 
 
 _EPS = 1e-12  # seconds: below SimPy's clock resolution at run lengths of seconds
+_LEFT = 1e-15  # seconds of a quantum left below which it is spent
 _MAX_FORFEITS = 64
 
 
@@ -271,6 +293,8 @@ def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simp
         raise
     th.queued = False
     th.req, th.left, th.since = req, cores.quantum, env.now
+    if th.holds:
+        th.rq.holders_off -= 1
     if cores.switch > 0:
         yield env.timeout(cores.switch)
 
@@ -289,7 +313,7 @@ def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
             yield env.timeout(run)
             left -= run
             th.left -= run
-            if th.left <= 1e-15:
+            if th.left <= _LEFT:
                 cores.quantum_over(th)
         if then is not None:
             yield then()  # a memory transfer: the thread stalls on its CPU

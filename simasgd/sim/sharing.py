@@ -7,13 +7,16 @@ Instead the server keeps a virtual clock ``V``, the service one unit of weight h
 start (dV/dt = the speed of a unit weight now). A job of ``size`` and weight ``w`` that arrives at
 ``V₀`` is done when ``V`` reaches ``V₀ + size / w``, whatever happens to the number of sharers
 meanwhile: its finish in virtual time is fixed on arrival and goes on a heap. An arrival or a
-departure advances ``V`` and re-arms one timer for the heap's top: O(log n) an event.
+departure advances ``V``; one timer is kept for the heap's top: O(log n) an event. An arrival only slows
+the others down, so the timer already set fires no later than the top's finish: it stays, fires early,
+finds nothing done and is set again — one event at the next departure instead of one at every arrival.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Callable
 
 import simpy
@@ -39,6 +42,7 @@ class SharedServer:
         self.virtual = 0.0  # V: service per unit weight since the start
         self.last = 0.0
         self.generation = 0
+        self.timer_at = math.inf  # when the live timer fires (inf: none)
         self._order = itertools.count()
 
     def __len__(self) -> int:
@@ -66,17 +70,21 @@ class SharedServer:
         self.last = now
 
     def _rearm(self) -> None:
-        self.generation += 1
         if not self.heap:
             self.weight = 0.0  # no drift from adding and removing weights carries into the next busy period
             return
-        gen = self.generation
         wait = max(0.0, (self.heap[0][0] - self.virtual) / self.speed())
+        if self.timer_at <= self.env.now + wait:
+            return  # the live timer fires first: it will look again then
+        self.generation += 1
+        gen = self.generation
+        self.timer_at = self.env.now + wait
         self.env.timeout(wait).callbacks.append(lambda _ev: self._complete(gen))
 
     def _complete(self, gen: int) -> None:
         if gen != self.generation:
-            return  # superseded by a later arrival or departure
+            return  # superseded by an arrival that finishes first
+        self.timer_at = math.inf
         self._advance()
         tol = self._tol(self.env.now)
         heap = self.heap

@@ -1,0 +1,128 @@
+"""The simulator's cost per update attempt as workers grow: every algorithm at 16 … 1,024 workers.
+
+Run: ``.venv/bin/python benchmarks/sim_scale.py [--workers 16 64 256 1024] [--budget 20]``; it prints the
+table that goes in ``benchmarks/README_sim.md`` and writes ``results/sim_scale_<machine>.json``.
+
+A cell is the quickstart scenario (the 64-32-10 MLP on digits, B = 16), timing only
+(``sim.numerics = false``), one run of the ``sim`` backend:
+
+- shared-memory algorithms on the two-socket 40-core preset (``--machine``, default ``xeon-e5-2698-v4``),
+  placement ``os``; k_sync with k = workers / 4;
+- algorithms over a network (``--network-algorithms``) on ``--network-machine`` with ``[network] preset =
+  --network`` (default ``100g_ib``).
+
+The figure is wall milliseconds per 1,000 update attempts (rows of ``updates.parquet``: gradients computed,
+dropped ones included), marginal: each cell runs twice, a short pilot and a long run, and the cost is
+(t_long − t_pilot) / (attempts_long − attempts_pilot), so the start-up (the workload, the processes, the
+profile) is not counted. The long run is sized from the pilot to take about ``--budget`` seconds. The
+ratio column is the widest cell over the narrowest-worker cell of the same algorithm: the goal is ≤ 2.
+Ratios come from one run of this script; absolute times depend on the host and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import record  # noqa: E402
+
+from simasgd import algorithms, loader  # noqa: E402
+from simasgd.sim.backend import run_once  # noqa: E402
+
+SCHEMA, VERSION = "sim_scale", 1
+SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
+SHARED = ("mutex", "rwlock", "ssp", "k_sync", "k_async", "leashed", "sync", "backup", "lopez", "hogwild",
+          "keuper", "simuparallel")
+OVER_NETWORK = ("param_server", "easgd", "eawild", "sync", "keuper")
+
+
+def overrides(algorithm: str, workers: int, machine: str, network: str | None, updates: int) -> list[str]:
+    ov = ["sim.numerics=false", f"workers.count={workers}", f"algorithm.name={algorithm}",
+          f'machine.preset="{machine}"', f"stop.max_updates={updates}", "stop.max_time_s=1e9", "repeats=1",
+          f"stop.eval_every_updates={max(1, updates)}"]
+    if algorithm in ("k_sync", "k_async"):
+        ov.append(f"algorithm.k={max(1, workers // 4)}")
+    if network is not None:
+        ov.append(f'network.preset="{network}"')
+    return ov
+
+
+def timed(algorithm: str, workers: int, machine: str, network: str | None, updates: int) -> tuple[float, int]:
+    """Wall seconds and update attempts of one run."""
+    sc = loader.load(SCENARIO, overrides(algorithm, workers, machine, network, updates))
+    t0 = time.perf_counter()
+    result = run_once(sc, 0)
+    return time.perf_counter() - t0, int(result.runs[0].attempts)
+
+
+def cell(algorithm: str, workers: int, machine: str, network: str | None, budget: float) -> dict[str, Any]:
+    """Marginal wall ms per 1,000 attempts (pilot subtracted), with the attempts it was measured over."""
+    pilot_updates = 10
+    t_pilot, a_pilot = timed(algorithm, workers, machine, network, pilot_updates)
+    updates, t = pilot_updates, t_pilot
+    while t - t_pilot < budget / 8 and updates < 200_000:  # double until the runs differ enough to size the last
+        updates *= 2
+        t, _ = timed(algorithm, workers, machine, network, updates)
+    per_update = max(1e-7, (t - t_pilot) / max(1, updates - pilot_updates))
+    updates = max(2 * pilot_updates, min(400_000, int(budget / per_update)))
+    t_long, a_long = timed(algorithm, workers, machine, network, updates)
+    extra = a_long - a_pilot
+    ms = 1e3 * 1e3 * (t_long - t_pilot) / extra if extra > 0 else math.nan
+    return {"algorithm": algorithm, "workers": workers, "machine": machine, "network": network,
+            "attempts": a_long, "wall_s": t_long, "ms_per_1000": ms}
+
+
+def table(rows: list[dict[str, Any]], workers: list[int]) -> str:
+    head = "| algorithm | " + " | ".join(f"{n:,} workers" for n in workers) + f" | {workers[-1]:,} / {workers[0]} |"
+    lines = [head, "|---" * (len(workers) + 2) + "|"]
+    for name in dict.fromkeys(r["algorithm"] for r in rows):
+        got = {r["workers"]: r["ms_per_1000"] for r in rows if r["algorithm"] == name}
+        cells = [f"{got[n]:,.1f} ms" if n in got else "—" for n in workers]
+        first, last = got.get(workers[0]), got.get(workers[-1])
+        ratio = f"{last / first:.1f}×" if first and last else "—"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, nargs="+", default=[16, 64, 256, 1024])
+    ap.add_argument("--algorithms", nargs="+", default=list(SHARED))
+    ap.add_argument("--network-algorithms", nargs="*", default=list(OVER_NETWORK))
+    ap.add_argument("--machine", default="xeon-e5-2698-v4")
+    ap.add_argument("--network-machine", default="xeon-e5-2698-v4")
+    ap.add_argument("--network", default="100g_ib")
+    ap.add_argument("--budget", type=float, default=20.0, help="about this many wall seconds a cell's long run")
+    ap.add_argument("--out", type=Path, default=None, help="record file (default results/sim_scale_<machine>.json)")
+    args = ap.parse_args()
+    sections = [(args.algorithms, args.machine, None), (args.network_algorithms, args.network_machine, args.network)]
+    rows: list[dict[str, Any]] = []
+    for names, machine, network in sections:
+        for name in names:
+            d = algorithms.ALGORITHMS[name]
+            for n in args.workers:
+                if n < d.min_workers or (d.max_workers is not None and n > d.max_workers):
+                    continue
+                r = cell(name, n, machine, network, args.budget)
+                rows.append(r)
+                where = machine + (f" + {network}" if network else "")
+                print(f"{name:13s} {n:5d} workers on {where}: {r['ms_per_1000']:10.1f} ms / 1,000 attempts "
+                      f"({r['attempts']:,} attempts, {r['wall_s']:.1f} s)", file=sys.stderr, flush=True)
+    for names, machine, network in sections:
+        part = [r for r in rows if r["machine"] == machine and r["network"] == network and r["algorithm"] in names]
+        if part:
+            print(f"\n{machine}" + (f", [network] preset = {network!r}" if network else ", shared memory") + "\n")
+            print(table(part, args.workers))
+    out = args.out or record.current_path(SCHEMA)
+    record.write(out, SCHEMA, VERSION, {"workers": args.workers, "budget_s": args.budget, "rows": rows})
+    print(f"\nrecord: {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
