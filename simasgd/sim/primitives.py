@@ -1,6 +1,6 @@
 """Synchronisation primitives of the simulated machine, built on SimPy's resource hooks.
 
-- :class:`Mutex` — a FIFO (futex-like) lock: ``simpy.Resource`` of capacity 1.
+- :class:`Mutex` — a FIFO (futex-like) lock; free, it is taken and given back without an event.
 - :class:`RWLock` — a read-write lock with reader or writer priority
   (``BaseResource`` with read/write ``Put`` requests and a ``Get`` release).
 - :class:`CacheLine` — one contended cache line: atomic instructions on it
@@ -17,6 +17,7 @@ can run someone else — including, or not, the lock holder (convoys).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, TypeVar
 
@@ -30,15 +31,67 @@ from simasgd.scenario import BackoffConfig
 Req = TypeVar("Req", bound=simpy.Event)  # a lock's request event, as its acquire() returns it
 
 
-class Mutex(simpy.Resource):
-    """A blocking FIFO mutex (what a futex-based ``std::mutex`` does under contention)."""
+class LockRequest(simpy.Event):
+    """A request of a :class:`Mutex`: succeeds when the lock is the requester's."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: Mutex) -> None:
+        super().__init__(lock.env)
+        self.lock = lock
+
+    def cancel(self) -> None:
+        """Withdraw a request still waiting (a spinner that lost its CPU); a granted one is released instead."""
+        if not self.triggered:
+            self.lock.withdraw(self)
+
+
+class Mutex:
+    """A blocking FIFO mutex (what a futex-based ``std::mutex`` does under contention).
+
+    A free lock is taken at once: the request comes back already processed, so the taker goes on in the
+    same step and an uncontended acquire or release costs no event of its own (no other worker can see
+    the lock between the two). A waiter's request succeeds, as an event, when the holder releases."""
 
     def __init__(self, env: simpy.Environment) -> None:
-        super().__init__(env, capacity=1)
+        self.env = env
+        self.holder: LockRequest | None = None
+        self.queue: deque[LockRequest] = deque()
 
     @property
     def free(self) -> bool:
-        return not self.users and not self.queue
+        return self.holder is None and not self.queue
+
+    @property
+    def users(self) -> list[LockRequest]:
+        return [] if self.holder is None else [self.holder]
+
+    def request(self) -> LockRequest:
+        req = LockRequest(self)
+        if self.free:
+            _granted(req)
+            self.holder = req
+        else:
+            self.queue.append(req)
+        return req
+
+    def release(self, req: LockRequest) -> None:
+        if self.holder is not req:
+            raise RuntimeError("release of a mutex request that does not hold the lock")
+        self.holder = None
+        if self.queue:
+            self.holder = self.queue.popleft()
+            self.holder.succeed()
+
+    def withdraw(self, req: LockRequest) -> None:
+        self.queue.remove(req)
+
+
+def _granted(ev: simpy.Event) -> None:
+    """Mark ``ev`` succeeded and processed without scheduling it: a process that yields it goes on at once."""
+    ev._ok = True
+    ev._value = None
+    ev.callbacks = None  # type: ignore[assignment]  # simpy: None marks a processed event
 
 
 class RWRequest(Put):
