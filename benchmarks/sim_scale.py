@@ -30,10 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import record  # noqa: E402
+import record
 
-from simasgd import algorithms, loader  # noqa: E402
-from simasgd.sim.backend import run_once  # noqa: E402
+from simasgd import algorithms, loader
+from simasgd.sim.backend import run_once
 
 SCHEMA, VERSION = "sim_scale", 1
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"

@@ -39,8 +39,8 @@ import simpy
 from simasgd import machine, profile, seeds
 from simasgd.gpus import PRESETS, PROFILE_PRESET, Gpu, from_profile, names  # noqa: F401 - re-exported
 from simasgd.scenario import Scenario
-from simasgd.sim.sharing import Bandwidth, SharedServer
 from simasgd.sim.primitives import Req
+from simasgd.sim.sharing import Bandwidth, SharedServer
 
 # Algorithms whose workers need a CPU's scheduler (spin locks): not modelled on streams.
 CPU_ONLY = frozenset({"mutex", "rwlock", "ssp"})

@@ -10,8 +10,8 @@ from simasgd.machine import PRESETS
 from simasgd.scenario import BackoffConfig
 from simasgd.sim.cpu import Cores
 from simasgd.sim.memory import Memory
-from simasgd.sim.sharing import Bandwidth
 from simasgd.sim.primitives import AtomicCounter, Backoff, Barrier, CacheLine, CasCell, Mutex, RWLock, acquire, atomic
+from simasgd.sim.sharing import Bandwidth
 
 
 def hold(env: simpy.Environment, lock: RWLock, kind: str, start: float, duration: float, log: list) -> object:
