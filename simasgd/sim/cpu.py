@@ -240,9 +240,9 @@ class Cores:
 
 
 def _fire(rq: RunQueue, name: str) -> None:
-    """Succeed the event ``rq.<name>`` (once per instant) and put a fresh one in its place."""
+    """Succeed the event ``rq.<name>`` (once per instant) for those waiting on it, and put a fresh one in its place."""
     ev = getattr(rq, name)
-    if not ev.triggered:
+    if ev.callbacks:  # someone waits on it (else it stays armed: firing it would be an event that does nothing)
         setattr(rq, name, ev.env.event())
         ev.succeed()
 
