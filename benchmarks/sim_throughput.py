@@ -6,9 +6,10 @@ Ratios are measured in one run, in one process, so they do not depend on how fas
 
 - *mutex vs bare*: the ``sim`` backend's timing-only ``mutex`` model (Ek Alg. 2:
   lock, read, unlock, gradient, lock, update, unlock) against a bare SimPy loop
-  with the same events (same lock, same timeouts, durations from a
-  pre-drawn list, no records). Target ratio >= 0.5.
-- *1e6 updates at 32 workers*: wall seconds of the timing-only mutex model. Target < 60 s.
+  with the same steps (a SimPy lock, the same timeouts, durations from a
+  pre-drawn list, no records). Target ratio >= 1.0: a free lock is taken and given back without an
+  event of its own, so the model runs fewer events than the bare loop it is held against.
+- *1e6 updates at 32 workers*: wall seconds of the timing-only mutex model. Target < 30 s.
 - *numerics overhead*: the wall time of a numerics run's event loop against
   the bare math inside it (copy, minibatch, gradient kernel, SGD step, loss
   evaluation), both timed in the same run. Target <= 15 %.
@@ -32,7 +33,7 @@ TIMING = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
 
 
 def scenario(workers: int, updates: int, numerics: bool = False, **extra: Any) -> Any:
-    # Zero latencies: no lock hand-off or CAS events, so the mutex model has exactly the bare loop's events.
+    # Zero latencies: no lock hand-off or CAS events; the model takes the same steps as the bare loop.
     machine = {"preset": "xeon-e5-2687w-v2", "local_latency_ns": 0, "remote_latency_ns": 0}
     d = {"name": "bench", "seed": 1, "machine": machine, "workers": {"count": workers},
          "algorithm": {"name": "mutex"}, "timing": TIMING, "sim": {"numerics": numerics},
@@ -144,12 +145,12 @@ def main() -> None:
             for _ in range(2):
                 bare, sim = max(bare, bare_loop(workers, n)), max(sim, sim_rate(workers, n))
             rows.append((f"mutex timing-only, {workers} workers: sim / bare SimPy updates/s",
-                         f"{sim:,.0f} / {bare:,.0f} = {sim / bare:.2f}", ">= 0.5"))
+                         f"{sim:,.0f} / {bare:,.0f} = {sim / bare:.2f}", ">= 1.0"))
         if not args.quick:
             t0 = time.perf_counter()
             sim_rate(32, 1_000_000)
             rows.append(("1e6 updates, mutex timing-only, 32 workers (wall s)",
-                         f"{time.perf_counter() - t0:.1f}", "< 60"))
+                         f"{time.perf_counter() - t0:.1f}", "< 30"))
     if args.only != "events":
         n_num = 300 if args.quick else 2000
         t_sim, t_bare = numerics_overhead(n_num)
