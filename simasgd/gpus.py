@@ -11,6 +11,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from simasgd.provenance import Cited
+
 
 @dataclass(frozen=True)
 class Gpu:
@@ -51,6 +53,28 @@ PRESETS: dict[str, Gpu] = {g.name: g for g in (
         launch_latency_s=4e-6, atomics_per_s=132 * 1.98e9),
 )}
 PROFILE_PRESET = "this-gpu"  # the calibrated profile's [gpu] table
+_ASSUMED = ("no public figure: one global atomic add per SM per clock is assumed (SMs × boost clock a second); "
+            "`simasgd calibrate --gpu` measures it")
+_MODEL = {"threads_per_sm": "2048 resident threads an SM (CUDA compute capability 7.0 and 9.0 limits)",
+          "efficiency host_sync_s kernels_per_gradient":
+              "the model's defaults, not the GPU's: sustained share of peak flops of these small numba kernels "
+              "(0.3), a stream synchronise + host barrier hand-off (10 µs), launches in one minibatch gradient (12) "
+              "— estimates that `simasgd calibrate --gpu` replaces"}
+SOURCES: dict[str, Cited] = {
+    "v100": Cited("NVIDIA Tesla V100 SXM2 (Lopez et al. 2020's DGX-1, §IV).", {
+        "sms clock_ghz fp32_lanes_per_sm mem_bandwidth_gbs":
+            "80 SMs, 1530 MHz boost, 64 FP32 cores per SM (15.7 TFLOPS FP32), 900 GB/s HBM2 — NVIDIA Tesla V100 GPU "
+            "Architecture whitepaper (2017), Table 1",
+        "launch_latency_s": "~5 µs: typical measured CUDA launch overhead (not a specification)",
+        "atomics_per_s": _ASSUMED, **_MODEL}),
+    "h100": Cited("NVIDIA H100 SXM5 (one GPU of a DGX H100).", {
+        "sms clock_ghz fp32_lanes_per_sm mem_bandwidth_gbs":
+            "132 SMs, 1980 MHz boost, 128 FP32 cores per SM (67 TFLOPS FP32), 3.35 TB/s HBM3 — NVIDIA H100 Tensor "
+            "Core GPU datasheet and the Hopper architecture whitepaper (2022)",
+        "launch_latency_s": "~4 µs: typical measured CUDA launch overhead (not a specification)",
+        "atomics_per_s": _ASSUMED, **_MODEL},
+        notes="One GPU. The simulator models no multi-GPU machine: workers are streams sharing this GPU's SMs."),
+}
 
 
 def names() -> list[str]:

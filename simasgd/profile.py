@@ -70,6 +70,21 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
             doc = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{path}: not a machine profile (invalid TOML: {e})") from None
+    return check(doc, path)
+
+
+def loads(text: str, where: str | os.PathLike[str]) -> dict[str, Any]:
+    """A profile's TOML text (``to_toml``'s) as :func:`read` reads its file: the same dict, the same checks;
+    ``where`` names it in errors (a corpus entry's profile is kept inside the entry, not in a file)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{where}: not a machine profile (invalid TOML: {e})") from None
+    return check(doc, where)
+
+
+def check(doc: dict[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """``doc`` if this simasgd reads its format and version, else ProfileError naming ``path``."""
     head = doc.get("profile", {})
     if not isinstance(head, dict):
         raise ProfileError(f"{path}: [profile] must be a table")

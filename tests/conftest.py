@@ -16,6 +16,11 @@ if os.environ.get("SIMASGD_TEST_GPU", "0") in ("", "0"):
 # developer's own profiles/this.toml never changes what they simulate: this path can never be a file.
 os.environ["SIMASGD_PROFILE"] = os.path.join(os.devnull, "no-profile.toml")
 
+# A run's repeats (and a sweep's tasks) go to a process pool of every CPU unless told: each pool costs
+# seconds of spawned imports, more than a test's repeats take. Tests run them in this process unless they
+# ask for processes (jobs=2, -j 2) or SIMASGD_JOBS is set from outside (SIMASGD_JOBS=2 to pool them all).
+os.environ.setdefault("SIMASGD_JOBS", "1")
+
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType

@@ -19,12 +19,15 @@ corpus_app = typer.Typer(no_args_is_help=True, help="The fidelity corpus: measur
 
 
 def default_corpus() -> Path:
-    """The corpus this checkout ships (``corpus/`` at its root), else ``./corpus``."""
-    shipped = Path(__file__).resolve().parents[2] / "corpus"
-    return shipped if shipped.is_dir() else Path("corpus")
+    """``SIMASGD_CORPUS``, else the corpus this checkout ships (``corpus/`` at its root), else ``./corpus``: the
+    folder whose machines ``machine.preset`` names too (:func:`simasgd.machine.corpus_folder`)."""
+    from simasgd.machine import corpus_folder
+
+    return corpus_folder()
 
 
-CorpusOpt = typer.Option(None, "--corpus", "-c", help="Corpus folder (default: this checkout's corpus/).")
+CorpusOpt = typer.Option(None, "--corpus", "-c", help="Corpus folder (default: $SIMASGD_CORPUS, else this "
+                                                      "checkout's corpus/).")
 
 
 def register(app: typer.Typer) -> None:

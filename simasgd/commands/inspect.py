@@ -139,8 +139,9 @@ def list_things() -> None:
     from rich.table import Table
 
     from simasgd import algorithms, backends
-    from simasgd.machine import FALLBACK_PRESET, PRESETS, profile_path
-    from simasgd.sim import gpu, network
+    from simasgd.machine import FALLBACK_PRESET, corpus_folder, corpus_names, profile_path
+    from simasgd.reference.presets_page import MACHINE_HEAD, machine_rows, network_rows
+    from simasgd.sim import gpu
 
     con = console()
     t = Table(title="algorithms")
@@ -163,15 +164,23 @@ def list_things() -> None:
                                        for b, ok in backends.available().items()))
     con.print("workloads (workload.model): " + ", ".join(f"{k} ({v})" for k, v in WORKLOADS.items()), markup=False)
     con.print("datasets (workload.dataset): " + ", ".join(f"{k} ({v})" for k, v in DATASETS.items()), markup=False)
+    m = Table(title="machine presets (machine.preset; every number's source: docs/reference/presets.md)")
+    for c in MACHINE_HEAD:
+        m.add_column(c)
+    for row in machine_rows():
+        m.add_row(*(escape(c) for c in row))
+    con.print(m)
     here = "this machine's profile exists" if profile_path().is_file() else "none yet: `simasgd calibrate`"
-    con.print(f"machine presets (machine.preset): {', '.join(PRESETS)}, this (the calibrated profile "
-              f"{profile_path()}: {here}); no [machine]: this when the profile exists, else {FALLBACK_PRESET}",
-              markup=False)
+    con.print(f"this: the calibrated profile {profile_path()} ({here}); no [machine]: this when the profile "
+              f"exists, else {FALLBACK_PRESET}", markup=False)
+    measured = corpus_names()
+    con.print(f"measured machines of the corpus {corpus_folder()} (machine.preset, their calibrated profiles): "
+              f"{', '.join(measured) or 'none'}", markup=False)
     con.print(f"GPU presets (machine.preset): {', '.join(gpu.names())} "
               f"({gpu.PROFILE_PRESET}: `simasgd calibrate --gpu`)",
               markup=False)
     con.print("network presets (network.preset): " + ", ".join(
-        f"{k} ({'shared memory' if v is None else f'{v[0]:g} Gb/s, {v[1]:g} µs'})" for k, v in network.PRESETS.items()),
+        f"{name} ({gbps if not us else f'{gbps} Gb/s, {us} µs'})" for name, gbps, us in network_rows()),
         markup=False)
     s = Table(title="shipped scenarios")
     s.add_column("file", no_wrap=True)

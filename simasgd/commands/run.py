@@ -12,6 +12,9 @@ from simasgd.commands import console, user_errors
 
 OverrideOpt = typer.Option([], "--set", "-s", help="Override a scenario key: -s workers.count=16 (repeatable).")
 BACKEND_HELP = "Backend: sim | serial | cpu | torch | cuda | gpu (`simasgd list` shows which runs what)."
+JOBS_HELP = ("Processes running the repeats at once (default: every CPU, or $SIMASGD_JOBS, for a backend that does "
+             "not time this machine: sim, serial). Backends that time this machine (cpu, torch, cuda, gpu, dist) "
+             "always run them one at a time.")
 
 
 def backend_option(default: str = "sim") -> Any:  # typer.Option: typed as the parameter it fills
@@ -35,6 +38,15 @@ def say_machine(scenario: object, backend: str) -> None:
         console(stderr=True).print(describe_traits(whose(scenario)), markup=False, soft_wrap=True)
 
 
+def note_one_at_a_time(backend: str, jobs: int | None) -> None:
+    """A note on stderr where ``--jobs`` asks a backend that measures this machine for repeats at once."""
+    from simasgd import backends
+
+    if jobs is not None and jobs > 1 and backends.measures_host(backend):
+        print(f"note: backend {backend!r} measures this machine; running one repeat at a time (not --jobs {jobs})",
+              file=sys.stderr)
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("validate")(validate)
@@ -45,6 +57,7 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         backend: str = backend_option(),
         repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
         out: Path | None = typer.Option(None, "--out", "-o", help="Results folder (default results/<name>-<backend>)."),
+        jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help=JOBS_HELP),
         ) -> None:
     """Run a scenario on a backend and write the results folder."""
     from simasgd import backends, loader, progress
@@ -55,8 +68,9 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         out = out or Path("results") / f"{sc.name}-{backend}"
         n = repeats or sc.repeats
         say_machine(sc, backend)
+        note_one_at_a_time(backend, jobs)
         with progress.bar(f"{sc.name} on {backend}", n * sc.stop.max_updates) as advance:
-            result = backends.run(sc, backend, repeats=n, out=out, advance=advance)
+            result = backends.run(sc, backend, repeats=n, out=out, advance=advance, jobs=jobs)
     print_summary(result, out)
 
 

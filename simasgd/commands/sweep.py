@@ -34,8 +34,9 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
                                              help="Repeats per cell (overrides `repeats`)."),
           out: Path | None = typer.Option(None, "--out", "-o", help="Sweep folder (default sweeps/<name>-<backend>)."),
           jobs: int | None = typer.Option(None, "--jobs", "-j", min=0,
-                                             help="Parallel tasks (default: all cores; 0 = in this process). "
-                                                  "Real backends (cpu, cuda) always run one at a time per host."),
+                                             help="Parallel tasks (default: all cores, or $SIMASGD_JOBS; 0 = in this "
+                                                  "process). Real backends (cpu, cuda) always run one at a time per "
+                                                  "host."),
           dask: str | None = typer.Option(None, "--dask", help="'local' (a LocalCluster of --jobs workers) or a "
                                                                   "scheduler address, e.g. tcp://host:8786."),
           resume: bool = typer.Option(False, "--resume", help="Continue a sweep in --out: skip finished tasks."),

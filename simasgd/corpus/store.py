@@ -39,14 +39,12 @@ import numpy as np
 
 from simasgd import analysis, fidelity, metadata, phases
 from simasgd.atomicio import atomic_write
+from simasgd.corpus import files
+from simasgd.corpus.files import FORMAT, FORMAT_VERSION, READS, SUFFIX  # noqa: F401 - this module's format
 from simasgd.results import ResultsError, RunResult, RunSummary
 
-FORMAT = "simasgd-corpus"
-FORMAT_VERSION = 2
-READS = (1, 2)  # version 1: no drift records
 SEGMENTS = 256
 FIRST = 16  # rows kept one span each before the spans grow
-SUFFIX = ".json.gz"
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 
@@ -220,15 +218,7 @@ def save(entry: Entry, corpus: Path) -> Path:
 
 def load(path: Path) -> Entry:
     """One machine's entry, checked for format and version."""
-    try:
-        doc = json.loads(gzip.decompress(path.read_bytes()))
-    except (OSError, ValueError) as e:
-        raise CorpusError(f"{path}: not a corpus file ({e})") from None
-    if doc.get("format") != FORMAT:
-        raise CorpusError(f"{path}: format {doc.get('format')!r}, expected {FORMAT!r}")
-    if doc.get("format_version") not in READS:
-        raise CorpusError(f"{path}: corpus format version {doc.get('format_version')}; this simasgd reads "
-                          f"versions {', '.join(map(str, READS))} (upgrade simasgd, or re-add the machine's results)")
+    doc = files.read(path, CorpusError)
     return Entry(doc["name"], doc["machine"], doc["profile"], [Cell.from_json(c) for c in doc["cells"]],
                  doc.get("created", ""), doc.get("commit"))
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 KEY_DOCS: dict[str, str] = {
     "Scenario.name": "the scenario's name: the default results folder is results/<name>-<backend>",
     "Scenario.seed": "the root of every random stream (data, θ₀, timing, sampling); each repeat derives its own",
-    "Scenario.repeats": "independent runs, each with its own random streams derived from `seed`",
-    "MachineConfig.preset": "a named machine; \"this\" is this machine's calibrated profile (`simasgd calibrate`), "
+    "Scenario.repeats": "independent runs, each with its own random streams derived from `seed`; on a backend that "
+                        "does not time this machine (sim, serial) they run at once, one process per CPU "
+                        "(`simasgd run --jobs`), with the result of a run one after another",
+    "MachineConfig.preset": "a named machine ([the preset catalogue](presets.md): each number with its source); "
+                            "\"this\" is this machine's calibrated profile (`simasgd calibrate`); a corpus "
+                            "machine's name (`corpus/<name>.json.gz`) is that machine's calibrated profile; "
                             "\"v100\", \"h100\" and \"this-gpu\" make the machine a GPU. Keys given beside it "
                             "override the preset's values",
     "MachineConfig.sockets": "CPU packages (NUMA nodes)",

@@ -72,11 +72,11 @@ numerics = true                   # false: timing only (staleness, throughput), 
 def extra_allowed() -> dict[tuple[str, str], str]:
     """Values checked outside the field's type (names of presets, of algorithms, dataset forms)."""
     from simasgd import algorithms, machine
-    from simasgd.sim import gpu, network
+    from simasgd.sim import network
 
     q = ", ".join
     return {
-        ("MachineConfig", "preset"): q(f'"{n}"' for n in [*machine.PRESETS, "this", *gpu.PRESETS, "this-gpu"]),
+        ("MachineConfig", "preset"): q(f'"{n}"' for n in machine.preset_names()),
         ("NetworkConfig", "preset"): q(f'"{n}"' for n in network.PRESETS),
         ("AlgorithmConfig", "name"): q(f'"{n}"' for n in algorithms.names()),
         ("WorkloadConfig", "dataset"): '"digits", "synthetic", "mnist:PATH", "cifar10:PATH"',

@@ -19,7 +19,7 @@ from simasgd import algorithms, profile
 from simasgd.blas import single_threaded
 from simasgd.convergence import Monitor, accuracy_of
 from simasgd.gpus import Gpu
-from simasgd.machine import is_gpu, preset_of, resolve, simulated
+from simasgd.machine import check_nodes, is_gpu, preset_of, resolve, simulated
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
@@ -82,6 +82,8 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     preset = scenario.machine.preset
     device = gpu.resolve(preset) if preset is not None and is_gpu(scenario.machine) else None
     cpu = None if device is not None else resolve(scenario.machine)
+    if cpu is not None:  # a cluster's nodes share no memory: only messages between them
+        check_nodes(cpu, scenario.algorithm.name, scenario.network)
     record = ModelRecord.before(scenario, cpu)  # what acts, before any of it is read
     device, cpu = tracked(device), tracked(cpu)  # the profile's tables read from here on
     machine = device if device is not None else cpu

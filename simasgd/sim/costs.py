@@ -37,6 +37,7 @@ from simasgd.sim.cpu import Cores
 from simasgd.sim.draws import Sampler
 from simasgd.sim.gradients import GradientDraws, given_steps
 from simasgd.sim.memory import Memory
+from simasgd.sim.nodes import NodeMemory
 from simasgd.sim.profile_tables import (
     FRESH_COPIES,
     READ_COPIES,
@@ -61,7 +62,8 @@ class Platform:
     """The machine as the workers see it: ``gradient(w)``, ``read(w)``, ``update(w)`` are events.
 
     It composes one object per mechanism: the cores and their time slices (:class:`~simasgd.sim.cpu.Cores`),
-    memory bandwidth (:class:`~simasgd.sim.memory.Memory`), the step tables where the model's lines are
+    memory bandwidth (:class:`~simasgd.sim.memory.Memory`; on a cluster's nodes
+    :class:`~simasgd.sim.nodes.NodeMemory`), the step tables where the model's lines are
     (:class:`~simasgd.sim.step_rates.StepTables`), a line's moves (:class:`~simasgd.sim.step_rates.LineCosts`),
     sockets' turbo and L3 (:mod:`sockets`), and the
     gradient draws with the timer tick (:class:`~simasgd.sim.gradients.GradientDraws`).
@@ -76,7 +78,9 @@ class Platform:
         self.model_bytes = self.dim * itemsize
         cpus = place(machine, n, sc.workers.placement)
         self.sockets, self.cores = _cores(env, sc, machine, cpus)
-        self.memory = Memory(env, machine, self.sockets)
+        # a cluster's nodes share no memory: each worker's reads and updates are of its own node's (sim/nodes.py)
+        self.memory: Memory | NodeMemory = (NodeMemory(env, machine, self.sockets) if machine.nodes
+                                            else Memory(env, machine, self.sockets))
         self.steps = steps = StepTables.build(sc, machine, self.model_bytes)
         self.line_costs = lines = LineCosts.build(sc, machine, self.memory.latency)
         self.cas_latency, self.handoff_s = lines.cas_latency, lines.handoff_s

@@ -22,7 +22,6 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from simasgd import machine as machines
-from simasgd import profile as profile_format
 from simasgd.machine import Machine
 from simasgd.scenario import Scenario, SimConfig
 from simasgd.sim.caches import CacheModel
@@ -205,9 +204,10 @@ def mechanisms(sc: Scenario, m: Machine, traits: ExecutorTraits) -> tuple[list[s
 _warned: set[str] = set()  # the mechanisms already warned of in this process
 
 
-def warn_missing(missing: list[str], traits: str) -> None:
+def warn_missing(missing: list[str], traits: str, corpus: str | None = None) -> None:
     """Say once per process, for each mechanism, that the profile lacks its table (the run goes on without
-    it): one warning naming those not said before, with their tables and the command that measures them."""
+    it): one warning naming those not said before, with their tables and the command that measures them
+    (``corpus``: the corpus entry whose profile it is, measured elsewhere)."""
     new = [name for name in missing if name not in _warned]
     if not new:
         return
@@ -219,17 +219,19 @@ def warn_missing(missing: list[str], traits: str) -> None:
             need = TRAIT_MECHANISMS[name][1]
             return f"the {traits} executor's {name} ({need.what if need is not None else '?'})"
         return f"{name} ({NEEDS[name].what})"
+    if corpus is not None:
+        warnings.warn(f"the profile of corpus entry {corpus} lacks what these mechanisms need, so the simulator "
+                      f"runs without them: {', '.join(what(n) for n in new)}", ModelWarning, stacklevel=3)
+        return
     warnings.warn(f"the profile {path} lacks what these mechanisms need, so the simulator runs without them: "
                   f"{', '.join(what(n) for n in new)}; `simasgd calibrate --out {path}` measures them",
                   ModelWarning, stacklevel=3)
 
 
 def profile_digest(sc: Scenario) -> str | None:
-    """The sha256 of the profile a run of ``sc`` reads, None for a preset."""
-    if machines.preset_of(sc.machine) not in machines.PROFILE_PRESETS:
-        return None
-    path = machines.profile_path()
-    return profile_format.digest(path) if path.is_file() else None
+    """The sha256 of the profile a run of ``sc`` reads (this machine's file, or a corpus machine's profile as
+    the corpus scorer writes it), None for a preset."""
+    return machines.profile_digest(sc.machine)
 
 
 @dataclass
@@ -249,7 +251,8 @@ class ModelRecord:
             return cls(None, [], [], profile_digest(sc))
         traits = executor_traits(sc)
         acted, missing = mechanisms(sc, m, traits)
-        warn_missing(missing, sc.sim.traits)
+        corpus = str(machines.corpus_path(m.name)) if machines.is_corpus(sc.machine) else None
+        warn_missing(missing, sc.sim.traits, corpus)
         return cls(traits.record(sc.sim.traits), acted, missing, profile_digest(sc))
 
     def after(self, sc: Scenario, m: object) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import multiprocessing
 import os
 import socket
 import tempfile
@@ -29,12 +28,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from simasgd import pools
 from simasgd.results import RunResult
 from simasgd.sweep.plan import Task
 
 Body = Callable[[Task], RunResult]
 LOCK_DIR_ENV = "SIMASGD_SWEEP_LOCK_DIR"
-_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
 class SweepError(ValueError):
@@ -100,7 +99,7 @@ def describe(e: BaseException) -> str:
 @contextmanager
 def _isolation(task: Task) -> Iterator[None]:
     """Real backends hold the host's lock. Simulated and serial tasks need nothing here: pool workers are
-    spawned with one BLAS thread each (``_one_thread_children``; Dask's nanny does the same for its workers)."""
+    spawned with one BLAS thread each (``pools.one_thread_children``; Dask's nanny does the same for its workers)."""
     if task.real:
         with host_lock(), _dask_host_lock():
             yield
@@ -164,57 +163,25 @@ class InlinePool:
         pass
 
 
-@contextmanager
-def _one_thread_children() -> Iterator[None]:
-    """Spawned workers start with one BLAS/OpenMP/numba thread each: the pool supplies the parallelism.
-
-    Set in the environment they are spawned with (their imports read it before any task runs),
-    then restored, so the calling process keeps its own settings. Keys the user set are left alone.
-    """
-    added = [k for k in _THREAD_ENV if k not in os.environ]
-    os.environ.update({k: "1" for k in added})
-    try:
-        yield
-    finally:
-        for k in added:
-            os.environ.pop(k, None)
-
-
-def _watch_parent(parent: int) -> None:
-    """In each pool worker: exit when the sweep process is gone (killed with SIGKILL, say).
-
-    Without this an orphaned worker finishes its task and then waits for work forever.
-    """
-    import threading
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="simasgd-watch-parent", daemon=True).start()
-
-
 class LocalPool:
-    """A process pool (spawn: safe with numba's threads); a pool broken by a dead worker is replaced."""
+    """A process pool (:mod:`simasgd.pools`: spawned, one thread per worker); a pool broken by a dead worker
+    is replaced."""
 
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
         self._ex = self._new()
 
     def _new(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_watch_parent, initargs=(os.getpid(),))
+        return pools.spawn_pool(self.jobs)
 
     def _submit(self, fn: TaskFn, task: Task) -> Future[Outcome]:
         # Workers are spawned on demand inside submit: that is where their environment is decided.
-        with _one_thread_children():
-            try:
-                return self._ex.submit(fn, task)
-            except BrokenProcessPool:
-                self._ex.shutdown(wait=False, cancel_futures=True)
-                self._ex = self._new()
-                return self._ex.submit(fn, task)
+        try:
+            return pools.submit(self._ex, fn, task)
+        except BrokenProcessPool:
+            self._ex.shutdown(wait=False, cancel_futures=True)
+            self._ex = self._new()
+            return pools.submit(self._ex, fn, task)
 
     def imap_unordered(self, fn: TaskFn, tasks: Iterable[Task]) -> Iterator[Finished]:
         # A bounded window of tasks in flight: a kill loses only those, and memory stays flat.
@@ -232,11 +199,7 @@ class LocalPool:
                     pending[self._submit(fn, t)] = t
 
     def close(self, cancel: bool) -> None:
-        procs = list((getattr(self._ex, "_processes", None) or {}).values())
-        self._ex.shutdown(wait=not cancel, cancel_futures=cancel)
-        if cancel:
-            for p in procs:  # tasks in flight are lost anyway; do not wait for them to finish
-                p.terminate()
+        pools.close(self._ex, cancel)  # cancel: tasks in flight are lost anyway; do not wait for them to finish
 
 
 class DaskPool:
@@ -314,18 +277,11 @@ def _take(it: Iterator[Task], n: int) -> list[Task]:
     return out
 
 
-def default_jobs() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def make_pool(jobs: int | None, dask: str | None, real: bool) -> Pool:
     """The pool for a sweep. Real backends get one local process: they must not measure each other."""
     if dask:
-        return DaskPool(dask, jobs or default_jobs())
-    n = default_jobs() if jobs is None else jobs
+        return DaskPool(dask, jobs or pools.default_jobs())
+    n = pools.default_jobs() if jobs is None else jobs
     if n == 0:
         return InlinePool()
     return LocalPool(1 if real else n)

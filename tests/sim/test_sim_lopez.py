@@ -20,7 +20,9 @@ from simasgd.sim.costs import Platform
 STEP_S = 2e-5  # a master step: read 1e-5 + update 1e-5
 TIMING = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
           "read": {"dist": "deterministic", "mean_s": 1e-5}, "update": {"dist": "deterministic", "mean_s": 1e-5}}
-BIG = {"sockets": 1, "cores_per_socket": 16, "threads_per_core": 1}  # every thread its own CPU
+# every thread its own CPU; the scheduler's slice and switch these tests were written against (pinned: the
+# descheduled master's few steps fall where a 4 ms slice puts them)
+BIG = {"sockets": 1, "cores_per_socket": 16, "threads_per_core": 1, "quantum_s": 4e-3, "context_switch_s": 3e-6}
 
 
 def _run(workers: int, *, numerics: bool = False, seed: int = 3, run: int = 0, timing: dict | None = None,

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from simasgd import loader
+from simasgd import loader, machine
 from simasgd.sim import backend
 
 THEORY = Path(__file__).resolve().parents[2] / "scenarios" / "theory"
@@ -175,7 +175,8 @@ def test_oversubscribed_threads_share_cores() -> None:
     # evenly)
     over = per_thread_rate(after_warmup(simulate("oversubscription"), 0.1))
     fair = per_thread_rate(after_warmup(simulate("oversubscription", "workers.count=2"), 0.1))
-    q, cs = 4e-3, 3e-6  # laptop-2core quantum and context switch
+    laptop = machine.PRESETS["laptop-2core"]  # the scenario's machine
+    q, cs = laptop.quantum_s, laptop.context_switch_s
     assert len(over) == 4 and len(fair) == 2
     assert np.allclose(fair, 1e3, rtol=5e-3)  # one thread per core: full speed
     assert np.allclose(over, 0.5e3 * q / (q + cs), rtol=0.02)  # c/k of a core, less switching

@@ -133,6 +133,30 @@ def test_process_pool_gives_the_same_rows_as_in_process(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_simulated_sweep_on_every_cpu_gives_the_rows_of_one_process(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from simasgd import pools
+    from simasgd.sweep import execution
+
+    monkeypatch.delenv(pools.JOBS_ENV, raising=False)  # the default: every CPU this process may use
+    pool = execution.make_pool(None, None, real=False)
+    pool.close(cancel=False)
+    assert isinstance(pool, execution.LocalPool) and pool.jobs == len(os.sched_getaffinity(0))
+    p = plan.build(SMALL, ["optimizer.lr=0.05", "workload.batch_size=16"], ["sim.numerics=false"], backend="sim")
+    runner.run(p, tmp_path / "a", jobs=0, keep_runs=True)
+    runner.run(p, tmp_path / "b", jobs=None if pool.jobs > 1 else 2, keep_runs=True)
+    a, b = (load(tmp_path / x).drop(columns=["wall_s", "host", "error"]).sort_values("task_id", ignore_index=True)
+            for x in "ab")
+    assert len(a) == 4 and set(a["status"]) == {"ok"}
+    pd.testing.assert_frame_equal(a, b)
+    from simasgd.results import RunResult
+
+    for task in (tmp_path / "a" / "runs").iterdir():
+        pooled = RunResult.load(tmp_path / "b" / "runs" / task.name)
+        pd.testing.assert_frame_equal(RunResult.load(task).updates, pooled.updates)
+
+
+@pytest.mark.slow
 def test_real_backend_tasks_never_overlap_on_a_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from simasgd.sweep import execution
 
