@@ -20,14 +20,87 @@ that can work, and descheduling lands at lock waits.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from collections import Counter
 from collections.abc import Callable, Generator
 
 import simpy
-from simpy.resources.resource import PriorityRequest
 
 from simasgd.machine import Machine
 from simasgd.sim.primitives import Req
+
+
+class CpuGrant(simpy.Event):
+    """A thread's request for a CPU of its pool; granted, it fires once the context switch is paid."""
+
+    __slots__ = ("at", "key", "th")
+
+    def __init__(self, env: simpy.Environment, th: Thread, key: tuple[float, float, int]) -> None:
+        super().__init__(env)
+        self.th, self.key = th, key
+        self.at = -1.0  # when it was granted (-1: not yet; -2: withdrawn)
+
+
+class CpuPool:
+    """The CPUs of a pool as a run queue ordered by CPU time received (the fair scheduler's vruntime), then
+    by arrival. A grant hands the CPU over at once — the thread is on it from that instant, its quantum
+    started — and wakes the thread once the context switch is paid: one event a turn on a CPU."""
+
+    __slots__ = ("capacity", "env", "free", "heap", "order", "quantum", "switch", "waiting")
+
+    def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
+        self.env, self.capacity, self.free = env, cpus, cpus
+        self.quantum, self.switch = quantum, switch
+        self.heap: list[tuple[tuple[float, float, int], CpuGrant]] = []
+        self.waiting = 0  # requests in the heap not withdrawn
+        self.order = itertools.count()
+
+    def request(self, th: Thread) -> CpuGrant:
+        g = CpuGrant(self.env, th, (th.cpu_time, self.env.now, next(self.order)))
+        heapq.heappush(self.heap, (g.key, g))
+        self.waiting += 1
+        self._dispatch()
+        return g
+
+    def release(self) -> None:
+        self.free += 1
+        self._dispatch()
+
+    def least_served(self) -> float | None:
+        """The CPU time of the least-served queued thread; None when nobody is queued."""
+        heap = self.heap
+        while heap and heap[0][1].at == -2.0:
+            heapq.heappop(heap)  # withdrawn: dropped once it reaches the top
+        return heap[0][0][0] if self.waiting else None
+
+    def withdraw(self, g: CpuGrant) -> None:
+        """A request still queued leaves the queue (k-sync cancels a thread's work)."""
+        if g.at == -1.0:
+            g.at = -2.0
+            self.waiting -= 1
+
+    def _dispatch(self) -> None:
+        while self.free and self.waiting:
+            _key, g = heapq.heappop(self.heap)
+            if g.at == -2.0:
+                continue  # withdrawn
+            self.waiting -= 1
+            self.free -= 1
+            self._grant(g)
+
+    def _grant(self, g: CpuGrant) -> None:
+        th, now = g.th, self.env.now
+        g.at = now
+        th.queued = False
+        th.req, th.left, th.since = g, self.quantum, now
+        th.rq.running += 1
+        th.rq.since_sum += now
+        if th.holds:
+            th.rq.holders_off -= 1
+        g._ok, g._value = True, None
+        self.env.schedule(g, delay=self.switch)
 
 
 class RunQueue:
@@ -35,14 +108,36 @@ class RunQueue:
     joining this queue (``arrived``), a lock holder of this queue losing its CPU (``holder_out``). Nothing
     that happens on another pool wakes them, so an event costs the threads of one pool, not all of them."""
 
-    __slots__ = ("arrived", "holder_out", "holders_off", "pool", "threads")
+    __slots__ = ("arrived", "changes", "cpu_sum", "holder_out", "holders_off", "members", "pool", "running",
+                 "since_sum", "threads")
 
-    def __init__(self, env: simpy.Environment, cpus: int) -> None:
-        self.pool = simpy.PriorityResource(env, cpus)
+    def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
+        self.pool = CpuPool(env, cpus, quantum, switch)
         self.threads: list[Thread] = []
         self.arrived = env.event()  # succeeds (and is re-armed) when a thread joins the run queue
         self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
         self.holders_off = 0  # threads that hold a lock and no CPU
+        # The runnable threads (queued or on a CPU) in sums, so that their mean CPU time costs O(1): their
+        # number, their CPU time before the current turn, and the running ones' number and turn starts.
+        self.members, self.cpu_sum, self.running, self.since_sum = 0, 0.0, 0, 0.0
+        self.changes = 0
+
+    def mean_vruntime(self, now: float) -> float | None:
+        """Mean CPU time received by the runnable threads, current turns included; None if none."""
+        if not self.members:
+            return None
+        return (self.cpu_sum + (self.running * now - self.since_sum)) / self.members
+
+    def changed(self) -> None:
+        """Every so many changes the sums are taken again from the threads, so rounding cannot build up."""
+        self.changes += 1
+        if self.changes >= _RESUM:
+            self.changes = 0
+            members = [t for t in self.threads if t.queued or t.req is not None]
+            self.members = len(members)
+            self.cpu_sum = math.fsum(t.cpu_time for t in members)
+            self.running = sum(t.req is not None for t in members)
+            self.since_sum = math.fsum(t.since for t in members if t.req is not None)
 
 
 class Thread:
@@ -53,7 +148,7 @@ class Thread:
     def __init__(self, rq: RunQueue, sliced: bool, cpu: int | None) -> None:
         self.rq = rq
         self.pool = rq.pool
-        self.req: PriorityRequest | None = None  # its CPU, while it has one
+        self.req: CpuGrant | None = None  # its CPU, while it has one
         self.left = 0.0
         self.sliced = sliced
         self.cpu = cpu
@@ -82,7 +177,7 @@ class Cores:
         self.threads: list[Thread] = []
         for cpu in cpus:
             if cpu not in queues_of:
-                queues_of[cpu] = RunQueue(env, machine.hw_threads if cpu is None else 1)
+                queues_of[cpu] = RunQueue(env, machine.hw_threads if cpu is None else 1, self.quantum, self.switch)
             rq = queues_of[cpu]
             th = Thread(rq, load[cpu] > rq.pool.capacity, cpu)
             rq.threads.append(th)
@@ -175,46 +270,54 @@ class Cores:
 
         An eligible yielder (no more CPU time than the runnable average) forfeits the rest of its slice;
         the spinner yields every few spins, so it forfeits slice after slice until it is not eligible."""
-        queued = [t.cpu_time for t in th.rq.threads if t.queued]
-        if not queued:
+        rq = th.rq
+        least = rq.pool.least_served()
+        if least is None:
             return None
         for _ in range(_MAX_FORFEITS):
-            mean = self._mean_vruntime(th.rq)
+            mean = rq.mean_vruntime(self.env.now)
             assert mean is not None  # th runs on the pool (and others queue for it)
             if self.vruntime(th) > mean + _EPS:
                 break
-            th.cpu_time += max(th.left, self.switch, _EPS)  # vruntime jumps to the deadline
+            forfeit = max(th.left, self.switch, _EPS)
+            th.cpu_time += forfeit  # vruntime jumps to the deadline
+            rq.cpu_sum += forfeit
             th.left = self.quantum  # and the deadline one slice on
-        return min(queued) - self.vruntime(th)
-
-    def _mean_vruntime(self, rq: RunQueue, but: Thread | None = None) -> float | None:
-        """Mean CPU time of the threads running on or queued for ``rq`` (``but`` left out); None if none."""
-        times = [self.vruntime(t) for t in rq.threads if t is not but and (t.queued or t.req is not None)]
-        return sum(times) / len(times) if times else None
+        return least - self.vruntime(th)
 
     def joined(self, th: Thread) -> None:
         """``th`` joins its pool's run queue. EEVDF places it at most one slice behind the runnable mean
         (a sleeper's lag is bounded, so one back from a barrier does not hold the CPU until it has caught
         up with everyone's CPU time), and spinners waiting to yield to it are woken."""
-        th.queued = True
-        mean = self._mean_vruntime(th.rq, but=th)
+        rq = th.rq
+        mean = rq.mean_vruntime(self.env.now)
         if mean is not None:
             th.cpu_time = max(th.cpu_time, mean - self.quantum)
-        _fire(th.rq, "arrived")
+        th.queued = True
+        rq.members += 1
+        rq.cpu_sum += th.cpu_time
+        rq.changed()
+        _fire(rq, "arrived")
 
     def give_up(self, th: Thread) -> None:
         """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
         assert th.req is not None  # only a thread on a CPU gives it up
-        req, th.req = th.req, None
+        rq = th.rq
+        th.req = None
+        rq.members -= 1
+        rq.running -= 1
+        rq.since_sum -= th.since
+        rq.cpu_sum -= th.cpu_time
         th.cpu_time += self.env.now - th.since
         if th.holds:
-            th.rq.holders_off += 1
-        th.pool.release(req)
+            rq.holders_off += 1
+        rq.changed()
+        th.pool.release()
 
     def quantum_over(self, th: Thread) -> bool:
         """``th`` spent its quantum: preempted (True; to the back of the run queue) when someone
         waits for a CPU of its pool, else it keeps the CPU with a fresh quantum."""
-        if not th.pool.queue:
+        if not th.pool.waiting:
             th.left = self.quantum
             return False
         self.give_up(th)
@@ -250,6 +353,7 @@ def _fire(rq: RunQueue, name: str) -> None:
 _EPS = 1e-12  # seconds: below SimPy's clock resolution at run lengths of seconds
 _LEFT = 1e-15  # seconds of a quantum left below which it is spent
 _MAX_FORFEITS = 64
+_RESUM = 256  # changes to a run queue's sums between two exact sums
 
 
 def _withdraw(req: simpy.Event) -> None:
@@ -280,23 +384,18 @@ def _after(env: simpy.Environment, seconds: float,
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
     """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
     cores.joined(th)
-    # the fair scheduler picks the least-served thread. simpy types a priority as an int: any ordered key
-    # works, here a CPU time
-    req = th.pool.request(priority=th.cpu_time)  # type: ignore[arg-type]
+    req = th.pool.request(th)  # the fair scheduler picks the least-served thread
     try:
         yield req
-    except simpy.Interrupt:  # cancelled while queued (k-sync)
-        th.queued = False
-        req.cancel()
-        if req.triggered:
-            th.pool.release(req)
-        raise
-    th.queued = False
-    th.req, th.left, th.since = req, cores.quantum, env.now
-    if th.holds:
-        th.rq.holders_off -= 1
-    if cores.switch > 0:
-        yield env.timeout(cores.switch)
+    except simpy.Interrupt:  # its work cancelled (k-sync)
+        if req.at == env.now and th.req is req:  # granted in this instant: the CPU goes back (if not yet)
+            cores.give_up(th)
+        elif req.at < 0:  # still queued
+            th.queued = False
+            th.rq.members -= 1
+            th.rq.cpu_sum -= th.cpu_time
+            th.pool.withdraw(req)
+        raise  # granted before: it keeps the CPU, paying the switch
 
 
 def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
