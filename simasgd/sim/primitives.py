@@ -220,11 +220,12 @@ class Barrier(BaseResource):
         return False
 
 
-class CacheLine(simpy.Resource):
-    """A contended cache line: atomics on it execute one at a time, ``latency_s`` each."""
+class CacheLine(Mutex):
+    """A contended cache line: atomics on it execute one at a time, ``latency_s`` each (FIFO, as a
+    :class:`Mutex`: a free line costs an atomic no event but its latency)."""
 
     def __init__(self, env: simpy.Environment, latency_s: float) -> None:
-        super().__init__(env, capacity=1)
+        super().__init__(env)
         self.latency_s = latency_s
 
 
