@@ -4,9 +4,12 @@ Sections, in priority order, each bounded by what is left of ``--deadline`` (a s
 too late is written as skipped, with the reason): correctness of the device gradients and of every
 algorithm's θ on the constant workload; resident HOGWILD! on the MLP from 1 worker to the GPU's resident
 maximum; streams mode (host cost of an attempt); the CNN; Leashed, Lopez and sync; the Lopez §IV-B
-table (CNN, batch 32, 2–32 workers); HOGWILD! to ε. Every cell is written to ``OUT/gpu_check.json`` as
-soon as it ends (schema 1, with the device, versions, commit), with its staleness histogram and phase
-medians, so that the simulator can be scored against it afterwards without the GPU.
+table (CNN, batch 32, 2–32 workers); HOGWILD! to ε, and the same run on the host's CPU cores (backend
+``cpu``, one thread a core up to 16: ``to_eps_cpu``). Every cell is written to ``OUT/gpu_check.json`` as
+soon as it ends (schema 1, with the device, versions, commit), with its staleness histogram, phase
+medians and the gradient phase's spread (``gradient_cv``: sd / mean over the cell's attempts), so that
+the simulator can be scored against it afterwards without the GPU. ``sections`` says how each section
+ended (``ok``, ``failed: why``, ``skipped: why``; ``running`` if the process was cut inside it).
 
 ``--tiny`` runs the same sections at tiny shapes, for numba's CUDA simulator (the tests rehearse it).
 """
@@ -78,6 +81,8 @@ def summarise(r: Any) -> dict[str, Any]:
     phases = {"read": w["t_grad_start"] - w["t_start"], "gradient": w["t_grad_end"] - w["t_grad_start"],
               "update": w["t_write"] - w["t_grad_end"]}
     per_worker = ok.groupby("worker")["staleness"].mean()
+    grad = phases["gradient"].to_numpy(dtype=float)
+    grad_mean = float(grad.mean()) if len(grad) else math.nan
     return {"updates": s.updates, "time_s": s.time_s, "updates_per_s": s.updates_per_s,
             "gradients_per_s": len(ok) / s.time_s if s.time_s > 0 else math.nan, "attempts": len(u),
             "dropped": int((~u["applied"]).sum()), "mean_staleness": float(tau.mean()) if len(tau) else math.nan,
@@ -85,6 +90,10 @@ def summarise(r: Any) -> dict[str, Any]:
             "staleness_hist": np.bincount(np.minimum(tau, 4096)).tolist() if len(tau) else [],
             "per_worker_mean_staleness": [float(x) for x in per_worker.to_numpy()],
             "phase_median_s": {k: float(np.median(v)) if len(v) else math.nan for k, v in phases.items()},
+            # the gradient's spread attempt to attempt ([gpu.block] gradient_cv; 5% warm-up discarded)
+            "gradient_cv": float(grad.std() / grad_mean) if len(grad) > 1 and grad_mean > 0 else math.nan,
+            "gradient_quantiles_s": {f"p{q}": float(np.percentile(grad, q)) if len(grad) else math.nan
+                                     for q in (5, 50, 95)},
             "initial_loss": s.initial_loss, "final_loss": s.final_loss, "updates_to_eps": s.updates_to_eps,
             "time_to_eps": s.time_to_eps, "meta": {k: r.metadata.get(k) for k in ("launch", "stopped_by", "wall_s")}}
 
@@ -93,9 +102,10 @@ class Check:
     def __init__(self, out: Path, tiny: bool, deadline: float):
         self.out, self.tiny, self.t0, self.deadline = out, tiny, time.perf_counter(), deadline
         self.machine = record.machine()
+        self.cut = 0  # cells left out because the deadline was near
         self.doc: dict[str, Any] = {"tiny": tiny, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                                                                               time.gmtime()),
-                                    "env": env(), "checks": [], "cells": [], "skipped": []}
+                                    "env": env(), "checks": [], "cells": [], "skipped": [], "sections": {}}
 
     def left(self) -> float:
         return self.deadline - (time.perf_counter() - self.t0)
@@ -109,24 +119,49 @@ class Check:
         print(f"[{time.perf_counter() - self.t0:6.1f} s] {msg}", flush=True)
 
     def section(self, name: str, need_s: float, body: Callable[[], None]) -> None:
+        status = self.doc["sections"]
         if self.left() < need_s:
-            self.doc["skipped"].append({"section": name, "why": f"{self.left():.0f} s left, needs ~{need_s:.0f}"})
+            why = f"{self.left():.0f} s left, needs ~{need_s:.0f}"
+            self.doc["skipped"].append({"section": name, "why": why})
+            status[name] = {"status": f"skipped: {why}", "seconds": 0.0}
             self.log(f"skip {name}: {self.left():.0f} s left")
             self.save()
             return
         self.log(f"section {name}")
+        t, errors, bad, cut = time.perf_counter(), self._errors(), self._bad_checks(), self.cut
+        n_cells, n_checks = len(self.doc["cells"]), len(self.doc["checks"])
+        status[name] = {"status": "running", "seconds": 0.0}
+        self.save()
         try:
             body()
+            for row in self.doc["cells"][n_cells:] + self.doc["checks"][n_checks:]:
+                row["check_section"] = name  # which section made it: a later run of the section replaces it
+            errors, bad = self._errors() - errors, self._bad_checks() - bad
+            why = ", ".join(([f"{errors} cells errored"] if errors else []) + ([f"{bad} checks wrong"] if bad else []))
+            status[name]["status"] = f"failed: {why}" if why else "ok"
+            if self.cut > cut:  # said, not silent: the section ran, not all of it
+                self.doc["skipped"].append({"section": name, "why": f"{self.cut - cut} cells left out by the deadline"})
+                status[name]["status"] += f": {self.cut - cut} cells left out by the deadline"
         except Exception as e:
             self.doc["skipped"].append({"section": name, "why": f"{type(e).__name__}: {e}",
                                         "trace": traceback.format_exc()[-3000:]})
+            status[name]["status"] = f"failed: {type(e).__name__}: {e}"
             self.log(f"FAILED {name}: {type(e).__name__}: {e}")
+        status[name]["seconds"] = time.perf_counter() - t
         self.save()
+
+    def _errors(self) -> int:
+        return sum("error" in c for c in self.doc["cells"])
+
+    def _bad_checks(self) -> int:
+        return sum(not c.get("ok") for c in self.doc["checks"])
 
     def cell(self, section: str, sc: Any, backend: str = "gpu", **extra: Any) -> dict[str, Any] | None:
         from simasgd import backends
 
         if self.left() < 5:
+            self.cut += 1
+            self.log(f"  {section} {sc.algorithm.name} n={sc.workers.count}: left out, {self.left():.0f} s left")
             return None
         t = time.perf_counter()
         try:
@@ -304,17 +339,32 @@ def section_lopez_table(c: Check) -> None:
                                                gpu={"mode": "streams"}))
 
 
+def to_eps_scenario(c: Check, n: int) -> Any:
+    """HOGWILD! on the MLP to ε = half the initial loss, ``n`` workers: one scenario for the GPU and the CPU."""
+    return scenario(mlp_doc(c.tiny), workers={"count": n}, optimizer={"lr": 0.05},
+                    stop={"epsilon": 0.5, "max_time_s": 60 if c.tiny else 4.0,
+                          "max_updates": 5000 if c.tiny else 3_000_000,
+                          "eval_every_updates": 20 if c.tiny else 500})
+
+
 def section_to_eps(c: Check) -> None:
     """Ma, Rusu & Torres's question on the MLP: HOGWILD! to ε (half the initial loss) by worker count."""
-    doc = mlp_doc(c.tiny)
     sms = int(c.doc["env"]["device"].get("sms", 4))
     for n in ([1, 2] if c.tiny else [1, 8, 32, sms, 4 * sms]):
         most = c.doc.get("resident_max_hogwild_mlp") or n
         if n > most:
             continue
-        c.cell("to-eps", scenario(doc, workers={"count": n}, optimizer={"lr": 0.05},
-                                  stop={"epsilon": 0.5, "max_time_s": 60 if c.tiny else 4.0,
-                                        "max_updates": 3_000_000, "eval_every_updates": 20 if c.tiny else 500}))
+        c.cell("to-eps", to_eps_scenario(c, n))
+
+
+CPU_THREADS = 16  # the GPU machine's host: HOGWILD! on its cores against the resident workers
+
+
+def section_to_eps_cpu(c: Check) -> None:
+    """The same scenario as ``to_eps`` (model, batch, lr, ε, stop) on the host's CPU cores: backend ``cpu``,
+    HOGWILD!, one thread a core up to 16 (2 with ``--tiny``)."""
+    n = 2 if c.tiny else min(CPU_THREADS, len(os.sched_getaffinity(0)))
+    c.cell("to-eps-cpu", to_eps_scenario(c, n), backend="cpu", mode="threads", cpus=len(os.sched_getaffinity(0)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,17 +373,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (numba's CUDA simulator)")
     ap.add_argument("--deadline", type=float, default=360.0, help="seconds for all sections")
     ap.add_argument("--sections", default="gradients,constant,hogwild_mlp,streams,hogwild_cnn,algorithms_mlp,"
-                                          "lopez_table,to_eps")
+                                          "lopez_table,to_eps,to_eps_cpu")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     c = Check(a.out, a.tiny, a.deadline)
     c.save()
     need = {"gradients": 40, "constant": 30, "hogwild_mlp": 40, "streams": 30, "hogwild_cnn": 40,
-            "algorithms_mlp": 60, "lopez_table": 40, "to_eps": 25}
+            "algorithms_mlp": 60, "lopez_table": 40, "to_eps": 25, "to_eps_cpu": 60}  # cpu: its loops compile first
     bodies = {"gradients": check_gradients, "constant": check_constant, "hogwild_mlp": section_hogwild_mlp,
               "streams": section_streams, "hogwild_cnn": section_hogwild_cnn,
               "algorithms_mlp": section_algorithms_mlp, "lopez_table": section_lopez_table,
-              "to_eps": section_to_eps}
+              "to_eps": section_to_eps, "to_eps_cpu": section_to_eps_cpu}
     for name in a.sections.split(","):
         c.section(name, 0 if a.tiny else need[name], lambda name=name: bodies[name](c))
     c.doc["ended"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a what-if: the block's gradient spread, which the measured cells do not record "
                          "(calibrate --gpu measures it); default: the scenario's [sim] gradient_cv")
     a = ap.parse_args(argv)
-    cells = [c for p in a.measured for c in record.read(p, gpu_check.SCHEMA, gpu_check.SCHEMA_VERSION)["cells"]]
+    cells = [c for p in a.measured for c in record.read(p, gpu_check.SCHEMA, gpu_check.SCHEMA_VERSION)["cells"]
+             if c.get("backend", "gpu") == "gpu" and "error" not in c]  # not the host's cpu cells (to-eps-cpu)
     block = block_table(cells)
     if a.gradient_cv is not None:
         block["gradient_cv"] = a.gradient_cv

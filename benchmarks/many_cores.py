@@ -5,9 +5,11 @@ B = 16, two runs a cell, each measured (`cpu`) and simulated (`sim` on the calib
 ``fidelity_sweep.py``; the measured runs become the machine's corpus entry (``OUT/corpus``) and today's model
 is scored against it (``OUT/score.json``, the table on stdout). About 6-8 minutes on a 16-core machine:
 
-    .venv/bin/python benchmarks/many_cores.py OUT [--threads 1 2 4 8 16] [--profile PROFILE]
+    .venv/bin/python benchmarks/many_cores.py OUT [--threads 1 2 4 8 16] [--profile PROFILE] [--no-score]
 
-``--profile`` uses a profile already calibrated on this machine instead of calibrating. With
+``--profile`` uses a profile already calibrated on this machine instead of calibrating. ``--no-score``
+leaves the scoring (the simulator only, any machine: ``simasgd corpus score``) for later, where the many-core
+machine's time is short (``benchmarks/device_check.sh``). With
 ``--threads 1 2`` it is the dry run the tests make on a 2-CPU machine. Copy ``OUT/corpus/*.json.gz`` into
 the repository's ``corpus/`` to keep the machine.
 """
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-time-s", type=float, default=10.0)
     p.add_argument("--profile", type=Path, default=None, help="a profile of this machine (else calibrate quickly)")
     p.add_argument("--machine", default=None, help="the entry's name (default: CPU family and count)")
+    p.add_argument("--no-score", action="store_true", help="write the entry only (score it later, elsewhere)")
     args = p.parse_args(argv)
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -62,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     name = args.machine or machine_name()
     entry = store.entry_from(store.measured_folders([out / "cells"]), prof.read(profile), name)
     path = store.save(entry, out / "corpus")
+    if args.no_score:
+        print(f"{path} ({path.stat().st_size / 1024:.0f} KiB), {time.perf_counter() - start:.0f} s; not scored "
+              f"(simasgd corpus score)")
+        return 0
     result = score.score(entry, jobs=min(len(os.sched_getaffinity(0)), 8))
     import json
 
