@@ -14,7 +14,7 @@ A cell is the quickstart scenario (the 64-32-10 MLP on digits, B = 16), timing o
 The figure is wall milliseconds per 1,000 update attempts (rows of ``updates.parquet``: gradients computed,
 dropped ones included), marginal: each cell runs twice, a short pilot and a long run, and the cost is
 (t_long − t_pilot) / (attempts_long − attempts_pilot), so the start-up (the workload, the processes, the
-profile) is not counted. The long run is sized from the pilot to take about ``--budget`` seconds. The
+profile) is not counted. The long run is grown until it takes ``--budget`` seconds more than the pilot. The
 ratio column is the widest cell over the narrowest-worker cell of the same algorithm: the goal is ≤ 2.
 Ratios come from one run of this script; absolute times depend on the host and its load.
 """
@@ -63,19 +63,22 @@ def timed(algorithm: str, workers: int, machine: str, network: str | None, updat
 
 def cell(algorithm: str, workers: int, machine: str, network: str | None, budget: float) -> dict[str, Any]:
     """Marginal wall ms per 1,000 attempts (pilot subtracted), with the attempts it was measured over."""
-    pilot_updates = 10
+    pilot = 10
     # the least of two pilots: the first run of a process also pays its imports and caches
-    (t_pilot, a_pilot), (t_again, _) = (timed(algorithm, workers, machine, network, pilot_updates) for _ in range(2))
+    (t_pilot, a_pilot), (t_again, _) = (timed(algorithm, workers, machine, network, pilot) for _ in range(2))
     t_pilot = min(t_pilot, t_again)
-    updates, t = pilot_updates, t_pilot
-    while t - t_pilot < budget / 8 and updates < 200_000:  # double until the runs differ enough to size the last
-        updates *= 2
-        t, _ = timed(algorithm, workers, machine, network, updates)
-    per_update = max(1e-7, (t - t_pilot) / max(1, updates - pilot_updates))
-    updates = max(2 * pilot_updates, min(400_000, int(budget / per_update)))
-    t_long, a_long = timed(algorithm, workers, machine, network, updates)
-    extra = a_long - a_pilot
-    ms = 1e3 * 1e3 * (t_long - t_pilot) / extra if extra > 0 else math.nan
+    updates = 2 * pilot
+    for _ in range(8):  # grow the run until it is ``budget`` seconds longer than the pilot
+        t_long, a_long = timed(algorithm, workers, machine, network, updates)
+        extra = t_long - t_pilot
+        if extra >= budget or updates >= 400_000:
+            break
+        if extra < 0.2 * budget:
+            updates *= 4  # too short to size from: start-up noise could dominate the difference
+        else:
+            updates = pilot + int(1.3 * (updates - pilot) * budget / extra)
+    more = a_long - a_pilot
+    ms = 1e6 * (t_long - t_pilot) / more if more > 0 else math.nan
     return {"algorithm": algorithm, "workers": workers, "machine": machine, "network": network,
             "attempts": a_long, "wall_s": t_long, "ms_per_1000": ms}
 
