@@ -60,16 +60,18 @@ class Elastic:
         self.alpha, self.tau = float(sc.algorithm.param("alpha")), int(sc.algorithm.param("tau"))
         self.leaders = list(range(0, run.n, group))
         self.turn = 0                      # easgd: the leader whose exchange is next
-        self.turn_changed = run.env.event()
+        self.waiting: dict[int, simpy.Event] = {}  # a leader waiting for its turn -> what wakes it
         self.net = net.for_run(run)
         m = run.model
         self.x = {w: m.theta.copy() for w in self.leaders} if m is not None else {}
         self.v = {w: np.zeros_like(m.theta) for w in self.leaders} if m is not None and m.momentum else {}
 
     def pass_token(self) -> None:
+        """The next leader's turn: it alone is woken (the others sleep on until theirs)."""
         self.turn = (self.turn + 1) % len(self.leaders)
-        ev, self.turn_changed = self.turn_changed, self.run.env.event()
-        ev.succeed()
+        ev = self.waiting.pop(self.turn, None)
+        if ev is not None:
+            ev.succeed()
 
 
 def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
@@ -84,7 +86,8 @@ def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
         t0 = env.now
         while el.turn != me:                       # round-robin: wait for the previous worker's exchange
             p.block(w)
-            yield el.turn_changed
+            el.waiting[me] = ev = env.event()
+            yield ev
         wait = env.now - t0
     else:
         wait = 0.0
