@@ -106,6 +106,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=20.0, help="about this many wall seconds a cell's long run")
     ap.add_argument("--out", type=Path, default=None, help="record file (default results/sim_scale_<machine>.json)")
     args = ap.parse_args()
+    commit = record.commit()  # the code that runs is the code of the start, whatever is committed meanwhile
     sections = [(args.algorithms, args.machine, None), (args.network_algorithms, args.network_machine, args.network)]
     rows: list[dict[str, Any]] = []
     for names, machine, network in sections:
@@ -125,7 +126,7 @@ def main() -> None:
             print(f"\n{machine}" + (f", [network] preset = {network!r}" if network else ", shared memory") + "\n")
             print(table(part, args.workers))
     out = args.out or record.current_path(SCHEMA)
-    record.write(out, SCHEMA, VERSION, {"workers": args.workers, "budget_s": args.budget, "rows": rows})
+    record.write(out, SCHEMA, VERSION, {"workers": args.workers, "budget_s": args.budget, "rows": rows}, commit_=commit)
     print(f"\nrecord: {out}", file=sys.stderr)
 
 
