@@ -414,7 +414,11 @@ def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
             th.left -= run
             if th.left <= _LEFT:
                 cores.quantum_over(th)
-        if then is not None:
-            yield then()  # a memory transfer: the thread stalls on its CPU
+        if then is not None:  # a memory transfer: the thread stalls on its CPU, and the stall is CPU time
+            t0 = env.now
+            yield then()
+            th.left -= env.now - t0
+            if th.left <= _LEFT and th.req is not None:
+                cores.quantum_over(th)
     except simpy.Interrupt:
         return  # cancelled work (k-sync): the thread keeps its CPU until it blocks
