@@ -11,7 +11,8 @@
 - ``gpu`` when this machine has an NVIDIA GPU and ``benchmarks/results/gpu_check_<gpu>.json`` (``<gpu>``: the
   first word with a digit of the GPU's name, lower case: ``NVIDIA H200`` → ``h200``, ``NVIDIA H100 80GB HBM3``
   → ``h100``) is not a record written by ``device_check.sh``'s gpu part (one with a ``device_check`` key, not
-  tiny): the record of 2026-11-27 predates the script, so an H200 is due once more;
+  tiny): a record of ``gpu_check.py`` alone lacks what the part adds (the anchor, the calibration, the host's
+  time to ε), so its GPU is due once more;
 - else ``cores`` when ``corpus/<machine>.json.gz`` is absent, ``<machine>`` being ``many_cores.py``'s name of
   this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``);
 - else ``none``: both are in the repository; name a part to run it again.
