@@ -1,17 +1,12 @@
 """Core-to-core hand-off latency: where the host has put this machine's first two CPUs, right now.
 
 On a virtual machine the host may move the guest's CPUs between physical cores while it runs: onto
-cores sharing an L3 (a cache-line hand-off of ~30 ns on a chiplet CPU), onto two chiplets (~160-190 ns)
-or onto the two hardware threads of one core (~15 ns: they then share its execution units too),
-switching every few seconds to minutes. Everything that moves lines between the two CPUs follows the
-placement (two chiplets against one, a two-CPU guest):
-
-| | near (32-35 ns) | far (160-190 ns) |
-|---|---|---|
-| `[coherence]` read / write of lines the other core wrote, 640 KiB | 88 / 121 GB/s | 40 / 60 GB/s |
-| `[locks]` hand-off, `[cas]` latency of two threads' CAS on one word | — | — |
-| the same on private lines (`own_*`) | unchanged | unchanged |
-
+cores sharing an L3, onto two chiplets (a cache-line hand-off several times slower) or onto the two
+hardware threads of one core (faster still: they then share its execution units too), switching every
+few seconds to minutes. Everything that moves lines between the two CPUs follows the placement — the
+``[coherence]`` rates of lines the other core wrote, the ``[locks]`` hand-off and the ``[cas]``
+latency; rates on private lines (``own_*``) do not (one two-CPU guest's figures:
+benchmarks/README_cpu.md, design measurements) —
 so a run measured in one mode is not the machine the profile calibrated in the other. This module
 measures the mode: a token handed back and forth between two pinned threads through one word
 (:func:`latency_ns`, a few ms). ``simasgd calibrate`` records it with the tables it affects, measured
@@ -33,7 +28,7 @@ from numba import njit
 
 from executors import atomics as A
 
-ROUNDS = 10_000  # hand-offs a probe times: 0.9 ms near, 3.4 ms far
+ROUNDS = 10_000  # hand-offs a probe times: a few milliseconds in either placement
 
 
 @njit(nogil=True, cache=True)
@@ -144,8 +139,8 @@ def measured_rows(fn: Any, sizes: Sequence[int], seconds: float, *args: Any, tri
     """A table of one row per buffer size, ``fn(sizes, seconds, *args)``, measured one row at a time,
     each row between its own two probes and in the placement of ``like`` (else of the first probe).
 
-    Two probes around a whole table do not prove it stayed in one placement: the host moved the CPUs
-    away and back within a 2.5 s ``[coherence]`` table, and one row read 36 GB/s among rows at 80-90.
+    Two probes around a whole table do not prove it stayed in one placement: the host can move the CPUs
+    away and back within one ``[coherence]`` table, leaving one row at half its neighbours' rate.
     A row is a fraction of a second; it is measured again (up to ``tries`` times) while its probes disagree with each
     other or with the table's placement. Rows keep their
     probes in ``c2c_ns`` (two a row); per-size columns are joined; a whole-number column (rounds, passes

@@ -2,14 +2,13 @@
 
 Why: a BLAS library keeps its pool threads spinning after a multi-threaded
 call (OpenBLAS's ``blas_thread_server`` calls ``sched_yield`` in a loop for
-2^28 TSC cycles, about 0.1 s, before it sleeps). Before this existed, the cpu
-backend evaluated the loss of θ0 and of the previous run's snapshots with
-multi-threaded BLAS right before the workers started, so the server thread
-spun through the first ~0.1 s of a run that lasts ~0.3 s and took a worker's
-CPU. Measured (2 CPUs, HOGWILD!, 2 threads, B = 16, 8 runs twice): the
-workers waited 0.30–0.37 s in all on the run queue and ran 92–93% of their
-lives; with BLAS single-threaded around the whole run and the process idle at
-the start, 0.08–0.10 s and 98%.
+2^28 TSC cycles, about 0.1 s, before it sleeps). A loss evaluated with
+multi-threaded BLAS right before the workers start (θ0's, or the previous run's
+snapshots') leaves the server thread spinning through the start of a run that
+may last a fraction of a second, on a worker's CPU: the workers then wait on
+the run queue instead of running. So the cpu backend keeps BLAS
+single-threaded around the whole run and waits here until the process is idle
+at the start.
 
 Linux only (``/proc/self/task``); elsewhere nothing is waited for.
 """

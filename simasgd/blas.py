@@ -2,17 +2,17 @@
 
 numba compiles ``np.dot`` into a call to the BLAS that SciPy links (``scipy.linalg.cython_blas``).
 numpy's manylinux wheels carry a second, newer OpenBLAS (``numpy.libs/libscipy_openblas64_*``,
-64-bit integers). On an AVX-512 core (Zen 4) its single-precision GEMM ran the MLP's ``A·B`` and
-``Aᵀ·B`` 8-34% faster than SciPy's (0.3.31 against 0.3.30; both pick their SkylakeX kernels there), its ``A·Bᵀ`` 10-30%
-slower, and its float64 GEMM no faster. So
+64-bit integers). On an AVX-512 core its single-precision GEMM runs the MLP's ``A·B`` and
+``Aᵀ·B`` faster than SciPy's, its ``A·Bᵀ`` slower, and its float64 GEMM no faster (the
+figures: benchmarks/README_cpu.md, design measurements). So
 ``kernels.gemm`` takes every float32 product from it, ``A·Bᵀ`` included, and leaves float64 to
 ``np.dot``.
 
 Why ``A·Bᵀ`` too: one library per gradient. Each OpenBLAS keeps its own pool of threads, which
 spin for about 0.1 s after a multi-threaded call. Where the thread count is not limited to one
 (the simulator's loss evaluations, a notebook), a gradient alternating between the two libraries
-had each library's call wait on a pool thread the other's spinning pool kept off the CPU: 24 ms
-a B = 64 gradient on 2 cores, against 0.3 ms from one library.
+has each library's call wait on a pool thread the other's spinning pool keeps off the CPU: such a
+gradient is many times slower than one from a single library.
 
 How the kernels reach it and stay cacheable: they call an external function named
 :data:`SYMBOL`, declared with the CBLAS ABI below. :func:`register` points that name at numpy's
@@ -20,7 +20,7 @@ How the kernels reach it and stay cacheable: they call an external function name
 kernel is compiled or loaded from numba's cache. No address is baked into machine code, so a cached
 kernel links against whichever provider this process registered. Where numpy carries no such
 library (a source build, another platform) the name points at :func:`_fallback`, a compiled
-function with the same ABI that calls ``np.dot``: the kernels then run as they did before.
+function with the same ABI that calls ``np.dot``: the kernels then use SciPy's BLAS, as numba does.
 
 The library is the one numpy loaded (``dlopen`` of the same file returns the same handle), so
 ``threadpoolctl`` limits its threads together with SciPy's (``executors.cpu.runner.single_threaded_blas``).
@@ -123,8 +123,8 @@ def single_threaded() -> Any:
 
     numba reaches BLAS through ``scipy.linalg.cython_blas``, whose OpenBLAS is loaded lazily, by the first
     compile, and threadpoolctl only limits libraries already loaded: so load it first. Otherwise a process's
-    small GEMMs (a worker's gradient, the simulator's numerics) fan out over busy-waiting BLAS threads: ×100
-    slower gradients on a loaded 2-core machine, ×10 slower simulations."""
+    small GEMMs (a worker's gradient, the simulator's numerics) fan out over busy-waiting BLAS threads, and
+    on a loaded machine gradients and simulations slow down by orders of magnitude."""
     import scipy.linalg.cython_blas  # noqa: F401 - loads the library numba calls
     from threadpoolctl import threadpool_limits
 

@@ -1,14 +1,14 @@
 """Drift: whether the calibrated profile still describes this host when a prediction is compared.
 
-On a shared host the gradient's speed moved 24% within the hour between calibration and run: a prediction
-from the calibrated samples then misses by that much whatever the model. Right before ``simasgd compare``
-runs a backend that measures this host, a probe re-times what drifts — the scenario's gradient (its median
-at the scenario's batch size, one thread, a fraction of a second) and the CPUs' placement (the core-to-core
-hand-off, ``executors/c2c.py``) — and :class:`Drift` sets them beside the profile's. Where the gradient
-drifted beyond :data:`THRESHOLD`, the simulator runs on a copy of the profile whose gradient samples are
-rescaled by the measured ratio (:func:`refreshed_profile`; the user's profile file is left as it is), and
-:func:`verdict` tells model error from a stale calibration (the rule: docs/model.md, "Calibration that is
-still true").
+On a shared host the gradient's speed can move by tens of percent within the hour between calibration and
+run: a prediction from the calibrated samples then misses by that much whatever the model. Right before
+``simasgd compare`` runs a backend that measures this host, a probe re-times what drifts — the scenario's
+gradient (its median at the scenario's batch size, one thread, a fraction of a second) and the CPUs'
+placement (the core-to-core hand-off, ``executors/c2c.py``) — and :class:`Drift` sets them beside the
+profile's. Where the gradient drifted beyond :data:`THRESHOLD`, the simulator runs on a copy of the profile
+whose gradient samples are rescaled by the measured ratio (:func:`refreshed_profile`; the user's profile
+file is left as it is), and :func:`verdict` tells model error from a stale calibration (the rule:
+docs/model.md, "Calibration that is still true").
 
 The probe is a calibrator's module (:data:`PROBE`), loaded by name like the calibrator: simasgd imports
 nothing from ``executors``.

@@ -1,8 +1,8 @@
 """Bulk memory operations for nopython code: copies that compile to full-width vector loops.
 
 numba lowers ``dst[:] = src`` through its general broadcasting assignment, which on the 1-d
-contiguous vectors the executors copy every cycle ran at a third of the speed of a plain indexed
-loop (float32, 135k elements: 40 µs against 12 µs; float64 40 µs against 28 µs).
+contiguous vectors the executors copy every cycle runs well below the speed of a plain indexed
+loop (benchmarks/README_cpu.md, design measurements).
 Every per-cycle copy of a model-sized vector — the executors' reads of θ, a Lopez worker's
 last gradient, the loss ring's snapshots, the calibrator's copy benchmark that the simulator's copy rates
 come from — goes through :func:`copy_into`, so that what is measured is what is modelled.

@@ -47,7 +47,7 @@ def versions() -> dict[str, str]:
             out[name] = _md.version(name)
     from simasgd import blas  # numpy and ctypes only: no numba import
 
-    out["sgemm"] = blas.provider()  # the float32 GEMM the MLP kernels call (two builds ran 8-34% apart)
+    out["sgemm"] = blas.provider()  # the float32 GEMM the MLP kernels call (two OpenBLAS builds differ in speed)
     return out
 
 

@@ -72,8 +72,8 @@ def gradient_concurrency(updates: pd.DataFrame) -> dict[int, float]:
 
 def update_concurrency(updates: pd.DataFrame) -> dict[int, float]:
     """Per run: the time-average number of workers inside their update phase at once (gradient end to
-    write, lock waits included). In 2-thread rounds whose workers took turns it rose from ~0.2 to ~1 at
-    B = 16, every algorithm alike: each worker's update waits out the other's gradient."""
+    write, lock waits included). In 2-thread rounds whose workers take turns it rises several-fold,
+    every algorithm alike: each worker's update waits out the other's gradient."""
     return concurrency(updates, "t_grad_end", "t_write", span_from="t_grad_start")
 
 
@@ -115,10 +115,9 @@ def _intervals(updates: pd.DataFrame, start: str, end: str,
 def absence(updates: pd.DataFrame, factor: float = 2.0) -> dict[int, float]:
     """Per run: the share of its time a worker spent in cycles more than ``factor`` × its median cycle
     (from one attempt's start to its next), mean over workers. With no more workers than CPUs nothing
-    in the algorithms holds a worker that long, so such a cycle is the host taking its CPU away: on a
-    small VM a worker vanished for 2.4-4.3 ms at a time, up to 15% of a run, while a spinning thread
-    had lost 3.5% in pauses of mostly under 0.1 ms at calibration; each gap gives the other
-    worker a run of τ = 0. With more workers than CPUs it includes the OS's time-sharing, which the
+    in the algorithms holds a worker that long, so such a cycle is the host taking its CPU away (on a
+    small VM, milliseconds at a time, far longer than the short pauses calibration sees); each gap
+    gives the other worker a run of τ = 0. With more workers than CPUs it includes the OS's time-sharing, which the
     simulator models: compare the two sides."""
     out: dict[int, float] = {}
     if not {"t_start", "worker"} <= set(updates.columns):

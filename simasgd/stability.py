@@ -2,9 +2,9 @@
 
 Two kinds: repeats that disagree with each other (:func:`stability_warnings`' coefficient of
 variation), and one run whose machine changed under it (:func:`regime_ratios`). On a VM the host
-may move the CPUs between placements every few seconds (executors/c2c.py): a 2-thread cycle went
-from 340 to 800 µs when the two CPUs landed in two CCXs, and back, within one 2 s run. Probes before
-and after the run read the same placement, so only the run's own cycles can tell.
+may move the CPUs between placements every few seconds (executors/c2c.py): a 2-thread cycle more than
+doubles while the two CPUs sit in two CCXs, and comes back, within one run. Probes before and after
+the run can read the same placement, so only the run's own cycles can tell.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from simasgd.results import RunResult
 UNSTABLE_CV = 0.10
 WINDOWS = 8  # a run is cut into this many equal spans of its time
 MIN_PER_WINDOW = 10  # cycles a window needs for its median to count
-# Slowest over fastest window median past this: the run changed regime. Measured on a two-CPU VM
-# (1 s runs, B = 16): steady runs 1.00-1.21 (one thread's host bursts, HOGWILD!'s
-# overlapping writes at 2 threads up to 1.26); a move into or out of two CCXs during the run 2.27, into one
-# core's two hardware threads 1.41-1.57.
+# Slowest over fastest window median past this: the run changed regime. It lies between the ratios of
+# steady runs (one thread's host bursts, HOGWILD!'s overlapping writes) and those of runs whose CPUs moved
+# into or out of two CCXs, or onto one core's two hardware threads (benchmarks/README_cpu.md, design
+# measurements).
 SHIFT = 1.4
 WARMUP = 0.05  # the first share of a run's time left out (start-up, first-touch)
 
@@ -51,7 +51,7 @@ def _times_this_host(result: RunResult) -> bool:
     """Whether the run's cycles are this host's timings with a CPU for every worker: a backend that
     measures the host records its CPUs (``metadata.run_cpus``), and ``SHIFT`` was measured with no more
     workers than CPUs. A simulated run's virtual time, or time-sliced workers' cycles, can change
-    regime with the machine unchanged (the quickstart's four simulated workers on two cores: ×2.1)."""
+    regime with the machine unchanged (more simulated workers than cores: their cycles interleave)."""
     cpus = metadata.run_cpus(result.metadata)
     workers = int(((result.scenario or {}).get("workers") or {}).get("count", 1))
     return cpus is not None and workers <= cpus

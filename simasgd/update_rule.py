@@ -71,8 +71,8 @@ def divisor(staleness: int, staleness_aware: bool) -> float:
 # chunk one vector operation. Each element is one load-modify-store of θ (and of v), in index order,
 # with no temporary vector: a racy caller's concurrent writes interleave element by element.
 # The arithmetic is in θ's element type (η, m and the divisor are converted to it first), as in
-# PyTorch's SGD: a float32 model's step in float64 converted every element twice and ran at half
-# the speed (135k elements: 25 µs against 13 µs).
+# PyTorch's SGD: a float32 model's step in float64 would convert every element twice and run at
+# about half the speed.
 
 @njit(nogil=True, cache=True)
 def sweeps_down(alternate: bool, worker: int) -> bool:
@@ -171,14 +171,13 @@ def step_mirrored(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, mirror: np.
     ``g`` may be ``mirror`` itself: a worker's copy of θ that its gradient was written over
     (``kernels.grad_over_theta``). Each element of g is read before the same element of the mirror is
     written. A worker that keeps its copy so, and finds at its next read that no one has written θ
-    since, need not copy θ again (executors/cpu/loops.py). At one thread that copy was 22.5 µs of a
-    305 µs cycle (B = 16 float64). Against :func:`step`, this sweep costs +2.6 µs when g is the mirror
-    (d = 109k float64) and +14 µs when g is a third buffer."""
+    since, need not copy θ again (executors/cpu/loops.py). The sweep costs a little more than
+    :func:`step` when g is the mirror, more when g is a third buffer, and less than the copy it saves."""
     eta, m, d = as_element(theta, lr), as_element(theta, momentum), as_element(theta, div)
     heavy, divided = momentum > 0.0, div != 1.0
     if g.ctypes.data == mirror.ctypes.data:
         # one buffer, one pointer: LLVM's overlap check between g and the mirror would fail at run time
-        # and take its scalar loop (75 µs against 25)
+        # and take its scalar loop, several times slower
         _mirrored_sweep(theta, vel, mirror, mirror, eta, m, d, heavy, divided)
     else:
         _mirrored_sweep(theta, vel, g, mirror, eta, m, d, heavy, divided)
@@ -191,8 +190,8 @@ def step_scaled(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, lr: float, mo
 
     The same arithmetic as ``g' ← scale·g`` into a vector of its own and then :func:`step` on g' (the
     product is rounded to θ's element type either way), with one stream fewer and no third model-sized
-    buffer: the Lopez master's three buffers (the sum, g', θ) outgrew a 2 MB L2 at 680 KB each, and its
-    step took 36 µs where this one takes 17 (d = 85k float64)."""
+    buffer: the Lopez master's three buffers (the sum, g', θ) can outgrow a core's L2 where two fit,
+    and its step then runs at DRAM's pace."""
     eta, m, c = as_element(theta, lr), as_element(theta, momentum), as_element(theta, scale)
     n = theta.shape[0]
     if momentum > 0.0:
@@ -235,8 +234,8 @@ def step_into(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndar
 
     ``g`` may be ``out`` itself (a gradient computed into the vector that will hold the step): each
     element is read before it is written. That case passes ``out`` for g to the loops: given g and out
-    as two arrays that were one, LLVM's run-time overlap check sent the loops to their scalar form
-    (40 µs instead of 13, d = 135k float32)."""
+    as two arrays that are one, LLVM's run-time overlap check sends the loops to their scalar form,
+    several times slower."""
     div = divisor(staleness, staleness_aware)
     eta, m, d = as_element(out, lr), as_element(out, momentum), as_element(out, div)
     if g.ctypes.data == out.ctypes.data:

@@ -6,7 +6,9 @@ Whichever provider this process registered — numpy's own OpenBLAS, or the ``np
 from __future__ import annotations
 
 import ctypes
-import inspect
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -66,12 +68,74 @@ def test_gemm_rejects_mismatched_shapes_and_double_transposes(dtype: type) -> No
         _gemm(A.T.copy(), B.T.copy(), np.empty((4, 6), dtype), True, True)
 
 
-def test_mlp_kernels_take_every_matrix_product_from_gemm() -> None:
-    """One BLAS library per float32 gradient (blas.py: two alternating libraries' thread pools made an
-    unlimited B = 64 gradient 80× slower), so no ``np.dot`` beside ``gemm`` in the MLP's passes."""
-    for fn in (kernels._forward, kernels._backward):
-        src = inspect.getsource(fn.py_func)
-        assert "gemm(" in src and "np.dot(" not in src, fn.py_func.__name__
+# Run in a fresh process: the symbol points at a counting CBLAS sgemm (a ctypes callback that records each
+# call and computes the product in float64) before the kernels are compiled or loaded, as blas.register
+# would point it at the provider; then one float32 MLP gradient.
+_PROBE = r"""
+import ctypes, json, sys
+import numpy as np
+from simasgd import blas
+
+calls = []
+f32p = ctypes.POINTER(ctypes.c_float)
+i32, i64, f32 = ctypes.c_int32, ctypes.c_int64, ctypes.c_float
+PROTO = ctypes.CFUNCTYPE(None, i32, i32, i32, i64, i64, i64, f32, f32p, i64, f32p, i64, f32, f32p, i64)
+
+def sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    ta, tb = ta == blas.TRANS, tb == blas.TRANS
+    calls.append([order == blas.ROW_MAJOR, m, n, k, ta, tb])
+    A = np.ctypeslib.as_array(a, (k, m) if ta else (m, k)).astype(np.float64)
+    B = np.ctypeslib.as_array(b, (n, k) if tb else (k, n)).astype(np.float64)
+    C = np.ctypeslib.as_array(c, (m, n))
+    C[...] = alpha * ((A.T if ta else A) @ (B.T if tb else B)) + (beta * C if beta else 0.0)
+
+counting = PROTO(sgemm)
+address = ctypes.cast(counting, ctypes.c_void_p).value
+import llvmlite.binding as ll
+ll.add_symbol(blas.SYMBOL, address)
+blas.register = lambda: address  # the kernels' import registers the provider: keep the counter
+from simasgd.scenario import WorkloadConfig
+from simasgd.workloads import build_workload
+cfg = WorkloadConfig.model_validate_json(sys.argv[1])
+wl = build_workload(cfg, 0)
+theta = wl.init_theta(np.random.default_rng(1))
+g = np.zeros_like(theta)
+wl.kernel(theta, wl.X, wl.y, np.arange(cfg.batch_size, dtype=np.int64), g, wl.shape)
+print(json.dumps({"calls": calls, "grad": g.astype(np.float64).tolist()}))
+"""
+
+
+@pytest.mark.slow
+def test_every_matrix_product_of_a_float32_mlp_gradient_goes_to_the_registered_gemm() -> None:
+    """One BLAS library per float32 gradient (blas.py: two libraries' spinning thread pools stall each
+    other), so every product of the MLP's forward and backward passes is a call of the registered CBLAS
+    sgemm — none taken by ``np.dot`` through SciPy's BLAS beside it: per layer A·W forward, then from the
+    top D·Wᵀ (no delta for the input layer) and Aᵀ·D; and the gradient so made is the provider's."""
+    from simasgd.scenario import WorkloadConfig
+    from simasgd.workloads import build_workload
+
+    layers, batch = [40, 24, 16, 10], 16
+    cfg = WorkloadConfig(model="mlp", layers=layers, dtype="float32", batch_size=batch, dataset="synthetic",
+                         features=layers[0], classes=layers[-1], samples=200)
+    out = subprocess.run([sys.executable, "-c", _PROBE, cfg.model_dump_json()], capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+
+    L = len(layers) - 1
+    forward = [[True, batch, layers[l + 1], layers[l], False, False] for l in range(L)]
+    backward = []
+    for l in range(L - 1, -1, -1):
+        if l > 0:
+            backward.append([True, batch, layers[l], layers[l + 1], False, True])   # D·Wᵀ: the next delta
+        backward.append([True, layers[l], layers[l + 1], batch, True, False])       # Aᵀ·D: g's W_l
+    assert probe["calls"] == forward + backward
+
+    wl = build_workload(cfg, 0)  # this process: the provider itself
+    theta = wl.init_theta(np.random.default_rng(1))
+    g = np.zeros_like(theta)
+    wl.kernel(theta, wl.X, wl.y, np.arange(batch, dtype=np.int64), g, wl.shape)
+    np.testing.assert_allclose(np.array(probe["grad"]), g, rtol=1e-4, atol=1e-6)
 
 
 def test_the_registered_symbol_is_numpys_openblas_where_numpy_carries_it() -> None:

@@ -164,20 +164,6 @@ def test_paths_the_docs_name_exist() -> None:
     assert not missing, "the docs name paths that do not exist:\n" + "\n".join(missing)
 
 
-def test_the_docs_carry_no_history() -> None:
-    import re
-
-    # a date, an issue number, a machine the project was measured on: history lives in git, records in benchmarks/
-    history = re.compile(r"\b20\d\d-\d\d-\d\d\b|\bissue \d+|EPYC|Xeon|Firecracker|H200")
-    # the preset catalogue's subject is the hardware its presets model: vendors' product names are its data
-    catalogue = re.compile(r"\b20\d\d-\d\d-\d\d\b|\bissue \d+")
-    hits = [f"{page.relative_to(ROOT)}:{i}: {line.strip()[:100]}"
-            for page in sorted((ROOT / "docs").rglob("*.md"))
-            for i, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
-            if (catalogue if page.name == "presets.md" else history).search(line)]
-    assert not hits, "history in the user docs:\n" + "\n".join(hits)
-
-
 # Built from pieces, so this file does not match its own pattern.
 OUTSIDE = ("shared" + "/", "../" + "shared")
 

@@ -5,10 +5,11 @@ After its update a HOGWILD! or Leashed worker bumps the version (or publishes), 
 ring wants a snapshot, appends its record (a clock read and a dozen stores), checks the stop word, the
 budget and the deadline (another clock read), reads the clock for the next cycle's start and only then
 loads the version its next gradient starts from. Two unlocked writers may end one line's hand-off apart
-(30-40 ns between cores sharing an L3), so whether the leader's next read counts the follower's update
-depends on this time: measured in the executor's HOGWILD! runs there as the gap between a worker's
-record and its next cycle's start, 90-110 ns (median); this loop, the same calls back to back on one
-thread, 108 ns (the simulator's ``Platform.bookkeeping``, simasgd/sim/costs.py).
+(tens of nanoseconds between cores sharing an L3), so whether the leader's next read counts the
+follower's update depends on this time. This loop makes the same calls back to back on one thread,
+and times what the executor's HOGWILD! runs show as the gap between a worker's record and its next
+cycle's start (benchmarks/README_cpu.md, design measurements; the simulator's ``Platform.bookkeeping``,
+simasgd/sim/costs.py).
 """
 
 from __future__ import annotations

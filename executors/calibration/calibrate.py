@@ -118,7 +118,7 @@ def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     """[cache], [copy_by_size], [coherence], [tick] and the kernel's scheduler parameters.
 
-    About 6 s on a 2-CPU machine (under 1.5 s when quick): copy 2.5 s, coherence 2.5 s, tick 1 s.
+    Seconds in all (a tenth of that when quick): the copies and coherence the longest, then the tick.
     """
     scale = 0.1 if quick else 1.0
     cache = cache_levels()

@@ -7,7 +7,7 @@ activations and the gradient (a 680 KB model at B = 16: two or three model-sized
 gradient is written over the copy, ``kernels.grad_over_theta``). On a
 core whose private cache holds a model but not a worker's whole cycle (e.g. 2 MB of L2 a core and a
 680 KB model), part of the model's lines are in the next level when the update and the read begin, and
-warm rates predicted a 1-thread update of 17.6 µs where the executor took 23.7. So calibration runs a
+warm rates predict too fast an update. So calibration runs a
 worker's cycle on one thread, the gradient the workload's kernel, and times the steps as the executor
 makes them: ``update_rule.step`` in place and ``memops.copy_into`` (locks, HOGWILD!), or
 ``update_rule.step_into`` into a fresh vector (Leashed-SGD). docs/profile.md has the keys; the
@@ -17,8 +17,8 @@ Every ``SNAPSHOT_EVERY``-th in-place cycle also copies θ, just updated, into th
 built as the executor builds its own (:func:`executors.cpu.monitor.new_ring`, the full memory budget):
 the executor's worker that makes every k-th version does so inside its update phase
 (``executors.cpu.shared.take_snapshot``), and a slot is written once a run or less, so the copy's
-destination is in no cache: a 680 KB model's update took 32–60 µs longer when it took the snapshot
-(2 MB of L2 a core). The simulator charges the median where the executor it models takes such
+destination is in no cache: an update that takes the snapshot is markedly longer than one that does
+not. The simulator charges the median where the executor it models takes such
 snapshots (its traits' ``snapshots``, simasgd/traits.py).
 """
 

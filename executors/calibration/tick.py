@@ -1,11 +1,11 @@
 """``[tick]``: the periodic interrupt that stops every CPU at once (the kernel's or the hypervisor's timer).
 
-A spinning thread's pauses come at random but also *periodically*. On a VM with a
-250 Hz timer most pauses longer than 5 µs came every 4.000 ms, about 15 µs each, on both CPUs within
-0.2 µs of each other. A gradient that contains such an instant was 20–45 µs
-slower (its caches disturbed too), and two workers computing at once were slowed *together*: in the
-executor's Leashed-SGD runs (2 threads, B = 16) 60–80% of the slow gradients of a worker had a slow
-partner in the other's same round, against 10–20% when drawn apart. Slowed together, two workers keep
+A spinning thread's pauses come at random but also *periodically*: on a VM most of the longer
+pauses can be a timer's, one period apart, on every CPU at nearly the same instant. A gradient that
+contains such an instant is slower by more than the pause (its caches disturbed too), and two workers
+computing at once are slowed *together*: in the executor's Leashed-SGD runs most of one worker's slow
+gradients have a slow partner in the other's same round, far more than independent draws pair
+(benchmarks/README_sim.md, design measurements). Slowed together, two workers keep
 their offset, so what depends on their phase (who wins a CAS, whose writes race) keeps its state
 for many rounds.
 

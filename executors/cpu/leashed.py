@@ -9,8 +9,8 @@ CAS is retried (build again from the new latest) up to ``persistence`` times; pa
 dropped and recorded ``applied = false``. The replaced vector is marked stale
 and is recycled once its reader count is zero. A lone worker (its CAS cannot
 fail) claims its vector before the gradient and computes g into it: two
-model-sized vectors in its cycle, as sequential SGD has, not three (its pass
-took 12.3-13.0 µs instead of 18.4, B = 16 float32: one model-sized vector less in the cache).
+model-sized vectors in its cycle, as sequential SGD has, not three (one model-sized vector
+less in the cache makes its pass faster: benchmarks/README_cpu.md, design measurements).
 
 Per vector ``p`` (each word on its own cache line, index ``p * LINE``):
 ``rc`` reader count (``CLAIMED`` + pending readers while a writer owns it),

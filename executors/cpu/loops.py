@@ -106,30 +106,29 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
         """Unsynchronised θ update: the update rule (``update_rule``'s element-wise forms, gradient
         divided by ``div``) as one vectorised loop over θ, as C's ``theta[i] -= lr * g[i]`` compiles:
         each element is its own load-modify-store, so concurrent writers overwrite each other element
-        by element as on real hardware. (A version with a compiler barrier after every cache line
-        was 3.4x slower, 45 against 13 µs at d = 135k float32, and races no differently: the loop is
-        far too long for LLVM to keep θ in registers across iterations.)
+        by element as on real hardware. (A compiler barrier after every cache line would make it
+        several times slower and race no differently: the loop is far too long for LLVM to keep θ in
+        registers across iterations.)
 
         ``probes`` (``[cpu] hogwild_probes``, off by default) writes cache line by cache line and bumps
-        one shared probe per chunk after it. Measured cost: the probes pack 8 chunks to a cache line
+        one shared probe per chunk after it. Their cost: the probes pack 8 chunks to a cache line
         that every writer writes in the same order, so two concurrent updates ping-pong probe lines;
-        once the two threads' updates overlap they stay overlapping (each update 0.8-1.2 ms instead
-        of 28 us, MLP d = 85k on 2 cores): runs fall into a fast or a slow mode at random.
-        Without them no run was bimodal.
+        once the two threads' updates overlap they stay overlapping, each update dozens of times
+        slower: runs fall into a fast or a slow mode at random. Without probes runs are not bimodal.
 
         ``down``: the same writes block by block from the top of θ (:data:`SWEEP_BLOCK` elements a block,
         each block written upwards). Odd-numbered workers sweep down (``run_hogwild``, ``[algorithm] sweep =
         "alternate"``, the default): two updates that
-        overlap then meet once in the middle. Swept the same way, the later one followed the earlier
-        line by line, taking each line as the other had just written it: those pairs stayed together for
-        the rest of the run, updates at 250 µs instead of 18 (convoys).
+        overlap then meet once in the middle. Swept the same way, the later one follows the earlier
+        line by line, taking each line as the other has just written it: such pairs stay together for
+        the rest of the run, each update many times slower (convoys).
         The element-wise arithmetic is the same in either direction (a test holds it bit for bit)."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         d = theta.shape[0]
         if down and not probes:
             # each block a view swept from 0: a range from a variable lo kept LLVM from vectorising (numba's
-            # negative-index wrap-around), 3x slower
+            # negative-index wrap-around)
             hi = d
             while hi > 0:
                 lo = max(hi - SWEEP_BLOCK, 0)
@@ -146,8 +145,8 @@ def _make_hogwild_step(rule_version: str = update_rule.SOURCE_HASH) -> Any:
                 plain_range(theta, g, lr, div, 0, d)
             return
         n_chunks = (d + HOGWILD_CHUNK - 1) // HOGWILD_CHUNK
-        # The form of the rule is chosen once, outside the chunk loop (inside it, LLVM no longer
-        # vectorised the chunks: 15x slower, d = 85k); a full chunk has a constant trip count.
+        # The form of the rule is chosen once, outside the chunk loop (a choice inside it keeps LLVM from
+        # vectorising the chunks); a full chunk has a constant trip count.
         if mom > 0.0:
             for c in range(n_chunks):
                 lo = c * HOGWILD_CHUNK
@@ -288,7 +287,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
         # Alone in the run, a worker's copy is θ after its own update: the update leaves the new θ in the copy
         # too, and no read after the first copies. Not with two or more: a read skipped when no update began
         # since one's own pulled the workers into convoys (the earlier of two updates pays the copy, the
-        # later not, so the later catches up): -10% updates/s at 2 threads, B = 16.
+        # later not, so the later catches up), fewer updates/s at 2 threads.
         keep = local and not probes and cfg_i[C_WORKERS] == 1
         held = False  # the copy holds θ
         if not wait_go(ctrl):
@@ -300,7 +299,7 @@ def _make(kernels_version: str = CODE_VERSION) -> tuple[Any, ...]:
             if local:
                 # component-wise, racing with the writers: x86 loads each aligned element whole while the
                 # copy as a whole may mix versions (a copy chunked by cache line with a compiler barrier
-                # between chunks cost HOGWILD! 55% of its one-thread rate at B = 16)
+                # between chunks costs HOGWILD! much of its one-thread rate)
                 read_copy(ctrl, own, theta, held)
                 t_r = A.now_ns()
                 loss_and_grad(own, X, y, idx, gr, shape)

@@ -9,8 +9,8 @@ The definition is ``simasgd.algorithms`` ``lopez``; this is its mechanics on OS 
   aligned element is loaded whole on x86, as a relaxed atomic load would be; ``shared.seq_update_scaled``,
   :func:`simasgd.update_rule.step_scaled`; the version is bumped after the write). The scale is a
   multiplication by the reciprocal, as the simulator and the cuda backend scale (a division per
-  element made the step 4× slower than its memory traffic), and no copy of g is made: with one, the
-  sum, the copy and θ (680 KB each) outgrew a 2 MB L2 and a step took 36 µs instead of 17. The
+  element makes the step several times slower than its memory traffic), and no copy of g is made:
+  with one, the sum, the copy and θ can outgrow a core's L2 and the step then runs at DRAM's pace. The
   write takes the seqlock, which only ``model_read = "consistent"`` readers honour: with the default
   ``"torn"`` a worker copies w while the master writes it (the paper: "the updates are not done
   atomically allowing for slave workers to read the model during the update").

@@ -2,8 +2,8 @@
 
 A monitor that evaluates the training loss on a live thread competes with the
 workers: on a 2-core machine with 2 workers it preempts one of them for a whole
-evaluation (milliseconds, dozens of cycles), which measured 26% of the
-updates at τ = 0 and a 3 ms p99 cycle. So the
+evaluation (milliseconds, dozens of cycles): the other worker's updates then
+go in at τ = 0 and the cycle's tail grows by an evaluation. So the
 workers never wait for it: the worker that makes every k-th version copies θ
 into a preallocated ring (:func:`executors.cpu.shared.take_snapshot`, a
 memcpy), and this module evaluates the ring in version order:
@@ -12,8 +12,8 @@ memcpy), and this module evaluates the ring in version order:
   ``SCHED_IDLE`` (Linux), so it stops the run at ε;
 - after the run, when the workers have every CPU (``live = False``): even an
   idle-class thread gets a CPU whenever a spinning waiter calls
-  ``sched_yield`` and then keeps it until the next tick (measured: mutex,
-  2 workers on 2 CPUs, update-phase p99 5 ms with a live idle monitor); the run
+  ``sched_yield`` and then keeps it until the next tick (a tick's worth of
+  milliseconds in the update phase's tail); the run
   then goes to its budget and ε is found in the ring afterwards.
 
 Updates to ε are exact to k = ``stop.eval_updates()`` on every backend alike.
@@ -77,9 +77,9 @@ def new_ring(theta: np.ndarray, every: int, max_updates: int, budget: int = RING
     r = max(2, min(want, fit))
     meta = np.zeros(r * LINE, dtype=np.int64)
     data = np.empty((r, theta.shape[0]), dtype=theta.dtype)
-    # Touch every page now: np.zeros maps zero pages lazily, and the first copy into a fresh slot then
-    # took ~1 ms of page faults inside the worker's update (measured: 2-thread mutex update mean 76 us,
-    # median 14 us); a memset here moves that cost before the clock starts.
+    # Touch every page now: np.zeros maps zero pages lazily, and the first copy into a fresh slot would
+    # take its page faults inside the worker's update, on the clock; a memset here moves that cost
+    # before the clock starts.
     data.fill(0)
     return Ring(every, data, meta)
 

@@ -120,6 +120,20 @@ def prepare(sc: Scenario, wl: Any, theta0: np.ndarray, workers: int, max_updates
     return Setup(ctrl, cfg_i, cfg_f, theta, vel, wiring, ri, rf, np.zeros(workers * LINE, dtype=np.int64), ring)
 
 
+def check_capacity(sc: Scenario, wl: Any) -> None:
+    """Refuse (``CapacityError`` naming ``workers.count``) more workers than this machine holds, before
+    :func:`prepare` allocates: each one's records, at the fewest :func:`prepare` gives a worker, and its
+    gradient (and 1-bit residual) row, in memory available now; and one thread each."""
+    from simasgd import capacity
+
+    workers, theta_bytes = sc.workers.count, wl.dim * np.dtype(wl.dtype).itemsize
+    cap = min(sc.stop.max_updates + 8, max(1024, MAX_RECORDS // workers))
+    rows = 2 if getattr(sc.algorithm, "onebit", False) else 1
+    per_worker = (4 + shared.N_RF) * 8 * cap + rows * theta_bytes + LINE * 8
+    capacity.check_workers(NAME, workers, per_worker, f"{cap} records and {rows} gradient row(s) of "
+                           f"{wl.dim} parameters", shared=4 * theta_bytes)
+
+
 def loop_args(s: Setup, wl: Any, w: int, seed: int, slowdown: float) -> tuple[Any, ...]:
     return (w, wl.X, wl.y, wl.shape, s.theta, s.vel, s.ctrl, s.cfg_i, s.cfg_f, s.ri[w], s.rf[w], s.nrec, seed,
             slowdown, s.ring.data, s.ring.meta, *s.wiring.extras(w))
@@ -214,6 +228,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
     With ``state``, the final θ is left in ``state["theta"]`` (for exactness checks)."""
     workers = sc.workers.count  # within the algorithm's bounds: checked when the scenario was validated
     theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
+    check_capacity(sc, wl)
     cpus, warnings = placement.plan(workers, sc.workers.placement) if sc.cpu.pin else ([None] * workers, [])
     if sc.workers.stragglers.probability > 0:
         warnings.append("workers.stragglers.probability: transient pauses are not emulated by the cpu backend "
@@ -239,8 +254,8 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
                                   threads=ws.threads)
         # Every worker on a CPU of its own at go. Started while this thread ran, unpinned spinners queue on
         # the other CPU, and a CPU this thread leaves by blocking does not pull one at once (Linux skips
-        # the new-idle balance of a CPU that was busy): the second of 2 workers on 2 CPUs began its
-        # first cycle 1.1-5.4 ms after go in 25 of 36 runs. So this thread
+        # the new-idle balance of a CPU that was busy): the second of 2 workers on 2 CPUs would often
+        # begin its first cycle milliseconds after go. So this thread
         # sleeps through a few balance intervals first; woken, it takes one spinner's CPU only until it
         # blocks again right after go, and that spinner resumes there. The monitor thread starts first
         # too (a Python thread's start holds a CPU for ~ms); its timeout reads a provisional deadline.
@@ -287,7 +302,7 @@ def finish(s: Setup, wl: Any, sc: Scenario, run: int, mon: Monitor, ws: Workers,
                              **network.traffic(sc, int(s.theta.shape[0]), int(s.theta.itemsize), len(df))}
     # workers inside a gradient at once, on average: halved when the host makes them take turns
     extra["gradient_concurrency"] = round(phases.gradient_concurrency(df).get(run, math.nan), 3)
-    # ... and inside their update phases at once: ~1 at B = 16 in such runs (updates short against gradients)
+    # ... and inside their update phases at once: high in such runs, though updates are short against gradients
     extra["update_concurrency"] = round(phases.update_concurrency(df).get(run, math.nan), 3)
     extra["both_updating"] = round(phases.both_updating(df).get(run, math.nan), 3)  # side by side, or in turn
     if any(code == shared.BUFFER_FULL for code in ws.codes.values()):

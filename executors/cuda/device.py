@@ -66,7 +66,7 @@ SIM_SWITCH_S = 2e-4  # the interpreter's thread switch interval during a simulat
 
 @contextlib.contextmanager
 def sim_turns() -> Iterator[None]:
-    """Under the simulator, for a run: threads take the interpreter's turns every 0.2 ms instead of 5. A
+    """Under the simulator, for a run: threads take the interpreter's turns every ``SIM_SWITCH_S``. A
     simulated block's threads meet at barriers many times a kernel, and each meeting waits for the turns
     of the threads that are not waiting (the simulator's own polls the block's threads). On a GPU:
     nothing."""

@@ -176,8 +176,8 @@ def conv_grad(X: Any, idx: Any, dpool: Any, pool: Any, arg: Any, dims: Any, g: A
     parts in shared memory. dims = [C, H, W, K, k, Ho, Wo, Hp, Wp]; the block's size is a power of two
     ≤ ``REDUCE``.
 
-    One thread per weight looping over all of them (≈ 1 200 threads for the study's CNN) left an H200's
-    132 SMs nearly idle: 3.3 ms of a 3.6 ms gradient."""
+    One thread per weight looping over the batch (about a thousand threads for the study's CNN) would leave
+    a large GPU's SMs nearly idle, and this kernel most of the gradient's time (benchmarks/README_cuda.md)."""
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
     C, H, W, K, k, Ho, Wo, Hp, Wp = (dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
                                      dims[7], dims[8])

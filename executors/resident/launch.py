@@ -3,7 +3,8 @@
 Streams mode is Lopez et al.'s design (one stream and one host thread per worker) with the attempt
 fused into one kernel. On a GPU each launch goes through :class:`Prepared`: the kernel's arguments
 are marshalled once into a ``void*[]`` and every attempt is one ``cuLaunchKernel`` call, in place of
-numba's per-call argument handling (100–200 µs for a kernel of many arrays); the driver calls
+numba's per-call argument handling (which, for a kernel of many arrays, can take longer than the
+attempt itself: benchmarks/README_cuda.md); the driver calls
 release the GIL, so waiting streams do not hold up launching ones. Where the prepared path cannot
 be set up (another numba-cuda), numba's launch is used and :meth:`Launcher.describe` says so.
 """

@@ -6,9 +6,9 @@ fast one core moves them depends on where they live, and that depends on the
 machine: a 680 KB model sits in a core's L2 or the shared L3 and copies at
 cache speed, while a copy bandwidth calibrated on a buffer larger than the
 caches (the ``[copy]`` table: 8 MB) charges DRAM speed to every step: it
-predicted a 1-thread cycle of 688 µs where the executor took 551 µs on one
-machine, and erred the other way on another, whose DRAM copy was faster than
-its cache-resident update.
+predicts too slow a cycle on a machine whose caches outrun its DRAM, and
+errs the other way on one whose DRAM copy is faster than its cache-resident
+update (benchmarks/README_sim.md, design measurements).
 
 So the simulator takes one core's bandwidth at the model's buffer size from
 the profile's ``[copy_by_size]`` table (``simasgd calibrate``: a warm copy
@@ -34,9 +34,9 @@ update takes lines another core holds. The profile's ``[coherence]`` table
 times exactly that (a copy and an update of a buffer another pinned thread has
 just written, per size), and with it the read and update of a multi-worker run
 use ``read_gbs``/``write_gbs`` in place of the private-buffer rates. Their
-ratio to the private rates depends on where the hypervisor put the CPUs (one
-calibration measured 180 GB/s for an update of lines the other core wrote,
-one 30 minutes later 110): calibrate right before measuring.
+ratio to the private rates depends on where the hypervisor put the CPUs (two
+calibrations half an hour apart can differ by half: executors/c2c.py):
+calibrate right before measuring.
 ``[sim] coherence = false`` switches it off.
 """
 
@@ -131,8 +131,8 @@ class CacheModel:
     def update_into_s(self, model_bytes: float, shared: bool = False) -> float:
         """θ' = θ − η·g written into *another* buffer (Leashed's fresh vector): four model-sized streams at
         the update's rate, since each line of the fresh buffer is read for ownership before it is written
-        (the calibrated update rewrites θ in place: three). Measured, Leashed's pass at one thread took
-        23.5 µs where an update took 15.2; this gives 20.3. ``shared``: from a vector
+        (the calibrated update rewrites θ in place: three); the executor's Leashed pass agrees with it
+        (benchmarks/README_sim.md, design measurements). ``shared``: from a vector
         another core wrote into one another core wrote (``[coherence] fresh_gbs``, when calibrated)."""
         if shared and self.shared_fresh_gbs is not None:
             return 4 * model_bytes / self._rate(self.shared_fresh_gbs, model_bytes, self.shared_sizes)
@@ -167,10 +167,10 @@ class LastWriter:
 
     Lines stay valid in every cache that read them until the next write (MESI's shared state), so a worker
     whose lines are valid may still find them in another cache too (:data:`HELD`): its update must then
-    invalidate the other's copies, and its read finds its own lines downgraded. Measured so in the
-    executor's mutex at 2 threads, B = 16, 680 KB model: an update after the other worker had read
-    the model (workers in lockstep: update A, update B, read A, read B) took 71.7 µs (median), one after
-    the other's update 36.5; the calibrated ``held_write_gbs`` gives 69–76 µs at 680 KB.
+    invalidate the other's copies, and its read finds its own lines downgraded. The executor's mutex at
+    2 threads shows it: an update after the other worker has read the model (workers in lockstep:
+    update A, update B, read A, read B) takes about twice as long as one after the other's update, as
+    the calibrated ``held_write_gbs`` predicts (benchmarks/README_sim.md, design measurements).
 
     Kept per worker, not per CPU; where threads outnumber CPUs, a worker that lost its CPU since its last
     step finds its lines evicted by the other threads' turns (``Platform`` asks ``Cores.turned_since``)
@@ -192,7 +192,7 @@ class LastWriter:
     def evicted(self, w: int) -> None:
         """Worker ``w``'s own traffic since it last touched the model (a gradient on a private copy that,
         with the model, does not fit its private cache) has evicted the model's lines from its cache:
-        it no longer holds them, and the next write need not invalidate them there."""
+        it holds none of them, and the next write need not invalidate them there."""
         if self._holds(w):
             self._lapsed[w] = True
             self._valid -= 1

@@ -175,9 +175,9 @@ class Platform:
         """Worker ``w`` begins a gradient on its private copy of the model. Where the copy and the model do
         not fit its private cache together, the copy it just took (or the update that wrote both) and the
         gradient's first pass over the copy evict the model's lines from its cache
-        (:meth:`LastWriter.evicted`): the next write of the model need not invalidate them there. Found in
-        the executor's mutex at 2 threads with reads skipped (B = 16, a 680 KB model, 1 MB of L2 a core):
-        updates 15-23 µs where the held-lines rate gave 60-79."""
+        (:meth:`LastWriter.evicted`): the next write of the model need not invalidate them there. The
+        executor's mutex at 2 threads with reads skipped updates at the own-lines rate, several times
+        faster than the held-lines rate would give (benchmarks/README_sim.md, design measurements)."""
         if self.steps.evicts:
             self.steps.lines.evicted(w)
 
@@ -206,8 +206,8 @@ class Platform:
         or held by another cache too), at a calibrated profile's rates for a cache-resident model: the
         update's streams plus the fresh buffer's lines read for ownership (``CacheModel.update_into_s``:
         measured so). At a preset's estimated L3 rate, through the memory model, or with a given
-        ``[timing] update``: an update (unmeasured there: on the Ek 2021 Xeon preset four streams turned
-        Leashed's NUMA/UMA rate at 8 threads from above 1.1 to 1.06, the study's S1 measured 1.6-1.8)."""
+        ``[timing] update``: an update (unmeasured there: four streams would move Leashed's NUMA/UMA rate
+        on the Ek 2021 preset further from the study's S1: benchmarks/README_sim.md, design measurements)."""
         cached = self.steps.cached_s[w]
         # no fresh-vector rate: a given update, the memory model, or a preset's estimated L3 (read/update only)
         if self._update[w] is not None or cached is None or FRESH_COPIES not in cached:

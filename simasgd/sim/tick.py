@@ -1,24 +1,24 @@
 """The timer tick: a periodic interrupt that stops every CPU at the same instant.
 
-On a small VM the host's pauses can be mostly a timer: with a 250 Hz tick, every 4.000 ms, on both
-CPUs within 0.3 µs, ~16 µs on a spinning thread (profile ``[tick]``, executors/calibration/tick.py).
-A gradient that contains such an instant took 20–45 µs longer (the interrupt disturbs its caches
-too). The calibrated gradient samples hold those slow calls, but a draw from them puts the slow
-ones at random moments, independently for each worker. In the executor's runs (2 threads, B = 16)
-the slow gradients came at one phase of the 4 ms period, and two workers computing at once were
-slowed together (60–80% of one worker's slow gradients had a slow partner in the other's same
-round, the two excesses a median 3 µs apart), so the two kept their offset where independent
-draws kicked it by 20 µs and more. Leashed-SGD with persistence 0 stays in step that way, one
-worker dropping every round (τ̄ 0.17 measured, 0.76 simulated without the tick).
+On a small VM the host's pauses can be mostly a timer: a periodic tick on every CPU at nearly the
+same instant, a short pause on a spinning thread (profile ``[tick]``, executors/calibration/tick.py).
+A gradient that contains such an instant takes longer by more than the pause (the interrupt disturbs
+its caches too). The calibrated gradient samples hold those slow calls, but a draw from them puts the
+slow ones at random moments, independently for each worker. In the executor's runs the slow
+gradients come at one phase of the tick's period, and two workers computing at once are slowed
+together (most of one worker's slow gradients have a slow partner in the other's same round), so
+the two keep their offset where independent draws would kick it. Leashed-SGD with persistence 0
+stays in step that way, one worker dropping every round, and its mean staleness is far below what
+independent draws give (the figures: benchmarks/README_sim.md, design measurements).
 
 So with a ``[tick]`` table (``[sim] timer_tick``), the gradient samples are split
 (:func:`split`): a call of median length m contains a tick with probability hit·m/P, and a tick adds
 more than the calls' own spread, so the slowest hit·m/P share of the samples are those calls (of
 those a tick could have slowed: up to ``MAX_STALL_PAUSES`` pauses over the body). The rest are drawn
-as before; the excess of the slowest over the rest's median is a tick's stall. A
+at random, as without a tick; the excess of the slowest over the rest's median is a tick's stall. A
 gradient running over a tick instant (every P from a phase drawn once a run) is stalled by that
 tick's draw, the same draw for every worker it falls on (:class:`Tick`). Reads, updates and passes
-(20–50 µs, a tick in 1% of them) are not.
+are not: each is short beside the period, so few of them contain a tick.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any, TypeGuard
 import numpy as np
 
 MAX_SHARE = 0.5  # a split that would call more than half of the calls slow has no body left to trust
-# A tick stalls a gradient by its pause plus what the interrupt evicted: the executor's excesses were 20-45 µs
-# for a 16-19 µs pause (1.2-2.8 pauses). A calibrated call slower than the body by more than this many pauses
-# lost its CPU for longer than a tick holds it (the host ran something else: 1-4.2 ms in 15 of the 200
-# two-thread B = 64 samples at 01:24), and stays in the body, drawn at random as before; taken as a tick's
-# stall it would be drawn at every tick, and a stall longer than the period meets the next tick.
+# A tick stalls a gradient by its pause plus what the interrupt evicted: a few pauses (the executor's
+# excesses, benchmarks/README_sim.md). A calibrated call slower than the body by more than this many pauses
+# lost its CPU for longer than a tick holds it (the host ran something else, for milliseconds), and stays
+# in the body, drawn at random; taken as a tick's stall it would be drawn at every tick, and a stall
+# longer than the period meets the next tick.
 MAX_STALL_PAUSES = 5.0
 
 

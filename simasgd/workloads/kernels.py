@@ -186,7 +186,7 @@ def _softmax_ce(Z: np.ndarray, y: np.ndarray, idx: np.ndarray, lo: int, scale: f
     """Sum of cross-entropies of the logit rows; with ``grad``, Z becomes
     scale·(softmax − onehot), the output delta, in place."""
     m, C = Z.shape
-    e = np.empty(C, np.float64)  # each exponential once: they were a tenth of a B = 64 step's non-GEMM time
+    e = np.empty(C, np.float64)  # each exponential once: they are a large share of a step's non-GEMM time
     total = 0.0
     for i in range(m):
         c = int(y[idx[lo + i]])
@@ -516,8 +516,8 @@ def grad_over_theta(X: np.ndarray, idx: np.ndarray, shape: np.ndarray) -> bool:
 
     For a worker's private copy of θ, discarded after its gradient: a worker that copies θ and
     computes the gradient beside the copy keeps three model-sized vectors hot (the shared θ, the
-    copy, g), and with them past a core's L2 the copy cost the mutex 0.77 of sequential SGD's rate
-    at B = 16 float64 with a 2 MB L2 a core; over the copy it keeps two, as sequential SGD does (θ, g).
+    copy, g), and where they outgrow a core's L2 the copy costs a lock-based worker a good part of
+    sequential SGD's rate; over the copy it keeps two, as sequential SGD does (θ, g).
     A worker loop that uses it calls it as a global, like
     ``loss_and_grad``: a workload's own kernel gets ``executors.kernel.never_over`` in its place."""
     return _by_layout_over(X, idx, shape)

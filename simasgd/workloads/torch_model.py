@@ -201,8 +201,8 @@ def loss_function(cfg: WorkloadConfig, base_dir: str | None) -> Callable[[Any, A
 
 class OneThread:
     """torch on one intra-op thread inside the block, as a ``torch`` backend worker computes (and much faster
-    for small models on a busy machine: measured 0.17 s per gradient of the example CNN with 2 threads on a
-    loaded 2-CPU host); the caller's setting is restored after."""
+    for small models on a busy machine, where extra intra-op threads wait for CPUs); the caller's setting is
+    restored after."""
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
@@ -306,7 +306,8 @@ def _check(model: TorchModel, cfg: WorkloadConfig, data: Dataset) -> None:
 def flops_per_sample(model: TorchModel, X: np.ndarray) -> float:
     """Forward + backward FLOPs per row: 3 x the forward's multiply-adds of its Linear and convolution layers
     (counted by forward hooks; backward ~ 2 x forward); 6 per parameter when it has neither. An estimate,
-    used only where no gradient time is calibrated or given (torch's FlopCounterMode took ~6 s to start)."""
+    used only where no gradient time is calibrated or given (hooks, not torch's FlopCounterMode, which is slow
+    to start)."""
     torch = model.torch
     fwd = [0.0]
 

@@ -12,29 +12,31 @@ module declares where it does not run every value (``algorithms.require_values``
   backend, the algorithm, the key (``backoff.kind`` for a table) and the values it runs;
 - ``MOOT = {algorithm: {key: why}}``: the parameter chooses nothing in its mechanics.
 
-Every other parameter the backend must read: the static evidence here is that
-its source (the package of its ``backend`` module, or the module itself),
-comments and docstrings aside, names the key — a string ``"key"``
-(``param("onebit")``), an attribute ``.key``, or an upper-case constant that
-contains it (``C_LOCAL_COPY``, a config word the cpu layout fills from
-``local_copy``). Cheap and coarse (a key read for one algorithm counts for
-another of the same backend), but a backend that never names a key cannot run
-its values: it would run them all as one, unannounced.
+Every other parameter the backend runs, and so must read: each is given a value other than its default
+and the backend runs the scenario (``run_once``, on the constant-gradient workload) while every read of
+a parameter from the scenario's ``[algorithm]`` table is recorded — in this process and in any it forks
+(the dist ranks, the torch workers). The run must make updates, and the key must have been read during
+it by the code that runs (a read by the scenario's own loading or validation does not count). A backend
+that never reads a key cannot run its values: it would run them all as one, unannounced. Each value a
+backend's ``VALUES`` lists, and a ``MOOT`` parameter's other value, must run too.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib.util
-import re
-from functools import cache
+import math
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
 
 from simasgd import algorithms, backends, loader
 from simasgd.algorithms import UnsupportedAlgorithm
+from simasgd.loader import ScenarioError
+from simasgd.scenario import AlgorithmConfig
+from simasgd.workloads.constant import ConstWorkload, first_loss
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,54 +66,104 @@ REFUSED = [(a, k, b, v) for a, k, b in TRIPLES if (only := _values(b, a, k)) is 
            for v in algorithms.ALGORITHMS[a].param(k).allowed if v not in only]
 RUNS = [(a, k, b, v) for a, k, b in TRIPLES if (only := _values(b, a, k)) is not None for v in only]
 READ = [(a, k, b) for a, k, b in TRIPLES if _values(b, a, k) is None and _moot(b, a, k) is None]
+MOOT = [(a, k, b) for a, k, b in TRIPLES if _moot(b, a, k) is not None]
+PARAM_NAMES = frozenset(p.name for d in algorithms.ALGORITHMS.values() for p in d.params)
 
 
 def scenario(algorithm: str, params: dict[str, Any]) -> Any:
-    """The smallest valid scenario of ``algorithm`` with ``params`` (the rest its defaults)."""
+    """The smallest valid scenario of ``algorithm`` with ``params`` (the rest its defaults): two workers, or
+    more where the parameters need them (``backup = 2`` takes three), a short budget of updates."""
     d = algorithms.ALGORITHMS[algorithm]
-    workers = min(max(2, d.min_workers), d.max_workers or 2)
-    return loader.from_dict({"name": f"refusal-{algorithm}", "workers": {"count": workers, "placement": "os"},
-                             "workload": {"model": "least_squares", "batch_size": 1},
-                             "algorithm": {"name": algorithm, **params},
-                             "stop": {"max_updates": 10, "max_time_s": 5.0}, "cpu": {"pin": False}})
+    least = min(max(2, d.min_workers), d.max_workers or 2)
+    for workers in range(least, (d.max_workers or least + 3) + 1):
+        try:
+            return loader.from_dict({
+                "name": f"refusal-{algorithm}", "seed": 11, "workers": {"count": workers, "placement": "os"},
+                "workload": {"model": "least_squares", "batch_size": 1},  # the constant workload where it runs
+                "algorithm": {"name": algorithm, **params},
+                "stop": {"max_updates": 10, "max_time_s": 30.0, "eval_every_updates": 5},
+                "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-3},
+                           "read": {"dist": "deterministic", "mean_s": 1e-5},
+                           "update": {"dist": "deterministic", "mean_s": 1e-5}},
+                "cpu": {"pin": False, "join_timeout_s": 30.0}})
+        except ScenarioError:
+            if workers == (d.max_workers or least + 3):
+                raise
+    raise AssertionError("unreachable")
 
 
-def _sources(backend: str) -> list[Path]:
-    """The backend's own source: the folder of its module when that module is its package's ``backend``
-    (executors/torchmp/, executors/cuda/, simasgd/sim/), else the module file alone (simasgd/serial.py)."""
-    spec = importlib.util.find_spec(backends.BACKENDS[backend])
-    assert spec is not None and spec.origin is not None
-    origin = Path(spec.origin)
-    return sorted(origin.parent.rglob("*.py")) if origin.stem == "backend" else [origin]
+def other_value(algorithm: str, key: str) -> Any:
+    """A valid value of the parameter other than its default: another of its ``allowed`` (a table's choice:
+    another kind), else a number one step away (a probability halfway to 1, a bound instead of ``inf``)."""
+    p = algorithms.ALGORITHMS[algorithm].param(key)
+    if p.allowed:
+        return next(v for v in p.allowed if v != p.default)
+    if p.default == "inf":
+        return 2
+    if isinstance(p.default, int) and not isinstance(p.default, bool):
+        return p.default + 1
+    if isinstance(p.default, float):
+        return (p.default + 1.0) / 2.0
+    raise AssertionError(f"no other value known for {algorithm}.{key} = {p.default!r}: extend other_value")
 
 
-@cache
-def _names(path: Path) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """The file's string constants, attribute names, and upper-case identifiers (comments never reach the AST)."""
-    strings, attrs, upper = set(), set(), set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"\w+", node.value):
-            strings.add(node.value)
-        elif isinstance(node, ast.Attribute):
-            attrs.add(node.attr)
-        ident = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
-            (node.asname or node.name) if isinstance(node, ast.alias) else None
-        if ident and ident.isupper():
-            upper.add(ident)
-    return frozenset(strings), frozenset(attrs), frozenset(upper)
+def _reader(frame: FrameType | None) -> str | None:
+    """Where a parameter read comes from: the first caller outside the scenario's own models, as
+    ``path:function``; None where the read is the scenario's loading or validation (pydantic, the loader)."""
+    where = None
+    while frame is not None:
+        name = frame.f_code.co_filename.replace("\\", "/")
+        if "/pydantic/" in name or name.endswith("simasgd/loader.py"):
+            return None
+        if where is None and not name.endswith("simasgd/scenario.py"):
+            path = Path(name)
+            where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{frame.f_code.co_name}"
+        frame = frame.f_back
+    return where
 
 
-def _evidence(backend: str, key: str) -> list[str]:
-    """Where the backend's source names ``key`` as code reads a parameter (module docstring)."""
-    parts = key.upper().split("_")
-    found = []
-    for path in _sources(backend):
-        strings, attrs, upper = _names(path)
-        consts = [u for u in upper if any(u.split("_")[i:i + len(parts)] == parts for i in range(len(u.split("_"))))]
-        if key in strings or key in attrs or consts:
-            found.append(f"{path.name}: " + ", ".join([f'"{key}"'] * (key in strings) + [f".{key}"] * (key in attrs)
-                                                     + sorted(consts)))
-    return found
+@pytest.fixture
+def reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], dict[str, set[str]]]:
+    """Records every read of an algorithm parameter from any ``AlgorithmConfig`` from now on, in this
+    process and in the processes it forks (they append to one file): returns a function giving
+    ``{key: {reader, ...}}`` so far."""
+    log = tmp_path / "parameter-reads.tsv"
+    log.touch()
+    original = AlgorithmConfig.__getattribute__
+
+    def recording(self: AlgorithmConfig, name: str) -> Any:
+        if name in PARAM_NAMES:
+            where = _reader(sys._getframe(1))
+            if where is not None:
+                with log.open("a", encoding="utf-8") as f:
+                    f.write(f"{name}\t{where}\n")
+        return original(self, name)
+
+    monkeypatch.setattr(AlgorithmConfig, "__getattribute__", recording)
+
+    def so_far() -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for line in log.read_text(encoding="utf-8").splitlines():
+            key, where = line.split("\t", 1)
+            out.setdefault(key, set()).add(where)
+        return out
+
+    return so_far
+
+
+@pytest.fixture
+def constant_workload(jitter_kernel: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every backend builds the constant-gradient workload (conftest's ``outcome`` does the same)."""
+    wl = ConstWorkload(dim=16, kernel=jitter_kernel, loss_kernel=first_loss)
+    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    yield
+
+
+def _run(backend: str, sc: Any) -> Any:
+    result = backends.load(backend).run_once(sc, 0)
+    summary = result.runs[0]
+    assert summary.updates > 0 and not summary.crashed, f"{backend} ran {sc.algorithm}: {summary}"
+    return result
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -158,19 +210,58 @@ def test_a_value_the_backend_does_not_run_is_refused_by_name(name: str, key: str
 
 @pytest.mark.parametrize(("name", "key", "backend_name", "value"),
                          [pytest.param(*t, id=f"{t[0]}-{t[1]}={_show(t[3])}-{t[2]}") for t in RUNS])
-def test_a_value_the_backend_runs_passes_its_check(name: str, key: str, backend_name: str, value: Any) -> None:
-    algorithms.require_values(backend_name, scenario(name, {key: value}).algorithm, _declared(backend_name, "VALUES"))
+@pytest.mark.slow
+def test_a_value_the_backend_runs_runs(name: str, key: str, backend_name: str, value: Any,
+                                       constant_workload: None) -> None:
+    """A value ``VALUES`` lists passes the backend's check and the backend runs it to updates."""
+    _run(backend_name, scenario(name, {key: value}))
+
+
+@pytest.mark.parametrize(("name", "key", "backend_name"), [pytest.param(*t, id="-".join(t)) for t in MOOT])
+@pytest.mark.slow
+def test_a_moot_parameter_runs_with_any_value(name: str, key: str, backend_name: str, constant_workload: None) -> None:
+    _run(backend_name, scenario(name, {key: other_value(name, key)}))
 
 
 @pytest.mark.parametrize(("name", "key", "backend_name"), [pytest.param(*t, id="-".join(t)) for t in READ])
-def test_a_parameter_the_backend_does_not_restrict_is_read(name: str, key: str, backend_name: str) -> None:
-    """Not in ``VALUES`` nor ``MOOT``: every value runs, so the backend's code names the key somewhere."""
-    where = ", ".join(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in _sources(backend_name))
-    assert _evidence(backend_name, key), (
-        f"backend {backend_name!r} lists {name!r} and neither restricts nor reads its parameter {key!r}: no "
-        f'string "{key}", attribute .{key} or constant naming it in {where}. Run it as defined, or declare the '
-        f"values it runs in the backend's VALUES (refused by algorithms.require_values) or, where the parameter "
-        f"chooses nothing there, in MOOT")
+@pytest.mark.slow
+def test_a_parameter_the_backend_does_not_restrict_is_read_by_its_run(
+        name: str, key: str, backend_name: str, constant_workload: None,
+        reads: Callable[[], dict[str, set[str]]]) -> None:
+    """Not in ``VALUES`` nor ``MOOT``: every value runs, so the run reads the key (module docstring)."""
+    value = other_value(name, key)
+    sc = scenario(name, {key: value})
+    assert reads() == {}, "the scenario's loading is not the backend's read"
+    _run(backend_name, sc)
+    seen = reads()
+    assert key in seen, (
+        f"backend {backend_name!r} ran {name!r} with algorithm.{key} = {value!r} without reading {key!r} (it read: "
+        f"{', '.join(sorted(seen)) or 'no parameter'}). Run it as defined, or declare the values it runs in the "
+        f"backend's VALUES (refused by algorithms.require_values) or, where the parameter chooses nothing there, "
+        f"in MOOT")
+
+
+def test_the_recorder_sees_a_read_by_running_code_and_not_by_loading(
+        reads: Callable[[], dict[str, set[str]]]) -> None:
+    """The check above can fail: loading a scenario (its validators read the keys it sets) records nothing,
+    a run that never asks for a key leaves it out, and one that asks, here or in a forked process, is seen."""
+    import multiprocessing
+
+    sc = scenario("easgd", {"tau": 3, "alpha": 0.5})
+    assert reads() == {}
+    assert sc.algorithm.name == "easgd" and reads() == {}  # not a parameter
+    assert sc.algorithm.param("tau") == 3
+    assert reads() == {"tau": {f"{Path(__file__).relative_to(ROOT)}:"
+                               "test_the_recorder_sees_a_read_by_running_code_and_not_by_loading"}}
+    child = multiprocessing.get_context("fork").Process(target=_read_alpha, args=(sc,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    assert set(reads()) == {"tau", "alpha"} and any(w.endswith(":_read_alpha") for w in reads()["alpha"])
+
+
+def _read_alpha(sc: Any) -> None:
+    assert math.isclose(sc.algorithm.alpha, 0.5)
 
 
 def test_a_table_parameter_is_refused_by_its_choice() -> None:
