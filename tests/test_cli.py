@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -323,6 +324,149 @@ def test_list_shows_every_workload_dataset_preset_and_shipped_scenario() -> None
     shipped = sorted(str(p.relative_to(REPO)) for p in (REPO / "scenarios").rglob("*.toml"))
     assert shipped and [s for s in shipped if s not in res.output] == []
     assert "A small scenario that runs in seconds on any backend" in res.output  # quickstart's own comment
+
+
+def _scenario_cells(output: str) -> dict[str, str]:
+    """The shipped-scenarios table of ``list``: file -> its description, the wrapped cell's lines joined."""
+    rows: dict[str, str] = {}
+    current = None
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if not line.startswith("│") or len(cells) != 2:
+            continue
+        if cells[0]:
+            current = cells[0]
+            rows[current] = cells[1]
+        elif current is not None:
+            rows[current] += " " + cells[1]
+    return rows
+
+
+def test_list_wraps_each_scenario_description_whole_at_80_columns() -> None:
+    from simasgd.commands.inspect import shipped_scenarios
+
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    rows = _scenario_cells(res.output)
+    described = shipped_scenarios()
+    assert max(len(what) for _, what in described) > 200  # some take several lines of the table's column
+    for path, what in described:
+        assert squeeze(rows[path]) == squeeze(what), path
+    assert "…" not in res.output  # no cell of any table is cut
+
+
+def test_a_scenarios_description_is_its_first_sentence_whole(tmp_path: Path) -> None:
+    from simasgd.commands.inspect import shipped_scenarios
+
+    (tmp_path / "scenarios").mkdir()
+    long = "Lopez et al. (2020) §IV-B, Fig. 4.2: " + "one more clause, " * 20 + "the end of it."
+    cut = long.index(" ", 60)  # two comment lines, joined at a space
+    (tmp_path / "scenarios" / "a.toml").write_text(f"# {long[:cut]}\n#{long[cut:]} A second one.\n#\n#   run it\n")
+    (tmp_path / "scenarios" / "b.toml").write_text('name = "b"\n')
+    assert shipped_scenarios(tmp_path / "scenarios") == [("scenarios/a.toml", long), ("scenarios/b.toml", "b")]
+
+
+def _presets_sections(output: str) -> list[dict[str, str]]:
+    """``list --presets``: its sections (machines, GPUs, networks), each name -> the text of its lines."""
+    sections: list[dict[str, str]] = []
+    name = ""
+    for line in output.splitlines():
+        if line.endswith("presets (machine.preset; every number's source:") or line.startswith(
+                ("GPU presets", "network presets")):
+            sections.append({})
+        elif (named := re.match(r"([\w.-]+): ", line)) and sections:
+            name = named.group(1)
+            sections[-1][name] = line
+        elif line.startswith(" ") and sections and name:
+            sections[-1][name] += "\n" + line
+    return sections
+
+
+def _numbers(text: str) -> dict[str, str]:
+    """``key = value`` items of a preset's number lines (indented 2; its description's are indented 4), a
+    tuple's commas inside its parentheses."""
+    lines = [line for line in text.splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    return dict(re.findall(r"(\w+) = (\([^)]*\)|[^,\n]+)", "\n".join(lines)))
+
+
+def _same(shown: str, value: object) -> bool:
+    """A shown number (with its unit; "—" for 0 or ()) against the preset's own value."""
+    if isinstance(value, bool):
+        return shown == str(value).lower()
+    if isinstance(value, str):
+        return shown == value
+    if not value:
+        return shown == "—"
+    if isinstance(value, tuple):
+        return [float(x) for x in shown.strip("()").split(",")] == pytest.approx(list(value), rel=1e-5)
+    return float(shown.split()[0]) == pytest.approx(value, rel=1e-5)
+
+
+def test_list_presets_shows_each_presets_numbers_and_the_calibrated_ones(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import fields
+
+    from simasgd import gpus, machine, profile
+    from simasgd.sim import network
+
+    path = profile.write({"machine": {**tomllib.loads(_profile(tmp_path / "m.toml", 3.5).read_text())["machine"]},
+                          "network": {"bandwidth_gbps": 12.5, "latency_us": 33.0, "server_bandwidth_gbps": 7.0}},
+                         tmp_path / "this.toml")
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    res = runner.invoke(app, ["list", "--presets"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert max(len(line) for line in res.output.splitlines()) <= 80
+    machines, gpu_presets, networks = _presets_sections(res.output)
+    this = machine.load_profile(path)
+    for section, presets in ((machines, {**machine.PRESETS, "this": this}), (gpu_presets, gpus.PRESETS)):
+        for name, obj in presets.items():
+            shown = _numbers(section[name])
+            keys = [f.name for f in fields(obj) if f.name not in ("name", "profile")]
+            assert set(shown) == set(keys), name
+            assert all(_same(shown[k], getattr(obj, k)) for k in keys), (name, shown)
+    assert set(networks) == set(network.PRESETS)
+    for name, v in network.PRESETS.items():
+        if v is not None:
+            assert _numbers(networks[name]) == {"bandwidth_gbps": f"{v[0]:g} Gb/s", "latency_us": f"{v[1]:g} µs"}
+    # `this` is the profile's measured transport, not shared memory (that is `none`).
+    assert _numbers(networks["this"]) == {"bandwidth_gbps": "12.5 Gb/s", "latency_us": "33 µs",
+                                          "server_bandwidth_gbps": "7 Gb/s"}
+    assert "shared memory" not in networks["this"].lower() and "shared memory" in networks["none"].lower()
+    listed = runner.invoke(app, ["list"], env={"COLUMNS": "400"}).output
+    line = next(x for x in listed.splitlines() if x.startswith("network presets"))
+    assert "this: the [network] table of this machine's calibrated profile" in line
+    assert "shared memory" not in line.lower()
+
+
+# --- help ----------------------------------------------------------------------------------------
+
+def _every_command() -> list[list[str]]:
+    from simasgd.reference.cli_page import commands
+
+    return [[], *(name.split()[1:] for name, _ in commands())]
+
+
+@pytest.mark.parametrize("command", _every_command(), ids=lambda c: " ".join(c) or "simasgd")
+def test_every_commands_help_fits_80_columns(command: list[str]) -> None:
+    res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert len(lines) > 5 and "Usage:" in res.output
+    assert [line for line in lines if len(line) > 80] == []
+
+
+CUT_AT_80 = {("compare",): "its option names --backend/-b/--backends and --quick-calibration, and its --out "
+                          "default, are wider than their columns (simasgd/commands/compare.py)"}
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=CUT_AT_80[tuple(c)]))
+                                     if tuple(c) in CUT_AT_80 else c for c in _every_command()],
+                         ids=lambda c: " ".join(c) or "simasgd")
+def test_no_word_of_any_commands_help_is_cut_at_80_columns(command: list[str]) -> None:
+    """A word wider than its column is cut with "…": the help then hides what it says."""
+    res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert [line for line in res.output.splitlines() if "…" in line] == []
 
 
 def test_show_of_a_simulated_result_without_a_machine_record_says_so(tmp_path: Path) -> None:

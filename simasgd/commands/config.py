@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from simasgd.commands import EXIT_BAD_INPUT, console, user_errors, version
+from simasgd.commands import EXIT_BAD_INPUT, console, output_file, user_errors, version
 from simasgd.commands.run import OverrideOpt
 
 
@@ -19,13 +19,17 @@ def register(app: typer.Typer) -> None:
 
 
 def config(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
-           overrides: list[str] = OverrideOpt) -> None:
+           overrides: list[str] = OverrideOpt,
+           sources: bool = typer.Option(False, "--sources",
+                                        help="Print each key with where its value comes from: the scenario "
+                                             "file, a -s override, or the default.")) -> None:
     """Print the scenario as resolved: every key with the value a run uses (TOML; unset keys as comments)."""
     from simasgd import loader
 
     with user_errors(scenario):
         sc = loader.load(scenario, overrides)
-        text = resolved_toml(sc)
+        # The origins are read from what the loader resolved `sc` from: the file's TOML, then the overrides.
+        text = sources_text(sc, scenario, loader.read_toml(scenario), overrides) if sources else resolved_toml(sc)
     sys.stdout.write(text)
 
 
@@ -33,6 +37,22 @@ def resolved_toml(sc: Any) -> str:
     """The scenario's every key as TOML: its values, the defaults of what it leaves out, and the chosen
     algorithm's parameters at their registry defaults. A key with no value (derived at run time, or an
     optional table left out) is a comment saying so. Loading the text gives the same resolved scenario."""
+    doc, hints = resolved_doc(sc)
+    lines = [f"# {sc.name}: the scenario as resolved by simasgd {version()} (`simasgd config`)",
+             f"# {_machine_note(sc)}", ""]
+    for k, v in doc.items():
+        if not isinstance(v, dict) and v is not None:
+            lines.append(f"{_key(k)} = {_value(v)}")
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            _table(lines, _key(k), v, hints.get(k, {}))
+        elif v is None:
+            lines += ["", f"# [{k}] not set"]
+    return "\n".join(lines) + "\n"
+
+
+def resolved_doc(sc: Any) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
+    """The scenario's every key and value (None: no value), and per table the note for a key without one."""
     from simasgd import algorithms, loader
 
     doc = sc.model_dump(mode="python")
@@ -46,20 +66,75 @@ def resolved_toml(sc: Any) -> str:
                                "workers": {"count": sc.workers.count}})
     # Other algorithms' parameters do not apply: left out.
     doc["algorithm"] = filled.algorithm.model_dump(mode="python", exclude_none=True)
-    lines = [f"# {sc.name}: the scenario as resolved by simasgd {version()} (`simasgd config`)",
-             f"# {_machine_note(sc)}", ""]
-    for k, v in doc.items():
-        if not isinstance(v, dict) and v is not None:
-            lines.append(f"{_key(k)} = {_value(v)}")
     hints = {"machine": {k: f"not set; the simulator takes {v}" for k, v in _machine_values(sc).items()}}
     if doc["workload"].get("data") is not None:  # the scenario refuses both: its data come from the factory
         doc["workload"]["dataset"] = None
         hints["workload"] = {"dataset": "not used: `data` gives the data"}
+    return doc, hints
+
+
+def origins(file_data: dict[str, Any], overrides: list[str]) -> dict[str, str]:
+    """Dotted key -> ``"file"`` for each value the file gives (a table's keys, one by one), or ``-s KEY=VALUE``
+    for each key an override sets (a table set as one value: its key). Overrides apply in order, as
+    ``loader.apply_overrides`` applies them: the last one to set a key wins."""
+    from simasgd import loader
+
+    out: dict[str, str] = {}
+
+    def walk(value: Any, key: str, origin: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else k, origin)
+        else:
+            out[key] = origin
+    walk(file_data, "", "file")
+    for item in overrides:
+        key, value = loader.parse_override(item)
+        # An override replaces the key's whole value: what the file or an earlier override set under it is gone.
+        for k in [k for k in out if k.startswith(key + ".")]:
+            del out[k]
+        walk(value, key, f"-s {item}")
+    return out
+
+
+def sources_text(sc: Any, path: Path, file_data: dict[str, Any], overrides: list[str]) -> str:
+    """Every key of the resolved scenario, its value and where the value comes from: the file, a ``-s``
+    override, or the default (the schema's, or the chosen algorithm's for its parameters); a key the
+    simulator derives (an unset machine key) says what it takes."""
+    doc, hints = resolved_doc(sc)
+    given = origins(file_data, overrides)
+    if "name" not in given:  # the loader names a scenario without `name` after its file
+        given["name"] = f"{path} (its file name)"
+
+    def source(key: str) -> str:
+        parts = key.split(".")
+        # The longest given prefix: a table given as one value (`backoff = "none"`, -s sim={...}) gives its keys.
+        for n in range(len(parts), 0, -1):
+            origin = given.get(".".join(parts[:n]))
+            if origin is not None:
+                return str(path) if origin == "file" else origin
+        return "default"
+
+    rows: list[tuple[str, str, str]] = []
+
+    def add(prefix: str, d: dict[str, Any], notes: dict[str, str]) -> None:
+        for k, v in d.items():
+            key = prefix + k
+            if isinstance(v, dict):
+                add(key + ".", v, {})
+            elif v is None:
+                rows.append((key, notes.get(k, "not set"), source(key)))
+            else:
+                rows.append((key, _value(v), source(key)))
     for k, v in doc.items():
         if isinstance(v, dict):
-            _table(lines, _key(k), v, hints.get(k, {}))
-        elif v is None:
-            lines += ["", f"# [{k}] not set"]
+            add(k + ".", v, hints.get(k, {}))
+        else:
+            rows.append((k, "not set" if v is None else _value(v), source(k)))
+    widths = [max(len(r[i]) for r in [("key", "value", "source"), *rows]) for i in (0, 1)]
+    lines = [f"# {sc.name}: where each key's value comes from (`simasgd config --sources`)",
+             f"{'key':<{widths[0]}}  {'value':<{widths[1]}}  source"]
+    lines += [f"{k:<{widths[0]}}  {v:<{widths[1]}}  {s}" for k, v, s in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -122,7 +197,7 @@ def _key(k: str) -> str:
 
 EXAMPLE = '''\
 # An example scenario (written by `simasgd init`). Every key is optional; `simasgd config FILE` prints
-# the whole scenario with its defaults, docs/scenario.md describes each key.
+# the whole scenario with its defaults, docs/reference/scenario.md describes each key.
 name = "example"
 seed = 0        # every random number of a run derives from (seed, repeat, role, worker)
 repeats = 3     # independent runs of the same setting
@@ -163,6 +238,7 @@ def init(path: Path = typer.Argument(Path("scenario.toml"), help="Where to write
     if path.exists() and not force:
         print(f"error: {path} exists; choose another PATH or pass --force", file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT)
+    output_file(path, "PATH")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(EXAMPLE)
     console().print(f"wrote {path}: `simasgd run {path}` runs it on the simulator, "

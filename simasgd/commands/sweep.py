@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from simasgd.commands import console, user_errors
+from simasgd.commands import RegistryHelp, console, output_folder, user_errors
 from simasgd.commands.run import backend_option, say_machine
 
 GRID_HELP = ("Sweep a key: KEY=V1,V2,... (TOML values; bare words are strings) or KEY=START:STOP:STEP "
@@ -21,24 +21,26 @@ GRID_HELP = ("Sweep a key: KEY=V1,V2,... (TOML values; bare words are strings) o
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sweep")(sweep)
+    app.command("sweep", cls=RegistryHelp)(sweep)
     app.command("sweep-summary")(sweep_summary)
 
 
 def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may hold a \\[sweep.grid] table."),
-          grid: list[str] = typer.Option([], "--grid", "-g", help=GRID_HELP),
-          overrides: list[str] = typer.Option([], "--set", "-s",
+          grid: list[str] = typer.Option([], "--grid", "-g", metavar="KEY=VALUES", help=GRID_HELP),
+          overrides: list[str] = typer.Option([], "--set", "-s", metavar="KEY=VALUE",
                                               help="Override a key for every cell: -s stop.max_updates=1000."),
           backend: str = backend_option(),
-          repeats: int | None = typer.Option(None, "--repeats", "-n", min=1,
+          repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, metavar="N",
                                              help="Repeats per cell (overrides `repeats`)."),
-          out: Path | None = typer.Option(None, "--out", "-o", help="Sweep folder (default sweeps/<name>-<backend>)."),
-          jobs: int | None = typer.Option(None, "--jobs", "-j", min=0,
+          out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                            help="Sweep folder (default: sweeps/NAME-BACKEND)."),
+          jobs: int | None = typer.Option(None, "--jobs", "-j", min=0, metavar="N",
                                              help="Parallel tasks (default: all cores, or $SIMASGD_JOBS; 0 = in this "
-                                                  "process). Real backends (cpu, cuda) always run one at a time per "
-                                                  "host."),
-          dask: str | None = typer.Option(None, "--dask", help="'local' (a LocalCluster of --jobs workers) or a "
-                                                                  "scheduler address, e.g. tcp://host:8786."),
+                                                  "process). Backends that time this machine ({measuring}) run "
+                                                  "one task at a time per host."),
+          dask: str | None = typer.Option(None, "--dask", metavar="ADDRESS",
+                                          help="'local' (a LocalCluster of --jobs workers) or a scheduler address, "
+                                               "e.g. tcp://host:8786."),
           resume: bool = typer.Option(False, "--resume", help="Continue a sweep in --out: skip finished tasks."),
           retry_failed: bool = typer.Option(True, "--retry-failed/--keep-failed",
                                             help="On --resume, rerun tasks recorded as failed (default) or keep them."),
@@ -54,6 +56,7 @@ def sweep(scenario: Path = typer.Argument(..., help="Scenario file (TOML); may h
     with user_errors(scenario):
         p = planmod.build(scenario, grid, overrides, backend=backend, repeats=repeats)
         out = out or Path("sweeps") / f"{p.base.name}-{backend}"
+        output_folder(out)  # before any task runs: their results would have nowhere to go
         if dry_run:
             _describe(p, out)
             return
@@ -140,5 +143,6 @@ def sweep_summary(folder: Path = typer.Argument(..., help="A sweep folder writte
                                                   f"{len(df)} runs")
     figures = figures or plots
     if figures is not None:
+        output_folder(figures, "--figures")
         written = analysis.heatmaps(df, figures, manifest=manifest, svg=svg)
         console().print(f"{len(written)} figures -> {figures}", markup=False)

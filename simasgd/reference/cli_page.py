@@ -23,15 +23,52 @@ def cli_page() -> str:
     out = [HEADER + "# Command line", "", f"`simasgd`: {_help(group)}", ""]
     if group.params:
         out += [*_params(group.params), ""]
+    out += _commands(group, ctx, "simasgd", "##")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def commands(group: Any = None) -> list[tuple[str, Any]]:
+    """Every visible command of the typer app as (``simasgd NAME [SUBNAME]``, click command), groups' commands
+    after their group (``simasgd corpus``, then ``simasgd corpus add``, ...)."""
+    import typer.main
+
+    from simasgd.cli import app
+
+    group = group or typer.main.get_command(app)
+    out = []
+
+    def walk(g: Any, path: str) -> None:
+        ctx = g.context_class(g, info_name=path.split()[-1])
+        for name in g.list_commands(ctx):
+            cmd = g.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            out.append((f"{path} {name}", cmd))
+            if hasattr(cmd, "list_commands"):
+                walk(cmd, f"{path} {name}")
+    walk(group, "simasgd")
+    return out
+
+
+def _commands(group: Any, ctx: Any, path: str, level: str) -> list[str]:
+    """A section per command; a group's commands are subsections of its own."""
+    from simasgd.commands import fill_help
+
+    out: list[str] = []
     for name in group.list_commands(ctx):
         cmd = group.get_command(ctx, name)
         if cmd is None or cmd.hidden:
             continue
+        fill_help(cmd)  # the backends the registry names, as `--help` shows them
         args = " ".join(_usage(p) for p in cmd.params if _is_argument(p))
-        out += [f"## `simasgd {name}`", "", _help(cmd), "", "```", f"simasgd {name} [OPTIONS] {args}".rstrip(),
-                "```", ""]
-        out += [*_params(cmd.params), ""]
-    return "\n".join(out).rstrip() + "\n"
+        sub = hasattr(cmd, "list_commands")
+        usage = f"{path} {name} [OPTIONS] {'COMMAND [ARGS]...' if sub else args}".rstrip()
+        out += [f"{level} `{path} {name}`", "", _help(cmd), "", "```", usage, "```", ""]
+        params = _params(cmd.params)
+        out += [*params, ""] if params else []
+        if sub:
+            out += _commands(cmd, cmd.context_class(cmd, info_name=name, parent=ctx), f"{path} {name}", level + "#")
+    return out
 
 
 def _is_argument(p: Any) -> bool:

@@ -1,6 +1,6 @@
 """The preset catalogue: every machine, GPU and network preset with its numbers and where each comes from
-(:mod:`simasgd.provenance`), and the measured machines of the shipped corpus. ``simasgd list`` shows the same
-key numbers (:func:`machine_rows`, :func:`network_rows`)."""
+(:mod:`simasgd.provenance`), and the measured machines of the shipped corpus. ``simasgd list --presets`` shows
+every number of the same presets, without the sources."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def presets_page() -> str:
             "reason. A source marked *checked* was read when the preset was written; *as recalled* was not (no "
             "copy at hand) and may be off; *an estimate* is a derivation, not a measurement. Generated from "
             "the presets' code (`simasgd/machine.py`, `simasgd/gpus.py`, `simasgd/sim/network.py`), where each "
-            "citation sits beside its number. `simasgd list` shows the key numbers."), "",
+            "citation sits beside its number. `simasgd list --presets` shows every number."), "",
            ("Use one with `[machine] preset = \"NAME\"` (keys given beside it override its values) and "
             "`[network] preset = \"NAME\"`; [the scenario format](scenario.md) lists the keys."), "",
            "## CPU machines (`[machine] preset`)", "",
