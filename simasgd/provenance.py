@@ -3,7 +3,7 @@
 Every machine, GPU and network preset carries a :class:`Cited`: what the machine is, and for each of its
 keys the vendor datasheet or published measurement the value is taken from, or the derivation with its
 reason, and whether the figure could be checked when it was written. ``docs/reference/presets.md`` is
-generated from these (``python -m simasgd.reference --write``) and ``simasgd list`` shows the key numbers,
+generated from these (``python -m simasgd.reference --write``) and ``simasgd list --presets`` shows every number,
 so a number and its source cannot drift apart.
 """
 
