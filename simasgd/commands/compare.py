@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -57,6 +58,7 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
                                    refresh)
         report = plots.write_report(where, fid, res, svg)
     print_fidelity(fid)
+    print_bands(fid, res)
     print_drift(fid)
     _machines(res)
     _stability(res)
@@ -145,6 +147,37 @@ def _probe(workload: Any, seed: int, base_dir: str | None, seconds: float) -> di
     from executors.calibration.drift_probe import probe
 
     return probe(workload, seed, base_dir, seconds)
+
+
+def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
+    """The prediction's 90% band of one more run per metric, over the versions both sides made (as the errors
+    above), and how many of the reference's runs fall inside it (simasgd.prediction_band)."""
+    from rich.table import Table
+
+    from simasgd import analysis, prediction_band
+    from simasgd.fidelity import run_stats
+
+    p, r = fid.predicted, fid.reference
+    if p.label not in results or r.label not in results:
+        return
+    a, b = results[p.label], results[r.label]
+    simulated, host = prediction_band.inputs(a)  # its runs, and the host noise of the profile it ran on
+    cut = analysis.common_version(a, b)
+    if cut is not None:
+        a, b = analysis.up_to_version(a, cut), analysis.up_to_version(b, cut)
+    ref = prediction_band.per_run_of_stats(*run_stats(b))
+    checks = prediction_band.check(prediction_band.per_run_of_stats(*run_stats(a)), ref, host)
+    if not checks:
+        return
+    table = Table(title=f"{p.label}'s {prediction_band.LEVEL:.0%} band of one more run against {r.label}'s runs")
+    for head in ("metric", f"{p.label} band", f"{r.label} runs", "inside"):
+        table.add_column(head, justify="left" if head == "metric" else "right")
+    for m, c in checks.items():
+        runs = ", ".join(f"{v:.4g}" for v in ref[m] if math.isfinite(v))
+        table.add_row(prediction_band.LABELS[m], c.band.text(), runs, f"{c.inside}/{c.runs}")
+    con = console()
+    con.print(table)
+    con.print(prediction_band.describe(p.runs, host, simulated), markup=False, soft_wrap=True)
 
 
 def print_drift(fid: Fidelity) -> None:

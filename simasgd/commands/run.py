@@ -8,18 +8,20 @@ from typing import Any
 
 import typer
 
-from simasgd.commands import console, user_errors
+from simasgd.commands import RegistryHelp, console, output_folder, user_errors
 
-OverrideOpt = typer.Option([], "--set", "-s", help="Override a scenario key: -s workers.count=16 (repeatable).")
-BACKEND_HELP = "Backend: sim | serial | cpu | torch | cuda | gpu (`simasgd list` shows which runs what)."
+OverrideOpt = typer.Option([], "--set", "-s", metavar="KEY=VALUE",
+                           help="Override a scenario key: -s workers.count=16 (repeatable).")
+# {backends}, {measuring}, {not_measuring}: filled from the backend registry when help is shown (RegistryHelp).
+BACKEND_HELP = "Backend: {backends} (`simasgd list` shows which runs what)."
 JOBS_HELP = ("Processes running the repeats at once (default: every CPU, or $SIMASGD_JOBS, for a backend that does "
-             "not time this machine: sim, serial). Backends that time this machine (cpu, torch, cuda, gpu, dist) "
-             "always run them one at a time.")
+             "not time this machine: {not_measuring}). Backends that time this machine ({measuring}) always run "
+             "them one at a time.")
 
 
 def backend_option(default: str = "sim") -> Any:  # typer.Option: typed as the parameter it fills
     """``-b/--backend``: the one meaning of ``-b`` in every command (compare takes it twice)."""
-    return typer.Option(default, "--backend", "-b", help=BACKEND_HELP)
+    return typer.Option(default, "--backend", "-b", metavar="NAME", help=BACKEND_HELP)
 
 
 def say_machine(scenario: object, backend: str) -> None:
@@ -48,16 +50,17 @@ def note_one_at_a_time(backend: str, jobs: int | None) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", cls=RegistryHelp)(run)
     app.command("validate")(validate)
 
 
 def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         overrides: list[str] = OverrideOpt,
         backend: str = backend_option(),
-        repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
-        out: Path | None = typer.Option(None, "--out", "-o", help="Results folder (default results/<name>-<backend>)."),
-        jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, help=JOBS_HELP),
+        repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, metavar="N", help="Overrides `repeats`."),
+        out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                          help="Results folder (default: results/NAME-BACKEND)."),
+        jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help=JOBS_HELP),
         ) -> None:
     """Run a scenario on a backend and write the results folder."""
     from simasgd import backends, loader, progress
@@ -67,11 +70,21 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         sc = loader.load(scenario, overrides)
         out = out or Path("results") / f"{sc.name}-{backend}"
         n = repeats or sc.repeats
-        say_machine(sc, backend)
+        say_machine(sc, backend)  # an unknown backend is refused here, before its name makes a folder name
         note_one_at_a_time(backend, jobs)
+        output_folder(out)  # before the run: a folder it could not write would lose the run at its end
         with progress.bar(f"{sc.name} on {backend}", n * sc.stop.max_updates) as advance:
             result = backends.run(sc, backend, repeats=n, out=out, advance=advance, jobs=jobs)
+        record_bands(result, out)
     print_summary(result, out)
+
+
+def record_bands(result: Any, out: Path) -> None:
+    """The result's 90% bands and the host noise they used, into its ``summary.json`` (simasgd.prediction_band):
+    a simulated run on the calibrated profile takes the host's noise from that profile."""
+    from simasgd import prediction_band
+
+    prediction_band.record(out, result, prediction_band.inputs(result)[1])
 
 
 def validate(files: list[Path] = typer.Argument(..., help="Scenario files to check."),

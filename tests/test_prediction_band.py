@@ -1,0 +1,227 @@
+"""simasgd.prediction_band against closed forms: coverage of a further run, widths, the host noise's estimators."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from simasgd import prediction_band as pb
+
+Z90 = float(stats.norm.ppf(0.95))
+
+
+def _coverage(hits: np.ndarray) -> tuple[float, float]:
+    """The observed share and its binomial standard error at the nominal 90%."""
+    return float(hits.mean()), math.sqrt(0.9 * 0.1 / len(hits))
+
+
+@pytest.mark.parametrize("runs", [3, 10])
+def test_geometric_staleness_band_holds_a_further_run_90_percent_of_the_time(runs: int) -> None:
+    # τ of each update geometric on {0, 1, ...} with p = 0.3; a run's τ̄ is the mean of its n updates', so its
+    # spread is known: sd(τ̄) = √((1 − p)/p² / n). The band of R runs must hold one more run 90% of the time.
+    rng = np.random.default_rng(1)
+    p, n, reps = 0.3, 400, 3000
+    tau = rng.geometric(p, size=(reps, runs + 1, n)) - 1
+    means = tau.mean(axis=2)
+    hits = np.array([pb.predictive("mean_staleness", m[:runs]).contains(m[runs]) for m in means])  # type: ignore[union-attr]
+    share, se = _coverage(hits)
+    assert abs(share - 0.9) <= 3 * se, (share, se)
+
+
+def test_geometric_staleness_band_width_is_the_closed_form_at_many_runs() -> None:
+    # With many runs the t quantile is z and the log-scale sd of τ̄ is sd(τ̄)/E[τ̄] = 1/√(n (1 − p)) (delta method).
+    rng = np.random.default_rng(2)
+    p, n, runs = 0.3, 400, 4000
+    means = (rng.geometric(p, size=(runs, n)) - 1).mean(axis=1)
+    band = pb.predictive("mean_staleness", means)
+    assert band is not None and band.scale == "log" and not band.host
+    expected = 2 * Z90 / math.sqrt(n * (1 - p))
+    # the sample sd of 4000 runs is within 2% of the true one (its relative se is 1/√(2·3999) ≈ 1.1%)
+    assert band.width == pytest.approx(expected, rel=0.04)
+    assert band.center == pytest.approx((1 - p) / p, rel=0.01)
+
+
+def test_known_lognormal_host_factor_gives_the_predicted_width() -> None:
+    # Simulated runs that all agree: the band is the host's alone, x0·exp(±z σ), exactly; τ̄ carries no host term.
+    sigma, x0 = 0.1, 1234.0
+    band = pb.predictive("updates_per_s", [x0] * 3, host_sigma=sigma)
+    assert band is not None and band.host and math.isinf(band.df)
+    assert band.low == pytest.approx(x0 * math.exp(-Z90 * sigma), rel=1e-12)
+    assert band.high == pytest.approx(x0 * math.exp(Z90 * sigma), rel=1e-12)
+    assert band.width == pytest.approx(2 * Z90 * sigma, rel=1e-12)
+    tau = pb.predictive("mean_staleness", [2.5] * 3, host_sigma=sigma)
+    assert tau is not None and not tau.host and tau.low == tau.high == pytest.approx(2.5)
+
+
+def test_host_factor_and_simulator_spread_together_cover_90_percent() -> None:
+    # A measured run = the simulator's run (log sd 0.05) × a lognormal host factor (σ = 0.1, known); the band of
+    # R = 4 simulated runs with that σ must hold the measured run 90% of the time (Welch–Satterthwaite t).
+    rng = np.random.default_rng(3)
+    reps, runs, s_sim, s_host = 4000, 4, 0.05, 0.1
+    sim = np.exp(rng.normal(0, s_sim, size=(reps, runs)))
+    measured = np.exp(rng.normal(0, s_sim, size=reps) + rng.normal(0, s_host, size=reps))
+    hits = np.array([pb.predictive("time_to_eps", s, s_host).contains(m)  # type: ignore[union-attr]
+                     for s, m in zip(sim, measured, strict=True)])
+    share, se = _coverage(hits)
+    assert abs(share - 0.9) <= 3 * se, (share, se)
+    # without the host term the same bands are far too narrow: the host's noise is most of the spread
+    narrow = np.array([pb.predictive("time_to_eps", s).contains(m)  # type: ignore[union-attr]
+                       for s, m in zip(sim, measured, strict=True)])
+    assert narrow.mean() < 0.75
+
+
+def test_fewer_than_two_runs_have_no_band_and_a_zero_keeps_the_linear_scale() -> None:
+    assert pb.predictive("updates_per_s", [100.0]) is None
+    assert pb.predictive("updates_to_eps", [100.0, math.nan, math.nan]) is None  # ε reached by one run only
+    lone = pb.predictive("mean_staleness", [0.0, 0.0, 0.0])
+    assert lone is not None and lone.scale == "linear" and lone.contains(0.0) and not lone.contains(0.01)
+    mixed = pb.predictive("mean_staleness", [0.0, 0.1, 0.2])
+    assert mixed is not None and mixed.scale == "linear"
+    half = float(stats.t.ppf(0.95, 2)) * 0.1 * math.sqrt(1 + 1 / 3)
+    assert (mixed.low, mixed.high) == pytest.approx((0.1 - half, 0.1 + half))
+
+
+def _profile(rng: np.random.Generator, workloads: int, block_sigma: float, per_call_sigma: float,
+             blocks: int = pb.BLOCKS, per_block: int = 25) -> dict:
+    """A profile whose gradient samples run at a speed that is constant within each block and lognormal across
+    blocks (σ = ``block_sigma``), with lognormal per-call noise."""
+    grads = {}
+    for w in range(workloads):
+        speed = np.repeat(rng.normal(0, block_sigma, blocks), per_block)
+        s = 1e-4 * np.exp(speed + rng.normal(0, per_call_sigma, blocks * per_block))
+        grads[f"w{w}"] = {"samples_s": s.tolist()}
+    return {"gradient": grads}
+
+
+def test_calibration_spread_recovers_a_known_block_factor() -> None:
+    rng = np.random.default_rng(4)
+    got = pb.calibration_spread(_profile(rng, 60, 0.1, 0.1))
+    assert got is not None and got.samples == 60
+    # 60 workloads × 7 df each: the pooled variance's relative se is about √(2/420) ≈ 7%, its root's 3.5%
+    assert got.sigma == pytest.approx(0.1, rel=0.15)
+    flat = pb.calibration_spread(_profile(rng, 60, 0.0, 0.1))
+    assert flat is not None and flat.sigma < 0.03  # sampling noise alone, taken away by the permutations
+    assert pb.calibration_spread({"gradient": {"w": {"samples_s": [1e-4] * 20}}}) is None
+    assert pb.calibration_spread({}) is None
+
+
+def test_drift_spread_is_the_root_mean_square_of_the_log_ratios() -> None:
+    ratios = [0.9, 1.1, 1.2, 0.95, 1.05]
+    got = pb.drift_spread(ratios)
+    assert got is not None and got.samples == 5
+    assert got.sigma == pytest.approx(math.sqrt(np.mean(np.log(ratios) ** 2)))
+    assert pb.drift_spread(ratios[:4]) is None
+    # with refresh a drifted cell ran at its re-timed speed: its ratio counts as 1
+    drifts = [{"ratio": r, "drifted": r >= 1.2} for r in [*ratios, 1.5]]
+    refreshed = pb.host_noise_of_entry({}, drifts, refresh=True)
+    assert refreshed is not None
+    assert refreshed.sigma == pytest.approx(math.sqrt(np.mean(np.log([0.9, 1.1, 1.0, 0.95, 1.05, 1.0]) ** 2)))
+    as_measured = pb.host_noise_of_entry({}, drifts)
+    assert as_measured is not None and as_measured.sigma == pytest.approx(
+        math.sqrt(np.mean(np.log([*ratios, 1.5]) ** 2)))
+    # too few probes: the profile's samples instead
+    rng = np.random.default_rng(5)
+    fallback = pb.host_noise_of_entry(_profile(rng, 10, 0.1, 0.05), drifts[:2])
+    assert fallback is not None and "gradient samples" in fallback.source
+
+
+def test_check_counts_runs_inside_and_the_width_against_their_spread() -> None:
+    sim = {"updates_per_s": [100.0, 110.0, 90.0], "mean_staleness": [1.0, 1.1, 0.9]}
+    measured = {"updates_per_s": [100.0, 300.0, 95.0, 105.0], "mean_staleness": [1.0, 1.05, 0.95, 1.0]}
+    checks = pb.check(sim, measured, pb.HostNoise(0.05, "test"))
+    band = checks["updates_per_s"].band
+    assert checks["updates_per_s"].inside == sum(band.low <= v <= band.high for v in measured["updates_per_s"]) == 3
+    spread = 2 * Z90 * float(np.std(np.log(measured["mean_staleness"]), ddof=1))
+    assert checks["mean_staleness"].sharpness == pytest.approx(checks["mean_staleness"].band.width / spread)
+    inside, total = pb.coverage(checks.values())
+    assert (inside, total) == (checks["updates_per_s"].inside + checks["mean_staleness"].inside, 8)
+    assert pb.sharpness(checks.values()) == pytest.approx(
+        float(np.median([c.sharpness for c in checks.values()])))
+
+
+def test_host_noise_follows_the_result_and_record_writes_it(tmp_path: Path) -> None:
+    from simasgd.results import RunResult, RunSummary, curve_frame, empty_updates
+
+    runs = [RunSummary(i, 100, t, 100, t, False, False, 1.0, 0.1, 2.0 + i / 10, 100, 100 / t)
+            for i, t in enumerate([1.0, 1.1, 0.9])]
+    result = RunResult({"name": "x"}, "sim", runs, empty_updates(), curve_frame(0, [], [], []),
+                       {"host_noise": {"sigma_log": 0.07, "source": "test", "samples": 3}})
+    simulated, host = pb.inputs(result)
+    assert simulated and host == pb.HostNoise(0.07, "test", 3)
+    result.save(tmp_path)
+    found = pb.record(tmp_path, result, host)
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    assert set(doc["metadata"]["bands"]) == set(found) == {"mean_staleness", "updates_per_s", "updates_to_eps",
+                                                          "time_to_eps"}
+    assert doc["metadata"]["bands"]["updates_per_s"]["host"] is True
+    assert doc["metadata"]["bands"]["updates_to_eps"]["low"] == doc["metadata"]["bands"]["updates_to_eps"]["high"]
+    back = RunResult.load(tmp_path)  # still a results folder of this format
+    assert pb.host_noise_for(back) == host
+    # a profile recorded by path whose file changed since is not used
+    moved = RunResult({"name": "x"}, "sim", runs, empty_updates(), curve_frame(0, [], [], []),
+                      {"profile": {"path": str(tmp_path / "nowhere.toml"), "sha256": "0"}})
+    assert pb.host_noise_for(moved) is None
+
+
+def test_run_and_show_print_the_band_and_the_results_carry_it(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # The simulator on the calibrated preset of a corpus machine's profile: the bands take that profile's host
+    # noise; `run` records them in summary.json and `show` prints the same ones.
+    from typer.testing import CliRunner
+
+    from simasgd import profile
+    from simasgd.cli import app
+    from simasgd.corpus import store
+    from simasgd.results import RunResult
+
+    repo = Path(__file__).resolve().parents[1]
+    entry = store.load(repo / "corpus" / "amd_epyc_2vcpu.json.gz")
+    prof = tmp_path / "profile.toml"
+    prof.write_text(profile.to_toml(entry.profile))
+    monkeypatch.setenv("SIMASGD_PROFILE", str(prof))
+    monkeypatch.setenv("COLUMNS", "200")  # rich would wrap the band's cell at a narrow terminal's end
+    out = tmp_path / "r"
+    runner = CliRunner()
+    res = runner.invoke(app, ["run", str(repo / "scenarios" / "quickstart.toml"), "-b", "sim", "-n", "3", "-j", "1",
+                              "-s", "machine.preset=this", "-s", "stop.max_updates=400", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "summary.json").read_text())
+    want = pb.calibration_spread(entry.profile)
+    assert want is not None and doc["metadata"]["host_noise"]["sigma_log"] == pytest.approx(want.sigma)
+    bands = doc["metadata"]["bands"]
+    rates = [r["updates_per_s"] for r in doc["runs"]]
+    assert bands["updates_per_s"]["low"] < min(rates) and max(rates) < bands["updates_per_s"]["high"]
+    # the host's term alone makes the updates/s band at least exp(±z σ) around its centre
+    ups = bands["updates_per_s"]
+    assert math.log(ups["high"] / ups["low"]) >= 2 * Z90 * want.sigma * (1 - 1e-9)
+    shown = runner.invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0, shown.output
+    text = "".join(shown.output.split())  # rich wraps cells and lines where the terminal ends
+    band = pb.Band(**{k: v for k, v in ups.items() if k != "df"} | {"metric": "updates_per_s",
+                                                                      "df": ups["df"] or math.inf})
+    assert "90%band" in text and "".join(band.text().split()) in text
+    assert "fromthecalibration'sgradientsamples" in text
+    assert pb.of_result(RunResult.load(out), pb.host_noise_for(RunResult.load(out)))["updates_per_s"] == band
+
+
+def test_corpus_score_pools_coverage_over_cells_and_metrics() -> None:
+    from simasgd.corpus.score import BAND_HEAD, CellScore, MachineScore, band_table
+
+    a = {"sim": {"updates_per_s": [100.0, 104.0, 96.0], "mean_staleness": [1.0, 1.1, 0.9]},
+         "measured": {"updates_per_s": [100.0, 150.0, 99.0], "mean_staleness": [1.0, 1.0, 3.0]}}
+    b = {"sim": {"updates_per_s": [50.0, 51.0, 49.0]}, "measured": {"updates_per_s": [50.0, 50.5, 49.5]}}
+    host = pb.HostNoise(0.05, "test", 5)
+    m = MachineScore("m", [CellScore("a", runs=a), CellScore("b", runs=b), CellScore("c", error="boom")], host=host)
+    checks = [*pb.check(a["sim"], a["measured"], host).values(), *pb.check(b["sim"], b["measured"], host).values()]
+    assert m.band_coverage == pb.coverage(checks) == (sum(c.inside for c in checks), 9)
+    assert m.band_sharpness == pytest.approx(pb.sharpness(checks))
+    doc = m.to_json()["bands"]
+    assert doc["per_metric"]["updates_per_s"]["runs"] == 6 and doc["per_metric"]["updates_to_eps"]["runs"] == 0
+    assert set(doc["per_cell"]) == {"a", "b"}
+    row = band_table([m])[0]
+    assert len(row) == len(BAND_HEAD) and row[2].startswith(f"{m.band_coverage[0]}/9")
