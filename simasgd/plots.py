@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from simasgd.fidelity import Fidelity
+    from simasgd.machine import Machine
 
 TIME_LABEL = "time (s; simulated for sim, wall clock otherwise)"
 
@@ -53,6 +54,23 @@ def _tail_cut(frames: pd.DataFrame, share: float = 0.999) -> int:
     return max(cut, 1)
 
 
+# The histogram's axis ends at the last bar one can see: the largest τ whose bar is at least this share of its
+# distribution's tallest bar (a bar under 1% of the axis' height is under a pixel or two). A thin tail far out
+# (one worker descheduled a few times) would otherwise stretch the axis to 50 times the width of what is drawn.
+VISIBLE = 0.01
+MIN_TAU = 5  # the axis shows τ = 0..5 at least: two or three bars alone read as categories, not a distribution
+
+
+def _visible_cut(frames: pd.DataFrame) -> int:
+    """The largest staleness, over the labels, whose count is at least :data:`VISIBLE` of its label's largest
+    (:data:`MIN_TAU` at least)."""
+    cut = 0
+    for _, g in frames.groupby("label"):
+        seen = g[g["count"] >= VISIBLE * g["count"].max()]
+        cut = max(cut, int(seen["staleness"].max()) if len(seen) else 0)
+    return max(cut, MIN_TAU)
+
+
 def staleness_frame(results: Mapping[str, RunResult], by_worker: bool = False) -> pd.DataFrame:
     frames = []
     for label, r in results.items():
@@ -63,24 +81,46 @@ def staleness_frame(results: Mapping[str, RunResult], by_worker: bool = False) -
 
 def staleness_histogram(results: Mapping[str, RunResult], max_tau: int | None = None) -> Figure:
     """Pooled staleness distributions overlaid (one step outline per result)."""
-    plt, sns = libs()
     df = staleness_frame(results)
     df = df[df["worker"] == analysis.ALL]
-    cut = max_tau if max_tau is not None else _tail_cut(df)
-    df = df[df["staleness"] <= cut]
+    return staleness_counts_histogram({label: g.sort_values("staleness")["count"].to_numpy()
+                                       for label, g in df.groupby("label", sort=False)}, max_tau)
+
+
+def staleness_counts_histogram(counts: Mapping[str, np.ndarray], max_tau: int | None = None) -> Figure:
+    """Staleness distributions given as histograms (``counts[label][k]``: updates at τ = k), overlaid.
+
+    Each bar is the fraction of *all* the label's updates; the axis ends at ``max_tau``, else at the last bar
+    one can see (:data:`VISIBLE`, :data:`MIN_TAU` at least), and the axis label says how many updates lie
+    beyond it and how far out. The legend's mean is the whole distribution's, tail included."""
+    plt, sns = libs()
+    frames = []
+    for label, c in counts.items():
+        c = np.asarray(c, dtype=float)
+        total = c.sum()
+        frames.append(pd.DataFrame({"label": label, "staleness": np.arange(len(c)), "count": c,
+                                    "fraction": c / total if total else np.zeros(len(c))}))
+    full = pd.concat(frames, ignore_index=True)
+    cut = max_tau if max_tau is not None else _visible_cut(full)
+    df = full[full["staleness"] <= cut]
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    sns.histplot(df, x="staleness", weights="count", hue="label", discrete=True, stat="probability",
-                 common_norm=False, element="step", fill=True, alpha=0.25, ax=ax)
+    sns.histplot(df, x="staleness", weights="fraction", hue="label", discrete=True, stat="count",
+                 element="step", fill=True, alpha=0.25, ax=ax)
     ax.set(xlabel="staleness τ (updates by others between read and write)", ylabel="fraction of updates",
-           title="Staleness distribution")
+           title="Staleness distribution", xlim=(-0.5, cut + 0.5))
+    ax.xaxis.get_major_locator().set_params(integer=True)  # τ is a count: no tick at 0.25
     _legend_title(ax, "result (mean τ)")
     leg = ax.get_legend()
     if leg is not None:  # the mean of the whole distribution, tail included, next to each name
         for text in leg.get_texts():
-            r = results.get(text.get_text())
-            if r is not None:
-                mean = analysis.mean_from_counts(analysis.counts(analysis.staleness(r)))
-                text.set_text(f"{text.get_text()} ({mean:.2f})")
+            named = counts.get(text.get_text())
+            if named is not None:
+                text.set_text(f"{text.get_text()} ({analysis.mean_from_counts(np.asarray(named)):.2f})")
+    beyond = full[(full["staleness"] > cut) & (full["count"] > 0)]
+    if len(beyond):  # what the axis leaves out, so that a cut tail is never mistaken for no tail
+        share = beyond.groupby("label")["fraction"].sum().max()
+        ax.set_xlabel(f"{ax.get_xlabel()}\nnot drawn: τ > {cut}, at most {share:.1%} of a result's updates "
+                      f"(largest τ {int(beyond['staleness'].max())})")
     fig.tight_layout()
     return fig
 
@@ -307,6 +347,18 @@ def plot_folder(folder: str | Path, out: str | Path | None = None, svg: bool = F
     if all(phases.has_phases(r) for r in results.values()):
         written += save(phase_distributions(results), out / "phases", svg)
     return written
+
+
+def machine_line(m: Machine) -> str:
+    """A simulated machine's name and the numbers that set its speed, in one line (a notebook prints it
+    beside its figures, so that a figure is never read as another machine's)."""
+    smt = f" × {m.threads_per_core} SMT" if m.threads_per_core > 1 else ""
+    return (f"{m.name}: {m.sockets} socket{'s' * (m.sockets > 1)} × {m.cores_per_socket} cores{smt}, "
+            f"{m.gflops_per_core:.1f} GFLOP/s per core, {m.mem_bandwidth_gbs:.0f} GB/s memory per socket, "
+            f"{m.local_latency_ns:.0f} ns memory latency"
+            + (f", calibrated profile ({'quick' if m.profile.get('calibration', {}).get('quick') else 'full'} "
+               f"calibration of {m.profile.get('calibration', {}).get('created', 'unknown date')})"
+               if m.profile else ""))
 
 
 # --- the fidelity report (tables in words; shared by compare, its report and the benchmark) -------------------------

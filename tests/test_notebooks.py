@@ -12,7 +12,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from simasgd import backends, machine
+from simasgd import backends, fidelity, machine, plots
+from simasgd.corpus import score, store
+from simasgd.results import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -98,7 +100,14 @@ def test_quickstart_notebook(kernel_env, tmp_path):
                                          "REPEATS": 2, "MAX_UPDATES": 60})
     assert (tmp_path / "r" / "summary.json").exists()
     assert images(nb) >= 2
-    assert "p99" in outputs_text(nb)
+    text = outputs_text(nb)
+    assert "p99" in text
+    # it says which machine it simulated: the one its result recorded, with that machine's numbers
+    recorded = RunResult.load(tmp_path / "r").metadata["machine"]["name"]
+    assert f"machine: {recorded} " in text
+    # the fallback preset, or a profile the notebook's folder has: either way its numbers follow its name
+    known = machine.PRESETS.get(recorded)
+    assert (plots.machine_line(known) if known else f"{recorded}: ") in text and "GFLOP/s per core" in text
 
 
 @pytest.mark.slow
@@ -107,26 +116,48 @@ def test_staleness_vs_threads_notebook(kernel_env, tmp_path):
     nb = execute("02_staleness_vs_threads.ipynb", {
         "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": [1, 2, 4],
         "ALGORITHMS": ["sync", "mutex", "hogwild", "leashed"], "MAX_UPDATES": 300, "REPEATS": 2,
-        "EPS_THREADS": [1, 4], "EPS_MAX_UPDATES": 100})
+        "EPS_THREADS": [1, 4], "EPS_LRS": [0.005, 0.1], "EPS_MAX_UPDATES": 100})
     assert len(list((tmp_path / "r").glob("*/summary.json"))) == 12
-    assert len(list((tmp_path / "r" / "eps").glob("*/summary.json"))) == 2
+    eps = sorted(p.parent.name for p in (tmp_path / "r" / "eps").glob("*/summary.json"))
+    assert eps == ["hogwild-1-lr0.005", "hogwild-1-lr0.1", "hogwild-4-lr0.005", "hogwild-4-lr0.1"]
+    # each step size trained at its own lr: the folder's scenario says so
+    assert RunResult.load(tmp_path / "r" / "eps" / "hogwild-4-lr0.1").scenario["optimizer"]["lr"] == 0.1
     assert images(nb) >= 3
+    assert plots.machine_line(machine.PRESETS["xeon-e5-2687w-v2"]) in outputs_text(nb)
 
 
 @pytest.mark.slow
-def test_sim_vs_measured_notebook(kernel_env, tmp_path):
+def test_sim_vs_measured_notebook_on_a_corpus_machine(kernel_env, tmp_path):
+    assert backends.available()["sim"], "the sim backend is missing: notebook 03 cannot run"
+    nb = execute("03_sim_vs_measured.ipynb", {"ROOT": str(ROOT), "OUT": str(tmp_path / "r")})
+    text = outputs_text(nb)
+    assert images(nb) >= 2 and "LIVE = False" in text and not (tmp_path / "r" / "live").exists()
+    # It simulated the corpus machine by name, and what it printed is the scorer's own judgement of that run.
+    sim = RunResult.load(tmp_path / "r" / "sim")
+    name = sim.metadata["machine"]["name"]
+    entry = store.load(machine.corpus_path(name))
+    cell = next(c for c in entry.cells if c.name == sim.scenario["name"])
+    judged = score.judge(cell, sim)
+    assert f"goals met: {sum(bool(v) for v in judged.verdicts.values())} of {len(fidelity.GOALS)}; " \
+           f"cell met: {judged.met}" in text
+    assert all(goal in text for goal in fidelity.GOALS)
+    assert plots.machine_line(machine.corpus_machine(name)) in text
+
+
+@pytest.mark.slow
+def test_sim_vs_measured_notebook_live(kernel_env, tmp_path):
     assert backends.available()["sim"] and backends.available()["cpu"], \
-        "notebook 03 needs the sim and cpu backends; at least one is missing"
+        "notebook 03's live section needs the sim and cpu backends; at least one is missing"
     # A profile of its own (the notebook calibrates quickly), never the checkout's profiles/this.toml.
     profile = tmp_path / "this.toml"
     nb = execute("03_sim_vs_measured.ipynb", {
-        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "THREADS": 2, "MAX_UPDATES": 150, "REPEATS": 2,
-        "QUICK_CALIBRATION": True, "PROFILE": str(profile)})
-    fid = json.loads((tmp_path / "r" / "fidelity.json").read_text())
+        "ROOT": str(ROOT), "OUT": str(tmp_path / "r"), "LIVE": True, "THREADS": 2, "MAX_UPDATES": 150,
+        "REPEATS": 2, "QUICK_CALIBRATION": True, "PROFILE": str(profile)})
+    fid = json.loads((tmp_path / "r" / "live" / "fidelity.json").read_text())
     assert fid["predicted"]["backend"] == "sim" and fid["reference"]["backend"] == "cpu"
-    assert "ks" in outputs_text(nb) and (tmp_path / "r" / "report.md").exists()
+    assert "ks" in outputs_text(nb) and (tmp_path / "r" / "live" / "report.md").exists()
     assert machine.load_profile(profile).name == "this"
-    assert images(nb) >= 2
+    assert images(nb) >= 4  # the corpus comparison's two and the live one's two
 
 
 @pytest.mark.slow
