@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from simasgd.scenario import REMOVED, AlgorithmConfig, Scenario, stray_params
+from simasgd.scenario import ALGORITHM_MODELS, REMOVED, Scenario, stray_params, unknown_algorithm
 
 
 class ScenarioError(ValueError):
@@ -80,6 +80,10 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ScenarioError([f"{label}: no such file"]) from None
     except IsADirectoryError:
         raise ScenarioError([f"{label}: is a folder, not a scenario file"]) from None
+    except NotADirectoryError:
+        raise ScenarioError([f"{label}: no such file (a part of the path is a file, not a folder)"]) from None
+    except OSError as e:  # permission, a device that cannot be read: the file, and why
+        raise ScenarioError([f"{label}: cannot read the scenario file ({e.strerror or e})"]) from None
     except UnicodeDecodeError as e:
         raise ScenarioError([f"{label}: not UTF-8 text ({e.reason})"]) from None
     except tomllib.TOMLDecodeError as e:
@@ -92,7 +96,21 @@ def load(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     data = read_toml(path)
     data = apply_overrides(data, overrides)
     data.setdefault("name", path.stem)
-    return from_dict(data, label=str(path), base_dir=path.parent)
+    sc = from_dict(data, label=str(path), base_dir=path.parent)
+    _check_fits(sc, str(path))
+    return sc
+
+
+def _check_fits(sc: Scenario, label: str) -> None:
+    """Refuse a batch whose row indices alone (8 bytes a row, drawn by every backend for each batch) take more
+    memory than this machine has available now: a valid number that no run could start with."""
+    from simasgd.capacity import available_memory, size
+
+    avail = available_memory()
+    need = 8 * sc.workload.batch_size
+    if avail is not None and need > avail:
+        raise ScenarioError([f"{label}: workload.batch_size = {sc.workload.batch_size}: a batch's row indices "
+                             f"alone take {size(need)}, more than the {size(avail)} of memory available now"])
 
 
 def from_dict(data: dict[str, Any], label: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
@@ -124,7 +142,7 @@ def _stray_algorithm_params(data: dict[str, Any], label: str) -> list[str]:
     if not isinstance(alg, dict) or not isinstance(alg.get("name"), str):
         return []
     lines = []
-    given = {k for k, v in alg.items() if k in AlgorithmConfig.model_fields and v is not None}
+    given = {k for k, v in alg.items() if v is not None}  # any key: each algorithm's model holds its own
     for msg in stray_params(alg["name"], given):
         key = msg.split("`")[1]
         lines.append(f"{label}: algorithm.{key} = {_fmt(alg[key])}: {msg}")
@@ -135,8 +153,13 @@ def format_errors(err: ValidationError, data: dict[str, Any], label: str) -> lis
     stray = _stray_algorithm_params(data, label)
     by_key: dict[str, list[str]] = {}
     for e in err.errors(include_url=False):
-        loc = [str(p) for p in e["loc"] if not _is_union_tag(p)]
+        loc = [str(p) for p in _without_algorithm_tag(e["loc"]) if not _is_union_tag(p)]
         key = ".".join(loc) or "(top level)"
+        if key == "algorithm" and e["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            line = _algorithm_name_line(data, label)
+            if line not in by_key.setdefault("algorithm.name", []):
+                by_key["algorithm.name"].append(line)
+            continue
         if stray and key == "algorithm" and "is not a parameter of" in str(e["msg"]):
             continue
         line = _one_line(e, key, data, label)
@@ -149,6 +172,21 @@ def format_errors(err: ValidationError, data: dict[str, Any], label: str) -> lis
         lines.append(group[0] if len(group) == 1 else
                      head + ": " + "; or ".join([first] + [g.rpartition(": ")[2] for g in group[1:]]))
     return lines
+
+
+def _without_algorithm_tag(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    # [algorithm] is a union discriminated on its name: pydantic puts the name after "algorithm" in the path.
+    if len(loc) > 1 and loc[0] == "algorithm" and loc[1] in ALGORITHM_MODELS:
+        return loc[:1] + loc[2:]
+    return loc
+
+
+def _algorithm_name_line(data: dict[str, Any], label: str) -> str:
+    """An [algorithm] table whose name chooses no algorithm: missing, or not one of the registry's."""
+    found, name = _lookup(data, "algorithm.name")
+    if not found:
+        return f"{label}: algorithm.name: required"
+    return f"{label}: algorithm.name = {_fmt(name)}: {unknown_algorithm()}"
 
 
 def _is_union_tag(part: Any) -> bool:

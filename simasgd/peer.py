@@ -52,6 +52,8 @@ def read(path: str | Path) -> dict[str, Any]:
         text = p.read_text()
     except OSError as e:
         raise PeerError(f"{p}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise PeerError(f"{p}: not the peer's JSON (not UTF-8 text: {e.reason})") from None
     text = _NONFINITE.sub(_json_nonfinite, text)
     try:
         doc = json.loads(text)

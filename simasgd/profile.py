@@ -25,7 +25,7 @@ from simasgd.atomicio import atomic_write_text
 
 FORMAT = "simasgd-profile"
 # The version moves with the tables: whenever a table or key the simulator reads is added, removed or changes
-# meaning. OLDEST_VERSION moves up to it when the simulator can no longer read a profile of the versions before.
+# meaning. OLDEST_VERSION moves up to it when the simulator cannot read profiles of the older versions.
 FORMAT_VERSION = 2  # 2: no [passes], [noise], nor in-cycle gradient samples (cycle_samples_s, concurrent.cycle_k<k>)
 OLDEST_VERSION = 1
 # module with calibrate(workloads, quick, seed, base_dir) and DEFAULT_WORKLOADS
@@ -70,6 +70,12 @@ def read(path: str | os.PathLike[str]) -> dict[str, Any]:
             doc = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{path}: not a machine profile (invalid TOML: {e})") from None
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path}: not a machine profile (not UTF-8 text: {e.reason})") from None
+    except IsADirectoryError:
+        raise ProfileError(f"{path}: is a folder; give the profile's file (e.g. profiles/this.toml)") from None
+    except OSError as e:  # missing, a path through a file, unreadable
+        raise ProfileError(f"{path}: cannot read the machine profile ({e.strerror or e})") from None
     return check(doc, path)
 
 
@@ -85,6 +91,12 @@ def loads(text: str, where: str | os.PathLike[str]) -> dict[str, Any]:
 
 def check(doc: dict[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
     """``doc`` if this simasgd reads its format and version, else ProfileError naming ``path``."""
+    if not doc:
+        raise ProfileError(f"{path}: empty; not a machine profile (`simasgd calibrate --out {path}` writes one)")
+    loose = [k for k, v in doc.items() if not isinstance(v, dict)]
+    if loose:  # a profile is tables only: a scenario file, or a cut one, given as a profile
+        raise ProfileError(f"{path}: not a machine profile: {loose[0]!r} is not a table (a profile holds "
+                           f"[profile], [machine], [gradient...] tables)")
     head = doc.get("profile", {})
     if not isinstance(head, dict):
         raise ProfileError(f"{path}: [profile] must be a table")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,31 @@ class RunResult:
 
     def save(self, folder: str | os.PathLike[str]) -> Path:
         out = Path(folder)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            self._write(out)
+        except OSError as e:  # a file in its place, no permission, a full disk: the folder and why
+            raise ResultsError(f"{out}: cannot write the results folder ({e.strerror or e}"
+                               f"{f': {e.filename}' if e.filename else ''})") from None
+        return out
+
+    def _write(self, out: Path) -> None:
+        """A new folder is written under a hidden name and renamed into place: complete or absent. An existing
+        one (a run's folder rewritten after each repeat) file by file, summary.json last: ``load`` refuses tables
+        that do not match it."""
+        if out.exists():
+            self._write_files(out)
+            return
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f".{out.name}.{os.getpid()}.tmp"
+        try:
+            tmp.mkdir()
+            self._write_files(tmp)
+            os.rename(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _write_files(self, out: Path) -> None:
         atomic_write(out / "updates.parquet", lambda p: _typed(self.updates, UPDATE_COLUMNS).to_parquet(p, index=False))
         atomic_write(out / "curve.parquet", lambda p: _typed(self.curve, CURVE_COLUMNS).to_parquet(p, index=False))
         doc = {
@@ -136,7 +161,6 @@ class RunResult:
         }
         text = json.dumps(doc, indent=2, allow_nan=False)
         atomic_write_text(out / "summary.json", text)
-        return out
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> RunResult:
@@ -145,11 +169,15 @@ class RunResult:
         if not summary.exists():
             raise ResultsError(f"{src}: no summary.json — not a results folder, or the run did not finish")
         doc = read_versioned_json(summary, FORMAT, FORMAT_VERSION, "results")
-        updates = pd.read_parquet(src / "updates.parquet")
+        missing = [k for k in ("scenario", "backend", "runs") if k not in doc]
+        if missing or not isinstance(doc.get("runs"), list) or not isinstance(doc.get("scenario"), dict):
+            raise ResultsError(f"{summary}: lacks {', '.join(missing) or 'a valid runs list or scenario table'} "
+                               f"(damaged, or not written by simasgd)")
+        updates = _read_table(src / "updates.parquet")
         for c in OPTIONAL_UPDATE_COLUMNS:
             if c not in updates.columns:
                 updates[c] = math.nan
-        curve = pd.read_parquet(src / "curve.parquet")
+        curve = _read_table(src / "curve.parquet")
         for c in OPTIONAL_CURVE_COLUMNS:
             if c not in curve.columns:
                 curve[c] = math.nan
@@ -159,6 +187,18 @@ class RunResult:
         return cls(scenario=doc["scenario"], backend=doc["backend"],
                    runs=[RunSummary.from_json(r, doc["format_version"]) for r in doc["runs"]],
                    updates=updates, curve=curve, metadata=doc.get("metadata", {}))
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    """One parquet table of a results folder; a missing or damaged one is a ResultsError naming it."""
+    import pyarrow
+
+    try:
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: missing — the run did not finish, or the folder was damaged") from None
+    except (OSError, pyarrow.ArrowException) as e:  # cut short, overwritten, unreadable
+        raise ResultsError(f"{path}: not a readable parquet table ({e})") from None
 
 
 def upgrade_summary(d: dict[str, Any], format_version: int) -> dict[str, Any]:

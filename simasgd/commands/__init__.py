@@ -131,6 +131,13 @@ def user_errors(source: object = None) -> Iterator[None]:
         msg = f"{source}: {e}" if source is not None and named else str(e)
         print(f"error: {msg}" if "\n" not in msg else msg, file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    except MemoryError as e:
+        # A size the checks up front let through (they bound what they can count) that numpy could not allocate
+        # in the run: the user's numbers did it, so one line naming the file and the keys that size a run.
+        where = f"{source}: " if source is not None else ""
+        print(f"error: {where}the run ran out of memory ({e or 'an allocation failed'}); lower workers.count, "
+              f"workload.batch_size or the model's size", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     except ValueError as e:
         # Workload and data problems (bad layers for the dataset, missing IDX files) are input errors too.
         if type(e).__name__.endswith("Error") and type(e).__module__.startswith("simasgd"):
@@ -148,10 +155,13 @@ def refuse(message: str) -> NoReturn:
 def output_folder(path: Path, option: str = "--out") -> None:
     """Refuse (exit 2) an output folder the command could not write, before it does any work: a file in its place,
     a file on its way, a place this user (or anyone: /proc) cannot create or write in. Leaves nothing behind."""
-    if path.exists() and not path.is_dir():
-        refuse(f"{option} {path}: is a file, not a folder; give a new path or a folder")
     made: list[Path] = []
-    try:
+    try:  # every call on the path may raise: a name too long, a loop of links, no permission to look
+        if path.exists() and not path.is_dir():
+            refuse(f"{option} {path}: is a file, not a folder; give a new path or a folder")
+        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocked is not None:
+            refuse(f"{option} {path}: {blocked} is a file, not a folder; give a new path or a folder")
         missing = [p for p in [path, *path.parents] if not p.is_dir()]
         for p in reversed(missing):
             p.mkdir()
@@ -169,7 +179,11 @@ def output_folder(path: Path, option: str = "--out") -> None:
 def output_file(path: Path, option: str) -> None:
     """Refuse (exit 2) an output file the command could not write: a folder in its place, or a folder that
     cannot hold it (see :func:`output_folder`)."""
-    if path.is_dir():
+    try:
+        folder = path.is_dir()
+    except OSError as e:
+        refuse(f"{option} {path}: cannot write the file: {e.strerror or e}")
+    if folder:
         refuse(f"{option} {path}: is a folder; give a file name")
     output_folder(path.parent, f"{option} {path}: the folder")
 

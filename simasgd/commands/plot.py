@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from simasgd.commands import console, user_errors
+from simasgd.commands import console, output_folder, user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -27,7 +27,10 @@ def plot(folder: Path = typer.Argument(..., help="A results folder, a compare fo
             from simasgd.results import ResultsError
 
             raise ResultsError(f"{folder}: no such folder")
-        written = plots.plot_folder(folder, figures or out, svg)
+        target = figures or out
+        if target is not None:
+            output_folder(target, "--figures")  # before the drawing: seconds of work, then nowhere to put it
+        written = plots.plot_folder(folder, target, svg)
     con = console()
     for p in written:
         con.print(str(p), markup=False)

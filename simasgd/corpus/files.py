@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ def read(path: Path, error: type[Exception]) -> dict[str, Any]:
     """A machine's entry as its JSON document, checked for format and version (``error`` raised otherwise)."""
     try:
         doc = json.loads(gzip.decompress(path.read_bytes()))
-    except (OSError, ValueError) as e:
+    except EOFError:  # gzip cut short (a copy or a download that stopped)
+        raise error(f"{path}: not a corpus file (cut short: the compressed data ends early)") from None
+    except (OSError, ValueError, zlib.error) as e:
         raise error(f"{path}: not a corpus file ({e})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else None

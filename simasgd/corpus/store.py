@@ -246,7 +246,10 @@ def measured_folders(paths: list[Path]) -> list[Path]:
 
 
 def _backend(folder: Path) -> str:
-    return str(json.loads((folder / "summary.json").read_text()).get("backend", ""))
+    from simasgd.results import FORMAT, FORMAT_VERSION, read_versioned_json
+
+    return str(read_versioned_json(folder / "summary.json", FORMAT, FORMAT_VERSION, "results", CorpusError)
+               .get("backend", ""))
 
 
 def entry_from(folders: list[Path], profile: dict[str, Any], name: str) -> Entry:

@@ -24,7 +24,7 @@ from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
 from simasgd.sim import gpu, gpu_resident, network
-from simasgd.sim.algorithms import STARTERS
+from simasgd.sim.algorithms import IMPLEMENTATIONS
 from simasgd.sim.costs import Platform
 from simasgd.sim.engine import SimRun
 from simasgd.sim.gpu import GpuPlatform
@@ -33,7 +33,7 @@ from simasgd.sim.numerics import Model
 from simasgd.sim.profile_tables import profile_gradient
 
 NAME = "sim"
-ALGORITHMS = frozenset(STARTERS)
+ALGORITHMS = frozenset(IMPLEMENTATIONS)
 MEASURES_HOST = False  # simulated time: nothing of this host is measured
 
 
@@ -79,6 +79,11 @@ def _gpu_platform(env: simpy.Environment, sc: Scenario, device: Gpu, run: int, w
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
+    from simasgd import capacity
+
+    # More simulated workers than memory holds fails deep in a list or numpy (or never ends): refused up front.
+    capacity.check_workers(NAME, scenario.workers.count, capacity.simulated_worker_bytes(),
+                           "its random streams and its SimPy process, at the least", task=None)
     preset = scenario.machine.preset
     device = gpu.resolve(preset) if preset is not None and is_gpu(scenario.machine) else None
     cpu = None if device is not None else resolve(scenario.machine)
@@ -106,7 +111,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
         if model is not None:
             monitor.observe(0.0, 0, model.loss(), model.result())
         sim = SimRun(env, scenario, run, platform, model, monitor, advance)
-        STARTERS[scenario.algorithm.name](sim)
+        IMPLEMENTATIONS[scenario.algorithm.name](sim)
         sim.go()
         return _result(scenario, run, sim, monitor, record.after(scenario, machine))
 

@@ -6,6 +6,7 @@ unless ``retry_failed=False``; finished successes are never rerun.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from pathlib import Path
 from simasgd import progress
 from simasgd.sweep.execution import Body, Outcome, failed_row, make_pool, run_task
 from simasgd.sweep.plan import Plan, Task, measures_host
-from simasgd.sweep.store import SweepStore
+from simasgd.sweep.store import MANIFEST, SweepStore
 
 
 @dataclass
@@ -42,7 +43,22 @@ def run(plan: Plan, out: str | Path, *, jobs: int | None = None, dask: str | Non
     """
     start = time.perf_counter()
     store = SweepStore(out)
+    existed, new = store.root.exists(), not (store.root / MANIFEST).exists()
     store.open(plan.identity(), plan.base.to_dict(), resume)
+    try:
+        return _run(plan, store, start, jobs, dask, keep_runs, retry_failed, body, show_progress)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if new and not any(store.tasks_dir.iterdir()):  # refused before any task (a bad --dask): no sweep
+                store.tasks_dir.rmdir()
+                (store.root / MANIFEST).unlink()
+                if not existed:
+                    store.root.rmdir()
+        raise
+
+
+def _run(plan: Plan, store: SweepStore, start: float, jobs: int | None, dask: str | None, keep_runs: bool,
+         retry_failed: bool, body: Body | None, show_progress: bool | None) -> SweepReport:
     ok, failed = store.finished()
     skip = ok | (set() if retry_failed else failed)
     tasks = plan.tasks(keep_runs)
