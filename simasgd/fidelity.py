@@ -216,10 +216,11 @@ def self_prediction(r: RunResult, predicted_runs: int | None = None) -> float | 
     of :data:`GOALS` (a goal the run cannot be judged on, such as ε never reached, does not count against it).
 
     Each leave-one-out error is scaled as :func:`repeatability` scales them, to the error of
-    ``predicted_runs`` (default n) runs against n. The ceiling of any predictor against this reference: a
-    simulator that behaved exactly like the machine would meet all four goals in about this share of
-    comparisons; summed over a sweep's cells, it is the number of cells such a simulator would meet.
-    None with fewer than 2 runs."""
+    ``predicted_runs`` (default n) runs against n. It is the *replica share*: a simulator that behaved exactly
+    like the machine (its prediction drawn from the machine's own run distribution) would meet all four goals
+    in about this share of comparisons; summed over a sweep's cells, the number of cells such a simulator
+    would meet. It is not an upper bound: a predictor with less spread than the machine (one at the runs'
+    true mean) scores higher in expectation. :func:`bound_of` is one. None with fewer than 2 runs."""
     return self_prediction_of(_run_hist(r, None), _run_scalars(r, None), predicted_runs)
 
 
@@ -240,6 +241,68 @@ def self_prediction_of(h: np.ndarray, s: dict[str, np.ndarray], predicted_runs: 
     for k, goal in GOALS.items():
         met &= ~(np.isfinite(scaled[k]) & (np.abs(scaled[k]) > goal))
     return float(met.mean())
+
+
+# --- the ceiling: what the best predictor meets, above any predictor's expected score ------------
+
+def meets(values: dict[str, np.ndarray]) -> np.ndarray:
+    """Per row of metric values (as :func:`_metrics` gives them): no goal of :data:`GOALS` fails and at least
+    one can be judged (a goal with an undefined value, such as ε never reached, judges nothing) — the rule
+    ``simasgd corpus score`` judges a cell by."""
+    shape = np.shape(next(iter(values.values())))
+    fail, judged = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    for k, goal in GOALS.items():
+        v = np.asarray(values[k], dtype=float)
+        fin = np.isfinite(v)
+        fail |= fin & (np.abs(np.where(fin, v, 0.0)) > goal)
+        judged |= fin
+    return judged & ~fail
+
+
+def bound_of(h: np.ndarray, s: dict[str, np.ndarray]) -> float | None:
+    """The ceiling of a cell: the probability that the best constant prediction — the machine's true mean —
+    meets every goal against a reference of n runs, estimated from the runs themselves (per-run staleness
+    histograms ``h`` (runs × τ) and scalars ``s``, as :func:`self_prediction_of` takes them). None with fewer
+    than 2 runs.
+
+    The math. The reference S pools n runs X₁, …, Xₙ drawn independently from the machine's distribution F;
+    A(S) is the set of predictions that meet every goal against it. A predictor whose output q is independent
+    of the reference's draw (the simulator: its randomness is not the machine's) meets every goal with
+    probability E_q[P_F(q ∈ A(S))] ≤ U(F) = sup_q P_F(q ∈ A(S)): no predictor passes U in expectation, however
+    it is built, and the best one is a constant. To first order each goal's error is linear in the runs'
+    statistics, and S − μ is normal with covariance Σ/n (Σ: one run's); the goals' region K (every |error| ≤
+    its goal, the KS distance a maximum of |CDF differences|) is convex and symmetric, so by Anderson's
+    theorem the best constant is μ itself and U = P(Z ∈ K), Z ~ N(0, Σ/n).
+
+    The estimate. Run i against the other n − 1 pooled differs by Xᵢ − X̄₋ᵢ, covariance Σ · n/(n − 1); scaled
+    by √(n − 1)/n it has covariance Σ/n, the distribution of S − μ. So each run, taken as the prediction of
+    the others with its errors × √(n − 1)/n, meets every goal with probability U, and the share of the runs
+    that do is an unbiased estimate of it:
+
+        Û = (1/n) Σᵢ 1[√(n − 1)/n · err(Xᵢ, X̄₋ᵢ) ∈ K].
+
+    This is :func:`self_prediction_of` for a prediction of infinitely many runs (1/m → 0 in its scale
+    √((1/m + 1/n)/(1 + 1/(n − 1)))): the replica share counts a prediction that scatters as m runs of the
+    machine do, the ceiling one that does not scatter at all. Û averages n indicators of probability U, so
+    its variance is at most U(1 − U), the variance of one cell's verdict for a predictor at the ceiling:
+    :func:`count_spread` bounds the ceiling's standard error over a machine's cells and is the spread of a
+    score that reaches it. ``tests/test_ceiling.py`` checks on constructed cells that a prediction at the true
+    mean meets no more cells than Û in expectation, and more than the replica share."""
+    n = h.shape[0]
+    if n < 2:
+        return None
+    one, rest = np.eye(n), 1.0 - np.eye(n)
+    loo = _metrics(one @ h, rest @ h, s, s, one, rest)
+    scale = math.sqrt(n - 1) / n
+    return float(meets({k: np.asarray(loo[k], dtype=float) * scale for k in GOALS}).mean())
+
+
+def count_spread(shares: list[float]) -> float:
+    """The standard deviation of the number of cells met by a predictor that meets cell c with probability
+    ``shares[c]``, the cells independent: √Σ p(1 − p). A score within about twice this of a ceiling is not
+    told from it by this many cells."""
+    p = np.asarray(shares, dtype=float)
+    return float(np.sqrt(np.sum(p * (1 - p)))) if p.size else 0.0
 
 
 def point_metrics(ha: np.ndarray, sa: dict[str, np.ndarray], hb: np.ndarray,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from simasgd.commands import console, user_errors
+from simasgd.commands import console, output_file, output_folder, refuse, user_errors
 
 if TYPE_CHECKING:
     from simasgd.corpus.score import CellScore, MachineScore
@@ -46,6 +46,10 @@ def add(paths: list[Path] = typer.Argument(..., help="Results folders of measure
     from simasgd.corpus import store
 
     where = corpus or default_corpus()
+    if not store.NAME.match(machine):  # before any path is made of it (a name past 255 bytes, a slash)
+        refuse(f"--machine {machine!r}: use lower-case letters, digits, '_', '-', '.' (at most 64, e.g. "
+               "amd_epyc_2vcpu)")
+    output_folder(where, "--corpus")
     with user_errors():
         try:
             doc = prof.read(profile)
@@ -62,7 +66,8 @@ def add(paths: list[Path] = typer.Argument(..., help="Results folders of measure
 
 @corpus_app.command("list")
 def list_machines(corpus: Path | None = CorpusOpt) -> None:
-    """The corpus's machines: CPU, when calibrated, cells, the machine-exact ceiling."""
+    """The corpus's machines: CPU, when calibrated, cells, the ceiling (an upper bound on any predictor's
+    expected score) and the replica share (what a replica of the machine would meet)."""
     from rich.table import Table
 
     from simasgd.corpus import score, store
@@ -71,12 +76,12 @@ def list_machines(corpus: Path | None = CorpusOpt) -> None:
     with user_errors():
         entries = [store.load(p) for p in store.machines(where)]
     t = Table(title=f"corpus {where}")
-    for h in ("machine", "cpu", "cpus", "calibrated", "cells", "runs", "ceiling"):
+    for h in ("machine", "cpu", "cpus", "calibrated", "cells", "runs", "ceiling", "replica"):
         t.add_column(h)
     for e in entries:
         d = store.describe(e)
         t.add_row(d["machine"], str(d["cpu_model"]), str(d["cpus"]), d["calibrated"][:10], str(d["cells"]),
-                  str(d["runs"]), f"{score.ceiling_only(e):.1f}")
+                  str(d["runs"]), f"{score.bound_only(e):.1f}", f"{score.ceiling_only(e):.1f}")
     console().print(t)
 
 
@@ -85,7 +90,7 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               machine: list[str] = typer.Option([], "--machine", "-m", help="Only these machines (repeatable)."),
               overrides: list[str] = typer.Option([], "--set", "-s", help="A [sim] mechanism for this score, "
                                                   "e.g. -s coherence=false (repeatable): an ablation."),
-              jobs: int = typer.Option(0, "--jobs", "-j", help="Processes (default: the CPUs)."),
+              jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Processes (default: the CPUs)."),
               refresh: bool = typer.Option(False, "--refresh", help="Simulate a cell whose gradient, re-timed "
                                            "right before its runs, had drifted beyond 10% at the re-timed speed "
                                            "(as compare --refresh predicts); by default every cell runs on the "
@@ -93,11 +98,18 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
-    goals beside the machine-exact ceiling (what a simulator that ran exactly like the machine would meet)."""
-    from simasgd import loader
+    goals beside the ceiling (more than any predictor meets in expectation) and the replica share (what a
+    simulator that ran exactly like the machine would meet), then whether the simulator orders the algorithms
+    of each (threads, batch) group as the machine does (Kendall's τ, the fastest)."""
+    from simasgd import capacity, loader
     from simasgd.corpus import score, store
 
     where = corpus or default_corpus()
+    if out is not None:
+        output_file(out, "--json")  # before the scoring: minutes of simulation, then nowhere to write
+    room = capacity.thread_room()
+    if room is not None and jobs > room:
+        refuse(f"--jobs {jobs}: more processes than this machine lets this one start (at most {room})")
     with user_errors():
         paths = [p for p in store.machines(where) if not machine or p.name.removesuffix(store.SUFFIX) in machine]
         if not paths:
@@ -111,6 +123,8 @@ def score_cmd(corpus: Path | None = CorpusOpt,
         console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
         results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh))
     _print(results, cells)
+    _print_bands(results)
+    _print_ranking(results)
     if out is not None:
         out.write_text(json.dumps({"overrides": sim, "refresh": refresh,
                                    "machines": [r.to_json() for r in results]}, indent=2))
@@ -144,5 +158,36 @@ def _print(results: list[MachineScore], cells: bool) -> None:
                 errs = ", ".join(f"{k.removesuffix('_rel_err')} {v:+.1%}" if "rel" in k else f"{k} {v:.3f}"
                                  for k, v in c.values.items())
                 at = "" if c.refreshed is None else f"; gradient re-timed ×{c.refreshed:.2f}"
-                con.print(f"{r.machine} {c.cell}: {'✓' if c.met else '✗'} {errs}; ceiling {c.ceiling or 0:.2f}{at}",
+                con.print(f"{r.machine} {c.cell}: {'✓' if c.met else '✗'} {errs}; ceiling {c.bound or 0:.2f}, "
+                          f"replica {c.ceiling or 0:.2f}{at}",
                           markup=False, soft_wrap=True)
+
+
+def _print_ranking(results: list[MachineScore]) -> None:
+    """Whether the simulator orders each (threads, batch) group's algorithms as the machine does: per group,
+    then per machine (Markdown, as the score table)."""
+    from simasgd.corpus import ranking
+
+    by_machine = {r.machine: r.ranking() for r in results}
+    con = console()
+    for head, rows in ((ranking.GROUP_HEAD, [row for g in by_machine.values() for row in ranking.group_rows(g)]),
+                       (ranking.SUMMARY_HEAD, ranking.summary_rows(by_machine))):
+        lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        con.print("\n".join(lines), markup=False, soft_wrap=True)
+
+
+def _print_bands(results: list[MachineScore]) -> None:
+    """Per machine, the simulated 90% bands against the measured runs (simasgd.prediction_band): coverage (the
+    share of measured runs inside their band, every cell and metric) and sharpness (the band's width over the
+    measured runs' own 90% spread, median over cells), as Markdown; then what each machine's host noise is."""
+    from simasgd.corpus import score
+
+    lines = ["", "| " + " | ".join(score.BAND_HEAD) + " |", "|" + "---|" * len(score.BAND_HEAD)]
+    lines += ["| " + " | ".join(row) + " |" for row in score.band_table(results)]
+    con = console()
+    con.print("\n".join(lines), markup=False, soft_wrap=True)
+    for r in results:
+        what = ("none: the bands are the simulator's spread alone" if r.host is None
+                else f"σ = {r.host.sigma:.3f} on the log scale, from {r.host.source}")
+        con.print(f"{r.machine}: host noise {what}", markup=False, soft_wrap=True)

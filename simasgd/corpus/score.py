@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simasgd import fidelity
+from simasgd import fidelity, prediction_band
+from simasgd.corpus import ranking
 from simasgd.corpus.store import Cell, Entry
 
 # What a measured scenario's [sim] table keeps when it is re-simulated: the fields that say what is run (the
@@ -38,9 +39,19 @@ SCENARIO_SIM_KEYS = ("numerics", "read_chunks", "read_lock", "startup_stagger_s"
 class CellScore:
     cell: str
     values: dict[str, float] = field(default_factory=dict)
-    ceiling: float | None = None
+    ceiling: float | None = None  # the replica share (fidelity.self_prediction_of): not an upper bound
     error: str | None = None
     refreshed: float | None = None  # the gradient's re-timed ratio the prediction ran at (None: as calibrated)
+    bound: float | None = None  # the ceiling: no predictor meets the cell more often in expectation (fidelity.bound_of)
+    speeds: ranking.Speeds | None = None  # what the ranking of its group needs of the cell
+    # per side ("sim", "measured"), per metric, one value per run over the versions both made (band_runs)
+    runs: dict[str, dict[str, list[float]]] | None = None
+
+    def band_checks(self, host: prediction_band.HostNoise | None) -> dict[str, prediction_band.BandCheck]:
+        """The simulated runs' 90% bands (with the machine's ``host`` noise) against the measured runs."""
+        if self.runs is None:
+            return {}
+        return prediction_band.check(self.runs["sim"], self.runs["measured"], host)
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -59,6 +70,32 @@ class MachineScore:
     machine: str
     cells: list[CellScore]
     seconds: float = 0.0
+    host: prediction_band.HostNoise | None = None  # the machine's host noise, its bands' (host_noise_of_entry)
+
+    def band_checks(self) -> list[prediction_band.BandCheck]:
+        return [b for c in self.cells for b in c.band_checks(self.host).values()]
+
+    @property
+    def band_coverage(self) -> tuple[int, int]:
+        """(measured runs inside the simulated 90% band, measured runs), over every cell and metric."""
+        return prediction_band.coverage(self.band_checks())
+
+    @property
+    def band_sharpness(self) -> float:
+        """The median over cells and metrics of the band's width over the measured runs' own 90% spread."""
+        return prediction_band.sharpness(self.band_checks())
+
+    def bands_json(self) -> dict[str, Any]:
+        inside, total = self.band_coverage
+        per_metric = {m: {"inside": (cov := prediction_band.coverage(
+            cs := [b for c in self.cells if (b := c.band_checks(self.host).get(m)) is not None]))[0],
+            "runs": cov[1], "sharpness": _finite_or_none(prediction_band.sharpness(cs))}
+            for m in prediction_band.METRICS}
+        return {"level": prediction_band.LEVEL, "host_noise": None if self.host is None else self.host.to_json(),
+                "inside": inside, "runs": total, "coverage": inside / total if total else None,
+                "sharpness": _finite_or_none(self.band_sharpness), "per_metric": per_metric,
+                "per_cell": {c.cell: {m: b.to_json() for m, b in c.band_checks(self.host).items()}
+                             for c in self.cells if c.runs is not None}}
 
     @property
     def met(self) -> int:
@@ -73,6 +110,36 @@ class MachineScore:
         return self.met / self.ceiling if self.ceiling > 0 else math.nan
 
     @property
+    def bound(self) -> float:
+        """The ceiling: Σ of the cells' :func:`simasgd.fidelity.bound_of`, more than any predictor meets in
+        expectation."""
+        return float(sum(c.bound or 0.0 for c in self.cells))
+
+    @property
+    def bound_sd(self) -> float:
+        """The spread of the count met by a predictor at the ceiling in every cell (``fidelity.count_spread``)."""
+        return fidelity.count_spread([c.bound or 0.0 for c in self.cells])
+
+    @property
+    def replica_sd(self) -> float:
+        """The spread of the count met by a replica of the machine (the cells' replica shares)."""
+        return fidelity.count_spread([c.ceiling or 0.0 for c in self.cells])
+
+    @property
+    def met_over_bound(self) -> float:
+        return self.met / self.bound if self.bound > 0 else math.nan
+
+    def ranking(self) -> list[ranking.GroupRanking]:
+        """The machine's (threads, batch) groups, the simulator's order of the algorithms against the
+        machine's (:mod:`simasgd.corpus.ranking`); cells that failed are left out of their group."""
+        return ranking.rank(self.machine, [c.speeds for c in self.cells if c.speeds is not None])
+
+    def ranking_json(self) -> dict[str, Any]:
+        groups = self.ranking()
+        return {"groups": [g.to_json() for g in groups],
+                "summary": {m: ranking.summary(groups, m).to_json() for m in ranking.METRICS}}
+
+    @property
     def refreshed(self) -> int:
         """Cells simulated at their gradient re-timed before the runs (:func:`drift_ratio`)."""
         return sum(c.refreshed is not None for c in self.cells)
@@ -83,9 +150,13 @@ class MachineScore:
     def to_json(self) -> dict[str, Any]:
         return {"machine": self.machine, "met": self.met, "cells": len(self.cells), "ceiling": self.ceiling,
                 "ratio": None if math.isnan(self.ratio) else self.ratio, "goals": self.goal_counts(),
-                "seconds": self.seconds, "refreshed": self.refreshed,
+                "seconds": self.seconds, "refreshed": self.refreshed, "bands": self.bands_json(),
+                "bound": self.bound, "bound_sd": self.bound_sd, "replica_sd": self.replica_sd,
+                "met_over_bound": None if math.isnan(self.met_over_bound) else self.met_over_bound,
+                "ranking": self.ranking_json(),
                 "per_cell": [{"cell": c.cell, "met": c.met, "ceiling": c.ceiling, "error": c.error,
-                              "refreshed": c.refreshed,
+                              "refreshed": c.refreshed, "bound": c.bound,
+                              "speeds": None if c.speeds is None else c.speeds.to_json(),
                               "values": {k: (v if math.isfinite(v) else None) for k, v in c.values.items()}}
                              for c in self.cells]}
 
@@ -94,15 +165,35 @@ def judge(cell: Cell, sim: Any) -> CellScore:
     """``sim`` (a RunResult of the cell's scenario) against the cell's measured runs."""
     from simasgd import analysis
 
-    last = [int(g.max()) for _, g in analysis.applied(sim).groupby("run")["version"] if len(g)] + cell.last_versions
-    cut = None if not last or min(last) == max(last) else min(last)
+    cut = common_cut(cell, sim)
     if cut is not None:
         sim = analysis.up_to_version(sim, cut)
     hs, ss = fidelity.run_stats(sim)
     hm, sm = cell.stats(cut)
     values = fidelity.point_metrics(hs, ss, hm, sm)
     return CellScore(cell.name, {k: values[k] for k in fidelity.GOALS},
-                     fidelity.self_prediction_of(hm, sm, len(sim.runs)))
+                     fidelity.self_prediction_of(hm, sm, len(sim.runs)),
+                     bound=fidelity.bound_of(hm, sm), speeds=ranking.speeds_of(cell.scenario, ss, sm))
+
+
+def common_cut(cell: Cell, sim: Any) -> int | None:
+    """The last version every simulated and measured run made, where they did not all stop at the same one."""
+    from simasgd import analysis
+
+    last = [int(g.max()) for _, g in analysis.applied(sim).groupby("run")["version"] if len(g)] + cell.last_versions
+    return None if not last or min(last) == max(last) else min(last)
+
+
+def band_runs(cell: Cell, sim: Any) -> dict[str, dict[str, list[float]]]:
+    """Both sides' per-run metrics over the versions both made (as :func:`judge` compares them), as
+    :mod:`simasgd.prediction_band` takes them: ``{"sim": ..., "measured": ...}``."""
+    from simasgd import analysis, prediction_band
+
+    cut = common_cut(cell, sim)
+    if cut is not None:
+        sim = analysis.up_to_version(sim, cut)
+    return {"sim": prediction_band.per_run_of_stats(*fidelity.run_stats(sim)),
+            "measured": prediction_band.per_run_of_stats(*cell.stats(cut))}
 
 
 def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> Any:
@@ -133,7 +224,7 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
                                                                           Path(tmp))
             with drift.using_profile(fresh):
                 sim = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim")
-        return dataclasses.replace(judge(cell, sim), refreshed=refreshed)
+        return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=band_runs(cell, sim))
     except Exception as e:  # one cell's failure is its row, the score goes on
         return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed)
 
@@ -176,7 +267,8 @@ def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
         scores = list(_each(tasks, jobs, str(path), progress))
     order = {c.name: i for i, c in enumerate(entry.cells)}
     scores.sort(key=lambda s: order[s.cell])
-    return MachineScore(entry.name, scores, time.perf_counter() - start)
+    host = prediction_band.host_noise_of_entry(entry.profile, [c.drift for c in entry.cells], refresh)
+    return MachineScore(entry.name, scores, time.perf_counter() - start, host=host)
 
 
 def _each(tasks: list[Task], jobs: int, profile: str,
@@ -208,8 +300,13 @@ def _report(s: CellScore, progress: Callable[[CellScore], None] | None) -> CellS
     return s
 
 
+def bound_only(entry: Entry) -> float:
+    """The ceiling (:func:`simasgd.fidelity.bound_of`) over every version the measured runs made."""
+    return float(sum(fidelity.bound_of(*cell.stats(None)) or 0.0 for cell in entry.cells))
+
+
 def ceiling_only(entry: Entry) -> float:
-    """The machine-exact ceiling over every version the measured runs made (no prediction needed)."""
+    """The replica share over every version the measured runs made (no prediction needed)."""
     total = 0.0
     for cell in entry.cells:
         h, s = cell.stats(None)
@@ -219,15 +316,46 @@ def ceiling_only(entry: Entry) -> float:
 
 
 def table(scores: list[MachineScore], labels: dict[str, str] | None = None) -> list[list[str]]:
-    """Rows of the per-machine table: machine, cells met / cells, ceiling, met / ceiling, per goal counts."""
+    """Rows of the per-machine table: machine, cells met / cells, the ceiling (an upper bound) ± its spread,
+    met / ceiling, the replica share ± its spread, per goal counts."""
     rows = []
     for s in scores:
         g = s.goal_counts()
-        rows.append([(labels or {}).get(s.machine, s.machine), f"{s.met}/{len(s.cells)}", f"{s.ceiling:.1f}",
-                     "n/a" if math.isnan(s.ratio) else f"{s.ratio:.2f}",
+        rows.append([(labels or {}).get(s.machine, s.machine), f"{s.met}/{len(s.cells)}",
+                     f"{s.bound:.1f} ± {s.bound_sd:.1f}",
+                     "n/a" if math.isnan(s.met_over_bound) else f"{s.met_over_bound:.2f}",
+                     f"{s.ceiling:.1f} ± {s.replica_sd:.1f}",
                      *(str(g[k]) for k in fidelity.GOALS), str(s.refreshed), f"{s.seconds:.0f}"])
     return rows
 
 
-TABLE_HEAD = ("machine", "cells met", "ceiling", "met / ceiling", "τ̄ ±5%", "KS ≤ 0.1", "upd/s ±10%",
-              "upd→ε ±15%", "refreshed", "seconds")
+TABLE_HEAD = ("machine", "cells met", "ceiling ± sd", "met / ceiling", "replica ± sd", "τ̄ ±5%", "KS ≤ 0.1",
+              "upd/s ±10%", "upd→ε ±15%", "refreshed", "seconds")
+
+
+def band_table(scores: list[MachineScore]) -> list[list[str]]:
+    """Rows of the per-machine band table: the host noise the bands used, coverage (measured runs inside the
+    simulated 90% band, over every cell and metric) and sharpness (median band width over the measured runs'
+    own 90% spread), then both per metric."""
+    rows = []
+    for s in scores:
+        inside, total = s.band_coverage
+        per = s.bands_json()["per_metric"]
+        rows.append([s.machine, "none" if s.host is None else f"{s.host.sigma:.3f} ({s.host.samples} "
+                     f"{'probes' if 'probe' in s.host.source else 'workloads'})",
+                     f"{inside}/{total} = {inside / total:.0%}" if total else "n/a", _fmt_ratio(s.band_sharpness),
+                     *(f"{p['inside'] / p['runs']:.0%}, {_fmt_ratio(p['sharpness'])}" if p["runs"] else "n/a"
+                       for p in (per[m] for m in prediction_band.METRICS))])
+    return rows
+
+
+BAND_HEAD = ("machine", "host σ (log)", "coverage", "sharpness",
+             *(f"{prediction_band.LABELS[m]}: coverage, sharpness" for m in prediction_band.METRICS))
+
+
+def _fmt_ratio(v: float | None) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:.2f}"
+
+
+def _finite_or_none(v: float) -> float | None:
+    return v if math.isfinite(v) else None
