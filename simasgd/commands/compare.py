@@ -23,13 +23,17 @@ def register(app: typer.Typer) -> None:
 
 def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TOML) to run on both backends."),
             backend: list[str] = typer.Option(["sim", "cpu"], "--backend", "-b", "--backends",
+                                              metavar="A,B",
                                               help="The two backends, -b sim -b cpu or -b sim,cpu: the simulator "
                                                    "is the prediction, the other the reference."),
-            out: Path | None = typer.Option(None, "--out", "-o", help="Folder (default results/compare-<name>)."),
+            out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                              help="Folder (default: compare-NAME under results/)."),
             overrides: list[str] = OverrideOpt,
-            repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, help="Overrides `repeats`."),
-            results: list[Path] | None = typer.Option(None, "--results", help="Compare two existing results folders: "
-                                                         "--results PREDICTED --results REFERENCE (or two paths)."),
+            repeats: int | None = typer.Option(None, "--repeats", "-n", min=1, metavar="N",
+                                                help="Overrides `repeats`."),
+            results: list[Path] | None = typer.Option(None, "--results", metavar="DIR",
+                                                      help="Compare two existing results folders: "
+                                                           "--results PREDICTED --results REFERENCE (or two paths)."),
             extra: list[Path] = typer.Argument(None, hidden=True),
             svg: bool = typer.Option(False, "--svg", help="Also write SVG next to each PNG (in OUT/figures)."),
             quick_calibration: bool = typer.Option(False, "--quick-calibration",
