@@ -7,14 +7,16 @@ the scenario format must keep working.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import operator
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from simasgd import algorithms, distributions
 
@@ -165,34 +167,50 @@ class BackoffConfig(Section):
     start: Literal["random", "initial"] = "random"
 
 
+_PARAM_NAMES = frozenset(p.name for d in algorithms.ALGORITHMS.values() for p in d.params)
+# Each algorithm parameter's type where the registry's allowed values do not give it (a string parameter
+# with ``allowed`` is the Literal of them): an algorithm's own model (ALGORITHM_MODELS) has one optional field
+# per parameter its Definition in simasgd/algorithms.py lists, None meaning its default.
+PARAM_TYPES: dict[str, Any] = {
+    "persistence": float,
+    "k": PosInt,
+    "backoff": BackoffConfig,
+    "backup": Annotated[int, Field(ge=0)],
+    "bound": Annotated[int, Field(ge=0)],
+    "alpha": Annotated[float, Field(gt=0, le=1)],
+    "tau": PosInt,
+    "shards": PosInt,
+    "onebit": bool,
+    "group_size": PosInt,
+    "exchange_every": PosInt,
+    "partition": bool,
+    "local_copy": bool,
+}
+
+
+def param_type(p: algorithms.Param) -> Any:
+    """The scenario type of parameter ``p``: its table's type, the Literal of its allowed strings, or its own."""
+    if p.name in PARAM_TYPES:
+        return PARAM_TYPES[p.name]
+    if p.allowed and all(isinstance(a, str) for a in p.allowed):
+        return Literal[p.allowed]
+    raise TypeError(f"simasgd/scenario.py: no type for algorithm parameter {p.name!r}: add it to PARAM_TYPES")
+
+
 class AlgorithmConfig(Section):
+    """The ``[algorithm]`` table: the base of every algorithm's own model (:data:`ALGORITHM_MODELS`, one per
+    registry entry, discriminated on ``name``), each with exactly the parameters its definition lists."""
+
     name: str
-    persistence: float | None = None
-    k: PosInt | None = None
-    priority: Literal["reader", "writer"] | None = None
-    backoff: BackoffConfig | None = None
-    backup: Annotated[int, Field(ge=0)] | None = None
-    bound: Annotated[int, Field(ge=0)] | None = None
-    alpha: Annotated[float, Field(gt=0, le=1)] | None = None
-    tau: PosInt | None = None
-    shards: PosInt | None = None
-    onebit: bool | None = None
-    group_size: PosInt | None = None
-    exchange_every: PosInt | None = None
-    partition: bool | None = None
-    subtract: Literal[algorithms.LOPEZ_SUBTRACT] | None = None  # type: ignore[valid-type]  # lopez
-    model_read: Literal[algorithms.LOPEZ_READ] | None = None  # type: ignore[valid-type]  # lopez
-    local_copy: bool | None = None  # hogwild
-    sweep: Literal["alternate", "up"] | None = None  # hogwild
 
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
         if v not in algorithms.ALGORITHMS:
-            raise ValueError(f"unknown algorithm; allowed: {', '.join(algorithms.names())}")
+            raise ValueError(unknown_algorithm())
         return v
 
-    @field_validator("persistence", mode="before")
+    @field_validator("persistence", mode="before", check_fields=False)
     @classmethod
     def _persistence(cls, v: Any) -> Any:
         if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "unbounded"):
@@ -201,17 +219,28 @@ class AlgorithmConfig(Section):
             raise ValueError("must be an integer >= 0 or \"inf\"")
         return v
 
-    @field_validator("backoff", mode="before")
+    @field_validator("backoff", mode="before", check_fields=False)
     @classmethod
     def _backoff_shorthand(cls, v: Any) -> Any:
         return {"kind": v} if isinstance(v, str) else v
 
-    @model_validator(mode="after")
-    def _params_belong(self) -> AlgorithmConfig:
-        stray = stray_params(self.name, {k for k in self.model_fields_set if getattr(self, k) is not None})
-        if stray:
-            raise ValueError("; ".join(stray))
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _params_belong(cls, data: Any) -> Any:
+        # Before the fields: a key this algorithm does not take is named with the ones it takes, not as
+        # an unknown key of the table.
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            stray = stray_params(data["name"], {k for k, v in data.items() if v is not None})
+            if stray:
+                raise ValueError("; ".join(stray))
+        return data
+
+    def __getattr__(self, key: str) -> Any:
+        # Another algorithm's parameter reads as not given (None), as every parameter did when one class held
+        # them all; param() refuses it.
+        if key in _PARAM_NAMES:
+            return None
+        return super().__getattr__(key)  # type: ignore[misc]
 
     def param(self, key: str) -> Any:
         """The parameter's value, or its registry default when not given."""
@@ -224,6 +253,30 @@ class AlgorithmConfig(Section):
         if key == "backoff":
             return BackoffConfig.model_validate({"kind": default})
         return default
+
+
+def _algorithm_model(d: algorithms.Definition) -> type[AlgorithmConfig]:
+    fields: dict[str, Any] = {"name": (Literal[d.name], ...)}
+    fields |= {p.name: (param_type(p) | None, None) for p in d.params}
+    model: type[AlgorithmConfig] = create_model(
+        "".join(part.capitalize() for part in d.name.split("_")) + "Algorithm", __base__=AlgorithmConfig,
+        __doc__=f"``[algorithm]`` with ``name = \"{d.name}\"``: {d.title}.", __module__=__name__, **fields)
+    return model
+
+
+# One model per algorithm of the registry, in its order; the scenario's ``algorithm`` is their union,
+# discriminated on ``name``.
+ALGORITHM_MODELS: dict[str, type[AlgorithmConfig]] = {n: _algorithm_model(d) for n, d in algorithms.ALGORITHMS.items()}
+globals().update({m.__name__: m for m in ALGORITHM_MODELS.values()})  # by name, so pickle finds them (process pools)
+if typing.TYPE_CHECKING:
+    AnyAlgorithm = AlgorithmConfig
+else:
+    AnyAlgorithm = Annotated[functools.reduce(operator.or_, ALGORITHM_MODELS.values()), Field(discriminator="name")]
+
+
+def unknown_algorithm() -> str:
+    """What an unknown ``algorithm.name`` is told (the loader reports the union's tag errors with it)."""
+    return f"unknown algorithm; allowed: {', '.join(algorithms.names())}"
 
 
 def stray_params(name: str, given: set[str] | Any) -> list[str]:
@@ -329,7 +382,7 @@ _PRUNED = {
     "socket_model": "a preset's turbo clock and shared last-level cache act wherever the preset gives them "
                     "(base_ghz/turbo_ghz, llc_mb/llc_gbs)",
 }
-# Keys the format had and no longer has (dotted), each with what to write instead.
+# Keys the format refuses as removed (dotted), each with what to write instead.
 REMOVED: dict[str, str] = {
     **{f"sim.{key}": (f"removed: it described the cpu executor even where the simulator predicted another backend; "
                       f"it is now the trait `{trait}` of each backend's executor: choose whose with "
@@ -347,7 +400,7 @@ class CpuConfig(Section):
     # competes with the workers for caches or memory: what fidelity measurements want).
     monitor: Literal["auto", "after"] = "auto"
     # HOGWILD! lost-update probes (an estimate of the updates θ lost): off by default, because the
-    # shared probe lines phase-lock concurrent writers (executors/cpu/loops.py, hogwild_step).
+    # shared probe lines phase-lock concurrent writers (executors/cpu/lockfree.py, hogwild_step).
     hogwild_probes: bool = False
 
 
@@ -418,7 +471,7 @@ class Scenario(Section):
     workers: WorkersConfig = WorkersConfig()
     workload: WorkloadConfig = WorkloadConfig()
     timing: TimingConfig = TimingConfig()
-    algorithm: AlgorithmConfig = AlgorithmConfig(name="sequential")
+    algorithm: AnyAlgorithm = ALGORITHM_MODELS["sequential"](name="sequential")
     optimizer: OptimizerConfig = OptimizerConfig()
     stop: StopConfig = StopConfig()
     sim: SimConfig = SimConfig()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from executors import c2c
 from executors.cpu import TRAITS  # declared with the package: the simulator reads it without the executor
-from executors.cpu.runner import NAME, ExecutorError, run_workload
-from executors.cpu.wiring import TABLE
+from executors.cpu.runner import NAME, ExecutorError, check_capacity, run_workload
+from executors.cpu.wiring import IMPLEMENTATIONS
 from simasgd import algorithms, metadata
 from simasgd.progress import Advance
 from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
-ALGORITHMS = frozenset(TABLE)  # one row per algorithm in executors/cpu/wiring.py
+ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one row per algorithm in executors/cpu/wiring.py
 MEASURES_HOST = True   # real threads on this host: its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile
 
@@ -24,6 +24,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
 
     check_backend(scenario.workload, NAME)  # model = "torch": its Python kernels cannot run in nopython loops
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    check_capacity(scenario, wl)  # before the probe and the threads: too many workers is refused in one line
     # Where the host has put the CPUs (a VM's CPUs move: executors/c2c.py), when lines move between workers.
     probe = c2c.latency_ns if scenario.workers.count > 1 else (lambda: None)
     start = metadata.host_state()  # around the run, not in the worker loops: other load skews the timings

@@ -30,7 +30,8 @@ from numba import njit
 
 from executors import atomics as A
 from executors.cpu.entry import Run, Wiring, elided
-from executors.cpu.loops import CODE_VERSION, lock_in, lock_out
+from executors.cpu.locks import lock_in, lock_out
+from executors.cpu.loops import CODE_VERSION
 from executors.cpu.shared import (
     BUFFER_FULL,
     C_BATCH,
@@ -224,7 +225,7 @@ run_ssp, run_backup = _make()
 
 
 def wire_ssp(r: Run) -> Wiring:
-    """``run_ssp``'s arrays (``wiring.TABLE``): the clocks, each on its own cache line, and the bound s."""
+    """``run_ssp``'s arrays (``wiring.IMPLEMENTATIONS``): the clocks, each on its own cache line, and the bound s."""
     clocks = np.zeros(r.workers * LINE, dtype=np.int64)
     bound = np.array([r.scenario.algorithm.param("bound")], dtype=np.int64)
     return Wiring(r.loop, lambda w: (clocks, bound), lambda: r.theta, lambda applied: elided(r.ctrl))

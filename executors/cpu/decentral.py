@@ -163,7 +163,7 @@ run_own = _make()
 
 
 def wire_own(r: Run) -> Wiring:
-    """The arrays of ``run_own`` (``wiring.TABLE``): states, velocities, shards, inboxes, counters."""
+    """The arrays of ``run_own`` (``wiring.IMPLEMENTATIONS``): states, velocities, shards, inboxes, counters."""
     from simasgd import algorithms
 
     a, n, d = r.scenario.algorithm, r.workers, r.theta.shape[0]

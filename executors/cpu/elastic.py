@@ -210,7 +210,7 @@ run_elastic = _make()
 
 
 def wire(r: Run) -> Wiring:
-    """``wiring.TABLE``'s entry for easgd / eawild: the groups' states, barriers, token and distances."""
+    """``wiring.IMPLEMENTATIONS``'s entry for easgd / eawild: the groups' states, barriers, token and distances."""
     from executors.cpu.shared import C_CAP, F_MOM
     a, n, theta = r.scenario.algorithm, r.workers, r.theta
     locked = a.name == "easgd"

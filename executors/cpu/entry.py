@@ -1,4 +1,4 @@
-"""What an algorithm's entry in :data:`executors.cpu.wiring.TABLE` takes and gives.
+"""What an algorithm's entry in :data:`executors.cpu.wiring.IMPLEMENTATIONS` takes and gives.
 
 :class:`Run` is the run's shared arrays and sizes that :func:`executors.cpu.wiring.wire` hands an entry;
 :class:`Wiring` is the entry's answer: the worker loop, its extra arguments, θ at the end and the summary's

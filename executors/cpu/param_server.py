@@ -120,7 +120,7 @@ run_param_server = _make()
 
 
 def wire(r: Run) -> Wiring:
-    """``wiring.TABLE``'s entry: one lock per shard, and whether gradients are sent 1-bit."""
+    """``wiring.IMPLEMENTATIONS``'s entry: one lock per shard, and whether gradients are sent 1-bit."""
     a = r.scenario.algorithm
     shards = max(1, min(int(a.param("shards")), r.theta.shape[0]))
     locks = np.zeros(shards * LINE, dtype=np.int64)

@@ -78,7 +78,7 @@ def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> t
     cfg_f[shared.F_MOM] = sc.optimizer.momentum
     cfg_f[shared.F_BO_INIT_NS] = backoff.initial_s * 1e9 if backoff else 0.0
     cfg_f[shared.F_BO_MAX_NS] = backoff.max_s * 1e9 if backoff else 0.0
-    configure(a, cfg_i, cfg_f)  # the algorithm's own words, from its row of wiring.TABLE
+    configure(a, cfg_i, cfg_f)  # the algorithm's own words, from its row of wiring.IMPLEMENTATIONS
     return cfg_i, cfg_f
 
 

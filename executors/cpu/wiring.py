@@ -1,6 +1,6 @@
 """The cpu backend, data-driven: one table row per algorithm (its loop, its shared arrays, its config).
 
-:data:`TABLE` maps an algorithm of the registry (:mod:`simasgd.algorithms`,
+:data:`IMPLEMENTATIONS` maps an algorithm of the registry (:mod:`simasgd.algorithms`,
 where its meaning is defined) to its :class:`Entry`: the worker loop, how to
 allocate what the run's threads share besides θ (:func:`wire`), and the
 algorithm-specific configuration words (``cfg_i``/``cfg_f``). The backend's
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from executors.cpu import bounded, decentral, elastic, leashed, loops, lopez, param_server
+from executors.cpu import bounded, decentral, elastic, lockfree, locks, lopez, param_server, sequential, synchronous
 from executors.cpu.entry import Run, Wiring, elided
 from executors.cpu.shared import (
     C_LOCAL_COPY,
@@ -64,17 +64,18 @@ class Entry:
 
 def loop_for(name: str, kernel: Any) -> Any:
     """The worker loop of algorithm ``name`` computing gradients with ``kernel``."""
-    return with_kernel(TABLE[name].loop, kernel)
+    return with_kernel(IMPLEMENTATIONS[name].loop, kernel)
 
 
 def wire(name: str, ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, theta: np.ndarray,
          vel: np.ndarray, workers: int, kernel: Any, scenario: Any = None, n_rows: int = 0) -> Wiring:
-    return TABLE[name].wire(Run(loop_for(name, kernel), ctrl, cfg_i, cfg_f, theta, vel, workers, scenario, n_rows))
+    r = Run(loop_for(name, kernel), ctrl, cfg_i, cfg_f, theta, vel, workers, scenario, n_rows)
+    return IMPLEMENTATIONS[name].wire(r)
 
 
 def configure(algorithm: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
     """The algorithm's own configuration words (the common ones are :func:`runner.config`'s)."""
-    TABLE[algorithm.name].configure(algorithm, cfg_i, cfg_f)
+    IMPLEMENTATIONS[algorithm.name].configure(algorithm, cfg_i, cfg_f)
 
 
 def _sync(r: Run) -> Wiring:
@@ -86,7 +87,7 @@ def _sync(r: Run) -> Wiring:
 
 def _hogwild(r: Run) -> Wiring:
     probes = r.cfg_i[C_PROBES] != 0
-    canary = np.zeros(loops.n_probes(r.theta.shape[0]) if probes else 1)
+    canary = np.zeros(lockfree.n_probes(r.theta.shape[0]) if probes else 1)
 
     def extra(applied: int) -> dict[str, Any]:
         if not probes:
@@ -107,7 +108,7 @@ def _hogwild(r: Run) -> Wiring:
 
 def _leashed(r: Run) -> Wiring:
     ctrl, theta, vel, workers = r.ctrl, r.theta, r.vel, r.workers
-    n = leashed.pool_size(workers)
+    n = lockfree.pool_size(workers)
     momentum = r.cfg_f[F_MOM] > 0.0
     pool = np.zeros((n, theta.shape[0]), dtype=theta.dtype)
     vpool = np.zeros((n, theta.shape[0] if momentum else 0), dtype=theta.dtype)
@@ -165,14 +166,15 @@ def _rwlock_config(a: Any, cfg_i: np.ndarray, cfg_f: np.ndarray) -> None:
     cfg_i[C_PRIO] = 1 if a.param("priority") == "writer" else 0
 
 
-# Algorithm (a registry name) -> its loop, wiring and configuration: the cpu backend's one list.
-TABLE: dict[str, Entry] = {
-    "sequential": Entry(loops.run_sequential),
-    "sync": Entry(loops.run_sync, _sync),
-    "mutex": Entry(loops.run_locked, _copies),
-    "rwlock": Entry(loops.run_locked, _copies, _rwlock_config),
-    "hogwild": Entry(loops.run_hogwild, _hogwild, _hogwild_config),
-    "leashed": Entry(leashed.run_leashed, _leashed, _leashed_config),
+# Algorithm (a registry name) -> its loop (in its family's module), wiring and configuration: the cpu backend's
+# one list; backend.ALGORITHMS is its keys.
+IMPLEMENTATIONS: dict[str, Entry] = {
+    "sequential": Entry(sequential.run_sequential),
+    "sync": Entry(synchronous.run_sync, _sync),
+    "mutex": Entry(locks.run_locked, _copies),
+    "rwlock": Entry(locks.run_locked, _copies, _rwlock_config),
+    "hogwild": Entry(lockfree.run_hogwild, _hogwild, _hogwild_config),
+    "leashed": Entry(lockfree.run_leashed, _leashed, _leashed_config),
     "lopez": Entry(lopez.run_lopez, _lopez, _lopez_config),
     "ssp": Entry(bounded.run_ssp, bounded.wire_ssp),
     "backup": Entry(bounded.run_backup, bounded.wire_backup),
@@ -182,4 +184,4 @@ TABLE: dict[str, Entry] = {
     "eawild": Entry(elastic.run_elastic, elastic.wire),
     "param_server": Entry(param_server.run_param_server, param_server.wire),
 }
-LOOPS: dict[str, Any] = {name: e.loop for name, e in TABLE.items()}
+LOOPS: dict[str, Any] = {name: e.loop for name, e in IMPLEMENTATIONS.items()}  # the loops alone

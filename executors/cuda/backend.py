@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from executors.cuda import NAME
+from executors.cuda import IMPLEMENTATIONS, NAME
 from simasgd import algorithms
 from simasgd.progress import Advance
 from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
-# The keys of executors/cuda/loops.py's LOOPS, written out so that listing them imports no numba.cuda
-# (tests/cuda checks the two agree).
-ALGORITHMS = frozenset({"sync", "lopez", "hogwild", "leashed"})
+ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one loop per algorithm in executors/cuda/__init__.py (lazy: no numba.cuda)
 # Parameter values the loops implement, where not every value (algorithms.require_values): HOGWILD!'s
-# gradient is taken at a copy read by a kernel (loops.hogwild); sync adds the gradients as computed into
+# gradient is taken at a copy read by a kernel (lockfree.hogwild); sync adds the gradients as computed into
 # the shared sum (no 1-bit quantisation); a leashed CAS that fails retries at once.
 VALUES: dict[str, dict[str, tuple[Any, ...]]] = {
     "hogwild": {"local_copy": (True,)}, "sync": {"onebit": (False,)}, "leashed": {"backoff": ("none",)}}

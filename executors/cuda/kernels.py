@@ -11,7 +11,7 @@ Updates (:mod:`simasgd.update_rule`'s step, element by element, one thread per e
 ``step`` (ĝ = scale·g / div with div from the attempt's recorded versions), ``accumulate``
 (``cuda.atomic.add``), ``read_into`` (copy θ, note the version counter), ``bump`` (atomic
 increment of the version counter), and Leashed-SGD's single-thread ``acquire`` / ``claim`` /
-``publish`` on a device pool (the cpu executor's protocol, ``executors/cpu/leashed.py``).
+``publish`` on a device pool (the cpu executor's protocol, ``executors/cpu/lockfree.py``).
 Lopez et al.'s kernels are in :mod:`executors.cuda.lopez`.
 """
 

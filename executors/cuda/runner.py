@@ -1,7 +1,8 @@
 """One run on the GPU: device state, one stream and host thread per worker, the monitor, the results.
 
-The main thread puts the data and θ₀ on the device, starts the workers
-(:mod:`.loops`) and watches: every ``stop.eval_updates()`` versions (the
+The main thread puts the data and θ₀ on the device, starts the workers (their loops from
+``IMPLEMENTATIONS``: :mod:`.lockfree`, :mod:`.synchronous`, :mod:`.lopez`) and watches: every
+``stop.eval_updates()`` versions (the
 device's version counter, read on its own stream) it copies θ back and
 evaluates the loss on the host with the workload's CPU kernel; it sets the
 stop flag at ε, on a crash, or at the time budget. Results are the shared
@@ -20,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from executors.cuda import NAME, device, lopez
-from executors.cuda.loops import LOOPS, SyncRound, Tickets
+from executors.cuda import IMPLEMENTATIONS, NAME, device, lopez
+from executors.cuda.lockfree import Tickets
 from executors.cuda.model import gradient_class
 from executors.cuda.records import Clock, Records
+from executors.cuda.synchronous import SyncRound
 from simasgd import seeds
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
@@ -171,7 +173,7 @@ def _rehearse(sc: Scenario, run: int, wl: Any, cuda: Any) -> None:
 
 def _run(sc: Scenario, run: int, wl: Any, cuda: Any, advance: Advance | None) -> RunResult:
     r = _state(sc, run, wl, cuda)
-    loop = LOOPS[sc.algorithm.name]
+    loop = IMPLEMENTATIONS[sc.algorithm.name].load()
     errors: dict[int, BaseException] = {}
 
     def body(w: int) -> None:

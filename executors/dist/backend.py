@@ -1,10 +1,10 @@
 """Backend ``dist``: the distributed algorithms over torch.distributed (gloo), one process per node.
 
 The roles follow each algorithm's definition (:mod:`simasgd.algorithms`): ``sync`` — every rank a
-worker, one all-reduce a round (:mod:`.collective`); ``param_server`` — ``shards`` server ranks and
+worker, one all-reduce a round (:mod:`.synchronous`); ``param_server`` — ``shards`` server ranks and
 the workers, pushes and pulls as point-to-point messages, and ``ssp``, the same server with a clock
-gate (:mod:`.server`); ``backup`` — a server closing each round at its first N gradients
-(:mod:`.backup`); ``easgd`` / ``eawild`` — the centre on rank 0 and the workers, EA-wild's groups
+gate (:mod:`.param_server`); ``backup`` — a server closing each round at its first N gradients
+(:mod:`.bounded`); ``easgd`` / ``eawild`` — the centre on rank 0 and the workers, EA-wild's groups
 with collectives of their own (:mod:`.elastic`); ``keuper`` / ``simuparallel`` — every rank a node
 with its own state, Keuper's states sent node to node (:mod:`.decentral`). :func:`run_once` forks
 the ``workers + servers`` processes itself on loopback (gloo over TCP on 127.0.0.1); across
@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from executors.cpu import placement
-from executors.dist.ranks import run_rank
+from executors.dist.ranks import IMPLEMENTATIONS, run_rank
 from executors.dist.world import DistError, Layout, free_port, init
 from simasgd import algorithms, metadata, seeds
 from simasgd.progress import Advance
@@ -35,7 +35,7 @@ from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
 NAME = "dist"
-ALGORITHMS = frozenset({"sync", "param_server", "easgd", "eawild", "keuper", "simuparallel", "ssp", "backup"})
+ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one role per algorithm in executors/dist/ranks.py
 SHARED_MEMORY = ("sequential", "mutex", "rwlock", "hogwild", "leashed", "lopez")
 MEASURES_HOST = True   # real processes on this host (loopback): its timings are this machine's
 NEEDS_PROFILE = False  # it measures; it reads no calibrated profile

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
-from executors.dist import backup, collective, decentral, elastic, server
+import numpy as np
+
+from executors.dist import bounded, decentral, elastic, param_server, synchronous
 from executors.dist.world import FAIL_ENV, DistError, Layout, Rank
 from simasgd import seeds
 from simasgd.scenario import Scenario
 
-ROLES = {"sync": collective.run_sync, "param_server": server.run_param_server,
-         "easgd": elastic.run_elastic, "eawild": elastic.run_elastic, "keuper": decentral.run_own,
-         "simuparallel": decentral.run_own, "ssp": server.run_param_server, "backup": backup.run_backup}
+# Algorithm (a registry name) -> the role function every rank of its run calls: the dist backend's one list
+# (backend.ALGORITHMS is its keys). ssp is the parameter server with its bound (param_server.py reads it).
+IMPLEMENTATIONS: dict[str, Callable[[Rank, np.ndarray], None]] = {
+    "sync": synchronous.run_sync, "param_server": param_server.run_param_server,
+    "easgd": elastic.run_elastic, "eawild": elastic.run_elastic, "keuper": decentral.run_own,
+    "simuparallel": decentral.run_own, "ssp": param_server.run_param_server, "backup": bounded.run_backup}
 
 
 def run_rank(sc: Scenario, run: int, wl: Any) -> list[dict[str, Any]] | None:
@@ -33,7 +39,7 @@ def run_rank(sc: Scenario, run: int, wl: Any) -> list[dict[str, Any]] | None:
     if os.environ.get(FAIL_ENV) == str(rank):
         raise RuntimeError(f"{FAIL_ENV}={rank}: this rank fails on purpose (test hook)")
     try:
-        ROLES[layout.algorithm](me, theta0)
+        IMPLEMENTATIONS[layout.algorithm](me, theta0)
     finally:
         me.unwatch()
     out: list[Any] | None = [None] * world if rank == 0 else None

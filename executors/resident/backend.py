@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from executors.resident import NAME
+from executors.resident import IMPLEMENTATIONS, NAME
 from simasgd import algorithms
 from simasgd.progress import Advance
 from simasgd.results import RunResult
 from simasgd.scenario import Scenario
 
-ALGORITHMS = frozenset({"sequential", "mutex", "hogwild", "leashed", "sync", "lopez"})
+ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one entry per algorithm (executors/resident/__init__.py)
 # Parameter values the kernels implement, where not every value (algorithms.require_values).
 VALUES: dict[str, dict[str, tuple[Any, ...]]] = {
     "mutex": {"backoff": ("none",)}, "leashed": {"backoff": ("none",)}, "sync": {"onebit": (False,)}}

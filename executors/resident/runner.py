@@ -9,7 +9,6 @@ the stop word at ε, on a crash, or at the time budget. Rows come back once, aft
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from executors.cuda import device as cuda_device
-from executors.resident import NAME, device, kernels
+from executors.resident import IMPLEMENTATIONS, NAME, device, kernels
 from executors.resident import protocol as P
 from executors.resident.launch import ExecutorError, Launcher
+from executors.resident.wiring import Entry
 from simasgd import seeds
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
@@ -29,7 +29,6 @@ from simasgd.scenario import Scenario
 
 POLL_S = 2e-3
 RING = 32            # snapshot slots
-ROW_SLACK = 4        # rows buffer = (max_updates + workers) × this for algorithms that drop or record per gradient
 MAX_ROWS = 20_000_000
 _REHEARSED: set[str] = set()
 
@@ -44,6 +43,7 @@ class Run:
     n: int
     threads: int
     kind: str
+    entry: Entry  # the algorithm's (IMPLEMENTATIONS)
     arrays: dict[str, Any] = field(default_factory=dict)
     stop_seen: threading.Event = field(default_factory=threading.Event)
 
@@ -62,10 +62,14 @@ def threads_per_worker(sc: Scenario) -> int:
     return sc.gpu.threads_per_worker if sc.gpu is not None else 128
 
 
+def entry(sc: Scenario) -> Entry:
+    """The algorithm's entry (executors/resident/wiring.py), through the backend's table."""
+    e: Entry = IMPLEMENTATIONS[sc.algorithm.name].load()
+    return e
+
+
 def rows_capacity(sc: Scenario, n: int) -> int:
-    a = sc.algorithm.name
-    per = 1 if a in ("hogwild", "mutex", "sequential") else ROW_SLACK * (n if a in ("sync", "lopez") else 1)
-    return int(min(MAX_ROWS, (sc.stop.max_updates + n) * per + 16))
+    return int(min(MAX_ROWS, (sc.stop.max_updates + n) * entry(sc).rows(n) + 16))
 
 
 def _scratch(wl: Any, kind: str, batch: int) -> tuple[int, int, int, list[int], list[int]]:
@@ -93,13 +97,10 @@ def _config(sc: Scenario, n: int, kind: str, widths: list[int], cd: list[int], c
     cfg = np.zeros(P.CFG_LEN, np.int64)
     cfg[P.MAXU], cfg[P.BATCH], cfg[P.EVERY], cfg[P.RING] = sc.stop.max_updates, sc.workload.batch_size, \
         sc.stop.eval_updates(), RING
-    cfg[P.LOCAL] = int(bool(a.param("local_copy"))) if a.name == "hogwild" else 1
-    pers = a.param("persistence") if a.name == "leashed" else None
-    cfg[P.PERSIST] = -1 if pers is None or math.isinf(float(pers)) else int(pers)
+    cfg[P.LOCAL], cfg[P.PERSIST] = 1, -1  # a copy of θ, unbounded retries: where the algorithm has no say
     cfg[P.AWARE] = int(bool(opt.staleness_aware))
     cfg[P.WORKERS], cfg[P.ATTEMPTS], cfg[P.CAP], cfg[P.DIM] = n, attempts, cap, dim
-    cfg[P.WITH_ADD] = int(a.name == "lopez" and a.param("subtract") == "with_add")
-    cfg[P.CONSISTENT] = int(a.name == "lopez" and a.param("model_read") == "consistent")
+    entry(sc).configure(a, cfg)  # the algorithm's own words
     cfg[P.LAYERS] = len(widths) - 1
     cfg[P.WIDTHS:P.WIDTHS + len(widths)] = widths
     cfg[P.CONV:P.CONV + 10] = cd
@@ -110,14 +111,14 @@ def state(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str) -> Run:
     n, dt = sc.workers.count, np.dtype(wl.dtype)
     theta0 = np.ascontiguousarray(wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT)), dtype=dt)
     dim, batch = int(theta0.shape[0]), sc.workload.batch_size
-    r = Run(sc, wl, cuda, n, threads_per_worker(sc), kind)
+    r = Run(sc, wl, cuda, n, threads_per_worker(sc), kind, entry(sc))
     act, dl, conv, widths, cd = _scratch(wl, kind, batch)
     cap = rows_capacity(sc, n)
     attempts = -1 if mode(sc) == "resident" else 1
     cfg = _config(sc, n, kind, widths, cd, cap, dim, attempts)
     cfg[P.NROWS] = int(wl.n_train)
-    name, mom = sc.algorithm.name, sc.optimizer.momentum
-    scale = 1.0 / n if name == "sync" else 1.0 / max(1, n - 1)
+    mom = sc.optimizer.momentum
+    scale = r.entry.scale(n)
     ctl = np.zeros(P.CTL_WORDS * P.LINE, np.int64)
     ctl[P.GO * P.LINE] = 1 if sc.stop.max_updates > 0 else 0
     seeds_ = np.array([seeds.rng(sc.seed, run, seeds.Role.BATCH, w).integers(1, 2**63 - 1) for w in range(n)],
@@ -133,27 +134,9 @@ def state(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str) -> Run:
         "rows_i": np.zeros((cap, P.ROW_COLS), np.int64), "rows_t": np.zeros((cap, 4), np.int64),
         "snap": np.zeros((RING, dim), dt), "meta": np.full(2 * RING, -1, np.int64),
     }
-    host.update(_aux(name, theta0, n, mom > 0))
+    host.update(r.entry.aux(theta0, n, mom > 0))
     r.arrays = {k: cuda.to_device(v) for k, v in host.items()}
     return r
-
-
-def _aux(name: str, theta0: np.ndarray, n: int, momentum: bool) -> dict[str, np.ndarray]:
-    """Leashed's pool (2n + 2 vectors: one claimed and one read per worker, the latest, the monitor's) and
-    its words [rc | stale | ver | held]; Lopez's [acc, old_1 … old_{N−1}] and [last row, last version]."""
-    dt, dim = theta0.dtype, theta0.shape[0]
-    if name == "leashed":
-        size = 2 * n + 2
-        pool = np.zeros((size, dim), dt)
-        pool[0] = theta0
-        stale = np.ones(size, np.int64)
-        stale[0] = 0
-        words = np.concatenate([np.zeros(size, np.int64), stale, np.zeros(size, np.int64), np.full(n, -1, np.int64)])
-        return {"af": pool, "af2": np.zeros((size, dim) if momentum else (size, 1), dt), "ai": words}
-    if name == "lopez":
-        return {"af": np.zeros((n, dim), dt), "af2": np.zeros((1, 1), dt),
-                "ai": np.tile(np.array([-1, 0], np.int64), n)}
-    return {"af": np.zeros((1, 1), dt), "af2": np.zeros((1, 1), dt), "ai": np.zeros(1, np.int64)}
 
 
 def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None) -> RunResult:
@@ -175,7 +158,7 @@ def _kernel(r: Run) -> Any:
     from simasgd.workloads.constant import G
 
     ks = kernels.build(r.kind, np.dtype(r.wl.dtype).name, r.sc.workload.batch_size, G if r.kind == "const" else 0.0)
-    return getattr(ks, r.sc.algorithm.name)
+    return getattr(ks, r.entry.kernel)
 
 
 def resident_max(kernel: Any, threads: int) -> int | None:
@@ -189,7 +172,7 @@ def _run(sc: Scenario, run: int, wl: Any, cuda: Any, kind: str, advance: Advance
     r = state(sc, run, wl, cuda, kind)
     kernel = _kernel(r)
     most = resident_max(kernel, r.threads)
-    if most is not None and r.n > most and (mode(sc) == "resident" or sc.algorithm.name in ("mutex", "sync")):
+    if most is not None and r.n > most and (mode(sc) == "resident" or r.entry.together):
         raise ExecutorError(f"workers.count = {r.n} exceeds the {most} blocks of {r.threads} threads this GPU holds "
                             "at once; resident workers wait for each other and must all be on the device")
     launcher = Launcher(r, kernel, mode(sc))
@@ -276,8 +259,7 @@ def _result(sc: Scenario, run: int, r: Run, mon: Monitor, wall: float, launcher:
     rt = (rt - t0) / 1e9
     elapsed = float(rt[:, 3].max()) if n_rows else wall
     applied = ri[:, P.R_APPLIED] != 0
-    if sc.algorithm.name == "lopez":  # gradients no step of the run took in (algorithms.py, lopez)
-        applied &= ri[:, P.R_VERSION] <= version
+    applied = r.entry.applied(ri, version, applied)
     frame = updates_frame(run, ri[:, P.R_WORKER], ri[:, P.R_VERSION], ri[:, P.R_READ], rt[:, 1], rt[:, 3],
                           ri[:, P.R_WAIT] / 1e9, ri[:, P.R_RETRIES], applied, rt[:, 0], rt[:, 1], rt[:, 2])
     frame = frame.sort_values(["t_write", "worker"], kind="stable").reset_index(drop=True)
@@ -296,11 +278,4 @@ def _result(sc: Scenario, run: int, r: Run, mon: Monitor, wall: float, launcher:
 
 def final_theta(r: Run) -> tuple[int, np.ndarray]:
     """(version, θ) at the end: the shared θ, or Leashed's latest pool vector."""
-    a = r.arrays
-    ctl = a["ctl"].copy_to_host()
-    if r.sc.algorithm.name != "leashed":
-        return int(ctl[P.VERSION * P.LINE]), a["theta"].copy_to_host()
-    size = a["af"].shape[0]
-    latest = int(ctl[P.LATEST * P.LINE])
-    words = a["ai"].copy_to_host()
-    return int(words[2 * size + latest]), a["af"][latest].copy_to_host()
+    return r.entry.final(r.arrays)

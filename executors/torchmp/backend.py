@@ -35,7 +35,7 @@ from executors.cpu.runner import ExecutorError, single_threaded_blas, slowdowns
 from executors.cpu.shared import ABORT, LINE, RUN, S_DEADLINE, S_GO, S_STOP, S_T0, S_VERSION, STOP, slot
 from executors.torchmp import TRAITS  # declared with the package: the simulator reads it without the executor
 from executors.torchmp import state as S
-from executors.torchmp.worker import LOOPS, main
+from executors.torchmp.worker import IMPLEMENTATIONS, main
 from simasgd import algorithms, metadata, seeds
 from simasgd.convergence import Monitor
 from simasgd.progress import Advance
@@ -44,7 +44,7 @@ from simasgd.scenario import Scenario
 from simasgd.workloads.torch_model import OneThread
 
 NAME = "torch"
-ALGORITHMS = frozenset(LOOPS)
+ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one loop per algorithm in executors/torchmp/worker.py
 # Parameter values the worker loops implement, where not every value (algorithms.require_values): ``sync``
 # averages the gradients as computed (no 1-bit quantisation), and a ``mutex`` waiter sleeps in the
 # multiprocessing lock until it is released, with no failed attempts to back off between.
@@ -78,6 +78,11 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
 
     check_backend(scenario.workload, NAME)
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
+    from simasgd import capacity
+
+    # Before any fork: one process per worker, each with its own gradient; too many is refused in one line.
+    capacity.check_workers(NAME, scenario.workers.count, 2 * wl.dim * np.dtype(wl.dtype).itemsize,
+                           f"its gradient and a copy of θ, {wl.dim} parameters", task="process")
     start = metadata.host_state()  # around the run: other load skews the timings
     result = run_workload(scenario, run, wl, advance)
     end = metadata.host_state()

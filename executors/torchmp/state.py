@@ -20,8 +20,8 @@ from numba import njit
 
 from executors import atomics as A
 from executors.cpu import monitor, runner, shared
-from executors.cpu.loops import hogwild_step
-from executors.cpu.shared import LINE
+from executors.cpu.lockfree import hogwild_step
+from executors.cpu.shared import LINE, S_VERSION
 from simasgd.backends import BackendError
 from simasgd.scenario import Scenario
 from simasgd.workloads.torch_model import INSTALL  # the one install hint
@@ -47,6 +47,14 @@ def load_word(arr: np.ndarray, i: int) -> int:
 def add_word(arr: np.ndarray, i: int, v: int) -> int:
     """Atomic ``arr[i] += v``; the value after it."""
     return A.fetch_add(arr, i, v) + v
+
+
+VER = S_VERSION * LINE  # the version counter's word in ctrl
+
+
+def gradient(wl: Any, theta: np.ndarray, idx: np.ndarray, g: np.ndarray) -> None:
+    """The workload's gradient at ``theta`` on rows ``idx`` into ``g`` (a loop's one call into its kernel)."""
+    wl.kernel(theta, wl.X, wl.y, idx, g, wl.shape)
 
 
 @dataclass

@@ -98,7 +98,10 @@ def tables() -> list[tuple[str, type[BaseModel]]]:
 
     def walk(prefix: str, model: type[BaseModel]) -> None:
         for name, f in model.model_fields.items():
-            for sub in models_in(f.annotation):
+            subs = models_in(f.annotation)
+            if subs and all(issubclass(m, scenario.AlgorithmConfig) for m in subs):
+                subs = [scenario.AlgorithmConfig]  # one model per algorithm: documented as one table
+            for sub in subs:
                 if sub in shared_models() or model is scenario.AlgorithmConfig:
                     continue
                 key = f"{prefix}.{name}" if prefix else name
@@ -176,13 +179,12 @@ def algorithm_section() -> list[str]:
         params = ", ".join(f"`{p}`" for p in d.param_names) or "—"
         out.append(f"| `{d.name}` | {cell(d.title)} | {bound} | {params} |")
     out += ["", "| parameter | of | type | default | allowed | description |", "|---|---|---|---|---|---|"]
-    fields = scenario.AlgorithmConfig.model_fields
     rows: dict[algorithms.Param, list[str]] = {}  # one row per parameter definition, with its algorithms
     for d in algorithms.ALGORITHMS.values():
         for p in d.params:
             rows.setdefault(p, []).append(d.name)
     for p, users in rows.items():
-        kind, allowed = type_text(fields[p.name].annotation)
+        kind, allowed = type_text(scenario.ALGORITHM_MODELS[users[0]].model_fields[p.name].annotation)
         if p.allowed:
             allowed = " | ".join(toml(a) for a in p.allowed)
         if p.name == "persistence":

@@ -8,7 +8,7 @@ import pytest
 
 from simasgd import algorithms, loader
 from simasgd.loader import ScenarioError
-from simasgd.scenario import AlgorithmConfig, BackoffConfig
+from simasgd.scenario import ALGORITHM_MODELS, BackoffConfig
 
 NAMES = list(algorithms.ALGORITHMS)
 
@@ -43,7 +43,8 @@ def test_parameter_relations() -> None:
 def test_allowed_values_are_the_scenario_types() -> None:
     # The registry's allowed values are what the scenario schema accepts for them.
     prio = algorithms.ALGORITHMS["rwlock"].param("priority").allowed
-    assert set(typing.get_args(typing.get_args(AlgorithmConfig.model_fields["priority"].annotation)[0])) == set(prio)
+    priority = ALGORITHM_MODELS["rwlock"].model_fields["priority"].annotation
+    assert set(typing.get_args(typing.get_args(priority)[0])) == set(prio)
     assert set(typing.get_args(BackoffConfig.model_fields["kind"].annotation)) == set(algorithms.BACKOFF_KINDS)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from executors.cpu import loops, runner, shared
+from executors.cpu import lockfree, runner, shared
 from simasgd import loader, update_rule
 from simasgd.sim.numerics import Model
 from simasgd.workloads.constant import ConstWorkload
@@ -72,23 +72,23 @@ def _cpu(aware: bool) -> Callable[..., None]:
 
 
 def _cpu_hogwild(aware: bool) -> Callable[..., None]:
-    canary = np.zeros(loops.n_probes(D))
+    canary = np.zeros(lockfree.n_probes(D))
 
     def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
-        loops.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), canary, True)
+        lockfree.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), canary, True)
     return step
 
 
 def _cpu_hogwild_plain(aware: bool) -> Callable[..., None]:
     def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
-        loops.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), np.zeros(0), False)
+        lockfree.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), np.zeros(0), False)
     return step
 
 
 def _cpu_hogwild_down(aware: bool) -> Callable[..., None]:
     """An odd-numbered worker's sweep, from the top of θ down."""
     def step(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, tau: int, aware_: bool) -> None:
-        loops.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), np.zeros(0), False, True)
+        lockfree.hogwild_step(theta, vel, g, LR, M, update_rule.divisor(tau, aware_), np.zeros(0), False, True)
     return step
 
 
@@ -140,12 +140,12 @@ def test_every_path_gives_the_hand_computed_sequence(path: str, aware: bool, exp
 @pytest.mark.slow
 def test_hogwild_sweeps_down_to_the_same_bits(momentum: float, div: float, dtype: type) -> None:
     """Several blocks and a partial one (the top): every element written once, as the upward sweep does."""
-    d = 3 * loops.SWEEP_BLOCK + 37
+    d = 3 * lockfree.SWEEP_BLOCK + 37
     rng = np.random.default_rng(11)
     theta, vel, g = (rng.standard_normal(d).astype(dtype) for _ in range(3))
     before, up, vup = theta.copy(), theta.copy(), vel.copy()
-    loops.hogwild_step(up, vup, g, LR, momentum, div, np.zeros(0), False, False)
-    loops.hogwild_step(theta, vel, g, LR, momentum, div, np.zeros(0), False, True)
+    lockfree.hogwild_step(up, vup, g, LR, momentum, div, np.zeros(0), False, False)
+    lockfree.hogwild_step(theta, vel, g, LR, momentum, div, np.zeros(0), False, True)
     assert np.array_equal(theta, up) and np.array_equal(vel, vup)
     assert np.count_nonzero(up != before) > 0.99 * d  # it stepped (a rounding may leave a few)
 
@@ -200,7 +200,7 @@ def test_a_float32_model_steps_in_float32(momentum: float) -> None:
 @pytest.mark.parametrize("staleness", [0, 3])
 def test_step_into_with_the_gradient_in_its_destination_gives_the_same_bits(dtype: type, momentum: float,
                                                                            staleness: int) -> None:
-    # A lone Leashed worker computes its gradient into the vector it will publish (executors/cpu/leashed.py):
+    # A lone Leashed worker computes its gradient into the vector it will publish (executors/cpu/lockfree.py):
     # step_into(out, ..., g=out) runs loops of its own, which must write what the three-vector form writes
     rng = np.random.default_rng(11)
     theta, vel, g = (rng.standard_normal(1001).astype(dtype) for _ in range(3))

@@ -153,9 +153,11 @@ def test_the_gpu_scenario_runs_from_the_command_line_under_the_simulator(tmp_pat
 
 
 def test_the_backend_lists_the_loops_it_has(cuda: Any) -> None:
-    from executors.cuda import backend, loops
+    from executors.cuda import IMPLEMENTATIONS, backend
 
-    assert frozenset(loops.LOOPS) == backend.ALGORITHMS
+    assert frozenset(IMPLEMENTATIONS) == backend.ALGORITHMS
+    for name, ref in IMPLEMENTATIONS.items():  # every entry is a loop that exists (the lazy import loads it)
+        assert callable(ref.load()), name
 
 
 @pytest.mark.slow

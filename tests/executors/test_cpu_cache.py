@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from executors.calibration import gradient
-from executors.cpu import leashed, loops, lopez, wiring
+from executors.cpu import lockfree, locks, lopez, wiring
 from executors.kernel import never_over
 from simasgd.workloads import kernels
 from simasgd.workloads.constant import ConstWorkload, const_grad
@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent("""
     from numba.core.dispatcher import Dispatcher
     from executors.calibration import gradient
     from executors.cpu import runner
-    from executors.cpu.wiring import TABLE
+    from executors.cpu.wiring import IMPLEMENTATIONS
     from simasgd.algorithms import ALGORITHMS
     from simasgd import loader
     from simasgd.workloads import build_workload
@@ -48,7 +48,7 @@ SCRIPT = textwrap.dedent("""
         _warm_up(*a, **k)
         warm += time.perf_counter() - t
     runner.warm_up = timed
-    for alg in TABLE:  # every algorithm of the cpu backend, at 2 workers where its definition allows
+    for alg in IMPLEMENTATIONS:  # every algorithm of the cpu backend, at 2 workers where its definition allows
         d = ALGORITHMS[alg]
         sc = loader.from_dict({"name": "tiny", "seed": 1, "workers": {"count": max(d.min_workers, d.max_workers or 2)},
                                "workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits",
@@ -96,7 +96,7 @@ def test_a_second_process_loads_every_loop_from_the_cache() -> None:
     compiled = sorted(name for name, (_, misses) in stats.items() if misses)
     assert not compiled, f"the second process compiled {compiled}"
     loaded = {name for name, (hits, _) in stats.items() if hits}
-    expected = {_name(e.loop) for e in wiring.TABLE.values()} | {_name(gradient.time_gradient)}
+    expected = {_name(e.loop) for e in wiring.IMPLEMENTATIONS.values()} | {_name(gradient.time_gradient)}
     assert expected <= loaded, f"not loaded from the cache: {sorted(expected - loaded)}"
 
 
@@ -111,7 +111,7 @@ def test_production_loops_are_cached_and_custom_kernels_get_the_same_code() -> N
         if "grad_over_theta" in loop.py_func.__code__.co_names:  # a kernel we do not know never gets θ as g
             assert custom.py_func.__globals__["grad_over_theta"] is never_over, name
         assert wiring.loop_for(name, const_grad) is custom, name  # built once per kernel
-    assert {loops.run_locked, leashed.run_leashed, lopez.run_lopez} <= set(wiring.LOOPS.values())
+    assert {locks.run_locked, lockfree.run_leashed, lopez.run_lopez} <= set(wiring.LOOPS.values())
     over = {n for n, loop in wiring.LOOPS.items() if "grad_over_theta" in loop.py_func.__code__.co_names}
     assert {"mutex", "rwlock", "hogwild", "ssp", "param_server"} <= over, over
     assert ConstWorkload().kernel is const_grad

@@ -1,7 +1,7 @@
 """A worker whose copy of θ still is θ skips its read: replayed exactly, and counted.
 
 The locks' (and SSP's) update leaves the new θ in the worker's copy (``update_rule.step_mirrored``), and the
-next read copies θ only when another worker has updated it since (``executors/cpu/loops.py``). A skipped read
+next read copies θ only when another worker has updated it since (``executors/cpu/locks.py``, ``lockfree.py``). A skipped read
 that should have copied would compute a gradient at an older θ than the one the record says it read. The
 gradient here is θ itself (``echo_kernel``), so each update is ``θ_v = θ_{v−1} − η·θ_{rv}``, a recurrence the records replay
 bit for bit: any gradient taken at the wrong version shows.
@@ -75,6 +75,6 @@ def test_hogwild_without_a_local_copy_reads_nothing_to_skip(scenario: Any, echo_
 
 
 def test_two_hogwild_workers_copy_theta_every_time(scenario: Any, echo_kernel: Any) -> None:
-    # a skipped read pulled two HOGWILD! workers into convoys (loops.run_hogwild): with two, every read copies
+    # a skipped read pulled two HOGWILD! workers into convoys (lockfree.run_hogwild): with two, every read copies
     sc = scenario({"name": "hogwild"}, workers=2, max_updates=300)
     assert run_workload(sc, 0, ConstWorkload(dim=24, kernel=echo_kernel)).runs[0].extra["reads_elided"] == 0

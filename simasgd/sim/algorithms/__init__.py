@@ -15,7 +15,9 @@ from simasgd.sim.algorithms.sequential import start_sequential
 from simasgd.sim.algorithms.synchronous import start_k_async, start_k_sync, start_sync
 from simasgd.sim.engine import SimRun
 
-STARTERS: dict[str, Callable[[SimRun], None]] = {
+# Algorithm (a registry name) -> the function that starts its workers: the simulator's one list (its ALGORITHMS
+# are the keys; every backend has such a table, executors/implementations.py).
+IMPLEMENTATIONS: dict[str, Callable[[SimRun], None]] = {
     "sequential": start_sequential,
     "sync": start_sync,
     "k_sync": start_k_sync,

@@ -105,7 +105,7 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
         while True:
             expected = cell.value  # load the pointer, build θ_latest − η·g in its own vector
             # A lone worker computed its gradient into that vector (its CAS cannot fail): the pass is an
-            # update over it, as in place (executors/cpu/leashed.py)
+            # update over it, as in place (executors/cpu/lockfree.py)
             yield p.update(w) if run.n == 1 else p.update_into(w)
             yield from atomic(env, cell.line, latency)
             if cell.compare_and_swap(expected, expected + 1):
