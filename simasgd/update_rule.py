@@ -27,7 +27,7 @@ Callers:
   chunk (the simulator's chunked HOGWILD! write); its two forms
   :func:`plain_range` and :func:`heavy_ball_range` are inlined into a caller
   that chooses the form once and then writes cache line by cache line (the
-  cpu executor's element-wise racy HOGWILD! write, ``executors/cpu/loops.py``);
+  cpu executor's element-wise racy HOGWILD! write, ``executors/cpu/lockfree.py``);
 - :func:`step_mirrored` — :func:`step_range` over the whole vector that also leaves the new θ in the
   worker's copy (the cpu loops' locked updates, and HOGWILD!'s with one worker), so that an unchanged θ
   need not be read again;
@@ -171,7 +171,7 @@ def step_mirrored(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, mirror: np.
     ``g`` may be ``mirror`` itself: a worker's copy of θ that its gradient was written over
     (``kernels.grad_over_theta``). Each element of g is read before the same element of the mirror is
     written. A worker that keeps its copy so, and finds at its next read that no one has written θ
-    since, need not copy θ again (executors/cpu/loops.py). The sweep costs a little more than
+    since, need not copy θ again (executors/cpu/locks.py). The sweep costs a little more than
     :func:`step` when g is the mirror, more when g is a third buffer, and less than the copy it saves."""
     eta, m, d = as_element(theta, lr), as_element(theta, momentum), as_element(theta, div)
     heavy, divided = momentum > 0.0, div != 1.0

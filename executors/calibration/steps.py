@@ -100,7 +100,7 @@ time_steps = _make_steps()
 
 # Leashed-SGD's vectors the pass alternates between when timed alone, the pool's lowest free slot claimed:
 # each vector built in the one published before the current. (The pass of a multi-worker run: a lone
-# worker of the executor builds over its gradient instead, an update's time; executors/cpu/leashed.py.)
+# worker of the executor builds over its gradient instead, an update's time; executors/cpu/lockfree.py.)
 FRESH_POOL = 2
 # The in-place cycles between two loss snapshots: the executor's k for a 2000-update run (stop.eval_updates).
 SNAPSHOT_EVERY = 10

@@ -383,7 +383,7 @@ def test_a_leashed_pass_writes_a_fresh_vector_at_four_streams(tmp_path: Path, mo
     """Leashed builds θ_latest − η·g in another buffer, whose lines are read for ownership before they are
     written: 4·S / update_gbs(S), where an in-place update is 3·S / update_gbs(S). A lone worker computed
     its gradient into that buffer (its CAS cannot fail, so g need not be kept for a retry): its pass is
-    the in-place update (executors/cpu/leashed.py). Attempts without retries."""
+    the in-place update (executors/cpu/lockfree.py). Attempts without retries."""
     from simasgd.sim import backend
 
     sc = loader.from_dict({**_scenario(workers).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)
