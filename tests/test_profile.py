@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import backends, loader, machine, profile
+from simasgd import backends, loader, machine, profile, profile_model
 from simasgd.cli import app
 from simasgd.machine import MachineError
 from simasgd.results import RunResult
@@ -41,7 +41,7 @@ def _doc() -> dict[str, Any]:
 def test_round_trip_keeps_every_table(tmp_path: Path) -> None:
     doc = _doc()
     path = profile.write(doc, tmp_path / "p" / "this.toml")
-    back = profile.read(path)
+    back = profile.read(path).to_doc()
     assert back.pop("profile") == {"format": profile.FORMAT, "format_version": profile.FORMAT_VERSION}
     doc["scheduler"].pop("missing")  # None: left out (TOML has no null)
     assert back == doc
@@ -65,7 +65,7 @@ def test_old_profile_without_profile_table_loads(tmp_path: Path) -> None:
     assert "[profile]" not in old and "format_version" not in old
     path = tmp_path / "old.toml"
     path.write_text(old)
-    assert profile.read(path)["machine"] == MACHINE
+    assert machine.machine_keys(profile.read(path)) == MACHINE
     m = machine.load_profile(path)
     assert m.name == "this" and m.cores_per_socket == 2
 
@@ -93,9 +93,9 @@ def test_older_format_version_than_read_is_refused_naming_file_versions_and_comm
     """Once the tables change past what the simulator can read, OLDEST_VERSION moves up: a profile before it
     is refused naming the file, its version, the versions read and the command that recalibrates it."""
     path = profile.write(_doc(), tmp_path / "old.toml")
-    monkeypatch.setattr(profile, "FORMAT_VERSION", profile.FORMAT_VERSION + 1)
-    monkeypatch.setattr(profile, "OLDEST_VERSION", profile.FORMAT_VERSION)
-    was = profile.FORMAT_VERSION - 1
+    was = profile.FORMAT_VERSION  # the file's version
+    monkeypatch.setattr(profile_model, "FORMAT_VERSION", was + 1)
+    monkeypatch.setattr(profile_model, "OLDEST_VERSION", was + 1)
     with pytest.raises(profile.ProfileError) as e:
         profile.read(path)
     msg = str(e.value)
