@@ -222,8 +222,8 @@ class GradientTable(Table):
 
 
 class CopyTable(Table):
-    """θ-sized copies by k threads at once. The memory model: a read or write of b bytes by one of k
-    concurrent threads takes about b / (`gbs[k−1]`/k)."""
+    """The memory model: a read or write of b bytes by one of k concurrent threads takes about
+    b / (`gbs[k−1]`/k)."""
 
     TITLE = "θ-sized copies by k threads at once"
     threads: list[int] | None = Field(None, description="`[1, 2, …]`")
