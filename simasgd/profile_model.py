@@ -409,17 +409,17 @@ class P2pTable(Table):
 class ServerTable(Table):
     """The server test."""
 
-    bytes: int | list[int] | None = Field(None, description="message size")
-    senders: int | list[int] | None = Field(None, description="N")
-    bytes_per_s: float | list[float] | None = Field(None, description="bytes/s received")
+    bytes: int | None = Field(None, description="message size")
+    senders: list[int] | None = Field(None, description="N, for each N measured")
+    bytes_per_s: list[float] | None = Field(None, description="bytes/s received, by N")
 
 
 class AllreduceTable(Table):
     """`all_reduce(SUM)` of a float32 vector."""
 
     bytes: list[int] | None = Field(None, description="sizes")
-    ranks: int | None = Field(None, description="ranks")
-    seconds: list[float] | None = Field(None, description="median times")
+    ranks: list[int] | None = Field(None, description="rank counts")
+    seconds: list[list[float]] | None = Field(None, description="median times, by rank count and size")
 
 
 class NetworkTable(Table):
@@ -496,7 +496,7 @@ class GpuTable(Table):
 
     TITLE = "a GPU (`simasgd calibrate --gpu`, preset `this-gpu`)"
     device: str | None = Field(None, description="the device")
-    compute_capability: str | list[int] | None = Field(None, description="its compute capability")
+    compute_capability: list[int] | None = Field(None, description="its compute capability (major, minor)")
     simulator: bool | None = Field(None, description=(
         "`true` under numba's CUDA simulator, where the figures mean nothing"))
     sms: int | None = Field(None, description="streaming multiprocessors (a device attribute)")

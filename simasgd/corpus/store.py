@@ -41,6 +41,7 @@ from simasgd import analysis, fidelity, metadata, phases
 from simasgd.atomicio import atomic_write
 from simasgd.corpus import files
 from simasgd.corpus.files import FORMAT, FORMAT_VERSION, READS, SUFFIX  # noqa: F401 - this module's format
+from simasgd.profile_model import Profile
 from simasgd.results import ResultsError, RunResult, RunSummary
 
 SEGMENTS = 256
@@ -249,8 +250,9 @@ def _backend(folder: Path) -> str:
     return str(json.loads((folder / "summary.json").read_text()).get("backend", ""))
 
 
-def entry_from(folders: list[Path], profile: dict[str, Any], name: str) -> Entry:
-    """An entry of measured results folders, calibrated with ``profile``."""
+def entry_from(folders: list[Path], calibrated: Profile | dict[str, Any], name: str) -> Entry:
+    """An entry of measured results folders, calibrated with ``calibrated`` (kept as its TOML document)."""
+    profile = calibrated.to_doc() if isinstance(calibrated, Profile) else calibrated
     cells, first = [], None
     for f in folders:
         result = RunResult.load(f)
