@@ -1,12 +1,11 @@
-"""The calibrated machine profile's file format (``machine.preset = "this"``; docs/profile.md).
+"""The calibrated machine profile's file (``machine.preset = "this"``; docs/profile.md).
 
-simasgd owns the format: how a workload is keyed (:func:`workload_key`), how
-the file is read (:func:`read`, which checks ``[profile] format`` and
-``format_version``) and written (:func:`write`, atomically, with that table),
-and its digest for results metadata. The measurements themselves come from
-a calibrator (``executors/calibration/``), loaded by name like a backend so
-that simasgd imports nothing from ``executors``.
-"""
+simasgd owns the format: its tables are the typed models of :mod:`simasgd.profile_model`; this module keys a
+workload (:func:`workload_key`), reads the file (:func:`read`: ``[profile] format`` and ``format_version``
+checked, older keys migrated, the typed :class:`~simasgd.profile_model.Profile` returned), writes it
+(:func:`write`: atomically, by tomli-w, this version's keys) and digests it for results metadata. The
+measurements themselves come from a calibrator (``executors/calibration/``), loaded by name like a backend so
+that simasgd imports nothing from ``executors``."""
 
 from __future__ import annotations
 

@@ -111,8 +111,8 @@ class Head(Table):
     """The file's own description. A profile without this table is read as version 1."""
 
     TITLE = "the format and its version"
-    format: str = Field(FORMAT, description=f'`"{FORMAT}"`')
-    format_version: int = Field(FORMAT_VERSION, description=(
+    format: str = Field(default=FORMAT, description=f'`"{FORMAT}"`')
+    format_version: int = Field(default=FORMAT_VERSION, description=(
         f"`{FORMAT_VERSION}`; it moves whenever a table or key the simulator reads is added, removed, renamed or "
         f"changes meaning. A reader refuses a newer version, naming the file, its version and the versions it "
         f"reads, and asks to upgrade simasgd or recalibrate (`simasgd calibrate --out FILE`)"))
