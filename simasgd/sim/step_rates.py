@@ -75,7 +75,7 @@ class StepTables:
         (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates, replaced by ``steps`` (timed in
         a worker's cycle) where given; another core's lines cost the slower of those and ``[coherence]``'s
         rate (they come from that core's cache or, where the cycle evicted them, from the next level: not
-        both), and so do held lines (``held_read_gbs``/``held_write_gbs``, when calibrated and ``[sim]
+        both), and so do held lines (``held_read_gbs``/``held_update_gbs``, when calibrated and ``[sim]
         held_lines``). A fresh-vector pass (:data:`FRESH_COPIES`: Leashed-SGD's) is a step like the others:
         its four streams at the rate of the lines it finds, held ones at the held update's rate (each write
         must first invalidate the other's copy). (None, None, None) off the cache model."""
