@@ -609,13 +609,21 @@ def migrate(doc: dict[str, Any], version: int) -> dict[str, Any]:
     return out
 
 
+_TYPES = frozenset({"int", "float", "str", "bool", "list", "dict", "datetime"})
+
+
 def _problems(e: ValidationError) -> str:
-    """A validation error's problems, one ``[table] key: what is wrong`` each."""
+    """A validation error's problems, one ``[table] key: what is wrong`` each (``key[i]``: its i-th value)."""
     lines = []
     for err in e.errors():
-        loc = [str(x) for x in err["loc"] if not str(x).startswith(("list[", "dict[", "function-"))]
-        loc = [x for x in loc if x not in {"int", "float", "str", "bool", "list", "datetime"}]
-        where = f"[{'.'.join(loc[:-1])}] {loc[-1]}" if len(loc) > 1 else f"[{loc[0]}]" if loc else "the profile"
+        # a union's members name themselves in the location (``list[float]``, ``float``): not the file's keys
+        loc = [x for x in err["loc"] if isinstance(x, int) or not (x in _TYPES or "[" in x or x.startswith("function"))]
+        while loc and isinstance(loc[-1], int):
+            loc = loc[:-1]
+        names = [str(x) for x in loc]
+        at = "".join(f"[{x}]" for x in err["loc"][len(loc):] if isinstance(x, int))
+        where = f"[{'.'.join(names[:-1])}] {names[-1]}{at}" if len(names) > 1 else \
+            (f"[{names[0]}]" if names else "the profile")
         lines.append(f"{where}: {err['msg']} (got {err.get('input')!r})")
     return "; ".join(dict.fromkeys(lines))
 

@@ -347,12 +347,15 @@ def test_an_older_version_reads_under_this_versions_names_and_times_the_same(tmp
     assert profile.read(stale).coherence.update_gbs is None  # type: ignore[union-attr]
 
 
-def test_a_value_of_the_wrong_type_is_an_error_naming_file_table_and_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("line", "where", "got"), [('line_bytes = "sixty-four"', "[cache] line_bytes", "'sixty-four'"),
+                                                 ('shared_by = [1, "all"]', "[cache] shared_by[1]", "'all'")])
+def test_a_value_of_the_wrong_type_is_an_error_naming_file_table_and_key(tmp_path: Path, line: str, where: str,
+                                                                         got: str) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text(profile.to_toml(_doc()).replace('[cache]\n', '[cache]\nline_bytes = "sixty-four"\n'))
+    path.write_text(profile.to_toml(_doc()).replace("[cache]\n", f"[cache]\n{line}\n"))
     with pytest.raises(profile.ProfileError) as e:
         profile.read(path)
-    assert str(e.value).startswith(f"{path}: [cache] line_bytes: ") and "'sixty-four'" in str(e.value)
+    assert str(e.value).startswith(f"{path}: {where}: ") and got in str(e.value)
 
 
 @pytest.mark.parametrize("entry", sorted((REPO / "corpus").glob("*.json.gz")), ids=lambda p: p.name)
