@@ -63,7 +63,7 @@ def main() -> None:
     from simasgd import backends, profile
     from simasgd.workloads.constant import ConstWorkload, mean_loss
 
-    doc = profile.read(args.profile) if os.path.isfile(args.profile) else {}
+    doc = profile.read(args.profile).to_doc() if os.path.isfile(args.profile) else {}
     if "network" not in doc:
         from executors.dist.calibrate_network import calibrate
 

@@ -215,10 +215,10 @@ def _calibrated_at(path: object) -> str:
     try:
         from simasgd import machine
 
-        doc = machine.load_profile(Path(str(path))).profile or {}
+        doc = machine.load_profile(Path(str(path))).profile
     except Exception:  # a header note only: an unreadable profile fails elsewhere, loudly
         return ""
-    created = doc.get("calibration", {}).get("created")
+    created = None if doc is None or doc.calibration is None else doc.calibration.created
     return f", calibrated {created}" if created else ""
 
 

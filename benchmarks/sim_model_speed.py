@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -66,8 +65,9 @@ def time_checkout(checkout: Path, profile: Path, updates: int) -> dict[str, floa
 
 
 def main(argv: list[str] | None = None) -> int:
+    import tomli_w
+
     from simasgd.corpus import store
-    from simasgd.profile import to_toml
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--checkout", type=Path, action="append", required=True,
@@ -82,9 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "profile.toml"
         doc = store.load(args.corpus_entry).profile
-        # as calibrated: an older checkout refuses a newer format version than it reads
-        was = int((doc.get("profile") or {}).get("format_version", 1))
-        profile.write_text(re.sub(r"(?m)^format_version = \d+$", f"format_version = {was}", to_toml(doc)))
+        # as calibrated, keys and version: an older checkout refuses a newer format version than it reads
+        profile.write_text(tomli_w.dumps(doc))
         for r in range(args.rounds):
             for c in checkouts if r % 2 == 0 else checkouts[::-1]:
                 for name, s in time_checkout(c, profile, args.updates).items():

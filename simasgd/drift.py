@@ -17,7 +17,6 @@ nothing from ``executors``.
 from __future__ import annotations
 
 import contextlib
-import copy
 import datetime as _dt
 import importlib
 import math
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
+    from simasgd.profile_model import Profile
     from simasgd.scenario import Scenario, WorkloadConfig
 
 # A gradient median this far from the calibrated one (relative): the host runs differently than at
@@ -155,19 +155,21 @@ def ago(seconds: float | None) -> str:
 # --- what the profile says ---------------------------------------------------------------------------
 
 
-def calibrated_gradient_s(doc: dict[str, Any], workload: WorkloadConfig) -> float | None:
+def calibrated_gradient_s(doc: Profile | dict[str, Any], workload: WorkloadConfig) -> float | None:
     """The median of the one-thread gradient samples the simulator draws for this workload (scaled from the
     nearest calibrated batch size, as it does); None where the profile has no table for it."""
+    from simasgd.profile import typed
     from simasgd.sim.profile_tables import profile_gradient
 
-    dist = profile_gradient(doc, workload)
+    dist = profile_gradient(typed(doc), workload)
     samples = getattr(dist, "samples", None)
     return float(np.median(samples)) if samples is not None and len(samples) else None
 
 
-def calibrated_c2c_ns(doc: dict[str, Any]) -> float | None:
-    ns = (doc.get("c2c") or {}).get("latency_ns") if isinstance(doc.get("c2c"), dict) else None
-    return float(ns) if isinstance(ns, (int, float)) and ns > 0 else None
+def calibrated_c2c_ns(profile: Profile) -> float | None:
+    """The profile's ``[c2c] latency_ns``, None without it."""
+    ns = None if profile.c2c is None else profile.c2c.latency_ns
+    return float(ns) if ns is not None and ns > 0 else None
 
 
 # --- measuring now ---------------------------------------------------------------------------------------
@@ -196,7 +198,7 @@ def measure(scenario: Scenario, profile_path: Path, probe: Probe | None = None,
     return Drift(workload=workload_key(scenario.workload), gradient_s=_positive(got.get("gradient_median_s")),
                  calibrated_gradient_s=calibrated_gradient_s(doc, scenario.workload),
                  c2c_ns=_positive(got.get("c2c_ns")), calibrated_c2c_ns=calibrated_c2c_ns(doc),
-                 calibrated_at=_text((doc.get("calibration") or {}).get("created")),
+                 calibrated_at=_text(None if doc.calibration is None else doc.calibration.created),
                  measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                  note=note or got.get("reason"))
 
@@ -215,25 +217,27 @@ _SCALED = ("samples_s", "mean_s", "median_s", "p10_s", "p90_s", "std_s")
 _CONCURRENT = re.compile(r"^k\d+(_(mean|median|p90)_s)?$")  # k threads at once: samples, stats
 
 
-def refreshed_profile(doc: dict[str, Any], workload: WorkloadConfig, ratio: float) -> dict[str, Any]:
+def refreshed_profile(profile: Profile | dict[str, Any], workload: WorkloadConfig, ratio: float) -> Profile:
     """A copy of the profile whose gradient table for this workload (the nearest calibrated batch size, the
     one the simulator draws from) has every gradient time × ``ratio``: alone, in a cycle, k at once. The
     model's steps and every other table are as calibrated (the probe timed the gradient only)."""
+    from simasgd.profile import typed
     from simasgd.sim.profile_tables import workload_table
 
-    out = copy.deepcopy(doc)
+    out = typed(profile).model_copy(deep=True)
     found = workload_table(out, workload)
     if found is None:
         return out
     table = found[1]
     for key in _SCALED:
-        table[key] = _times(table.get(key), ratio)
-    conc = table.get("concurrent")
-    if isinstance(conc, dict):
-        for key in [k for k in conc if _CONCURRENT.match(k)]:
-            conc[key] = _times(conc[key], ratio)
-    if isinstance(table.get("gflops"), (int, float)):
-        table["gflops"] = table["gflops"] / ratio
+        setattr(table, key, _times(getattr(table, key), ratio))
+    conc = table.concurrent
+    if conc is not None and conc.__pydantic_extra__ is not None:
+        extra = conc.__pydantic_extra__
+        for key in [k for k in extra if _CONCURRENT.match(k)]:
+            extra[key] = _times(extra[key], ratio)
+    if table.gflops is not None:
+        table.gflops = table.gflops / ratio
     return out
 
 
@@ -249,8 +253,8 @@ def write_refreshed(profile_path: Path, scenario: Scenario, ratio: float, folder
     """The refreshed copy of the profile (:func:`refreshed_profile`), written into ``folder``."""
     from simasgd import profile
 
-    doc = profile.read(profile_path)
-    return profile.write(refreshed_profile(doc, scenario.workload, ratio), Path(folder) / REFRESHED_PROFILE)
+    return profile.write(refreshed_profile(profile.read(profile_path), scenario.workload, ratio),
+                         Path(folder) / REFRESHED_PROFILE)
 
 
 @contextlib.contextmanager

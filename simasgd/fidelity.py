@@ -535,10 +535,10 @@ def _add_torch_gradients(path: Path, scenario: Scenario, quick: bool) -> None:
     Python in worker processes, they are far from what the profile's FLOP rate would derive."""
     from simasgd import profile
 
-    doc = profile.read(path)
+    doc = profile.read(path).to_doc()
     key = profile.workload_key(scenario.workload)
     measure = getattr(profile.calibrator(), "gradient_times", None)
-    if key in (doc.get("gradient") or {}) or measure is None:
+    if key in doc.get("gradient", {}) or measure is None:
         return
     doc.setdefault("gradient", {})[key] = measure(scenario.workload, scenario.seed, scenario.base_dir,
                                                   0.4 if quick else 4.0)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
+from simasgd.profile_model import Profile
 from simasgd.provenance import Cited
 
 
@@ -27,7 +27,7 @@ class Gpu:
     efficiency: float = 0.3       # sustained fraction of peak flops of these small numba kernels
     host_sync_s: float = 10e-6    # stream synchronise + host barrier hand-off
     kernels_per_gradient: int = 12  # launches in one minibatch gradient (forward, loss, backward)
-    profile: dict[str, Any] | None = None
+    profile: Profile | None = None  # the calibrated profile of ``this-gpu``
 
     @property
     def flops_per_s(self) -> float:
@@ -81,15 +81,15 @@ def names() -> list[str]:
     return [*PRESETS, PROFILE_PRESET]
 
 
-def from_profile(doc: dict[str, Any], path: Path) -> Gpu:
+def from_profile(profile: Profile, path: Path) -> Gpu:
     """The ``[gpu]`` table of a calibrated profile (``executors/calibration/gpu.py`` writes it)."""
-    t = doc.get("gpu")
-    if not isinstance(t, dict):
+    if profile.gpu is None:
         raise ValueError(f"{path}: no [gpu] table; run `simasgd calibrate --gpu` on a machine with a GPU")
     keys = {f.name for f in fields(Gpu)} - {"name", "profile"}
-    given = {k: t[k] for k in keys if k in t}
+    table = profile.gpu.model_dump(exclude_none=True)
+    given = {k: table[k] for k in keys if k in table}
     missing = {"sms", "clock_ghz", "fp32_lanes_per_sm", "mem_bandwidth_gbs", "launch_latency_s",
                "atomics_per_s"} - set(given)
     if missing:
         raise ValueError(f"{path}: [gpu] lacks {sorted(missing)}")
-    return Gpu(name=PROFILE_PRESET, profile=doc, **given)
+    return Gpu(name=PROFILE_PRESET, profile=profile, **given)

@@ -24,6 +24,7 @@ from typing import Any
 from simasgd import gpus
 from simasgd import profile as profile_format
 from simasgd.corpus import files as corpus_files
+from simasgd.profile_model import Profile
 from simasgd.provenance import Cited
 from simasgd.scenario import MachineConfig
 
@@ -41,7 +42,7 @@ class Machine:
     gflops_per_core: float        # sustained, for deriving gradient times from a workload's flops
     quantum_s: float              # OS scheduler time slice
     context_switch_s: float
-    profile: dict[str, Any] | None = None  # calibrated measurements ("this"), read by the simulator
+    profile: Profile | None = None  # calibrated measurements ("this"), read by the simulator
     core_bandwidth_gbs: float = 10.0  # what one core can stream (copy loops), whatever the socket offers
     # The socket's clock and last-level cache (simasgd/sim/sockets.py); 0 / () = unknown, not modelled.
     base_ghz: float = 0.0             # the clock gflops_per_core is quoted at
@@ -329,16 +330,22 @@ def load_profile(path: Path | None = None) -> Machine:
     return from_profile(doc, "this", path)
 
 
-def from_profile(doc: dict[str, Any], name: str, where: str | Path) -> Machine:
+def from_profile(profile: Profile, name: str, where: str | Path) -> Machine:
     """The machine a calibrated profile describes: its ``[machine]`` table's keys, and the profile itself for the
     simulator's tables. One function for ``this`` (:func:`load_profile`) and the corpus machines
     (:func:`corpus_machine`); ``where`` names the profile in errors."""
     keys = {f.name for f in fields(Machine)} - {"name", "profile"}
-    m = doc.get("machine", {})
+    m = machine_keys(profile)
     missing = {k for k in keys if next(f for f in fields(Machine) if f.name == k).default is MISSING} - set(m)
     if missing:
         raise MachineError(f"{where}: [machine] lacks {sorted(missing)}")
-    return Machine(name=name, profile=doc, **{k: m[k] for k in keys if k in m})
+    return Machine(name=name, profile=profile, **{k: m[k] for k in keys if k in m})
+
+
+def machine_keys(profile: Profile) -> dict[str, Any]:
+    """The keys the profile's ``[machine]`` table gives (its calibrated ones and any other key of
+    :class:`Machine`), None values left out."""
+    return {} if profile.machine is None else profile.machine.model_dump(exclude_none=True)
 
 
 CORPUS_ENV = "SIMASGD_CORPUS"
@@ -424,7 +431,7 @@ def preset_names() -> list[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def _read_profile(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+def _read_profile(path: str, mtime_ns: int, size: int) -> Profile:
     """A profile parsed once per version of its file (a sweep simulates hundreds of runs on one profile; its
     gradient samples make parsing it cost more than a short run). The simulator only reads it."""
     return profile_format.read(Path(path))

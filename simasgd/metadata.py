@@ -145,5 +145,5 @@ def calibrated_c2c_ns(path: os.PathLike[str] | str | None = None) -> float | Non
         doc = profile.read(p)
     except (OSError, profile.ProfileError):
         return None
-    ns = (doc.get("c2c") or {}).get("latency_ns")
-    return float(ns) if isinstance(ns, (int, float)) and ns > 0 else None
+    ns = None if doc.c2c is None else doc.c2c.latency_ns
+    return float(ns) if ns is not None and ns > 0 else None

@@ -42,6 +42,7 @@ import numpy as np
 from scipy import special
 
 if TYPE_CHECKING:
+    from simasgd.profile_model import Profile
     from simasgd.results import RunResult
 
 LEVEL = 0.90
@@ -163,7 +164,7 @@ def per_run_of_stats(hist: np.ndarray, scalars: Mapping[str, np.ndarray]) -> dic
 
 # --- the host's noise -------------------------------------------------------------------------
 
-def calibration_spread(profile: Mapping[str, Any], blocks: int = BLOCKS, seed: int = 0) -> HostNoise | None:
+def calibration_spread(profile: Profile, blocks: int = BLOCKS, seed: int = 0) -> HostNoise | None:
     """The host's σ from a profile's gradient samples: each workload's samples, in the order they were timed, cut
     into ``blocks`` consecutive blocks; the variance of the blocks' median log time beyond what sampling alone
     gives it (the same samples in a random order, :data:`PERMUTATIONS` times) is the variance of the host's
@@ -174,8 +175,8 @@ def calibration_spread(profile: Mapping[str, Any], blocks: int = BLOCKS, seed: i
     and overstates faster ones, which a run averages out."""
     rng = np.random.default_rng(seed)
     excess = []
-    for g in (profile.get("gradient") or {}).values():
-        s = np.asarray((g or {}).get("samples_s") or [], dtype=float)
+    for g in (profile.gradient or {}).values():
+        s = np.asarray(g.samples_s or [], dtype=float)
         s = s[np.isfinite(s) & (s > 0)]
         if len(s) < blocks * MIN_BLOCK_SAMPLES:
             continue
@@ -208,7 +209,7 @@ def drift_spread(ratios: Iterable[float]) -> HostNoise | None:
                                                                f"measured runs)", len(r))
 
 
-def host_noise_of_entry(profile: Mapping[str, Any], drifts: Iterable[Mapping[str, Any] | None],
+def host_noise_of_entry(profile: Profile, drifts: Iterable[Mapping[str, Any] | None],
                         refresh: bool = False) -> HostNoise | None:
     """A corpus machine's σ: its cells' drift probes where it has :data:`MIN_PROBES` of them (with ``refresh`` a
     drifted cell is simulated at its re-timed speed, so its ratio counts as 1), else its profile's samples. Not
@@ -256,7 +257,9 @@ def _corpus_host(path: Path) -> HostNoise | None:
         entry = store.load(path)
     except (OSError, store.CorpusError):
         return None
-    return host_noise_of_entry(entry.profile, [c.drift for c in entry.cells])
+    from simasgd import profile
+
+    return host_noise_of_entry(profile.typed(entry.profile, path), [c.drift for c in entry.cells])
 
 
 def of_result(result: RunResult, host: HostNoise | None = None, level: float = LEVEL) -> dict[str, Band]:

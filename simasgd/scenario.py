@@ -344,7 +344,7 @@ class SimConfig(Section):
     coherence_recency: bool = True
     # With coherence: a read or update of lines valid in this worker's cache and in another's (another worker
     # read them since they were last written) runs at the calibrated rates of such lines (profile
-    # [coherence] held_read_gbs, held_write_gbs: each write must first invalidate the other's copy;
+    # [coherence] held_read_gbs, held_update_gbs: each write must first invalidate the other's copy;
     # simasgd/sim/caches.py LastWriter); false = at the private rates.
     held_lines: bool = True
     # A periodic timer that stops every CPU at the same instant (profile [tick], executors/calibration/tick.py:

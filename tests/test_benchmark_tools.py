@@ -67,7 +67,7 @@ def test_profile_keys_counts_what_the_corpus_cells_read(tmp_path: Path, tiny: Ca
     monkeypatch.setenv("SIMASGD_PROFILE", str(path))
     measured = backends.run(sc, "sim")
     measured.save(tmp_path / "sweep" / "cell-a" / "cpu")
-    doc = prof.read(path)
+    doc = prof.read(path).to_doc()
     entry = store.entry_from([tmp_path / "sweep" / "cell-a" / "cpu"], doc, "tiny")
     model = keys.model_of(entry, updates=50)
     # the gradient's samples are read (k2: two workers at once), every [machine] key, nothing the profile lacks

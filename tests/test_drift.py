@@ -108,14 +108,14 @@ def test_a_failing_probe_leaves_the_figures_unknown_and_says_why(tmp_path: Path)
 # --- refreshing: the simulator's gradient distribution × the ratio ----------------------------------------
 
 
-def _slowdown(table: dict[str, Any]) -> float:
+def _slowdown(table: Any) -> float:
     """Two gradients at once against one alone: the medians of a table's k = 2 and one-thread samples."""
-    return float(np.median(table["concurrent"]["k2"]) / np.median(table["samples_s"]))
+    return float(np.median(table.concurrent.samples(2)) / np.median(table.samples_s))
 
 
 @pytest.mark.parametrize("at_once", [1, 2])
 def test_refresh_rescales_the_sims_gradient_mean_by_exactly_the_ratio(at_once: int) -> None:
-    doc, r = _doc(), 1.24
+    doc, r = profile.typed(_doc()), 1.24
     fresh = drift.refreshed_profile(doc, WL, r)
     before = profile_tables.profile_gradient(doc, WL, at_once)
     after = profile_tables.profile_gradient(fresh, WL, at_once)
@@ -128,9 +128,10 @@ def test_refresh_rescales_the_sims_gradient_mean_by_exactly_the_ratio(at_once: i
 
 
 def test_refresh_touches_only_this_workloads_gradient_times_and_copies() -> None:
-    doc = _doc()
-    fresh = drift.refreshed_profile(doc, WL, 1.5)
-    assert doc == _doc(), "the profile given is left as it was"
+    given = profile.typed(_doc())
+    doc = given.to_doc()
+    fresh = drift.refreshed_profile(given, WL, 1.5).to_doc()
+    assert given.to_doc() == doc, "the profile given is left as it was"
     t, t0 = fresh["gradient"][workload_key(WL)], doc["gradient"][workload_key(WL)]
     assert t["median_s"] == pytest.approx(1.5 * t0["median_s"]) and t["gflops"] == pytest.approx(1.0)
     assert t["concurrent"]["k2_median_s"] == pytest.approx(1.5 * 170e-6)
@@ -279,10 +280,9 @@ def test_compare_refreshes_the_prediction_in_a_copy_and_records_the_drift(host: 
     assert list(res) == ["sim", "host"]
     assert this_profile.read_bytes() == before, "the user's profile is never rewritten"
     copy = tmp_path / "c" / drift.REFRESHED_PROFILE
-    doc = profile.read(copy)
-    ours = profile.read(this_profile)
-    key = workload_key(WL)
-    assert doc["gradient"][key]["samples_s"] == pytest.approx([1.3 * x for x in ours["gradient"][key]["samples_s"]])
+    doc = profile.read(copy).workload_tables()[workload_key(WL)]
+    ours = profile.read(this_profile).workload_tables()[workload_key(WL)]
+    assert doc.samples_s == pytest.approx([1.3 * x for x in ours.samples_s or []])
     assert res["sim"].metadata["profile"]["path"] == str(copy.resolve())
     assert machine.profile_path() == this_profile  # restored after the simulator's runs
     saved = fidelity.load_json(tmp_path / "c" / "fidelity.json")["metadata"]["drift"]

@@ -11,6 +11,8 @@ import pytest
 from scipy import stats
 
 from simasgd import prediction_band as pb
+from simasgd import profile
+from simasgd.profile_model import Profile
 
 Z90 = float(stats.norm.ppf(0.95))
 
@@ -87,7 +89,7 @@ def test_fewer_than_two_runs_have_no_band_and_a_zero_keeps_the_linear_scale() ->
 
 
 def _profile(rng: np.random.Generator, workloads: int, block_sigma: float, per_call_sigma: float,
-             blocks: int = pb.BLOCKS, per_block: int = 25) -> dict:
+             blocks: int = pb.BLOCKS, per_block: int = 25) -> Profile:
     """A profile whose gradient samples run at a speed that is constant within each block and lognormal across
     blocks (σ = ``block_sigma``), with lognormal per-call noise."""
     grads = {}
@@ -95,7 +97,7 @@ def _profile(rng: np.random.Generator, workloads: int, block_sigma: float, per_c
         speed = np.repeat(rng.normal(0, block_sigma, blocks), per_block)
         s = 1e-4 * np.exp(speed + rng.normal(0, per_call_sigma, blocks * per_block))
         grads[f"w{w}"] = {"samples_s": s.tolist()}
-    return {"gradient": grads}
+    return profile.typed({"gradient": grads})
 
 
 def test_calibration_spread_recovers_a_known_block_factor() -> None:
@@ -106,8 +108,8 @@ def test_calibration_spread_recovers_a_known_block_factor() -> None:
     assert got.sigma == pytest.approx(0.1, rel=0.15)
     flat = pb.calibration_spread(_profile(rng, 60, 0.0, 0.1))
     assert flat is not None and flat.sigma < 0.03  # sampling noise alone, taken away by the permutations
-    assert pb.calibration_spread({"gradient": {"w": {"samples_s": [1e-4] * 20}}}) is None
-    assert pb.calibration_spread({}) is None
+    assert pb.calibration_spread(profile.typed({"gradient": {"w": {"samples_s": [1e-4] * 20}}})) is None
+    assert pb.calibration_spread(profile.typed({})) is None
 
 
 def test_drift_spread_is_the_root_mean_square_of_the_log_ratios() -> None:
@@ -174,7 +176,6 @@ def test_run_and_show_print_the_band_and_the_results_carry_it(tmp_path: Path,
     # noise; `run` records them in summary.json and `show` prints the same ones.
     from typer.testing import CliRunner
 
-    from simasgd import profile
     from simasgd.cli import app
     from simasgd.corpus import store
     from simasgd.results import RunResult
@@ -191,7 +192,7 @@ def test_run_and_show_print_the_band_and_the_results_carry_it(tmp_path: Path,
                               "-s", "machine.preset=this", "-s", "stop.max_updates=400", "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "summary.json").read_text())
-    want = pb.calibration_spread(entry.profile)
+    want = pb.calibration_spread(profile.typed(entry.profile))
     assert want is not None and doc["metadata"]["host_noise"]["sigma_log"] == pytest.approx(want.sigma)
     bands = doc["metadata"]["bands"]
     rates = [r["updates_per_s"] for r in doc["runs"]]

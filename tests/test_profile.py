@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import backends, loader, machine, profile
+from simasgd import backends, loader, machine, profile, profile_model
 from simasgd.cli import app
 from simasgd.machine import MachineError
 from simasgd.results import RunResult
@@ -41,7 +41,7 @@ def _doc() -> dict[str, Any]:
 def test_round_trip_keeps_every_table(tmp_path: Path) -> None:
     doc = _doc()
     path = profile.write(doc, tmp_path / "p" / "this.toml")
-    back = profile.read(path)
+    back = profile.read(path).to_doc()
     assert back.pop("profile") == {"format": profile.FORMAT, "format_version": profile.FORMAT_VERSION}
     doc["scheduler"].pop("missing")  # None: left out (TOML has no null)
     assert back == doc
@@ -65,7 +65,7 @@ def test_old_profile_without_profile_table_loads(tmp_path: Path) -> None:
     assert "[profile]" not in old and "format_version" not in old
     path = tmp_path / "old.toml"
     path.write_text(old)
-    assert profile.read(path)["machine"] == MACHINE
+    assert machine.machine_keys(profile.read(path)) == MACHINE
     m = machine.load_profile(path)
     assert m.name == "this" and m.cores_per_socket == 2
 
@@ -93,9 +93,9 @@ def test_older_format_version_than_read_is_refused_naming_file_versions_and_comm
     """Once the tables change past what the simulator can read, OLDEST_VERSION moves up: a profile before it
     is refused naming the file, its version, the versions read and the command that recalibrates it."""
     path = profile.write(_doc(), tmp_path / "old.toml")
-    monkeypatch.setattr(profile, "FORMAT_VERSION", profile.FORMAT_VERSION + 1)
-    monkeypatch.setattr(profile, "OLDEST_VERSION", profile.FORMAT_VERSION)
-    was = profile.FORMAT_VERSION - 1
+    was = profile.FORMAT_VERSION  # the file's version
+    monkeypatch.setattr(profile_model, "FORMAT_VERSION", was + 1)
+    monkeypatch.setattr(profile_model, "OLDEST_VERSION", was + 1)
     with pytest.raises(profile.ProfileError) as e:
         profile.read(path)
     msg = str(e.value)
@@ -305,3 +305,117 @@ def test_compare_warns_when_the_reference_ran_on_a_busy_host(tmp_path: Path, as_
     assert res.exit_code == 0, res.output
     busy = [l for l in res.output.splitlines() if "busy" in l]
     assert len(busy) == 1 and "(cpu)" in busy[0] and "run 1" in busy[0] and "at its end" in busy[0]
+
+
+# --- the typed tables (simasgd/profile_model.py) ----------------------------------------------------------
+
+def _v2_profile(tmp_path: Path) -> Path:
+    """A version-2 profile in that version's names: [copy_by_size] gbs, [coherence] write_gbs, held_write_gbs."""
+    lines = ["[profile]", 'format = "simasgd-profile"', "format_version = 2", "", "[machine]",
+             *(f"{k} = {v!r}" for k, v in MACHINE.items()), "",
+             "[copy_by_size]", "sizes_bytes = [65536, 4194304]", "gbs = [100.0, 20.0]", "update_gbs = [300.0, 50.0]",
+             "", "[coherence]", "sizes_bytes = [65536, 4194304]", "read_gbs = [40.0, 15.0]",
+             "write_gbs = [60.0, 30.0]", "held_read_gbs = [50.0, 18.0]", "held_write_gbs = [45.0, 25.0]",
+             "own_write_gbs = [1.0, 2.0]", ""]
+    path = tmp_path / "v2.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def test_an_older_version_reads_under_this_versions_names_and_times_the_same(tmp_path: Path) -> None:
+    from simasgd.sim.caches import CacheModel
+
+    old = profile.read(_v2_profile(tmp_path))
+    assert old.copy_by_size is not None and old.coherence is not None
+    assert old.copy_by_size.read_gbs == [100.0, 20.0]
+    assert old.coherence.update_gbs == [60.0, 30.0] and old.coherence.held_update_gbs == [45.0, 25.0]
+    doc = old.to_doc()  # written back: this version, this version's names, an undeclared key kept as it was
+    assert doc["profile"]["format_version"] == profile.FORMAT_VERSION
+    assert "write_gbs" not in doc["coherence"] and doc["coherence"]["own_write_gbs"] == [1.0, 2.0]
+    new = profile.read(profile.write(doc, tmp_path / "v3.toml"))
+    assert new.to_doc() == doc
+    a, b = CacheModel.from_profile(old), CacheModel.from_profile(new)
+    assert a is not None and b is not None and a.held_update_gbs is not None
+    for size in (1e4, 65536, 1e6, 4194304, 1e8):  # read, update, fresh and held steps: the same figures
+        assert a.read_s(size, True) == b.read_s(size, True) == 2 * size / (a._rate(a.shared_read_gbs, size,
+                                                                                  a.shared_sizes))
+        assert a.update_s(size) == b.update_s(size) and a.update_into_s(size, True) == b.update_into_s(size, True)
+        assert a.held_s(size, True) == b.held_s(size, True) and a.held_s(size, False) == b.held_s(size, False)
+    # a version-3 file with the old names is not renamed: those keys are undeclared, read by nothing
+    stale = tmp_path / "stale.toml"
+    stale.write_text(_v2_profile(tmp_path).read_text().replace("format_version = 2", "format_version = 3"))
+    assert profile.read(stale).coherence.update_gbs is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("line", "where", "got"), [('line_bytes = "sixty-four"', "[cache] line_bytes", "'sixty-four'"),
+                                                 ('shared_by = [1, "all"]', "[cache] shared_by[1]", "'all'")])
+def test_a_value_of_the_wrong_type_is_an_error_naming_file_table_and_key(tmp_path: Path, line: str, where: str,
+                                                                         got: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(profile.to_toml(_doc()).replace("[cache]\n", f"[cache]\n{line}\n"))
+    with pytest.raises(profile.ProfileError) as e:
+        profile.read(path)
+    assert str(e.value).startswith(f"{path}: {where}: ") and got in str(e.value)
+
+
+@pytest.mark.parametrize("entry", sorted((REPO / "corpus").glob("*.json.gz")), ids=lambda p: p.name)
+def test_every_corpus_profile_loads_and_writes_back_the_same_figures(entry: Path) -> None:
+    from simasgd.corpus import store
+
+    doc = store.load(entry).profile
+    typed = profile.typed(doc, entry)
+    version = doc.get("profile", {}).get("format_version", 1)
+    renamed = {old: new for v, names in profile.RENAMED.items() if v > version for old, new in names.items()}
+    back = profile.loads(profile.to_toml(doc), entry).to_doc()
+    assert back == typed.to_doc()
+    for table, keys in doc.items():
+        if table == "profile":
+            continue
+        for key, value in keys.items():
+            new_table, new_key = renamed.get(f"{table}.{key}", f"{table}.{key}").split(".", 1)
+            assert back[new_table][new_key] == value, f"{table}.{key}"
+    m = machine.from_profile(typed, entry.name, entry)
+    assert m.cores_per_socket == doc["machine"]["cores_per_socket"] and m.profile is typed
+
+
+def test_reads_are_noted_only_inside_recording_and_only_of_figures_present() -> None:
+    from simasgd.profile_model import recording
+
+    p = profile.typed(_doc())
+    assert p.cache is not None and p.cache.sizes_bytes  # outside: nothing noted anywhere
+    with recording() as reads:
+        assert p.cache.line_bytes is None  # absent: not noted
+        assert p.cache.levels == [1, 2]
+        assert p.coherence is None  # an absent table: not noted
+        table = p.workload_tables()[KEY]
+        assert table.samples_s == [1e-3, 2e-3] and table.concurrent is not None
+        assert table.concurrent.samples(2) == [3e-3, 4e-3] and table.concurrent.samples(3) is None
+    assert reads.tables == {"cache", "gradient"}
+    assert reads.keys == {"cache.levels", f"gradient.{KEY}.samples_s", f"gradient.{KEY}.concurrent.k2"}
+    assert p.scheduler is not None and p.scheduler.quantum_s == float("inf")  # after: nothing more noted
+    assert reads.tables == {"cache", "gradient"}
+
+
+def test_a_mechanism_whose_fields_are_missing_is_warned_of_by_those_fields(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from simasgd.sim import backend, model_record
+
+    path = _v2_profile(tmp_path)
+    path.write_text(path.read_text().replace("held_read_gbs = [50.0, 18.0]\n", ""))
+    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    monkeypatch.setattr(model_record, "_warned", set())
+    sc = loader.from_dict({"machine": {"preset": "this"}, "workers": {"count": 2, "placement": "uma"},
+                           "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8},
+                           "timing": {"gradient": {"dist": "exponential", "mean_s": 1e-4}},
+                           "algorithm": {"name": "mutex"}, "stop": {"max_updates": 50}, "sim": {"numerics": False}})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = backend.run_once(sc, 0).metadata["model"]
+    (said,) = [str(w.message) for w in caught if issubclass(w.category, model_record.ModelWarning)]
+    assert "held_lines ([coherence] held_read_gbs)" in said  # the table is there, the key is not
+    assert "timer_tick" not in said  # replaced by the given [timing] gradient: not missing
+    assert "coherence (" not in said and "coherence" in model["mechanisms"]
+    assert "held_lines" in model["missing"] and "held_lines" not in model["mechanisms"]
+    assert {"coherence.read_gbs", "coherence.update_gbs"} <= set(model["keys"])

@@ -130,7 +130,7 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     top = min(max(2 * llc, 1 << 20), 64 << 20)
     log("coherence")
     coh = c2c.measured_rows(coh_mod.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
-                            dict(zip(by_size["sizes_bytes"], by_size["gbs"], strict=True)))  # in one placement
+                            dict(zip(by_size["sizes_bytes"], by_size["read_gbs"], strict=True)))  # in one placement
     log("timer tick")
     tick = tick_table(max(0.2, 1.0 * scale))  # 250 periods of a 250 Hz timer
     return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "tick": tick,

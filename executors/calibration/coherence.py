@@ -98,21 +98,21 @@ def _median_round(cpus: tuple[int, int], n: int, op: int, lines: int, rounds: in
     return float(np.median(outs[1][1:]))  # round 0 warms B's private buffers
 
 
-def coherence(sizes: Sequence[int], seconds: float, copy_gbs: dict[int, float] | None = None) -> dict[str, Any]:
+def coherence(sizes: Sequence[int], seconds: float, read_gbs: dict[int, float] | None = None) -> dict[str, Any]:
     """B's copy / update / fresh pass of a buffer right after A (another CPU) wrote it; ``held_*``: B's copy /
     update of a buffer it wrote, right after A copied it (both caches hold its lines)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return {"reason": "one usable CPU: no second core to move lines from"}
     pair = (cpus[0], cpus[1])
-    rows = (("read_gbs", COPY, OTHERS), ("write_gbs", UPDATE, OTHERS), ("fresh_gbs", FRESH, OTHERS),
-            ("held_read_gbs", COPY, HELD), ("held_write_gbs", UPDATE, HELD))
+    rows = (("read_gbs", COPY, OTHERS), ("update_gbs", UPDATE, OTHERS), ("fresh_gbs", FRESH, OTHERS),
+            ("held_read_gbs", COPY, HELD), ("held_update_gbs", UPDATE, HELD))
     per = seconds / max(1, len(rows) * len(sizes))
     out: dict[str, Any] = {"sizes_bytes": list(sizes), **{key: [] for key, _, _ in rows}}
     rounds_used = []
     for size in sizes:
         # a round is A's write + B's op, about 5 x size bytes moved; bandwidth from copy_by_size if known
-        bw = max((copy_gbs or {}).get(size, 5.0), 0.5) * 1e9
+        bw = max((read_gbs or {}).get(size, 5.0), 0.5) * 1e9
         rounds = int(min(200, max(5, per / (5 * size / bw + 2e-6))))
         rounds_used.append(rounds)
         for key, op, lines in rows:

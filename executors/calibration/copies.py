@@ -108,10 +108,10 @@ def _bandwidth(dst: np.ndarray, src: np.ndarray, update: bool, seconds: float) -
 def copy_by_size(sizes: Sequence[int], seconds: float) -> dict[str, Any]:
     """One thread, warm buffers of each size: bandwidth where the working set lives (L1 ... DRAM)."""
     per = seconds / max(1, 2 * len(sizes))
-    gbs, upd = [], []
+    read, upd = [], []
     for size in sizes:
         n = size // 8
         src, dst = np.ones(n), np.full(n, 0.5)  # filled, so no first-touch page faults are timed
-        gbs.append(_bandwidth(dst, src, False, per))
+        read.append(_bandwidth(dst, src, False, per))
         upd.append(_bandwidth(dst, src, True, per))
-    return {"sizes_bytes": list(sizes), "gbs": gbs, "update_gbs": upd}
+    return {"sizes_bytes": list(sizes), "read_gbs": read, "update_gbs": upd}

@@ -91,7 +91,7 @@ def _calibrate_gpu(out: Path, quick: bool) -> None:
     except BackendError as e:  # executors.cuda.device.NoDevice: no GPU and no simulator
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    doc = fmt.read(out) if out.is_file() else {}
+    doc = fmt.read(out).to_doc() if out.is_file() else {}
     doc["gpu"] = gpu
     fmt.write(doc, out)
     console().print(f"wrote [gpu] to {out}: {gpu['device']}, {gpu['sms']} SMs, launch "
@@ -111,7 +111,7 @@ def _calibrate_network(out: Path, quick: bool) -> None:
     except ModuleNotFoundError as e:  # torch absent: the dist backend's transport is torch.distributed
         print(f"error: calibrate --network needs torch (pip install 'simasgd[torch]'): {e}", file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    doc = fmt.read(out) if out.is_file() else {}
+    doc = fmt.read(out).to_doc() if out.is_file() else {}
     doc["network"] = net
     fmt.write(doc, out)
     console().print(f"wrote [network] to {out}: {net['transport']}, latency {net['latency_us']:.1f} µs, "

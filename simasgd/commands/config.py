@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
+import tomlkit
 import typer
+from tomlkit.items import Table
 
 from simasgd.commands import EXIT_BAD_INPUT, console, output_file, user_errors, version
 from simasgd.commands.run import OverrideOpt
@@ -38,17 +39,20 @@ def resolved_toml(sc: Any) -> str:
     algorithm's parameters at their registry defaults. A key with no value (derived at run time, or an
     optional table left out) is a comment saying so. Loading the text gives the same resolved scenario."""
     doc, hints = resolved_doc(sc)
-    lines = [f"# {sc.name}: the scenario as resolved by simasgd {version()} (`simasgd config`)",
-             f"# {_machine_note(sc)}", ""]
+    out = tomlkit.document()
+    out.add(tomlkit.comment(f"{sc.name}: the scenario as resolved by simasgd {version()} (`simasgd config`)"))
+    out.add(tomlkit.comment(_machine_note(sc)))
+    out.add(tomlkit.nl())
     for k, v in doc.items():
         if not isinstance(v, dict) and v is not None:
-            lines.append(f"{_key(k)} = {_value(v)}")
+            out.add(k, _plain(v))
     for k, v in doc.items():
         if isinstance(v, dict):
-            _table(lines, _key(k), v, hints.get(k, {}))
+            out.add(k, _table(v, hints.get(k, {})))
         elif v is None:
-            lines += ["", f"# [{k}] not set"]
-    return "\n".join(lines) + "\n"
+            out.add(tomlkit.nl())
+            out.add(tomlkit.comment(f"[{k}] not set"))
+    return tomlkit.dumps(out)
 
 
 def resolved_doc(sc: Any) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
@@ -161,38 +165,40 @@ def _machine_values(sc: Any) -> dict[str, str]:
             **{k: _value(v) for k, v in asdict(m).items() if k not in ("name", "profile")}}
 
 
-def _table(lines: list[str], name: str, d: dict[str, Any], hints: dict[str, str] | None = None) -> None:
-    lines += ["", f"[{name}]"]
+def _table(d: dict[str, Any], hints: dict[str, str] | None = None) -> Table:
+    """One table of the resolved scenario: its values, then a comment for each key without one, then the tables
+    inside it."""
+    table = tomlkit.table()
     for k, v in d.items():
-        if v is None and (hints or {}).get(k):
-            lines.append(f"# {_key(k)}: {hints[k]}")  # type: ignore[index]
-        elif v is None:
-            lines.append(f"# {_key(k)}: not set")
+        if v is None:
+            table.add(tomlkit.comment(f"{k}: {(hints or {}).get(k) or 'not set'}"))
         elif not isinstance(v, dict):
-            lines.append(f"{_key(k)} = {_value(v)}")
+            table.add(k, _plain(v))
     for k, v in d.items():
         if isinstance(v, dict):
-            _table(lines, f"{name}.{_key(k)}", v)
+            table.add(k, _table(v))
+    return table
+
+
+def _plain(v: Any) -> Any:
+    """``v`` as TOML holds it: tuples as arrays, a dict's None values left out, what TOML has no type for as
+    its text."""
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        array = tomlkit.array()  # one line, its tables inline (a grid's list of settings)
+        array.extend(_plain(x) for x in v)
+        return array
+    if isinstance(v, dict):
+        inline = tomlkit.inline_table()
+        inline.update({k: _plain(x) for k, x in v.items() if x is not None})
+        return inline
+    return str(v)
 
 
 def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else ("inf" if v == math.inf else "-inf" if v == -math.inf else repr(v))
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items() if x is not None) + "}"
-    return _value(str(v))
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() and k.isascii() else '"' + k.replace('"', '\\"') + '"'
+    """``v`` written as a TOML value (for a comment that gives it)."""
+    return tomlkit.item(_plain(v)).as_string()
 
 
 EXAMPLE = '''\

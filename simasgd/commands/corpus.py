@@ -52,7 +52,7 @@ def add(paths: list[Path] = typer.Argument(..., help="Results folders of measure
     output_folder(where, "--corpus")
     with user_errors():
         try:
-            doc = prof.read(profile)
+            doc = prof.read(profile).to_doc()
         except prof.ProfileError as e:
             raise store.CorpusError(f"--profile: {e}") from None
         new = store.entry_from(store.measured_folders(paths), doc, machine)

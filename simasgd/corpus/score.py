@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simasgd import fidelity, prediction_band
+from simasgd import fidelity, prediction_band, profile
 from simasgd.corpus import ranking
 from simasgd.corpus.store import Cell, Entry
 
@@ -267,7 +267,8 @@ def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
         scores = list(_each(tasks, jobs, str(path), progress))
     order = {c.name: i for i, c in enumerate(entry.cells)}
     scores.sort(key=lambda s: order[s.cell])
-    host = prediction_band.host_noise_of_entry(entry.profile, [c.drift for c in entry.cells], refresh)
+    host = prediction_band.host_noise_of_entry(profile.typed(entry.profile, entry.name), [c.drift for c in entry.cells],
+                                               refresh)
     return MachineScore(entry.name, scores, time.perf_counter() - start, host=host)
 
 

@@ -41,6 +41,7 @@ from simasgd import analysis, fidelity, metadata, phases
 from simasgd.atomicio import atomic_write
 from simasgd.corpus import files
 from simasgd.corpus.files import FORMAT, FORMAT_VERSION, READS, SUFFIX  # noqa: F401 - this module's format
+from simasgd.profile_model import Profile
 from simasgd.results import ResultsError, RunResult, RunSummary
 
 SEGMENTS = 256
@@ -252,8 +253,10 @@ def _backend(folder: Path) -> str:
                .get("backend", ""))
 
 
-def entry_from(folders: list[Path], profile: dict[str, Any], name: str) -> Entry:
-    """An entry of measured results folders, calibrated with ``profile``."""
+def entry_from(folders: list[Path], calibrated: Profile | dict[str, Any], name: str) -> Entry:
+    """An entry of measured results folders, calibrated with ``calibrated`` (kept as its TOML document, in this
+    format version's keys)."""
+    typed = calibrated if isinstance(calibrated, Profile) else Profile.from_doc(calibrated, f"machine {name}")
     cells, first = [], None
     for f in folders:
         result = RunResult.load(f)
@@ -263,10 +266,12 @@ def entry_from(folders: list[Path], profile: dict[str, Any], name: str) -> Entry
     host = metadata.host_records(meta)
     machine = {"cpu_model": meta.get("cpu_model"), "cpu_count": meta.get("cpu_count"),
                "platform": meta.get("platform"), "hostname": meta.get("hostname"),
-               "topology": profile.get("machine", {}), "c2c_ns": (profile.get("c2c") or {}).get("latency_ns"),
+               "topology": {} if typed.machine is None else typed.machine.model_dump(exclude_none=True),
+               "c2c_ns": None if typed.c2c is None else typed.c2c.latency_ns,
                "run_cpus": meta.get("run_cpus"), "host": host[0] if host else None}
-    when = (profile.get("calibration") or {}).get("created") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return Entry(name, machine, profile, cells, str(when), meta.get("git_commit"))
+    created = None if typed.calibration is None else typed.calibration.created
+    when = created or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return Entry(name, machine, typed.to_doc(), cells, str(when), meta.get("git_commit"))
 
 
 def drift_beside(folder: Path, result: RunResult) -> dict[str, Any] | None:

@@ -1,13 +1,14 @@
 """The documentation's reference pages, generated from the code so they cannot drift from it.
 
-Five pages under ``docs/reference/``: the scenario format (every key of every table of
+Five pages under ``docs/reference/`` and one beside them: the scenario format (every key of every table of
 :mod:`simasgd.scenario`, its type, default, unit and allowed values, with the comment or
 description the model gives it, or :mod:`simasgd.reference.key_docs`; the algorithms'
 parameters from :mod:`simasgd.algorithms`), the results format (:mod:`simasgd.results`: the
 summary's fields, both tables' columns, the row contracts), the backends' support (each
 backend's ``ALGORITHMS``, ``VALUES``, ``MOOT``), the command line (the typer app) and the preset catalogue
 (every machine, GPU and network preset with each number's source, :mod:`simasgd.provenance`, and the shipped
-corpus's measured machines).
+corpus's measured machines); and the machine profile's format (``docs/profile.md``: every table of
+:mod:`simasgd.profile_model`).
 
 ``python -m simasgd.reference --write`` rewrites them; ``--check`` exits 1 naming the pages
 that differ (``tests/test_docs.py`` runs the same comparison).
@@ -24,6 +25,7 @@ from simasgd.reference.backends_page import backends_page
 from simasgd.reference.cli_page import cli_page
 from simasgd.reference.common import COMMAND
 from simasgd.reference.presets_page import presets_page
+from simasgd.reference.profile_page import profile_page
 from simasgd.reference.results_page import results_page
 from simasgd.reference.scenario_page import scenario_page
 
@@ -35,6 +37,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "docs/reference/backends.md": backends_page,
     "docs/reference/cli.md": cli_page,
     "docs/reference/presets.md": presets_page,
+    "docs/profile.md": profile_page,
 }
 
 

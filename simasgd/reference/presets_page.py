@@ -54,13 +54,13 @@ def network_rows() -> list[tuple[str, ...]]:
 def corpus_rows(folder: Path | None = None) -> list[tuple[str, ...]]:
     """The measured machines of ``folder`` (default: the shipped ``corpus/``): (preset, CPU, cells,
     then :data:`MACHINE_HEAD`'s numbers from the calibrated profile's ``[machine]``)."""
-    from simasgd import machine
+    from simasgd import machine, profile
     from simasgd.corpus import store
 
     rows = []
     for path in store.machines(folder or ROOT / "corpus"):
         entry = store.load(path)
-        m = machine.from_profile(entry.profile, entry.name, path)
+        m = machine.from_profile(profile.typed(entry.profile, path), entry.name, path)
         rows.append((entry.name, str(entry.machine.get("cpu_model") or "?"), str(len(entry.cells)),
                      *machine_row(m)[1:]))
     return rows

@@ -19,7 +19,8 @@ from simasgd import algorithms, profile
 from simasgd.blas import single_threaded
 from simasgd.convergence import Monitor, accuracy_of
 from simasgd.gpus import Gpu
-from simasgd.machine import check_nodes, is_gpu, preset_of, resolve, simulated
+from simasgd.machine import Machine, check_nodes, is_gpu, preset_of, resolve, simulated
+from simasgd.profile_model import Reads, recording
 from simasgd.progress import Advance
 from simasgd.results import RunResult, updates_frame
 from simasgd.scenario import Scenario
@@ -28,7 +29,7 @@ from simasgd.sim.algorithms import IMPLEMENTATIONS
 from simasgd.sim.costs import Platform
 from simasgd.sim.engine import SimRun
 from simasgd.sim.gpu import GpuPlatform
-from simasgd.sim.model_record import ModelRecord, tracked
+from simasgd.sim.model_record import ModelRecord
 from simasgd.sim.numerics import Model
 from simasgd.sim.profile_tables import profile_gradient
 
@@ -90,8 +91,13 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     if cpu is not None:  # a cluster's nodes share no memory: only messages between them
         check_nodes(cpu, scenario.algorithm.name, scenario.network)
     record = ModelRecord.before(scenario, cpu)  # what acts, before any of it is read
-    device, cpu = tracked(device), tracked(cpu)  # the profile's tables read from here on
     machine = device if device is not None else cpu
+    with recording() as reads:  # the profile's figures read from here on
+        return _run(scenario, run, advance, device, cpu, machine, record, reads)
+
+
+def _run(scenario: Scenario, run: int, advance: Advance | None, device: Gpu | None, cpu: Machine | None,
+         machine: Any, record: ModelRecord, reads: Reads) -> RunResult:
     wl = None
     if device is not None or _needs_workload(scenario, machine):
         from simasgd.workloads import build_workload
@@ -113,7 +119,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
         sim = SimRun(env, scenario, run, platform, model, monitor, advance)
         IMPLEMENTATIONS[scenario.algorithm.name](sim)
         sim.go()
-        return _result(scenario, run, sim, monitor, record.after(scenario, machine))
+        return _result(scenario, run, sim, monitor, record.after(scenario, machine, reads))
 
 
 def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor, model: dict[str, Any]) -> RunResult:

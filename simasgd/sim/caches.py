@@ -15,7 +15,7 @@ the profile's ``[copy_by_size]`` table (``simasgd calibrate``: a warm copy
 ``dst[:] = src`` and a warm ``θ -= lr·g`` per size, docs/profile.md),
 interpolated log-log between the measured sizes and clamped at the ends:
 
-- read   = 2·S / gbs(S)         (bytes read + written, the table's accounting)
+- read   = 2·S / read_gbs(S)    (bytes read + written, the table's accounting)
 - update = 3·S / update_gbs(S)  (θ and g read, θ written)
 
 Sharing. Per-core caches (L1, L2) are private, and a shared last-level cache
@@ -33,7 +33,7 @@ written by another core: a read copies lines out of that core's cache, an
 update takes lines another core holds. The profile's ``[coherence]`` table
 times exactly that (a copy and an update of a buffer another pinned thread has
 just written, per size), and with it the read and update of a multi-worker run
-use ``read_gbs``/``write_gbs`` in place of the private-buffer rates. Their
+use ``read_gbs``/``update_gbs`` in place of the private-buffer rates. Their
 ratio to the private rates depends on where the hypervisor put the CPUs (two
 calibrations half an hour apart can differ by half: executors/c2c.py):
 calibrate right before measuring.
@@ -43,52 +43,65 @@ calibrate right before measuring.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from simasgd.profile_model import Profile
 
 
 @dataclass(frozen=True)
 class CacheModel:
+    """Rates per buffer size, named as the profile names them: ``read`` a copy of θ into a private buffer,
+    ``update`` θ -= lr·g, ``fresh`` Leashed's θ − η·g into another buffer; ``shared_*`` on lines another core
+    wrote last, ``held_*`` on lines valid in this core's cache and another's (``[coherence]``)."""
+
     sizes: np.ndarray          # buffer sizes (bytes) the table was measured at, ascending
-    copy_gbs: np.ndarray       # one core's copy bandwidth at each size (read + written bytes)
+    read_gbs: np.ndarray       # one core's copy bandwidth at each size (read + written bytes)
     update_gbs: np.ndarray     # one core's θ -= lr·g bandwidth at each size (3 × bytes)
     llc_bytes: float           # last-level cache capacity (inf when unknown: never DRAM by this rule)
     shared_sizes: np.ndarray | None = None   # [coherence] sizes, and the rates after another core wrote:
-    shared_copy_gbs: np.ndarray | None = None    # a copy out of the other core's cache
+    shared_read_gbs: np.ndarray | None = None    # a copy out of the other core's cache
     shared_update_gbs: np.ndarray | None = None  # an update of lines the other core holds
     shared_fresh_gbs: np.ndarray | None = None  # a fresh-vector pass, source and destination the other core's
-    held_copy_gbs: np.ndarray | None = None  # a copy of lines this core wrote and another core has since read
+    held_read_gbs: np.ndarray | None = None  # a copy of lines this core wrote and another core has since read
     held_update_gbs: np.ndarray | None = None  # an update of such lines: each write invalidates the other's copy
 
     @classmethod
-    def from_profile(cls, profile: dict[str, Any] | None) -> CacheModel | None:
+    def from_profile(cls, profile: Profile | None) -> CacheModel | None:
         """The model from a calibrated profile, or None when it lacks ``[copy_by_size]``."""
-        table = (profile or {}).get("copy_by_size") or {}
-        sizes, gbs, upd = table.get("sizes_bytes"), table.get("gbs"), table.get("update_gbs")
-        if not (isinstance(sizes, list) and isinstance(gbs, list) and isinstance(upd, list)):
+        table = None if profile is None else profile.copy_by_size
+        if table is None:
             return None
-        if not sizes or not (len(sizes) == len(gbs) == len(upd)) or min(gbs + upd) <= 0:
+        sizes, read, upd = table.sizes_bytes, table.read_gbs, table.update_gbs
+        if sizes is None or read is None or upd is None:
+            return None
+        if not sizes or not (len(sizes) == len(read) == len(upd)) or min(read + upd) <= 0:
             return None
         order = np.argsort(sizes)
-        cache = (profile or {}).get("cache") or {}
-        levels = cache.get("sizes_bytes") or []
+        assert profile is not None  # it has [copy_by_size]
+        levels = [] if profile.cache is None else profile.cache.sizes_bytes or []
         llc = float(levels[-1]) if levels else math.inf
-        coh = (profile or {}).get("coherence") or {}
-        cs, cr, cw = coh.get("sizes_bytes"), coh.get("read_gbs"), coh.get("write_gbs")
-        shared: tuple[np.ndarray | None, ...] = (None,) * 6
-        if isinstance(cs, list) and isinstance(cr, list) and isinstance(cw, list) and cs \
-                and len(cs) == len(cr) == len(cw) and min(cr + cw) > 0:
-            o = np.argsort(cs)
-            cf = _column(coh.get("fresh_gbs"), len(cs))  # older profiles: none (the update's rate, four streams)
-            fresh = None if cf is None else cf[o] * 1e9
-            # older profiles: none (held lines at the private rates)
-            hr, hw = (_column(coh.get(k), len(cs)) for k in ("held_read_gbs", "held_write_gbs"))
-            shared = (np.asarray(cs, float)[o], np.asarray(cr, float)[o] * 1e9, np.asarray(cw, float)[o] * 1e9, fresh,
-                      *(None if c is None else c[o] * 1e9 for c in (hr, hw)))
-        return cls(np.asarray(sizes, float)[order], np.asarray(gbs, float)[order] * 1e9,
-                   np.asarray(upd, float)[order] * 1e9, llc, *shared)
+        base = cls(np.asarray(sizes, float)[order], np.asarray(read, float)[order] * 1e9,
+                   np.asarray(upd, float)[order] * 1e9, llc)
+        coh = profile.coherence
+        if coh is None:
+            return base
+        cs, cr, cu = coh.sizes_bytes, coh.read_gbs, coh.update_gbs
+        if not (cs and cr is not None and cu is not None and len(cs) == len(cr) == len(cu) and min(cr + cu) > 0):
+            return base
+        o = np.argsort(cs)
+
+        def column(values: list[float] | None) -> np.ndarray | None:
+            """An optional per-size ``[coherence]`` column in bytes/s by size (older profiles: none)."""
+            c = _column(values, len(cs))
+            return None if c is None else c[o] * 1e9
+
+        return replace(base, shared_sizes=np.asarray(cs, float)[o], shared_read_gbs=np.asarray(cr, float)[o] * 1e9,
+                       shared_update_gbs=np.asarray(cu, float)[o] * 1e9,
+                       shared_fresh_gbs=column(coh.fresh_gbs),  # none: the update's rate, four streams
+                       held_read_gbs=column(coh.held_read_gbs),  # none: held lines at the private rates
+                       held_update_gbs=column(coh.held_update_gbs))
 
     def _rate(self, table: np.ndarray, size: float, sizes: np.ndarray | None = None) -> float:
         x = math.log(max(size, 1.0))
@@ -102,13 +115,13 @@ class CacheModel:
     def read_s(self, model_bytes: float, shared: bool = False) -> float:
         """One core copying the model into a private buffer (cache-resident); ``shared``: lines
         another core wrote last (``[coherence] read_gbs``, when calibrated)."""
-        if shared and self.shared_copy_gbs is not None:
-            return 2 * model_bytes / self._rate(self.shared_copy_gbs, model_bytes, self.shared_sizes)
-        return 2 * model_bytes / self._rate(self.copy_gbs, model_bytes)
+        if shared and self.shared_read_gbs is not None:
+            return 2 * model_bytes / self._rate(self.shared_read_gbs, model_bytes, self.shared_sizes)
+        return 2 * model_bytes / self._rate(self.read_gbs, model_bytes)
 
     def update_s(self, model_bytes: float, shared: bool = False) -> float:
         """One core applying θ -= lr·g to the model (cache-resident); ``shared``: lines another core
-        holds (``[coherence] write_gbs``, when calibrated)."""
+        holds (``[coherence] update_gbs``, when calibrated)."""
         if shared and self.shared_update_gbs is not None:
             return 3 * model_bytes / self._rate(self.shared_update_gbs, model_bytes, self.shared_sizes)
         return 3 * model_bytes / self._rate(self.update_gbs, model_bytes)
@@ -117,10 +130,10 @@ class CacheModel:
         """A copy (``writes``: an update) of the model by a core whose lines are valid while another core's
         cache holds them too (:data:`HELD`: it read them since they were last written), calibrated as B's
         copy / update of a buffer B wrote and A then copied (``[coherence] held_read_gbs`` /
-        ``held_write_gbs``: each write must first invalidate A's copy); None when not calibrated."""
+        ``held_update_gbs``: each write must first invalidate A's copy); None when not calibrated."""
         if writes:
             return self._coherent_s(self.held_update_gbs, 3, model_bytes)
-        return self._coherent_s(self.held_copy_gbs, 2, model_bytes)
+        return self._coherent_s(self.held_read_gbs, 2, model_bytes)
 
     def _coherent_s(self, table: np.ndarray | None, streams: int, model_bytes: float) -> float | None:
         """``streams`` model-sized streams at an optional ``[coherence]`` column's rate; None without it."""
@@ -143,9 +156,9 @@ class CacheModel:
         return model_bytes * (1 + workers) <= self.llc_bytes
 
 
-def _column(values: Any, n: int) -> np.ndarray | None:
+def _column(values: list[float] | None, n: int) -> np.ndarray | None:
     """An optional per-size ``[coherence]`` column: n positive rates, else None."""
-    if not isinstance(values, list) or len(values) != n or min(values) <= 0:
+    if values is None or len(values) != n or min(values) <= 0:
         return None
     return np.asarray(values, float)
 
@@ -170,7 +183,7 @@ class LastWriter:
     invalidate the other's copies, and its read finds its own lines downgraded. The executor's mutex at
     2 threads shows it: an update after the other worker has read the model (workers in lockstep:
     update A, update B, read A, read B) takes about twice as long as one after the other's update, as
-    the calibrated ``held_write_gbs`` predicts (benchmarks/README_sim.md, design measurements).
+    the calibrated ``held_update_gbs`` predicts (benchmarks/README_sim.md, design measurements).
 
     Kept per worker, not per CPU; where threads outnumber CPUs, a worker that lost its CPU since its last
     step finds its lines evicted by the other threads' turns (``Platform`` asks ``Cores.turned_since``)

@@ -38,6 +38,7 @@ import numpy as np
 import simpy
 
 from simasgd import algorithms
+from simasgd.profile_model import GpuBlockTable
 from simasgd.scenario import GpuConfig, Scenario
 from simasgd.sim.gpu import Gpu, GpuPlatform, SMs
 
@@ -59,22 +60,27 @@ class BlockCosts:
     gradient_cv: float | None = None            # a block's gradient time, attempt to attempt (None: [sim] gradient_cv)
 
     @staticmethod
-    def from_table(t: Mapping[str, Any]) -> BlockCosts:
-        missing = {"threads", "gradient_flops_per_s", "copy_bytes_per_s", "step_bytes_per_s"} - set(t)
-        if missing:
-            raise ValueError(f"[gpu.block] lacks {sorted(missing)}")
-        return BlockCosts(threads=int(t["threads"]),
-                          gradient_flops_per_s={str(k): float(v) for k, v in dict(t["gradient_flops_per_s"]).items()},
-                          copy_bytes_per_s=float(t["copy_bytes_per_s"]), step_bytes_per_s=float(t["step_bytes_per_s"]),
-                          host_launch_s=float(t.get("host_launch_s", 0.0)),
-                          atomic_latency_s=float(t.get("atomic_latency_s", ATOMIC_LATENCY_S)),
-                          gradient_cv=None if t.get("gradient_cv") is None else float(t["gradient_cv"]))
+    def from_table(table: GpuBlockTable | Mapping[str, Any]) -> BlockCosts:
+        """The rates of a ``[gpu.block]`` table (as the profile holds it, or as the calibrator measures it)."""
+        t = table if isinstance(table, GpuBlockTable) else GpuBlockTable.model_validate(dict(table))
+        if t.threads is None or t.gradient_flops_per_s is None or t.copy_bytes_per_s is None \
+                or t.step_bytes_per_s is None:
+            missing = [k for k in ("threads", "gradient_flops_per_s", "copy_bytes_per_s", "step_bytes_per_s")
+                       if getattr(t, k) is None]
+            raise ValueError(f"[gpu.block] lacks {missing}")
+        return BlockCosts(threads=int(t.threads),
+                          gradient_flops_per_s={str(k): float(v) for k, v in t.gradient_flops_per_s.items()},
+                          copy_bytes_per_s=float(t.copy_bytes_per_s), step_bytes_per_s=float(t.step_bytes_per_s),
+                          host_launch_s=0.0 if t.host_launch_s is None else float(t.host_launch_s),
+                          atomic_latency_s=ATOMIC_LATENCY_S if t.atomic_latency_s is None
+                          else float(t.atomic_latency_s),
+                          gradient_cv=None if t.gradient_cv is None else float(t.gradient_cv))
 
 
 def block_costs(gpu: Gpu) -> BlockCosts | None:
     """The calibrated ``[gpu.block]`` table of the GPU's profile, or None (presets have none)."""
-    t = (gpu.profile or {}).get("gpu", {}).get("block")
-    return None if t is None else BlockCosts.from_table(t)
+    table = None if gpu.profile is None or gpu.profile.gpu is None else gpu.profile.gpu.block
+    return None if table is None else BlockCosts.from_table(table)
 
 
 def sm_flops_per_s(gpu: Gpu) -> float:

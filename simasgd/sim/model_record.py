@@ -3,11 +3,13 @@
 - ``traits``: the executor whose workers were simulated (``{"of": backend, ...}``, :mod:`simasgd.traits`),
   None on a GPU machine (its own model);
 - ``mechanisms``: the mechanisms that acted — a ``[sim]`` switch that is on, or an executor trait that
-  asks for it, whose profile table is there where it needs one (:data:`NEEDS`, :data:`TRAIT_MECHANISMS`),
+  asks for it, whose profile fields are there where it needs some (:data:`NEEDS`, :data:`TRAIT_MECHANISMS`),
   and those without a switch whose figures are there (:data:`UNSWITCHED`);
-- ``missing``: those switched on whose table the profile lacks (each also warned once per process, so a
-  profile without a table never changes the model silently; a preset has no profile: nothing to warn);
-- ``tables``: the profile's tables the simulator read (:class:`TrackedProfile` notes each);
+- ``missing``: those switched on whose fields the profile lacks (each also warned once per process, naming
+  the fields, so a profile without them never changes the model silently; a preset has no profile: nothing
+  to warn);
+- ``tables``: the profile's tables the simulator read (:func:`simasgd.profile_model.recording` notes each read
+  of a typed table's field);
 - ``keys``: the profile keys it read, as ``table.key`` (a workload's gradient table as ``gradient.<workload>``,
   numbered tables and keys as ``k<k>``; ``[machine]``'s keys included: the machine is built from them);
 - ``profile_digest``: the profile's sha256 (:func:`simasgd.profile.digest`), None for a preset.
@@ -17,19 +19,21 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields, replace
-from typing import Any, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 from simasgd import machine as machines
 from simasgd.machine import Machine
+from simasgd.profile_model import Profile, Reads
 from simasgd.scenario import Scenario, SimConfig
 from simasgd.sim.caches import CacheModel
 from simasgd.sim.executor import executor_traits
 from simasgd.sim.profile_tables import (
-    profile_latency,
+    bookkeeping_s,
     profile_snapshot,
     profile_steps,
+    workload_table,
 )
 from simasgd.sim.tick import tick_params
 from simasgd.traits import ExecutorTraits
@@ -42,67 +46,6 @@ class ModelWarning(UserWarning):
     """A mechanism switched on that cannot act: the profile lacks its table."""
 
 
-class TrackedTable(dict[str, Any]):
-    """A profile table (or a table inside one) that notes, in its profile's set, each key read: ``get``,
-    ``[]``, or a value met while iterating. Tables inside it come back tracked too."""
-
-    def __init__(self, doc: dict[str, Any], path: str, leaves: set[str]) -> None:
-        super().__init__(doc)
-        self._path, self._leaves = path, leaves
-
-    def _value(self, key: str) -> Any:
-        v = dict.__getitem__(self, key)
-        where = f"{self._path}.{key}"
-        if isinstance(v, dict):
-            return TrackedTable(v, where, self._leaves)
-        self._leaves.add(where)
-        return v
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._value(key) if dict.__contains__(self, key) else default
-
-    def __getitem__(self, key: str) -> Any:
-        return self._value(key)
-
-    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
-        return ((k, self._value(k)) for k in dict.keys(self))
-
-    def values(self) -> Iterator[Any]:  # type: ignore[override]
-        return (self._value(k) for k in dict.keys(self))
-
-
-class TrackedProfile(dict[str, Any]):
-    """A calibrated profile that notes each of its tables read (``get`` or ``[]``), whoever reads it, and
-    each key read inside them (:class:`TrackedTable`)."""
-
-    def __init__(self, doc: dict[str, Any]) -> None:
-        super().__init__(doc)
-        self.read: set[str] = set()
-        self.leaves: set[str] = set()  # the keys read, as table.key
-
-    def _value(self, key: str) -> Any:
-        v = dict.__getitem__(self, key)
-        self.read.add(key)
-        return TrackedTable(v, key, self.leaves) if isinstance(v, dict) else v
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._value(key) if isinstance(key, str) and dict.__contains__(self, key) else default
-
-    def __getitem__(self, key: str) -> Any:
-        return self._value(key)
-
-
-M = TypeVar("M")
-
-
-def tracked(m: M) -> M:
-    """``m`` (a :class:`Machine` or a GPU) with its profile tracked; as it is where it has none."""
-    doc = getattr(m, "profile", None)
-    if not isinstance(doc, dict):
-        return m
-    return replace(m, profile=TrackedProfile(doc))  # type: ignore[type-var]
-
-
 def generic(key: str) -> str:
     """``key`` (``table.key``) with what names one of several alike tables or keys made generic: a workload's
     gradient table as ``gradient.<workload>``, a count in a name (``concurrent.k2``) as ``k<k>``."""
@@ -110,67 +53,106 @@ def generic(key: str) -> str:
     return re.sub(r"k\d+(?=$|[._])", "k<k>", key)
 
 
-def keys_read(m: object) -> list[str]:
-    """The keys of ``m``'s profile read since :func:`tracked` (:func:`generic`), ``[machine]``'s included."""
+def keys_read(m: object, reads: Reads) -> list[str]:
+    """The keys of ``m``'s profile read in a run (:func:`generic`), ``[machine]``'s included: the machine is
+    built from them."""
     doc = getattr(m, "profile", None)
-    if not isinstance(doc, TrackedProfile):
+    if not isinstance(doc, Profile):
         return []
     own = {f.name for f in fields(Machine)} - {"name", "profile"}
-    machine = {f"machine.{k}" for k in (dict.get(doc, "machine") or {}) if k in own}
-    return sorted({generic(k) for k in doc.leaves} | machine)
+    machine = {f"machine.{k}" for k in machines.machine_keys(doc) if k in own}
+    return sorted({generic(k) for k in reads.keys} | machine)
 
 
-def tables_read(m: object) -> list[str]:
-    """The tables of ``m``'s profile read since :func:`tracked`, its ``[machine]`` included."""
+def tables_read(m: object, reads: Reads) -> list[str]:
+    """The tables of ``m``'s profile read in a run, its ``[machine]`` included."""
     doc = getattr(m, "profile", None)
-    if not isinstance(doc, TrackedProfile):
+    if not isinstance(doc, Profile):
         return []
-    return sorted((doc.read | ({"machine"} & set(doc))) - set(HEADER_TABLES))
+    return sorted((reads.tables | ({"machine"} if doc.machine is not None else set())) - set(HEADER_TABLES))
+
+
+WORKLOAD = "gradient.<workload>."  # a need's field in the gradient table of the scenario's workload
 
 
 @dataclass(frozen=True)
 class Need:
-    """What a mechanism needs besides its switch to act."""
+    """What a mechanism needs besides its switch to act: the profile's fields (``table.key``; a key of the
+    gradient table of the scenario's workload at the nearest batch size as ``gradient.<workload>.key``), each
+    there unless ``acts`` decides from the figures themselves."""
 
-    has: Callable[[Machine, Scenario], bool]  # its table (or figure) is there
-    what: str  # the table, as docs/profile.md names it
+    fields: tuple[str, ...] = ()
+    acts: Callable[[Machine, Scenario], bool] | None = None  # whether it acts, where presence alone does not say
     replaced_by: str | None = None  # the [timing] step that, given, is what it would have modelled
-    profile: bool = True  # a calibrated profile's table (a preset has none: the mechanism is idle, unwarned)
+    profile: bool = True  # a calibrated profile's figures (a preset has none: the mechanism is idle, unwarned)
+    what: str = ""  # what it needs, where it is no profile field
+
+    def lacking(self, m: Machine, sc: Scenario) -> list[str]:
+        """The fields ``m``'s profile lacks of those this mechanism needs."""
+        return [f for f in self.fields if _value(m.profile, sc, f) is None]
+
+    def has(self, m: Machine, sc: Scenario) -> bool:
+        return self.acts(m, sc) if self.acts is not None else not self.lacking(m, sc)
 
 
-def _key(table: str, key: str) -> Callable[[Machine, Scenario], bool]:
-    return lambda m, sc: ((m.profile or {}).get(table) or {}).get(key) is not None
+def _value(p: Profile | None, sc: Scenario, field: str) -> Any:
+    """The profile's figure ``field`` names (:class:`Need`), None where it lacks it."""
+    if p is None:
+        return None
+    if field.startswith(WORKLOAD):
+        found = workload_table(p, sc.workload)
+        return None if found is None else getattr(found[1], field[len(WORKLOAD):])
+    name, key = field.split(".", 1)
+    table = getattr(p, Profile.field_of(name))
+    return None if table is None else getattr(table, key)
+
+
+def lacks(m: Machine, sc: Scenario, need: Need) -> str:
+    """What ``m``'s profile lacks of ``need``, as docs/profile.md names it: ``[table]`` where the table is
+    absent, else ``[table] key, key``."""
+    if not need.fields:
+        return need.what
+    tables: dict[str, list[str]] = {}
+    for f in need.lacking(m, sc) or need.fields:  # acts decided: name every field it reads
+        table, key = (f[:len(WORKLOAD) - 1], f[len(WORKLOAD):]) if f.startswith(WORKLOAD) else f.split(".", 1)
+        tables.setdefault(table, []).append(key)
+    out = []
+    for table, keys in tables.items():
+        absent = not table.startswith("gradient") and m.profile is not None \
+            and getattr(m.profile, Profile.field_of(table)) is None
+        out.append(f"[{table}]" if absent else f"[{table}] {', '.join(keys)}")
+    return "; ".join(out)
 
 
 # The [sim] switches that need more than being on, and what. A switch not named here acts when on.
 NEEDS: dict[str, Need] = {
-    "cache_model": Need(lambda m, sc: CacheModel.from_profile(m.profile) is not None, "[copy_by_size]"),
-    "coherence": Need(_key("coherence", "read_gbs"), "[coherence]"),
-    "coherence_recency": Need(_key("coherence", "read_gbs"), "[coherence]"),
-    "held_lines": Need(_key("coherence", "held_read_gbs"), "[coherence] held_read_gbs"),
-    "timer_tick": Need(lambda m, sc: tick_params(m.profile) is not None, "[tick]", "gradient"),
-    "steps_in_cycle": Need(lambda m, sc: bool(profile_steps(m.profile, sc.workload)),
-                           "[gradient.<workload>] cycle_read_median_s"),
+    "cache_model": Need(("copy_by_size.sizes_bytes", "copy_by_size.read_gbs", "copy_by_size.update_gbs"),
+                        lambda m, sc: CacheModel.from_profile(m.profile) is not None),
+    "coherence": Need(("coherence.read_gbs",)),
+    "coherence_recency": Need(("coherence.read_gbs",)),
+    "held_lines": Need(("coherence.held_read_gbs",)),
+    "timer_tick": Need(("tick.period_s", "tick.hit_rate", "tick.pause_s"),
+                       lambda m, sc: tick_params(m.profile) is not None, "gradient"),
+    "steps_in_cycle": Need((f"{WORKLOAD}cycle_read_median_s", f"{WORKLOAD}cycle_update_median_s",
+                            f"{WORKLOAD}cycle_fresh_median_s"),
+                           lambda m, sc: bool(profile_steps(m.profile, sc.workload))),
 }
 # Mechanisms with no switch: each acts wherever its figures are.
 UNSWITCHED: dict[str, Need] = {
-    "socket_model": Need(lambda m, sc: m.base_ghz > 0 or m.llc_mb > 0, "a preset's base_ghz or llc_mb",
-                         profile=False),
+    "socket_model": Need(acts=lambda m, sc: m.base_ghz > 0 or m.llc_mb > 0, profile=False,
+                         what="a preset's base_ghz or llc_mb"),
 }
 # [sim] switches that choose what is run rather than a mechanism of the machine or the executor
 NOT_MECHANISMS = frozenset({"numerics", "read_lock"})
 # The mechanisms an executor's traits ask for (simasgd/traits.py), each with what it needs.
 TRAIT_MECHANISMS: dict[str, tuple[Callable[[ExecutorTraits], bool], Need | None]] = {
-    "read_elision": (lambda t: t.reads == "elided",
-                     Need(lambda m, sc: True, "", "read", profile=False)),
+    "read_elision": (lambda t: t.reads == "elided", Need(replaced_by="read", profile=False)),
     "loss_snapshots": (lambda t: t.snapshots,
-                       Need(lambda m, sc: profile_snapshot(m.profile, sc.workload) is not None,
-                            "[gradient.<workload>] cycle_snapshot_median_s", "update")),
+                       Need((f"{WORKLOAD}cycle_snapshot_median_s",),
+                            lambda m, sc: profile_snapshot(m.profile, sc.workload) is not None, "update")),
     "bookkeeping": (lambda t: t.bookkeeping == "nopython",
-                    Need(lambda m, sc: profile_latency(m, "executor", "bookkeeping_s") is not None,
-                         "[executor] bookkeeping_s", "update")),
-    "spin_before_yield": (lambda t: t.lock_waiters == "spin_pauses",
-                          Need(_key("scheduler", "spin_yield_s"), "[scheduler] spin_yield_s")),
+                    Need(("executor.bookkeeping_s",), lambda m, sc: bookkeeping_s(m) is not None, "update")),
+    "spin_before_yield": (lambda t: t.lock_waiters == "spin_pauses", Need(("scheduler.spin_yield_s",))),
 }
 
 
@@ -193,21 +175,24 @@ def _state(need: Need | None, m: Machine, sc: Scenario) -> str:
     return "missing" if need.profile else "idle"
 
 
-def mechanisms(sc: Scenario, m: Machine, traits: ExecutorTraits) -> tuple[list[str], list[str]]:
-    """(the mechanisms that act in a run of ``sc`` on ``m``, those switched on whose profile table is missing)."""
+def mechanisms(sc: Scenario, m: Machine, traits: ExecutorTraits) -> tuple[list[str], dict[str, str]]:
+    """(the mechanisms that act in a run of ``sc`` on ``m``, those switched on whose profile figures are
+    missing with what the profile lacks of them)."""
     wanted = [(name, NEEDS.get(name)) for name in switches(sc)] + list(UNSWITCHED.items())
     wanted += [(name, need) for name, (asks, need) in TRAIT_MECHANISMS.items() if asks(traits)]
-    states = {name: _state(need, m, sc) for name, need in wanted}
-    return ([n for n, s in states.items() if s == "acted"], [n for n, s in states.items() if s == "missing"])
+    states = {name: (_state(need, m, sc), need) for name, need in wanted}
+    return ([n for n, (s, _) in states.items() if s == "acted"],
+            {n: lacks(m, sc, need) for n, (s, need) in states.items() if s == "missing" and need is not None})
 
 
 _warned: set[str] = set()  # the mechanisms already warned of in this process
 
 
-def warn_missing(missing: list[str], traits: str, corpus: str | None = None) -> None:
-    """Say once per process, for each mechanism, that the profile lacks its table (the run goes on without
-    it): one warning naming those not said before, with their tables and the command that measures them
-    (``corpus``: the corpus entry whose profile it is, measured elsewhere)."""
+def warn_missing(missing: dict[str, str], traits: str, corpus: str | None = None) -> None:
+    """Say once per process, for each mechanism, that the profile lacks its figures (``missing``: by mechanism,
+    what the profile lacks; the run goes on without it): one warning naming those not said before, with what
+    they lack and the command that measures it (``corpus``: the corpus entry whose profile it is, measured
+    elsewhere)."""
     new = [name for name in missing if name not in _warned]
     if not new:
         return
@@ -216,9 +201,8 @@ def warn_missing(missing: list[str], traits: str, corpus: str | None = None) -> 
 
     def what(name: str) -> str:
         if name in TRAIT_MECHANISMS:
-            need = TRAIT_MECHANISMS[name][1]
-            return f"the {traits} executor's {name} ({need.what if need is not None else '?'})"
-        return f"{name} ({NEEDS[name].what})"
+            return f"the {traits} executor's {name} ({missing[name]})"
+        return f"{name} ({missing[name]})"
     if corpus is not None:
         warnings.warn(f"the profile of corpus entry {corpus} lacks what these mechanisms need, so the simulator "
                       f"runs without them: {', '.join(what(n) for n in new)}", ModelWarning, stacklevel=3)
@@ -253,15 +237,16 @@ class ModelRecord:
         acted, missing = mechanisms(sc, m, traits)
         corpus = str(machines.corpus_path(m.name)) if machines.is_corpus(sc.machine) else None
         warn_missing(missing, sc.sim.traits, corpus)
-        return cls(traits.record(sc.sim.traits), acted, missing, profile_digest(sc))
+        return cls(traits.record(sc.sim.traits), acted, list(missing), profile_digest(sc))
 
-    def after(self, sc: Scenario, m: object) -> dict[str, Any]:
-        """``metadata["model"]``, with the tables the run read of ``m``'s profile."""
-        tables = tables_read(m)
+    def after(self, sc: Scenario, m: object, reads: Reads) -> dict[str, Any]:
+        """``metadata["model"]``, with the tables and keys the run read of ``m``'s profile (``reads``: noted by
+        :func:`simasgd.profile_model.recording` around the run)."""
+        tables = tables_read(m, reads)
         if sc.network is not None and sc.network.preset == "this":
             tables = sorted({*tables, "network"})  # read from the file by simasgd.sim.network
         return {"traits": self.traits, "mechanisms": self.acted, "missing": self.missing, "tables": tables,
-                "keys": keys_read(m), "profile_digest": self.digest}
+                "keys": keys_read(m, reads), "profile_digest": self.digest}
 
 
 def describe(record: dict[str, Any] | None) -> list[str]:

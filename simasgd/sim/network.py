@@ -136,12 +136,12 @@ def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
     if not p.is_file():
         raise ValueError(f'[network] preset = "this": no calibrated profile at {p}; run `simasgd calibrate '
                          f'--network --out {p}`')
-    net = profile.read(p).get("network")
-    if not net or "bandwidth_gbps" not in net or "latency_us" not in net:
+    net = profile.read(p).network
+    if net is None or net.bandwidth_gbps is None or net.latency_us is None:
         raise ValueError(f'[network] preset = "this": {p} has no measured [network] table; run `simasgd '
                          f'calibrate --network --out {p}`')
-    server = net.get("server_bandwidth_gbps")
-    return (float(net["bandwidth_gbps"]), float(net["latency_us"])), None if server is None else float(server)
+    server = net.server_bandwidth_gbps
+    return (float(net.bandwidth_gbps), float(net.latency_us)), None if server is None else float(server)
 
 
 def profile_path() -> Path:

@@ -14,6 +14,7 @@ import numpy as np
 
 from simasgd import distributions
 from simasgd.machine import Machine
+from simasgd.profile_model import GradientTable, Profile
 from simasgd.scenario import Scenario, WorkloadConfig
 from simasgd.sim.executor import executor_traits
 
@@ -21,26 +22,26 @@ READ_COPIES, UPDATE_COPIES = 2, 3  # model-sized streams per read / per update
 FRESH_COPIES = 4  # an update written into another buffer: its lines are read for ownership first
 
 
-def workload_table(profile: dict[str, Any] | None, workload: WorkloadConfig) -> tuple[int, dict[str, Any]] | None:
+def workload_table(profile: Profile | None, workload: WorkloadConfig) -> tuple[int, GradientTable] | None:
     """The profile's ``[gradient."<workload>"]`` table of this workload at the nearest measured batch size
     (its batch size, the table), or None when the workload was not calibrated."""
-    tables = (profile or {}).get("gradient")
-    if not isinstance(tables, dict) or not tables:
+    tables = {} if profile is None else profile.workload_tables()
+    if not tables:
         return None
     from simasgd.profile import workload_key
 
     def key(batch: int) -> str:
         return workload_key(workload.model_copy(update={"batch_size": batch}))
 
-    same = {int(t["batch_size"]): t for k, t in tables.items()
-            if isinstance(t, dict) and t.get("samples_s") and "batch_size" in t and k == key(int(t["batch_size"]))}
+    same = {int(t.batch_size): t for k, t in tables.items()
+            if t.samples_s and t.batch_size is not None and k == key(int(t.batch_size))}
     if not same:
         return None
     near = min(same, key=lambda b: (abs(math.log(b / workload.batch_size)), b))
     return near, same[near]
 
 
-def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
+def profile_gradient(profile: Profile | None, workload: WorkloadConfig,
                      concurrent: int = 1) -> distributions.Distribution | None:
     """Gradient times measured by ``simasgd calibrate`` for this workload (docs/profile.md).
 
@@ -56,27 +57,45 @@ def profile_gradient(profile: dict[str, Any] | None, workload: WorkloadConfig,
         return None
     near, table = found
     batch = workload.batch_size
-    samples = table["samples_s"]
-    conc = table.get("concurrent")
-    if concurrent > 1 and isinstance(conc, dict):
-        ks = [k for k in range(2, concurrent + 1) if isinstance(conc.get(f"k{k}"), list) and conc[f"k{k}"]]
-        if ks:
-            samples = conc[f"k{max(ks)}"]
+    samples = table.samples_s
+    conc = table.concurrent
+    if concurrent > 1 and conc is not None:
+        measured = [s for k in range(2, concurrent + 1) if (s := conc.samples(k)) is not None]
+        if measured:
+            samples = measured[-1]
     return distributions.Empirical(np.asarray(samples, dtype=float) * (batch / near))
 
 
 def profile_machine(machine: Machine) -> Machine:
     """The machine with the profile's single-thread copy bandwidth, when calibrated."""
-    gbs = ((machine.profile or {}).get("copy") or {}).get("gbs")
-    if isinstance(gbs, list) and gbs and gbs[0] > 0:
+    copy = None if machine.profile is None else machine.profile.copy_
+    gbs = None if copy is None else copy.gbs
+    if gbs and gbs[0] > 0:
         return replace(machine, core_bandwidth_gbs=float(gbs[0]))
     return machine
 
 
-def profile_latency(machine: Machine, table: str, key: str) -> float | None:
-    """A calibrated latency (``[cas] latency_s``, ``[locks] handoff_s``), if the profile has it."""
-    lat = ((machine.profile or {}).get(table) or {}).get(key)
-    return float(lat) if isinstance(lat, (int, float)) and lat >= 0 else None
+def _latency(value: float | None) -> float | None:
+    """A calibrated latency, if the profile has it (and it is no negative)."""
+    return float(value) if value is not None and value >= 0 else None
+
+
+def cas_latency_s(machine: Machine) -> float | None:
+    """An uncontended CAS (``[cas] latency_s``), if calibrated."""
+    p = machine.profile
+    return None if p is None or p.cas is None else _latency(p.cas.latency_s)
+
+
+def handoff_s(machine: Machine) -> float | None:
+    """A lock's hand-off between two threads (``[locks] handoff_s``), if calibrated."""
+    p = machine.profile
+    return None if p is None or p.locks is None else _latency(p.locks.handoff_s)
+
+
+def bookkeeping_s(machine: Machine) -> float | None:
+    """The executor's own work between two cycles (``[executor] bookkeeping_s``), if calibrated."""
+    p = machine.profile
+    return None if p is None or p.executor is None else _latency(p.executor.bookkeeping_s)
 
 
 def spin_yield_s(sc: Scenario, machine: Machine) -> float:
@@ -84,19 +103,22 @@ def spin_yield_s(sc: Scenario, machine: Machine) -> float:
     the executor pauses before yielding (traits ``lock_waiters = "spin_pauses"``); else 0: it yields at once."""
     if executor_traits(sc).lock_waiters != "spin_pauses":
         return 0.0
-    v = ((machine.profile or {}).get("scheduler") or {}).get("spin_yield_s")
-    return float(v) if isinstance(v, (int, float)) and v > 0 else 0.0
+    p = machine.profile
+    v = None if p is None or p.scheduler is None else p.scheduler.spin_yield_s
+    return float(v) if v is not None and v > 0 else 0.0
 
 
-def _seconds(profile: dict[str, Any] | None, workload: WorkloadConfig, keys: dict[Any, str]) -> dict[Any, float]:
+def _seconds(profile: Profile | None, workload: WorkloadConfig, keys: dict[Any, str]) -> dict[Any, float]:
     """The positive figures ``keys`` name in this workload's gradient table at the nearest batch size, by
     the same labels; those the table lacks (or the whole table) left out."""
     found = workload_table(profile, workload)
-    table = {} if found is None else found[1]
-    return {c: float(table[k]) for c, k in keys.items() if isinstance(table.get(k), (int, float)) and table[k] > 0}
+    if found is None:
+        return {}
+    table = found[1]
+    return {c: float(v) for c, k in keys.items() if (v := getattr(table, k)) is not None and v > 0}
 
 
-def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> dict[int, float]:
+def profile_steps(profile: Profile | None, workload: WorkloadConfig) -> dict[int, float]:
     """The model's steps timed inside a one-thread worker's cycle for this workload (the gradient table of
     the nearest batch size: ``cycle_read_median_s``, ``cycle_update_median_s``, ``cycle_fresh_median_s``,
     docs/profile.md), by the streams they move; empty when the profile has none."""
@@ -104,7 +126,8 @@ def profile_steps(profile: dict[str, Any] | None, workload: WorkloadConfig) -> d
                                         FRESH_COPIES: "cycle_fresh_median_s"})
 
 
-def profile_snapshot(profile: dict[str, Any] | None, workload: WorkloadConfig) -> float | None:
+def profile_snapshot(profile: Profile | None, workload: WorkloadConfig) -> float | None:
     """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
     table at the nearest batch size, docs/profile.md); None when the profile has none."""
-    return _seconds(profile, workload, {0: "cycle_snapshot_median_s"}).get(0)
+    found = _seconds(profile, workload, {0: "cycle_snapshot_median_s"})
+    return found[0] if found else None

@@ -14,9 +14,9 @@ Every figure is the calibrated profile's (docs/profile.md) where it has one; wit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from simasgd.machine import Machine
+from simasgd.profile_model import Profile
 from simasgd.scenario import Scenario
 from simasgd.sim.caches import CacheModel, LastWriter
 from simasgd.sim.executor import executor_traits
@@ -24,7 +24,9 @@ from simasgd.sim.profile_tables import (
     FRESH_COPIES,
     READ_COPIES,
     UPDATE_COPIES,
-    profile_latency,
+    bookkeeping_s,
+    cas_latency_s,
+    handoff_s,
     profile_snapshot,
     profile_steps,
 )
@@ -73,7 +75,7 @@ class StepTables:
         (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates, replaced by ``steps`` (timed in
         a worker's cycle) where given; another core's lines cost the slower of those and ``[coherence]``'s
         rate (they come from that core's cache or, where the cycle evicted them, from the next level: not
-        both), and so do held lines (``held_read_gbs``/``held_write_gbs``, when calibrated and ``[sim]
+        both), and so do held lines (``held_read_gbs``/``held_update_gbs``, when calibrated and ``[sim]
         held_lines``). A fresh-vector pass (:data:`FRESH_COPIES`: Leashed-SGD's) is a step like the others:
         its four streams at the rate of the lines it finds, held ones at the held update's rate (each write
         must first invalidate the other's copy). (None, None, None) off the cache model."""
@@ -109,11 +111,12 @@ class LineCosts:
     def build(cls, sc: Scenario, machine: Machine, memory_latency: list[float]) -> LineCosts:
         n = sc.workers.count
         # Without calibrated figures a line comes from where the model lives.
-        cas, handoff = profile_latency(machine, "cas", "latency_s"), profile_latency(machine, "locks", "handoff_s")
-        line = ((machine.profile or {}).get("cache") or {}).get("line_bytes")
+        cas, handoff = cas_latency_s(machine), handoff_s(machine)
+        cache = None if machine.profile is None else machine.profile.cache
+        line = None if cache is None else cache.line_bytes
         return cls(cas_latency=list(memory_latency) if cas is None else [cas] * n,
                    handoff_s=list(memory_latency) if handoff is None else [handoff] * n,
-                   line_bytes=int(line) if isinstance(line, int) and line > 0 else LINE_BYTES,
+                   line_bytes=int(line) if line is not None and line > 0 else LINE_BYTES,
                    coherent=sc.sim.coherence, calibrated=cas is not None)
 
 
@@ -125,14 +128,16 @@ def executor_costs(sc: Scenario, machine: Machine, dim: int | None) -> tuple[flo
     traits = executor_traits(sc)
     snapshot = profile_snapshot(machine.profile, sc.workload) \
         if traits.snapshots and sc.timing.update is None and dim else None
-    books = profile_latency(machine, "executor", "bookkeeping_s") \
+    books = bookkeeping_s(machine) \
         if traits.bookkeeping == "nopython" and sc.timing.update is None else None
     return snapshot, books
 
 
-def _private_cache_bytes(profile: dict[str, Any] | None) -> float | None:
+def _private_cache_bytes(profile: Profile | None) -> float | None:
     """The largest cache level a core has to itself (profile ``[cache]``, ``shared_by`` 1), or None."""
-    cache = (profile or {}).get("cache") or {}
-    sizes, shared = cache.get("sizes_bytes") or [], cache.get("shared_by") or []
+    cache = None if profile is None else profile.cache
+    if cache is None:
+        return None
+    sizes, shared = cache.sizes_bytes or [], cache.shared_by or []
     private = [float(z) for z, k in zip(sizes, shared, strict=False) if k == 1]
     return max(private) if private else None

@@ -24,9 +24,11 @@ are not: each is short beside the period, so few of them contain a tick.
 from __future__ import annotations
 
 import math
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 import numpy as np
+
+from simasgd.profile_model import Profile
 
 MAX_SHARE = 0.5  # a split that would call more than half of the calls slow has no body left to trust
 # A tick stalls a gradient by its pause plus what the interrupt evicted: a few pauses (the executor's
@@ -83,11 +85,13 @@ class Tick:
         return extra
 
 
-def tick_params(profile: dict[str, Any] | None) -> tuple[float, float, float] | None:
+def tick_params(profile: Profile | None) -> tuple[float, float, float] | None:
     """(period, hit rate, the longest stall a tick can cause) of the profile's ``[tick]``, when it found a
     timer; else None."""
-    t = (profile or {}).get("tick") or {}
-    period, hit, pause = t.get("period_s"), t.get("hit_rate"), t.get("pause_s")
+    t = None if profile is None else profile.tick
+    if t is None:
+        return None
+    period, hit, pause = t.period_s, t.hit_rate, t.pause_s
     if not (_positive(period) and _positive(hit) and _positive(pause)):
         return None  # no pause_s: calibration.tick found no timer (its hit rate below MIN_HIT)
     return float(period), float(hit), MAX_STALL_PAUSES * float(pause)

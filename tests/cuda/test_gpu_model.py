@@ -102,4 +102,5 @@ def test_the_calibrator_writes_a_gpu_table_the_simulator_reads(cuda: Any, tmp_pa
     monkeypatch.setenv("SIMASGD_PROFILE", str(path))
     g = gpu.resolve(gpu.PROFILE_PRESET)
     assert g is not None and g.sms == table["sms"] and g.launch_latency_s == pytest.approx(table["launch_latency_s"])
-    assert g.profile is not None and g.profile["gpu"]["concurrent"]["streams"] == c["streams"]
+    assert g.profile is not None and g.profile.gpu is not None and g.profile.gpu.concurrent is not None
+    assert g.profile.gpu.concurrent.streams == c["streams"]

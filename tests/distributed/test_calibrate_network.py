@@ -25,7 +25,7 @@ def test_calibrate_network_writes_a_table_the_simulator_reads(tmp_path: Path, mo
     profile.write({"machine": {"sockets": 1}}, out)  # an existing profile keeps its other tables
     res = CliRunner().invoke(app, ["calibrate", "--network", "--quick", "--out", str(out)])
     assert res.exit_code == 0, res.output
-    doc = profile.read(out)
+    doc = profile.read(out).to_doc()
     net = doc["network"]
     assert doc["machine"] == {"sockets": 1}
     assert net["latency_us"] > 0 and len(net["p2p"]["one_way_s"]) == len(net["p2p"]["bytes"])

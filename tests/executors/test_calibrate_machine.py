@@ -111,7 +111,7 @@ def test_files_decide_over_the_version(tmp_path: Path) -> None:
 def test_copy_by_size_one_positive_value_per_size(tables: dict[str, Any]) -> None:
     t = tables["copy_by_size"]
     assert len(t["sizes_bytes"]) >= 2 and t["sizes_bytes"][0] == 16 << 10
-    for key in ("gbs", "update_gbs"):
+    for key in ("read_gbs", "update_gbs"):
         assert len(t[key]) == len(t["sizes_bytes"]), key
         assert all(math.isfinite(v) and 0 < v < 10_000 for v in t[key]), (key, t[key])
 
@@ -124,7 +124,7 @@ def test_coherence_positive_finite_bandwidths(tables: dict[str, Any]) -> None:
     assert t["sizes_bytes"] and min(t["sizes_bytes"]) >= 64 << 10
     assert set(t["sizes_bytes"]) <= set(tables["copy_by_size"]["sizes_bytes"])
     assert t["rounds"] >= 5 and t["cpus"][0] != t["cpus"][1]
-    for key in ("read_gbs", "write_gbs", "fresh_gbs", "held_read_gbs", "held_write_gbs"):
+    for key in ("read_gbs", "update_gbs", "fresh_gbs", "held_read_gbs", "held_update_gbs"):
         assert len(t[key]) == len(t["sizes_bytes"]), key
         assert all(math.isfinite(v) and 0 < v < 10_000 for v in t[key]), (key, t[key])
 
@@ -146,8 +146,10 @@ def test_quick_tables_round_trip_through_the_profile(tables: dict[str, Any], tmp
     profile = {"machine": m, "scheduler": sched, **{k: v for k, v in tables.items() if k != "scheduler"}}
     path = cal.write_profile(profile, tmp_path / "this.toml")
     assert "nan" not in path.read_text()
-    doc = machine.load_profile(path).profile
-    assert doc is not None and "latency_s" not in doc["scheduler"]
+    typed = machine.load_profile(path).profile
+    assert typed is not None and typed.scheduler is not None and typed.scheduler.latency_s is None
+    doc = typed.to_doc()
+    assert "latency_s" not in doc["scheduler"]
     assert doc["scheduler"]["kernel"] in ("eevdf", "cfs", "unknown")
     assert doc["scheduler"]["params_source"] in ("kernel", "measured")
     for name in ("cache", "copy_by_size", "coherence"):

@@ -19,7 +19,7 @@ from simasgd import loader, machine
 
 BOOKS_S = 1e-7  # the executor's bookkeeping: longer than the gap between the two writers' ends
 # a leader writes lines the follower's cache holds too (it read them since) as fast as the follower writes
-# the lines the leader wrote ([coherence] write_gbs): the two updates take as long, the follower stays behind
+# the lines the leader wrote ([coherence] update_gbs): the two updates take as long, the follower stays behind
 HELD_WRITE = [120.0, 90.0, 40.0]
 
 

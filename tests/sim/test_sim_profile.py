@@ -55,7 +55,7 @@ def test_gradient_mean_is_the_profiles_measured_mean(tmp_path: Path) -> None:
         x = d.sample(np.random.default_rng(0), 20000)
         assert set(np.round(x, 12)) <= set(np.round(samples, 12))
         assert np.mean(x) == pytest.approx(np.mean(samples), rel=0.02)
-        assert d.mean == pytest.approx(m.profile["gradient"][workload_key(_wl(batch))]["mean_s"], rel=1e-12)
+        assert d.mean == pytest.approx(m.profile.workload_tables()[workload_key(_wl(batch))].mean_s, rel=1e-12)
 
 
 def test_nearest_batch_scaled_and_unknown_workload_falls_back(tmp_path: Path) -> None:

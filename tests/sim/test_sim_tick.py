@@ -20,6 +20,7 @@ from two_core_profile import two_core_lines
 
 from simasgd import loader, machine
 from simasgd.profile import workload_key
+from simasgd.profile_model import Profile
 from simasgd.sim.tick import Tick, split, tick_params
 
 P = 4e-3  # the timer's period
@@ -69,9 +70,12 @@ def test_each_tick_is_one_draw_for_every_worker_it_falls_on() -> None:
 
 
 def test_tick_params_need_a_timer_found() -> None:
-    assert tick_params({"tick": {"period_s": P, "hit_rate": 1.0, "pause_s": 1.7e-5}}) == pytest.approx((P, 1.0, CAP))
-    assert tick_params({"tick": {"period_s": 1 / 300, "hit_rate": 0.3}}) is None  # no pause_s: no timer
-    assert tick_params(None) is None
+    def profile(tick: dict[str, float]) -> Profile:
+        return Profile.from_doc({"tick": tick}, "test")
+
+    assert tick_params(profile({"period_s": P, "hit_rate": 1.0, "pause_s": 1.7e-5})) == pytest.approx((P, 1.0, CAP))
+    assert tick_params(profile({"period_s": 1 / 300, "hit_rate": 0.3})) is None  # no pause_s: no timer
+    assert tick_params(Profile.from_doc({}, "test")) is None and tick_params(None) is None
 
 
 def _profile(tmp_path: Path, tables: dict[str, str], tick: bool = True) -> Path:

@@ -17,6 +17,7 @@ from executors.cpu.runner import ExecutorError
 from simasgd import backends
 from simasgd.cli import app
 from simasgd.profile import workload_key
+from simasgd.profile_model import Profile
 from simasgd.sim.profile_tables import profile_gradient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ def test_calibrated_gradient_times_feed_the_simulator(torch_scenario) -> None:
     if len(__import__("os").sched_getaffinity(0)) >= 2:
         assert len(conc["k2"]) >= 20 and conc["k2_median_s"] > 0
     profile = {"gradient": {workload_key(sc.workload): table}}
-    d = profile_gradient(profile, sc.workload)
+    d = profile_gradient(Profile.from_doc(profile, "test"), sc.workload)
     assert d is not None and np.isclose(d.mean, np.mean(table["samples_s"]))
     assert workload_key(sc.workload) == "torch-torch_factories:tiny-digits-b8-float32"
 
@@ -108,6 +109,6 @@ def test_compare_adds_the_modules_gradient_times_to_an_existing_profile(torch_sc
     monkeypatch.setenv("SIMASGD_PROFILE", str(path))
     sc = torch_scenario()
     assert fidelity.ensure_profile(sc, quick=True) == path
-    tables = profile.read(path)["gradient"]
+    tables = profile.read(path).to_doc()["gradient"]
     assert tables["mlp-64-32-10-digits-b16-float64"] == {"median_s": 1e-5}
     assert tables[workload_key(sc.workload)]["median_s"] > 0 and tables[workload_key(sc.workload)]["batch_size"] == 8
