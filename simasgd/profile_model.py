@@ -30,7 +30,7 @@ from simasgd import versioning
 
 FORMAT = "simasgd-profile"
 # The version moves with the tables: whenever a table or key the simulator reads is added, removed, renamed or
-# changes meaning. OLDEST_VERSION moves up to it when the simulator can no longer read the versions before.
+# changes meaning. OLDEST_VERSION is the oldest version whose tables the simulator reads.
 FORMAT_VERSION = 3
 OLDEST_VERSION = 1
 # The keys each version renamed (``table.key``: old → new), so that one quantity has one name from the
@@ -40,7 +40,7 @@ RENAMED: dict[int, dict[str, str]] = {
         "coherence.write_gbs": "coherence.update_gbs",
         "coherence.held_write_gbs": "coherence.held_update_gbs"},
 }
-# What each version took away; a profile of that version reads as before without it.
+# The tables and keys a version does not have: in a profile of an older version they are ignored.
 DROPPED: dict[int, str] = {2: "`[passes]`, `[noise]` and the in-cycle gradient samples (`cycle_samples_s`, "
                               "`concurrent.cycle_k<k>`)"}
 

@@ -82,7 +82,7 @@ def _versions() -> list[str]:
     """How older versions read: the keys each version renamed and the tables it dropped."""
     rows = [f"| {v} | {', '.join(f'`{old}` → `{new}`' for old, new in names.items())} |"
             for v, names in sorted(pm.RENAMED.items())]
-    rows += [f"| {v} | dropped {what}: a profile of an older version reads as before without them |"
+    rows += [f"| {v} | without {what}: in a profile of an older version they are ignored |"
              for v, what in sorted(pm.DROPPED.items())]
     return ["", "A profile of an older version reads as this version (`simasgd.profile_model.migrate`): the keys "
             "a version renamed are read under their new names, and what a version dropped is ignored.", "",
