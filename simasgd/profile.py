@@ -55,7 +55,7 @@ def workload_key(cfg: WorkloadLike) -> str:
     layers = "-".join(str(x) for x in (cfg.layers or [])) or cfg.model
     name = cfg.model if cfg.model != "mlp" else f"mlp-{layers}"
     source = cfg.dataset.split(':')[0]
-    if cfg.model == "torch":  # the module and its data factory name the workload (simasgd/workloads/torch_model.py)
+    if cfg.model == "torch":  # the module and its data factory name the workload (see workloads.torch_model)
         name, source = f"torch-{getattr(cfg, 'module', '')}", getattr(cfg, "data", None) or source
     return f"{name}-{source}-b{cfg.batch_size}-{cfg.dtype}"
 

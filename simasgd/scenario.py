@@ -292,7 +292,7 @@ def stray_params(name: str, given: set[str] | Any) -> list[str]:
 class OptimizerConfig(Section):
     lr: PosFloat = 0.005
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    staleness_aware: bool = False  # gradient / max(1, staleness) before the momentum update (simasgd/update_rule.py)
+    staleness_aware: bool = False  # gradient / max(1, staleness) before the momentum update (update_rule.divisor)
 
 
 class StopConfig(Section):
