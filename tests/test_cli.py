@@ -416,7 +416,7 @@ def test_list_presets_shows_each_presets_numbers_and_the_calibrated_ones(tmp_pat
     res = runner.invoke(app, ["list", "--presets"], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     assert max(len(line) for line in res.output.splitlines()) <= 80
-    machines, gpu_presets, networks = _presets_sections(res.output)
+    machines, gpu_presets, network_rows = _presets_sections(res.output)
     this = machine.load_profile(path)
     for section, presets in ((machines, {**machine.PRESETS, "this": this}), (gpu_presets, gpus.PRESETS)):
         for name, obj in presets.items():
@@ -424,14 +424,14 @@ def test_list_presets_shows_each_presets_numbers_and_the_calibrated_ones(tmp_pat
             keys = [f.name for f in fields(obj) if f.name not in ("name", "profile")]
             assert set(shown) == set(keys), name
             assert all(_same(shown[k], getattr(obj, k)) for k in keys), (name, shown)
-    assert set(networks) == set(network.PRESETS)
+    assert set(network_rows) == set(network.PRESETS)
     for name, v in network.PRESETS.items():
         if v is not None:
-            assert _numbers(networks[name]) == {"bandwidth_gbps": f"{v[0]:g} Gb/s", "latency_us": f"{v[1]:g} µs"}
+            assert _numbers(network_rows[name]) == {"bandwidth_gbps": f"{v[0]:g} Gb/s", "latency_us": f"{v[1]:g} µs"}
     # `this` is the profile's measured transport, not shared memory (that is `none`).
-    assert _numbers(networks["this"]) == {"bandwidth_gbps": "12.5 Gb/s", "latency_us": "33 µs",
+    assert _numbers(network_rows["this"]) == {"bandwidth_gbps": "12.5 Gb/s", "latency_us": "33 µs",
                                           "server_bandwidth_gbps": "7 Gb/s"}
-    assert "shared memory" not in networks["this"].lower() and "shared memory" in networks["none"].lower()
+    assert "shared memory" not in network_rows["this"].lower() and "shared memory" in network_rows["none"].lower()
     listed = runner.invoke(app, ["list"], env={"COLUMNS": "400"}).output
     line = next(x for x in listed.splitlines() if x.startswith("network presets"))
     assert "this: the [network] table of this machine's calibrated profile" in line
