@@ -84,8 +84,9 @@ def _versions() -> list[str]:
             for v, names in sorted(pm.RENAMED.items())]
     rows += [f"| {v} | without {what}: in a profile of an older version they are ignored |"
              for v, what in sorted(pm.DROPPED.items())]
-    return ["", "A profile of an older version reads as this version (`simasgd.profile_model.migrate`): the keys "
-            "a version renamed are read under their new names, and what a version dropped is ignored.", "",
+    return ["", "A profile of an older version reads as this version "
+            "(`simasgd.profile_model.migrate`): the keys a version renamed are read under their new names, "
+            "and what a version dropped is ignored.", "",
             "| version | change |", "|---|---|", *sorted(rows, key=lambda r: int(r.split("|")[1]))]
 
 
