@@ -388,7 +388,8 @@ def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
         return "—" if v is None or math.isnan(v) else f"{v:.0f}"
 
     lines = [(f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, or whose median "
-              "cycle shifted partway (the slowest over the fastest span, simasgd.stability), set aside:"), "",
+              "cycle shifted partway (the slowest over the fastest span, simasgd.stability), "
+              "set aside:"), "",
              ("| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home "
               "| update phase µs | at home | cycle shift |"), "|---|---|---|---|---|---|---|---|---|"]
     for m in moved:

@@ -250,16 +250,16 @@ def host_noise_for(result: RunResult) -> HostNoise | None:
 
 def _corpus_host(path: Path) -> HostNoise | None:
     """The host noise of a corpus machine simulated by name (``machine.preset``): its entry's, as the corpus
-    score takes it (:func:`host_noise_of_entry`); None where the entry cannot be read."""
-    from simasgd.corpus import store
+    score takes it (:func:`host_noise_of_entry`); None where the entry cannot be read. Read from the entry's file
+    as the machine presets read it, below the corpus's own store."""
+    from simasgd import profile
+    from simasgd.corpus import files
 
     try:
-        entry = store.load(path)
-    except (OSError, store.CorpusError):
+        doc = files.read(path, ValueError)
+        return host_noise_of_entry(profile.typed(doc["profile"], path), [c.get("drift") for c in doc["cells"]])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    from simasgd import profile
-
-    return host_noise_of_entry(profile.typed(entry.profile, path), [c.drift for c in entry.cells])
 
 
 def of_result(result: RunResult, host: HostNoise | None = None, level: float = LEVEL) -> dict[str, Band]:
