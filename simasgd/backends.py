@@ -47,10 +47,6 @@ class BackendError(ValueError):
     pass
 
 
-class CapacityError(BackendError):
-    """The scenario asks for more than this machine holds (``simasgd.capacity``): refused before the run allocates."""
-
-
 def load(name: str) -> Backend:
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")

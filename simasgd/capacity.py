@@ -13,6 +13,11 @@ from typing import Any
 _CGROUP = Path("/sys/fs/cgroup")
 
 
+
+class CapacityError(ValueError):
+    """The scenario asks for more than this machine holds: refused before the run allocates."""
+
+
 def _read_int(path: Path) -> int | None:
     """An integer file of /proc or /sys; None where absent, unreadable or "max"."""
     try:
@@ -81,8 +86,6 @@ def check_workers(backend: str, workers: int, per_worker: int, what: str, shared
     (``what`` they hold, in words), plus ``shared`` bytes, exceed the memory available now, or (``task``: a
     "thread" or a "process" per worker, both counted by the same limits) the tasks this process may start. The
     limit is the most workers that fit."""
-    from simasgd.backends import CapacityError
-
     avail = available_memory()
     room = thread_room(processes=task == "process") if task else None
     by_memory = None if avail is None else max(0, (avail - shared) // max(1, per_worker))

@@ -117,7 +117,8 @@ def user_errors(source: object = None) -> Iterator[None]:
     ``source``: the scenario file the command runs; a backend's refusal of its algorithm or of a parameter
     value (raised once the run starts, after the file loaded) then names it, as the loader's errors do."""
     from simasgd.algorithms import UnsupportedAlgorithm
-    from simasgd.backends import BackendError, CapacityError
+    from simasgd.backends import BackendError
+    from simasgd.capacity import CapacityError
     from simasgd.loader import ScenarioError
     from simasgd.machine import MachineError
     from simasgd.results import ResultsError
@@ -126,7 +127,7 @@ def user_errors(source: object = None) -> Iterator[None]:
         with warnings.catch_warnings():
             warnings.showwarning = _plain(warnings.showwarning)
             yield
-    except (ScenarioError, ResultsError, BackendError, MachineError, UnsupportedAlgorithm) as e:
+    except (ScenarioError, ResultsError, BackendError, CapacityError, MachineError, UnsupportedAlgorithm) as e:
         named = isinstance(e, (UnsupportedAlgorithm, CapacityError))  # raised by the run: the file is not in it
         msg = f"{source}: {e}" if source is not None and named else str(e)
         print(f"error: {msg}" if "\n" not in msg else msg, file=sys.stderr)
