@@ -353,12 +353,12 @@ def machine_line(m: Machine) -> str:
     """A simulated machine's name and the numbers that set its speed, in one line (a notebook prints it
     beside its figures, so that a figure is never read as another machine's)."""
     smt = f" × {m.threads_per_core} SMT" if m.threads_per_core > 1 else ""
+    cal = m.profile.calibration if m.profile else None
     return (f"{m.name}: {m.sockets} socket{'s' * (m.sockets > 1)} × {m.cores_per_socket} cores{smt}, "
             f"{m.gflops_per_core:.1f} GFLOP/s per core, {m.mem_bandwidth_gbs:.0f} GB/s memory per socket, "
             f"{m.local_latency_ns:.0f} ns memory latency"
-            + (f", calibrated profile ({'quick' if m.profile.get('calibration', {}).get('quick') else 'full'} "
-               f"calibration of {m.profile.get('calibration', {}).get('created', 'unknown date')})"
-               if m.profile else ""))
+            + (f", calibrated profile ({'quick' if cal and cal.quick else 'full'} "
+               f"calibration of {(cal and cal.created) or 'unknown date'})" if m.profile else ""))
 
 
 # --- the fidelity report (tables in words; shared by compare, its report and the benchmark) -------------------------

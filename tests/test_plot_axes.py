@@ -54,5 +54,5 @@ def test_machine_line_names_the_machine_and_its_numbers():
     assert f"{m.gflops_per_core:.1f} GFLOP/s" in line and "calibrated" not in line
     name = machine.corpus_names()[0]
     corpus = plots.machine_line(machine.corpus_machine(name))
-    created = machine.corpus_machine(name).profile["calibration"]["created"]
-    assert corpus.startswith(f"{name}: ") and created in corpus
+    created = machine.corpus_machine(name).profile.calibration.created  # type: ignore[union-attr]
+    assert corpus.startswith(f"{name}: ") and str(created) in corpus
