@@ -56,7 +56,7 @@ SETTLE_S = 10.0  # before each try, wait up to this long for the CPUs to come ho
 
 
 def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "float64") -> Any:
-    from simasgd import loader
+    from simasgd.spec import loader
 
     return loader.from_dict({
         "name": f"bench-{alg}-{threads}-b{batch}", "seed": 1,
@@ -72,13 +72,13 @@ def scenario(alg: str, threads: int, batch: int, seconds: float, dtype: str = "f
 def ours(alg: str, threads: int, batch: int, seconds: float, dtype: str) -> dict[str, float]:
     """``updates_per_s``; the workers inside a gradient (``concurrency``) and inside an update at once on
     average; the share of the time two were inside an update at once
-    (``simasgd.phases.gradient_concurrency``, ``update_concurrency``, ``both_updating``); the median
+    (``simasgd.evaluation.phases.gradient_concurrency``, ``update_concurrency``, ``both_updating``); the median
     read, gradient and update phase of a cycle (``read_us``, ``gradient_us``, ``update_us``); the slowest
-    over the fastest span's median cycle (``regime``, ``simasgd.stability.regime_ratios``)."""
+    over the fastest span's median cycle (``regime``, ``simasgd.evaluation.stability.regime_ratios``)."""
     from executors.cpu.runner import run_workload
-    from simasgd import phases
-    from simasgd.stability import regime_ratios
-    from simasgd.workloads import build_workload
+    from simasgd.evaluation import phases
+    from simasgd.evaluation.stability import regime_ratios
+    from simasgd.numerics.workloads import build_workload
 
     sc = scenario(alg, threads, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
@@ -116,10 +116,10 @@ def placed(fn: Any, home: float | None, retries: int, moved: list[dict[str, Any]
     """``fn()`` (a dict of figures) between two core-to-core probes, each try started once the CPUs are
     home (waiting up to ``settle_s``), measured again up to ``retries`` times while the probes are not both
     in the ``home`` placement or the run's cycle changed regime partway (``regime`` past
-    ``simasgd.stability.SHIFT``: the host moved the CPUs away and back between the probes); the attempts
+    ``simasgd.evaluation.stability.SHIFT``: the host moved the CPUs away and back between the probes); the attempts
     set aside go to ``moved``."""
     from executors import c2c
-    from simasgd.stability import SHIFT
+    from simasgd.evaluation.stability import SHIFT
 
     def steady(table: dict[str, Any]) -> bool:
         return not table.get("regime", 1.0) > SHIFT  # NaN (too short to tell) passes
@@ -135,7 +135,7 @@ def capacity(threads: int, batch: int, seconds: float, dtype: str) -> float:
     import numpy as np
 
     from executors.calibration.gradient import time_gradient
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     sc = scenario("sequential", 1, batch, seconds, dtype)
     wl = build_workload(sc.workload, sc.seed, None)
@@ -388,7 +388,7 @@ def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
         return "—" if v is None or math.isnan(v) else f"{v:.0f}"
 
     lines = [(f"Home placement: hand-off {home or float('nan'):.0f} ns. Runs measured elsewhere, or whose median "
-              "cycle shifted partway (the slowest over the fastest span, simasgd.stability), "
+              "cycle shifted partway (the slowest over the fastest span, simasgd.evaluation.stability), "
               "set aside:"), "",
              ("| configuration | round | hand-off before, after (ns) | updates/s of home | gradients at once | at home "
               "| update phase µs | at home | cycle shift |"), "|---|---|---|---|---|---|---|---|---|"]
@@ -403,7 +403,7 @@ def placement_markdown(rows: list[dict[str, Any]], home: float | None) -> str:
 @functools.cache  # building the workload loads its data: once per batch size
 def flops_per_update(batch: int) -> float:
     """The MLP gradient's flops for one minibatch (the workload's own count: forward + backward)."""
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     sc = scenario("sequential", 1, batch, 1.0)
     return build_workload(sc.workload, sc.seed, None).flops_per_sample * batch
@@ -480,7 +480,7 @@ def main() -> None:
             print(placement_markdown(doc["rows"], doc["meta"]["c2c_home_ns"]))
         return
     from executors.calibration.peak import peak_table
-    from simasgd import metadata
+    from simasgd.runs import metadata
 
     load_before = os.getloadavg()
     commit, versions = record.commit(), metadata.versions()  # what ran: taken before it runs

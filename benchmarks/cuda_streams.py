@@ -48,7 +48,8 @@ def cell(backend: str, algorithm: str, streams: int, overrides: list[str], repea
     """One (backend, algorithm, streams) cell: run it, keep its folder, summarise the runs."""
     import numpy as np
 
-    from simasgd import backends, loader
+    from simasgd.runs import backends
+    from simasgd.spec import loader
 
     impl = backends.load(backend)
     if algorithm not in impl.ALGORITHMS:
@@ -109,7 +110,7 @@ def main() -> None:
     ap.add_argument("-s", dest="overrides", action="append", default=[], help="dotted override, every cell")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/cuda_streams"))
     args = ap.parse_args()
-    from simasgd import algorithms
+    from simasgd.spec import algorithms
 
     names = args.backends.split(",")
     streams = [int(x) for x in args.streams.split(",")]
@@ -140,10 +141,10 @@ def main() -> None:
 
 
 class _Defaults:
-    """An algorithm's registry defaults, for :func:`simasgd.algorithms.check` (cells set no parameters)."""
+    """An algorithm's registry defaults, for :func:`simasgd.spec.algorithms.check` (cells set no parameters)."""
 
     def __init__(self, name: str):
-        from simasgd import algorithms
+        from simasgd.spec import algorithms
 
         self.d = algorithms.ALGORITHMS[name]
 

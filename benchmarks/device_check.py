@@ -192,7 +192,8 @@ def ek_cells(out: Path, threads: list[int], algorithms: list[str], updates: int,
     than the scenario's 60,000, for the rehearsal)."""
     import ek_numa
 
-    from simasgd import backends, loader
+    from simasgd.runs import backends
+    from simasgd.spec import loader
 
     out.mkdir(parents=True, exist_ok=True)
     cells, failed = [], 0

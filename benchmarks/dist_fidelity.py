@@ -23,7 +23,7 @@ from typing import Any
 from numba import njit
 
 from executors import atomics as A
-from simasgd.workloads.constant import G
+from simasgd.numerics.workloads.constant import G
 
 
 @njit(nogil=True, cache=True)
@@ -38,7 +38,7 @@ def half_ms(theta, X, y, idx, grad_out, shape):  # the kernels' signature
 
 def scenario(algorithm: str, processes: int, dim: int, pin: bool = False) -> Any:
     from executors.dist.world import SERVED
-    from simasgd import loader
+    from simasgd.spec import loader
 
     return loader.from_dict({
         "name": "dist-fidelity", "seed": 1,
@@ -60,8 +60,9 @@ def main() -> None:
     ap.add_argument("--pin", action="store_true", help="rank r on a core of its own (placement uma)")
     args = ap.parse_args()
     from executors.dist import backend
-    from simasgd import backends, profile
-    from simasgd.workloads.constant import ConstWorkload, mean_loss
+    from simasgd.machines import profile
+    from simasgd.numerics.workloads.constant import ConstWorkload, mean_loss
+    from simasgd.runs import backends
 
     doc = profile.read(args.profile).to_doc() if os.path.isfile(args.profile) else {}
     if "network" not in doc:

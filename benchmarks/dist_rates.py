@@ -3,7 +3,7 @@
     python benchmarks/dist_rates.py [--dim 4810] [--updates 400] [--calibrate]
 
 Each (algorithm, process count 2–4) runs once with a workload whose gradient is a constant written
-at once (:mod:`simasgd.workloads.constant`, ``dim`` float64 parameters: 4810 is the Wongpanich MLP,
+at once (:mod:`simasgd.numerics.workloads.constant`, ``dim`` float64 parameters: 4810 is the Wongpanich MLP,
 a 38.5 KB message), so the run is all messages and bookkeeping: the backend's own ceiling. Printed
 per cell (the median of ``--repeats`` runs): updates/s, messages/s (point to point; ``sync``'s
 all-reduce counted as calls), bytes/s over all ranks, and the busiest rank's bytes in and out per
@@ -22,8 +22,8 @@ from typing import Any
 
 from executors.dist import backend
 from executors.dist.world import SERVED
-from simasgd import loader
-from simasgd.workloads.constant import ConstWorkload, const_grad, mean_loss
+from simasgd.numerics.workloads.constant import ConstWorkload, const_grad, mean_loss
+from simasgd.spec import loader
 
 EXTRA: dict[str, dict[str, Any]] = {"backup": {"backup": 1}}
 

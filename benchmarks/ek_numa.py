@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py
 import record  # noqa: E402
 
-from simasgd import loader  # noqa: E402
-from simasgd.machine import PRESETS, Machine, place  # noqa: E402
+from simasgd.machines.machine import PRESETS, Machine, place  # noqa: E402
+from simasgd.numerics.workloads.mlp import softmax_spec  # noqa: E402
 from simasgd.sim import backend, sockets  # noqa: E402
-from simasgd.workloads.mlp import softmax_spec  # noqa: E402
+from simasgd.spec import loader  # noqa: E402
 
 SCHEMA, SCHEMA_VERSION = "ek_numa", 1
 S1 = ROOT / "scenarios" / "ek2021" / "s1_uma_numa.toml"
@@ -119,7 +119,7 @@ def phase_table(updates: int, threads: int = 8) -> str:
     """Where a cycle goes, per placement and socket (preset): mean read, gradient and update phases (ms)."""
     import numpy as np
 
-    from simasgd import phases
+    from simasgd.evaluation import phases
 
     head = "| algorithm | placement | socket | read | gradient | update | cycle |\n|" + "---|" * 7
     rows = []
@@ -141,7 +141,7 @@ def closed_form(m: Machine, threads: int, placement: str, batch: int = 64) -> di
     """The gradient phase and the socket's DRAM demand per socket, with no queueing (see module doc)."""
     layers = [784, 128, 128, 128, 10]
     spec = softmax_spec(layers, "ek")
-    from simasgd.scenario import WorkloadConfig
+    from simasgd.spec.scenario import WorkloadConfig
 
     wl = WorkloadConfig(model="mlp", layers=layers, dataset="synthetic", batch_size=batch)
     fp = sockets.footprint(wl, spec.dim, 8, m.l2_kb * 1024)

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py
 import record
 
 from simasgd.corpus import score, store
-from simasgd.scenario import SimConfig
+from simasgd.spec.scenario import SimConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME, VERSION = "fidelity_ablation", 3

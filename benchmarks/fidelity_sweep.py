@@ -24,9 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from simasgd import algorithms, analysis, fidelity, loader, metadata, phases, stability
-from simasgd.drift import THRESHOLD, phase_gradient_err, within_drift
-from simasgd.plots import fmt_value, verdict_mark
+from simasgd.evaluation import analysis, fidelity, phases, stability
+from simasgd.evaluation.drift import THRESHOLD, phase_gradient_err, within_drift
+from simasgd.evaluation.plots import fmt_value, verdict_mark
+from simasgd.runs import metadata
+from simasgd.spec import algorithms, loader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # record.py, also when this file is imported by path
 import record
@@ -47,7 +49,7 @@ LOPEZ_STEPS_PER_GRADIENT = 25  # master steps per worker gradient at 2 threads (
 COLUMNS = ("algorithm", "threads", "B", "τ̄ sim", "τ̄ cpu", "τ̄ err", "KS", "upd/s sim", "upd/s cpu",
            "upd/s err", "upd→ε err", "verdict", "cycle err: main phase", "grad median err", "grad. at once sim / cpu",
            "absent sim / cpu", "c2c ns", "cpu floor τ̄ / KS / upd/s", "cpu as prediction", "tries")
-DRIFT = THRESHOLD  # a gradient this far from calibration: the host, not the model (simasgd.drift)
+DRIFT = THRESHOLD  # a gradient this far from calibration: the host, not the model (simasgd.evaluation.drift)
 
 
 def budget(name: str, args: argparse.Namespace) -> int:
@@ -129,7 +131,7 @@ def _c2c(r: Any) -> str:
 
 
 def _concurrency(r: Any) -> float:
-    """Workers inside a gradient at once, mean over runs (simasgd.phases.gradient_concurrency)."""
+    """Workers inside a gradient at once, mean over runs (simasgd.evaluation.phases.gradient_concurrency)."""
     vals = list(phases.gradient_concurrency(r.updates).values())
     return sum(vals) / len(vals) if vals else math.nan
 
@@ -143,7 +145,8 @@ def host_took_cpus(sim: Any, cpu: Any, threads: int, cpus: int) -> bool:
 
 
 def absent_cell(sim: Any, cpu: Any, threads: int, cpus: int) -> str:
-    """Both sides' share of the time a worker was away (simasgd.phases.absence), ⚠ where the host took CPUs."""
+    """Both sides' share of the time a worker was away (simasgd.evaluation.phases.absence), ⚠ where the host took
+    CPUs."""
     a, b = phases.mean_absence(sim.updates), phases.mean_absence(cpu.updates)
     if not (math.isfinite(a) and math.isfinite(b)):
         return "·"
@@ -213,7 +216,7 @@ def _short(k: str) -> str:
 def _calibrated_at(path: object) -> str:
     """", calibrated <when>" from the profile's ``[calibration] created`` (nothing where it has none)."""
     try:
-        from simasgd import machine
+        from simasgd.machines import machine
 
         doc = machine.load_profile(Path(str(path))).profile
     except Exception:  # a header note only: an unreadable profile fails elsewhere, loudly
@@ -246,28 +249,34 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "bootstrap interval over runs. Goals: mean staleness within 5%, KS ≤ 0.1, updates/s within 10%, "
         "updates to ε within 15% (✓ met, ✗ missed, · not computable). "
         "\"(within drift)\": the gradient re-timed right before the cell had drifted beyond ±10% of the profile and "
-        "explains every miss (simasgd.drift: the updates/s error within the drift; with --refresh the cell is "
+        "explains every miss (simasgd.evaluation.drift: the updates/s error within the drift; with --refresh the "
+        "cell is "
         "simulated at the re-timed speed). \"cycle err: main phase\": the "
-        "phase whose mean error explains most of the mean cycle-time error (simasgd.phases), for Lopez the master's "
+        "phase whose mean error explains most of the mean cycle-time error (simasgd.evaluation.phases), for Lopez "
+        "the master's "
         "mean step simulated / measured (its staleness counts them; beyond ±10% with the master on a CPU of its own, "
         "⚠ memory drift, and the cell is measured again as below); \"grad median err\": the "
         "simulated (calibrated) gradient's median against the measured one — beyond ±10% the machine itself ran "
         "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\"); "
-        "\"grad. at once\": workers inside a gradient at once, time-averaged (simasgd.phases.gradient_concurrency) — "
+        "\"grad. at once\": workers inside a gradient at once, time-averaged "
+        "(simasgd.evaluation.phases.gradient_concurrency) — "
         "a measured value near half the simulated one means the workers took turns on the host. \"absent\": the "
-        "share of the time a worker spent in cycles past twice its median (simasgd.phases.absence) — with no more "
+        "share of the time a worker spent in cycles past twice its median (simasgd.evaluation.phases.absence) — "
+        "with no more "
         "workers than CPUs, the host taking a CPU away (⚠ host took CPUs: 5 points more measured than simulated; "
         "each such gap gives the other workers a run of τ = 0; or a measured "
         "run with its workers inside a gradient at once less than 75% as much as simulated: they took turns, "
-        "simasgd.phases.took_turns). \"c2c ns\": the "
+        "simasgd.evaluation.phases.took_turns). \"c2c ns\": the "
         "core-to-core hand-off latency measured before and after each real run (executors/c2c.py; the profile's: "
         f"{metadata.calibrated_c2c_ns() or math.nan:.0f} ns) — a VM's vCPUs may sit on cores sharing a cache or "
         "not; a cell whose runs were not in the profile's placement (⚠ CPUs moved) is measured again, up to "
-        "--attempts times. \"cpu floor\": the measured side's repeatability (simasgd.fidelity.repeatability): each "
+        "--attempts times. \"cpu floor\": the measured side's repeatability "
+        "(simasgd.evaluation.fidelity.repeatability): each "
         "measured run against the others pooled, root mean square, scaled to the error a simulator that ran exactly "
         "like the machine would show with as many runs; ⚠ unstable where that misses a goal. \"cpu as prediction\": "
         "the share of the measured runs that, each taken as the prediction of the others pooled, meet all four "
-        "goals, errors scaled to as many runs as the simulator's (simasgd.fidelity.self_prediction); summed over "
+        "goals, errors scaled to as many runs as the simulator's (simasgd.evaluation.fidelity.self_prediction); "
+        "summed over "
         "the cells, about the count a simulator that ran exactly like this machine would meet.")
     head = [
         TITLE, "", heading(getattr(args, "partial", False)), "", measured, "", legend, "",
@@ -344,7 +353,7 @@ def save_table(path: Path, text: str, key: str) -> None:
     machine kind); where it does not, it is added at the end, after the method and the other machines'
     results. A new file gets the title and the section. Written atomically: an interrupted sweep leaves the
     file as it was after its last cell."""
-    from simasgd.atomicio import atomic_write_text
+    from simasgd.formats.atomicio import atomic_write_text
 
     begin, end = f"<!-- fidelity_sweep {key} -->", f"<!-- /fidelity_sweep {key} -->"
     old = path.read_text() if path.exists() else ""
@@ -406,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile is not None:
         os.environ["SIMASGD_PROFILE"] = str(args.profile.resolve())
     if args.recalibrate and not args.from_folders:
-        from simasgd import machine
+        from simasgd.machines import machine
 
         old = machine.profile_path()
         if old.exists():
@@ -435,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                 # ... or away and back between the probes: only the run's own cycles show it (at 2 threads
                 # or fewer on 2 CPUs; time-sliced workers' cycles are not steady enough to tell)
                 if threads <= len(os.sched_getaffinity(0)):
-                    moved += [f"run {k}: its median cycle shifted ×{x:.2f} partway (simasgd.stability)"
+                    moved += [f"run {k}: its median cycle shifted ×{x:.2f} partway (simasgd.evaluation.stability)"
                               for k, x in stability.regime_ratios(results["cpu"].updates).items()
                               if x > stability.SHIFT]
                 away = host_took_cpus(results["sim"], results["cpu"], threads, len(os.sched_getaffinity(0)))

@@ -65,7 +65,7 @@ def cnn_doc(tiny: bool) -> dict[str, Any]:
 
 
 def scenario(doc: dict[str, Any], **over: Any) -> Any:
-    from simasgd import loader
+    from simasgd.spec import loader
 
     return loader.from_dict({**doc, **over})  # each override replaces its whole table
 
@@ -157,7 +157,7 @@ class Check:
         return sum(not c.get("ok") for c in self.doc["checks"])
 
     def cell(self, section: str, sc: Any, backend: str = "gpu", **extra: Any) -> dict[str, Any] | None:
-        from simasgd import backends
+        from simasgd.runs import backends
 
         if self.left() < 5:
             self.cut += 1
@@ -204,9 +204,9 @@ def env() -> dict[str, Any]:
 
 def check_gradients(c: Check) -> None:
     """One sequential update with lr = 1 from θ0: θ1 = θ0 − g; g against the workload's CPU kernel."""
-    from executors.resident import runner
-    from simasgd import seeds
-    from simasgd.workloads import build_workload
+    from executors.gpu import runner
+    from simasgd.numerics.workloads import build_workload
+    from simasgd.spec import seeds
 
     captured: dict[str, Any] = {}
     real = runner.final_theta
@@ -222,7 +222,7 @@ def check_gradients(c: Check) -> None:
         for name, doc in (("mlp", mlp_doc(c.tiny)), ("cnn", cnn_doc(c.tiny))):
             sc = scenario(doc, algorithm={"name": "sequential"}, optimizer={"lr": 1.0},
                           stop={"max_updates": 1, "max_time_s": 120, "eval_every_updates": 1})
-            from simasgd import backends
+            from simasgd.runs import backends
 
             backends.load("gpu").run_once(sc, 0)
             wl = build_workload(sc.workload, sc.seed, None)
@@ -241,8 +241,8 @@ def check_gradients(c: Check) -> None:
 
 def check_constant(c: Check) -> None:
     """θ after N applied updates of the constant gradient: 1 − N·2⁻¹⁶ exactly (lossless algorithms)."""
-    from simasgd import backends
-    from simasgd.workloads.constant import LR, STEP, ConstWorkload, first_loss
+    from simasgd.numerics.workloads.constant import LR, STEP, ConstWorkload, first_loss
+    from simasgd.runs import backends
 
     wl = ConstWorkload(dim=16 if c.tiny else 4096, loss_kernel=first_loss)
     n_up = 12 if c.tiny else 100
@@ -252,7 +252,7 @@ def check_constant(c: Check) -> None:
                        "batch_size": 1}, "algorithm": {"name": algo}, "optimizer": {"lr": LR},
                        "stop": {"max_updates": n_up, "max_time_s": 120, "eval_every_updates": n_up // 4}},
                       gpu={"mode": mode})
-        import simasgd.workloads as W
+        import simasgd.numerics.workloads as W
 
         real = W.build_workload
         W.build_workload = lambda cfg, seed, base_dir=None: wl
@@ -269,8 +269,8 @@ def check_constant(c: Check) -> None:
 
 
 def resident_max(c: Check, doc: dict[str, Any], algo: str = "hogwild") -> int:
-    from executors.resident import kernels, runner
-    from simasgd.workloads import build_workload
+    from executors.gpu import kernels, runner
+    from simasgd.numerics.workloads import build_workload
 
     if c.tiny:
         return 4

@@ -45,14 +45,14 @@ def _doc(model: str) -> dict[str, Any]:
 
 
 def _workload(model: str) -> Any:
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     sc = gpu_check.scenario(_doc(model))
     return build_workload(sc.workload, sc.seed, None)
 
 
 def _key(model: str) -> str:
-    from simasgd import profile
+    from simasgd.machines import profile
 
     return profile.workload_key(gpu_check.scenario(_doc(model)).workload)
 
@@ -97,7 +97,7 @@ def write_profile(block: dict[str, Any], out: Path) -> None:
 
 
 def simulate(cell: dict[str, Any], seconds: float) -> Any:
-    from simasgd import backends
+    from simasgd.runs import backends
 
     sc = gpu_check.scenario(_doc(cell["model"]), workers={"count": cell["workers"]},
                             algorithm={"name": cell["algorithm"]}, gpu={"mode": cell["mode"]},
@@ -111,7 +111,7 @@ def _hist(staleness: np.ndarray) -> np.ndarray:
 
 
 def score(cell: dict[str, Any], seconds: float) -> dict[str, Any]:
-    from simasgd import fidelity
+    from simasgd.evaluation import fidelity
 
     t = time.perf_counter()
     r = simulate(cell, seconds)

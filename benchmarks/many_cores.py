@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["SIMASGD_PROFILE"] = str(profile)
     start = time.perf_counter()
     fidelity_sweep.main(sweep_args(out, args))
-    from simasgd import profile as prof
     from simasgd.corpus import score, store
+    from simasgd.machines import profile as prof
 
     name = args.machine or machine_name()
     entry = store.entry_from(store.measured_folders([out / "cells"]), prof.read(profile), name)

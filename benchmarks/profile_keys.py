@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from simasgd.corpus import score, store
-from simasgd.profile import to_toml
+from simasgd.machines.profile import to_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def model_of(entry: store.Entry, updates: int, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The union over ``entry``'s cells of the keys read and the mechanisms that acted."""
-    from simasgd import backends
+    from simasgd.runs import backends
 
     keys: set[str] = set()
     acted: set[str] = set()

@@ -30,7 +30,8 @@ CELLS = {"hogwild, 2 threads": ("hogwild", {}, 2), "leashed p0, 2 threads": ("le
 # Run inside the checkout's process: one timing per cell, JSON on stdout. The profile is given by path.
 TIMER = """
 import json, sys, time
-from simasgd import loader, machine
+from simasgd.machines import machine
+from simasgd.spec import loader
 from simasgd.sim import backend
 cells, updates = json.loads(sys.argv[1]), int(sys.argv[2])
 out = {}

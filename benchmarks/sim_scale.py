@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import record
 
-from simasgd import algorithms, loader
 from simasgd.sim.backend import run_once
+from simasgd.spec import algorithms, loader
 
 SCHEMA, VERSION = "sim_scale", 1
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simasgd import loader
 from simasgd.sim import backend
+from simasgd.spec import loader
 
 TIMING = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
           "read": {"dist": "deterministic", "mean_s": 2e-6}, "update": {"dist": "deterministic", "mean_s": 3e-6}}

@@ -54,8 +54,8 @@ def measure(p: plan.Plan, label: str, **kw: object) -> dict:
 
 _PLAIN = """
 import sys, time
-from simasgd import backends
-from simasgd.scenario import Scenario
+from simasgd.runs import backends
+from simasgd.spec.scenario import Scenario
 sc = Scenario.model_validate({scenario!r})
 b = backends.load("serial")
 b.run_once(sc, 0)  # warm-up, as a pool worker's first task would be

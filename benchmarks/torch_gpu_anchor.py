@@ -8,7 +8,7 @@ device; forward; cross-entropy; backward; ``torch.optim.SGD.step()`` on the shar
 lock. ``--mode threads`` is the other thing a PyTorch user would write: N Python threads in one process on
 one model, each on its own CUDA stream (``torch.cuda.stream``).
 
-The model mirrors simasgd's ``mlp`` workload (``simasgd/workloads/mlp.py``): ``nn.Linear`` layers with ReLU
+The model mirrors simasgd's ``mlp`` workload (``simasgd/numerics/workloads/mlp.py``): ``nn.Linear`` layers with ReLU
 between them, softmax cross-entropy, He-normal weights feeding a ReLU and Glorot-normal for the output
 layer, zero biases, float32. The data are synthetic Gaussian class mixtures of simasgd's shape (features =
 the first layer, classes = the last, ``--samples`` rows), generated on the device from a seeded
@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 SCHEMA, SCHEMA_VERSION = "torch_anchor", 1
-SEPARATION = 6.0  # simasgd.workloads.data: class means this many noise std apart (in expectation)
+SEPARATION = 6.0  # simasgd.numerics.workloads.data: class means this many noise std apart (in expectation)
 POLL_S = 0.02
 
 

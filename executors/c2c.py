@@ -12,7 +12,7 @@ measures the mode: a token handed back and forth between two pinned threads thro
 (:func:`latency_ns`, a few ms). ``simasgd calibrate`` records it with the tables it affects, measured
 row by row, each row between two probes and again while a row straddles a switch; the cpu backend
 records it before and after every run (``metadata.host``), and
-:func:`simasgd.metadata.topology_warnings` names the runs whose mode is not the profile's.
+:func:`simasgd.runs.metadata.topology_warnings` names the runs whose mode is not the profile's.
 """
 
 from __future__ import annotations

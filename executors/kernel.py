@@ -3,7 +3,7 @@
 A cached numba function that took the kernel dispatcher as an argument would be
 keyed in numba's on-disk cache by the dispatcher's memory address: recompiled in
 every process, one more cache file each time. So every executor function that
-computes a gradient calls :func:`simasgd.workloads.kernels.loss_and_grad` (the
+computes a gradient calls :func:`simasgd.numerics.workloads.kernels.loss_and_grad` (the
 one dispatcher of every workload) as the module global ``loss_and_grad``, and
 is built in a closure over ``kernels.SOURCE_HASH`` so that its cache also
 follows edits of ``kernels.py`` (see that module's docstring)::
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from simasgd.workloads import kernels
+from simasgd.numerics.workloads import kernels
 
 GLOBAL = "loss_and_grad"  # the name every executor function calls the kernel by
 OVER = "grad_over_theta"  # kernels.grad_over_theta: whether the kernel may write g over the θ it reads

@@ -58,8 +58,9 @@ def shares(hist: np.ndarray, width: int) -> np.ndarray:
 
 
 def distributions(machine: str, cell_name: str) -> Distributions:
-    from simasgd import analysis, backends, fidelity
     from simasgd.corpus import score, store
+    from simasgd.evaluation import analysis, fidelity
+    from simasgd.runs import backends
 
     path = ROOT / "corpus" / f"{machine}.json.gz"
     entry = store.load(path)

@@ -12,7 +12,7 @@ if os.environ.get("SIMASGD_TEST_GPU", "0") in ("", "0"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 # A scenario without [machine] simulates this machine's calibrated profile when one exists
-# (simasgd.machine.preset_of). Tests see a profile only where they write one (monkeypatch.setenv), so a
+# (simasgd.machines.machine.preset_of). Tests see a profile only where they write one (monkeypatch.setenv), so a
 # developer's own profiles/this.toml never changes what they simulate: this path can never be a file.
 os.environ["SIMASGD_PROFILE"] = os.path.join(os.devnull, "no-profile.toml")
 
@@ -32,10 +32,10 @@ import pytest
 from numba import njit
 
 from executors import atomics as A
-from simasgd import loader
-from simasgd.results import RunResult, RunSummary, curve_frame, merge, updates_frame
-from simasgd.scenario import Scenario
-from simasgd.workloads.constant import G
+from simasgd.numerics.workloads.constant import G
+from simasgd.runs.results import RunResult, RunSummary, curve_frame, merge, updates_frame
+from simasgd.spec import loader
+from simasgd.spec.scenario import Scenario
 
 
 @njit(nogil=True, cache=True)
@@ -66,7 +66,7 @@ def echo_grad(theta, X, y, idx, grad_out, shape):
 
 @pytest.fixture(scope="session")
 def jitter_kernel() -> Any:
-    """A kernel with the constant gradient ``G`` of :mod:`simasgd.workloads.constant`, after a random delay."""
+    """A kernel with the constant gradient ``G`` of :mod:`simasgd.numerics.workloads.constant`, after a random delay."""
     return jitter_grad
 
 

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simasgd import analysis, loader, seeds
-from simasgd.convergence import Monitor, accuracy_of
-from simasgd.results import RunResult
+from simasgd.evaluation import analysis
+from simasgd.numerics.workloads import build_workload
+from simasgd.runs.convergence import Monitor, accuracy_of
+from simasgd.runs.results import RunResult
 from simasgd.sim import backend
-from simasgd.workloads import build_workload
+from simasgd.spec import loader, seeds
 
 MLP = {"model": "mlp", "layers": [64, 16, 10], "dataset": "digits", "batch_size": 16}
 
@@ -81,7 +82,7 @@ def test_folders_without_the_accuracy_column_still_load(sim_result: tuple[object
 
 
 def test_plots_show_accuracy_when_measured(sim_result: tuple[object, RunResult], tmp_path: Path) -> None:
-    from simasgd import plots
+    from simasgd.evaluation import plots
 
     _, r = sim_result
     assert plots.has_accuracy({"a": r})

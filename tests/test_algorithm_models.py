@@ -1,4 +1,4 @@
-"""``[algorithm]`` as a union of one model per algorithm, generated from the registry (simasgd/algorithms.py)
+"""``[algorithm]`` as a union of one model per algorithm, generated from the registry (simasgd/spec/algorithms.py)
 and discriminated on ``name``: each model has exactly its definition's parameters, the schema says which,
 and the loader's messages still name the key and what is allowed."""
 
@@ -9,9 +9,9 @@ import typing
 
 import pytest
 
-from simasgd import algorithms, loader
-from simasgd.loader import ScenarioError
-from simasgd.scenario import ALGORITHM_MODELS, AlgorithmConfig, Scenario
+from simasgd.spec import algorithms, loader
+from simasgd.spec.loader import ScenarioError
+from simasgd.spec.scenario import ALGORITHM_MODELS, AlgorithmConfig, Scenario
 
 
 @pytest.mark.parametrize("name", algorithms.names())

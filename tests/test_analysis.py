@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simasgd import analysis
+from simasgd.evaluation import analysis
 
 # RunResults from staleness samples: the fixtures `make_result` and `geometric` (tests/conftest.py)
 

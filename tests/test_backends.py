@@ -14,9 +14,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import backends, loader, pools
 from simasgd.cli import app
-from simasgd.results import RunResult
+from simasgd.runs import backends, pools
+from simasgd.runs.results import RunResult
+from simasgd.spec import loader
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
@@ -29,7 +30,7 @@ FAKE = textwrap.dedent('''
     import time
     import warnings
 
-    from simasgd.results import RunResult, RunSummary, curve_frame, updates_frame
+    from simasgd.runs.results import RunResult, RunSummary, curve_frame, updates_frame
 
     NAME = "{name}"
     ALGORITHMS = frozenset({{"mutex"}})

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from simasgd import backends
-from simasgd.profile import workload_key
+from simasgd.machines.profile import workload_key
+from simasgd.runs import backends
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,8 +26,8 @@ def test_the_ablation_re_simulates_each_corpus_cell_with_each_mechanism_turned(
         monkeypatch: pytest.MonkeyPatch, benchmark_script: Callable[[str], Any]) -> None:
     import dataclasses
 
-    from simasgd import profile as prof
     from simasgd.corpus import store
+    from simasgd.machines import profile as prof
 
     ablation = benchmark_script("fidelity_ablation")
     assert "coherence" in ablation.mechanisms() and "numerics" not in ablation.mechanisms()
@@ -57,8 +57,8 @@ def test_profile_keys_counts_what_the_corpus_cells_read(tmp_path: Path, tiny: Ca
                                                         two_cpu_profile: Callable[..., Path],
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         benchmark_script: Callable[[str], Any]) -> None:
-    from simasgd import profile as prof
     from simasgd.corpus import store
+    from simasgd.machines import profile as prof
 
     keys = benchmark_script("profile_keys")
     sc = tiny("mlp", machine={"preset": "this"}, workers={"count": 2}, stop={"max_updates": 40})

@@ -1,4 +1,4 @@
-"""The GEMM the MLP kernels call (simasgd/blas.py, ``kernels.gemm``).
+"""The GEMM the MLP kernels call (simasgd/numerics/blas.py, ``kernels.gemm``).
 
 Whichever provider this process registered — numpy's own OpenBLAS, or the ``np.dot`` fallback —
 ``gemm`` must compute op(A)·B as numpy does in float64, to float32 rounding."""
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from simasgd import blas
-from simasgd.workloads import kernels
+from simasgd.numerics import blas
+from simasgd.numerics.workloads import kernels
 
 SHAPES = [(16, 784, 128), (64, 784, 128), (64, 128, 128), (16, 128, 10), (3, 5, 7), (1, 1, 1)]
 
@@ -74,7 +74,7 @@ def test_gemm_rejects_mismatched_shapes_and_double_transposes(dtype: type) -> No
 _PROBE = r"""
 import ctypes, json, sys
 import numpy as np
-from simasgd import blas
+from simasgd.numerics import blas
 
 calls = []
 f32p = ctypes.POINTER(ctypes.c_float)
@@ -94,8 +94,8 @@ address = ctypes.cast(counting, ctypes.c_void_p).value
 import llvmlite.binding as ll
 ll.add_symbol(blas.SYMBOL, address)
 blas.register = lambda: address  # the kernels' import registers the provider: keep the counter
-from simasgd.scenario import WorkloadConfig
-from simasgd.workloads import build_workload
+from simasgd.spec.scenario import WorkloadConfig
+from simasgd.numerics.workloads import build_workload
 cfg = WorkloadConfig.model_validate_json(sys.argv[1])
 wl = build_workload(cfg, 0)
 theta = wl.init_theta(np.random.default_rng(1))
@@ -111,8 +111,8 @@ def test_every_matrix_product_of_a_float32_mlp_gradient_goes_to_the_registered_g
     other), so every product of the MLP's forward and backward passes is a call of the registered CBLAS
     sgemm — none taken by ``np.dot`` through SciPy's BLAS beside it: per layer A·W forward, then from the
     top D·Wᵀ (no delta for the input layer) and Aᵀ·D; and the gradient so made is the provider's."""
-    from simasgd.scenario import WorkloadConfig
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
+    from simasgd.spec.scenario import WorkloadConfig
 
     layers, batch = [40, 24, 16, 10], 16
     cfg = WorkloadConfig(model="mlp", layers=layers, dtype="float32", batch_size=batch, dataset="synthetic",

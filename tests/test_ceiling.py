@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from simasgd import fidelity
 from simasgd.corpus.score import CellScore, MachineScore
+from simasgd.evaluation import fidelity
 
 TAU_WIDTH = 40
 GEOMETRIC_P = 0.3

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simasgd.cli import app
-from simasgd.results import RunResult
+from simasgd.runs.results import RunResult
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = str(REPO / "scenarios" / "quickstart.toml")
@@ -88,14 +88,15 @@ def test_a_parameter_value_the_backend_does_not_run_is_refused_naming_the_file_a
 
 
 def test_list_names_every_algorithm() -> None:
-    from simasgd.algorithms import names
+    from simasgd.spec.algorithms import names
 
     res = runner.invoke(app, ["list"])
     assert res.exit_code == 0 and all(n in res.output for n in names())
 
 
 def test_list_shows_each_algorithm_with_the_backends_that_implement_it() -> None:
-    from simasgd import algorithms, backends
+    from simasgd.runs import backends
+    from simasgd.spec import algorithms
 
     res = runner.invoke(app, ["list"], env={"COLUMNS": "400"})
     rows = {cells[0]: cells[-1] for line in res.output.splitlines()
@@ -125,7 +126,7 @@ def test_plain_install_does_not_pull_torch() -> None:
 
 def _profile(path: Path, gflops_per_core: float) -> Path:
     """A calibrated profile with only its [machine] table (the simulator derives gradient times from it)."""
-    from simasgd import profile
+    from simasgd.machines import profile
 
     machine = {"sockets": 1, "cores_per_socket": 4, "threads_per_core": 1, "local_latency_ns": 90.0,
                "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 20.0, "link_bandwidth_gbs": 20.0,
@@ -138,7 +139,7 @@ SMALL_SIM = ["-b", "sim", "-n", "1", "-s", "stop.max_updates=200", "-s", "stop.e
 
 def test_no_machine_and_no_profile_simulates_the_fallback_preset_and_says_so(tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from simasgd import machine
+    from simasgd.machines import machine
 
     absent = tmp_path / "none.toml"
     monkeypatch.setenv(machine.PROFILE_ENV, str(absent))
@@ -157,7 +158,7 @@ def test_no_machine_and_no_profile_simulates_the_fallback_preset_and_says_so(tmp
 
 def test_no_machine_simulates_this_machines_profile_when_there_is_one(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from simasgd import machine
+    from simasgd.machines import machine
 
     fast, slow = _profile(tmp_path / "fast.toml", 15.0), _profile(tmp_path / "slow.toml", 0.015)
     rates = {}
@@ -177,7 +178,8 @@ def test_no_machine_simulates_this_machines_profile_when_there_is_one(tmp_path: 
 
 
 def test_a_scenarios_machine_wins_over_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from simasgd import loader, machine
+    from simasgd.machines import machine
+    from simasgd.spec import loader
 
     monkeypatch.setenv(machine.PROFILE_ENV, str(_profile(tmp_path / "p.toml", 1.0)))
     named = loader.from_dict({"machine": {"preset": "xeon-e5-2698-v4"}}).machine
@@ -201,8 +203,8 @@ def test_version_prints_the_installed_version() -> None:
 
 
 def test_config_prints_every_default_and_reads_back_as_the_same_scenario(tmp_path: Path) -> None:
-    from simasgd import loader
-    from simasgd.scenario import StopConfig
+    from simasgd.spec import loader
+    from simasgd.spec.scenario import StopConfig
 
     res = runner.invoke(app, ["config", QUICK, "-s", "algorithm.name=leashed", "-s", "workers.count=3"])
     assert res.exit_code == 0, res.output
@@ -310,15 +312,16 @@ def test_every_command_that_writes_figures_takes_svg() -> None:
 # --- list ----------------------------------------------------------------------------------------
 
 def test_list_shows_every_workload_dataset_preset_and_shipped_scenario() -> None:
-    from simasgd.machine import PRESETS
-    from simasgd.scenario import WorkloadConfig
-    from simasgd.sim import gpu, network
+    from simasgd.machines import networks
+    from simasgd.machines.machine import PRESETS
+    from simasgd.sim import gpu
+    from simasgd.spec.scenario import WorkloadConfig
 
     res = runner.invoke(app, ["list"], env={"COLUMNS": "400"})
     assert res.exit_code == 0, res.output
     models = WorkloadConfig.model_fields["model"].annotation.__args__  # type: ignore[union-attr]
     names = [*models, "digits", "synthetic", "mnist:PATH", "cifar10:PATH", *PRESETS, "this", *gpu.names(),
-             *network.PRESETS]
+             *networks.PRESETS]
     missing = [n for n in names if n not in res.output]
     assert not missing, missing
     shipped = sorted(str(p.relative_to(REPO)) for p in (REPO / "scenarios").rglob("*.toml"))
@@ -406,8 +409,7 @@ def test_list_presets_shows_each_presets_numbers_and_the_calibrated_ones(tmp_pat
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import fields
 
-    from simasgd import gpus, machine, profile
-    from simasgd.sim import network
+    from simasgd.machines import gpus, machine, networks, profile
 
     path = profile.write({"machine": {**tomllib.loads(_profile(tmp_path / "m.toml", 3.5).read_text())["machine"]},
                           "network": {"bandwidth_gbps": 12.5, "latency_us": 33.0, "server_bandwidth_gbps": 7.0}},
@@ -424,8 +426,8 @@ def test_list_presets_shows_each_presets_numbers_and_the_calibrated_ones(tmp_pat
             keys = [f.name for f in fields(obj) if f.name not in ("name", "profile")]
             assert set(shown) == set(keys), name
             assert all(_same(shown[k], getattr(obj, k)) for k in keys), (name, shown)
-    assert set(network_rows) == set(network.PRESETS)
-    for name, v in network.PRESETS.items():
+    assert set(network_rows) == set(networks.PRESETS)
+    for name, v in networks.PRESETS.items():
         if v is not None:
             assert _numbers(network_rows[name]) == {"bandwidth_gbps": f"{v[0]:g} Gb/s", "latency_us": f"{v[1]:g} µs"}
     # `this` is the profile's measured transport, not shared memory (that is `none`).

@@ -9,7 +9,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from simasgd.cli import app
-from simasgd.loader import parse_value
+from simasgd.spec.loader import parse_value
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = REPO / "scenarios" / "quickstart.toml"

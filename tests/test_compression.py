@@ -1,12 +1,12 @@
-"""1-bit quantisation with error feedback (simasgd/compression.py): Seide et al.'s properties."""
+"""1-bit quantisation with error feedback (simasgd/numerics/compression.py): Seide et al.'s properties."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from simasgd import compression
-from simasgd.compression import BUCKET, message_bytes, quantize, residual_bound
+from simasgd.numerics import compression
+from simasgd.numerics.compression import BUCKET, message_bytes, quantize, residual_bound
 
 
 def test_quantised_values_are_the_bucket_means_of_each_sign() -> None:

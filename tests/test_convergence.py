@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simasgd.convergence import Monitor
-from simasgd.scenario import StopConfig
+from simasgd.runs.convergence import Monitor
+from simasgd.spec.scenario import StopConfig
 
 
 def _feed(stop: StopConfig, losses: list[float]) -> Monitor:

@@ -13,10 +13,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import analysis, backends, fidelity, loader, machine, profile
 from simasgd.cli import app
 from simasgd.corpus import score, store
-from simasgd.results import RunResult
+from simasgd.evaluation import analysis, fidelity
+from simasgd.machines import machine, profile
+from simasgd.runs import backends
+from simasgd.runs.results import RunResult
+from simasgd.spec import loader
 
 MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
            "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,
@@ -146,8 +149,8 @@ SLOWER = 1.5  # the host ran the gradient this much slower than at calibration, 
 
 
 def _drifted_profile() -> dict[str, Any]:
-    from simasgd.profile import workload_key
-    from simasgd.scenario import WorkloadConfig
+    from simasgd.machines.profile import workload_key
+    from simasgd.spec.scenario import WorkloadConfig
 
     s = (150e-6 * np.random.default_rng(1).lognormal(0.0, 0.2, 200)).tolist()
     table = {"batch_size": 16, "samples_s": s, "median_s": float(np.median(s)), "mean_s": float(np.mean(s))}
@@ -160,8 +163,8 @@ def drifted(tmp_path_factory: pytest.TempPathFactory) -> tuple[store.Entry, floa
     `drift.refreshed_profile` rescales it), stored as a sweep stores a cell: ``<cell>/cpu/`` beside the
     ``fidelity.json`` whose drift record holds the probe's re-timed gradient; the entry keeps the profile as
     calibrated."""
-    from simasgd import drift
-    from simasgd.profile import workload_key
+    from simasgd.evaluation import drift
+    from simasgd.machines.profile import workload_key
 
     root = tmp_path_factory.mktemp("drifted")
     doc = _drifted_profile()

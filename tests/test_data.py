@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd.scenario import WorkloadConfig
-from simasgd.workloads import WorkloadError, build_workload, densify, load_dataset, read_idx, to_csr
-from simasgd.workloads.data import Dataset
+from simasgd.numerics.workloads import WorkloadError, build_workload, densify, load_dataset, read_idx, to_csr
+from simasgd.numerics.workloads.data import Dataset
+from simasgd.spec.scenario import WorkloadConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,9 +58,9 @@ def test_bit_identical_in_another_process() -> None:
                density=0.3, eval_rows=50)
     wl = build_workload(WorkloadConfig(**cfg), 11)
     here = _digest(load_dataset(WorkloadConfig(**cfg), 11), wl.eval_idx)
-    code = (f"import hashlib\nimport numpy as np\nfrom simasgd.workloads.data import Dataset\n"
-            f"from simasgd.scenario import WorkloadConfig\n"
-            f"from simasgd.workloads import build_workload, load_dataset\n"
+    code = (f"import hashlib\nimport numpy as np\nfrom simasgd.numerics.workloads.data import Dataset\n"
+            f"from simasgd.spec.scenario import WorkloadConfig\n"
+            f"from simasgd.numerics.workloads import build_workload, load_dataset\n"
             f"{inspect.getsource(_digest)}\n"  # the same digest, without importing this test module
             f"cfg = WorkloadConfig(**{cfg!r})\n"
             f"print(_digest(load_dataset(cfg, 11), build_workload(cfg, 11).eval_idx))\n")

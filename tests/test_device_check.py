@@ -109,7 +109,7 @@ def test_gpu_part_runs_every_section_under_the_simulator(tmp_path: Path,
     assert dc["part"] == "gpu" and dc["gpu"] == kind
     assert {s["section"] for s in dc["statuses"]} == GPU_SECTIONS - {"record"}
 
-    from simasgd import profile
+    from simasgd.machines import profile
 
     assert profile.read(tmp_path / f"gpu_profile_{kind}.toml").gpu is not None
     if HAVE_TORCH:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from simasgd.scenario import DistSpec
+from simasgd.spec.scenario import DistSpec
 
 SPECS = [
     {"dist": "deterministic", "mean_s": 2e-3},

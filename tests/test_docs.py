@@ -39,7 +39,7 @@ def test_the_check_notices_a_drifted_page(tmp_path: Path, pages: dict[str, str])
 
 
 def test_every_scenario_key_is_on_the_page_with_a_description(pages: dict[str, str]) -> None:
-    from simasgd import algorithms, scenario
+    from simasgd.spec import algorithms, scenario
 
     page = pages["docs/reference/scenario.md"]
     assert undescribed() == [], "describe these keys (a comment in the model, or simasgd/reference/key_docs.py)"
@@ -55,8 +55,8 @@ def test_every_scenario_key_is_on_the_page_with_a_description(pages: dict[str, s
 
 
 def test_the_example_scenario_loads(tmp_path: Path) -> None:
-    from simasgd import loader
     from simasgd.reference.scenario_page import EXAMPLE
+    from simasgd.spec import loader
 
     path = tmp_path / "example.toml"
     path.write_text(EXAMPLE, encoding="utf-8")
@@ -67,7 +67,7 @@ def test_the_example_scenario_loads(tmp_path: Path) -> None:
 def test_results_page_lists_every_column_and_summary_field(pages: dict[str, str]) -> None:
     import dataclasses
 
-    from simasgd import results
+    from simasgd.runs import results
 
     page = pages["docs/reference/results-format.md"]
     for name in [f.name for f in dataclasses.fields(results.RunSummary)] + list(results.UPDATE_COLUMNS) + \
@@ -90,7 +90,7 @@ def test_cli_page_lists_every_command(pages: dict[str, str]) -> None:
 def test_algorithms_page_has_a_section_per_algorithm_naming_its_parameters() -> None:
     import re
 
-    from simasgd import algorithms
+    from simasgd.spec import algorithms
 
     text = (ROOT / "docs/algorithms.md").read_text(encoding="utf-8")
     sections = dict(re.findall(r"^### `(\w+)`\n(.*?)(?=^#)", text, flags=re.DOTALL | re.MULTILINE))
@@ -102,7 +102,7 @@ def test_algorithms_page_has_a_section_per_algorithm_naming_its_parameters() -> 
 
 
 def test_backends_page_describes_every_backend() -> None:
-    from simasgd import backends
+    from simasgd.runs import backends
 
     text = (ROOT / "docs/backends.md").read_text(encoding="utf-8")
     for name in [*backends.BACKENDS, "peer"]:
@@ -112,7 +112,7 @@ def test_backends_page_describes_every_backend() -> None:
 def test_model_page_names_every_sim_switch() -> None:
     import re
 
-    from simasgd.scenario import SimConfig
+    from simasgd.spec.scenario import SimConfig
 
     text = (ROOT / "docs/model.md").read_text(encoding="utf-8")
     missing = [k for k in SimConfig.model_fields if not re.search(rf"\b{k}\b", text)]
@@ -120,7 +120,7 @@ def test_model_page_names_every_sim_switch() -> None:
 
 
 def test_profile_page_names_the_format_and_its_version() -> None:
-    from simasgd import profile
+    from simasgd.machines import profile
 
     text = (ROOT / "docs/profile.md").read_text(encoding="utf-8")
     assert f'`"{profile.FORMAT}"`' in text
@@ -128,18 +128,19 @@ def test_profile_page_names_the_format_and_its_version() -> None:
 
 
 def test_profile_page_describes_every_key_of_every_table() -> None:
-    from simasgd import profile_model
+    from simasgd.machines import profile_model
 
     undescribed = [f"[{name}] {key}" for name, cls in profile_model.TABLES.items()
                    for key, info in cls.model_fields.items() if not info.description]
-    assert undescribed == [], "describe these profile keys (Field(description=...) in simasgd/profile_model.py)"
+    assert undescribed == [], "describe these profile keys (Field(description=...) in simasgd/machines/profile_model.py)"
 
 
 def test_profile_page_has_a_section_for_every_table_a_run_reads(tmp_path: Path) -> None:
     """The tables a simulated run on a corpus machine's profile read (its record) each have their section."""
     import re
 
-    from simasgd import backends, loader
+    from simasgd.runs import backends
+    from simasgd.spec import loader
 
     sc = loader.from_dict({"machine": {"preset": "amd_epyc_2vcpu"}, "workers": {"count": 2},
                            "workload": {"model": "mlp", "layers": [64, 256, 256, 10], "dataset": "digits"},

@@ -1,4 +1,4 @@
-"""simasgd/drift.py: the gradient and placement re-measured before a compare, the refreshed prediction, and
+"""simasgd/evaluation/drift.py: the gradient and placement re-measured before a compare, the refreshed prediction, and
 whether a miss is the model's or a stale calibration's — with a fake probe (closed forms), in-process through
 run_and_compare and the CLI, and once with the real probe (slow)."""
 
@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import drift, fidelity, loader, machine, profile
-from simasgd.fidelity import GOALS, Metric
-from simasgd.profile import workload_key
-from simasgd.scenario import WorkloadConfig
+from simasgd.evaluation import drift, fidelity
+from simasgd.evaluation.fidelity import GOALS, Metric
+from simasgd.machines import machine, profile
+from simasgd.machines.profile import workload_key
 from simasgd.sim import profile_tables
+from simasgd.spec import loader
+from simasgd.spec.scenario import WorkloadConfig
 
 MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
            "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,
@@ -227,7 +229,7 @@ def host_fixture(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Backends ``host``, which measures this host, and ``quiet``, which measures nothing here — each the
     simulator on a preset machine, standing in for real threads — and the order in which the probe, ``host``
     and the simulator on the profile ran."""
-    from simasgd import backends
+    from simasgd.runs import backends
     from simasgd.sim import backend as sim
 
     calls: list[str] = []

@@ -11,10 +11,11 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from simasgd import analysis, backends, fidelity, plots
 from simasgd.cli import app
-from simasgd.results import RunResult
-from simasgd.scenario import Scenario
+from simasgd.evaluation import analysis, fidelity, plots
+from simasgd.runs import backends
+from simasgd.runs.results import RunResult
+from simasgd.spec.scenario import Scenario
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simasgd.cli import app
-from simasgd.results import RunResult
+from simasgd.runs.results import RunResult
 
 REPO = Path(__file__).resolve().parents[1]
 TRACEBACK = "Traceback (most recent call last)"
@@ -131,7 +131,7 @@ def cut(data: bytes, frac: float) -> bytes:
 def damaged(root: Path, results: Path) -> dict[str, Path]:
     """Scenario files, results folders, profiles and corpus entries cut at several offsets, or missing a file,
     made under ``root`` from the whole ``results`` folder; by label."""
-    from simasgd.profile import to_toml
+    from simasgd.machines.profile import to_toml
 
     p: dict[str, Path] = {}
     text = TINY.encode()
@@ -170,7 +170,8 @@ def damaged(root: Path, results: Path) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    from simasgd import backends, loader
+    from simasgd.runs import backends
+    from simasgd.spec import loader
 
     root = tmp_path_factory.mktemp("hostile")
     w = World(root)
@@ -197,7 +198,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         p["unwritable"].mkdir()
         p["unwritable"].chmod(0o500)
     p.update(damaged(root, w.results))
-    from simasgd.profile import to_toml
+    from simasgd.machines.profile import to_toml
 
     entry = json.loads(gzip.decompress((REPO / "corpus" / "amd_epyc_2vcpu.json.gz").read_bytes()))
     p["profile"] = root / "profile-whole.toml"
@@ -224,7 +225,7 @@ GRIDS = [f"workers.count=1,{10**11}", "workers.count=", "=1", "x", "workers.coun
 # Work of minutes, or none of these commands' input checks, that stands in for Accepted.
 LONG_WORK = [("executors.calibration.calibrate", "calibrate"), ("executors.calibration.gpu", "calibrate"),
              ("executors.dist.calibrate_network", "calibrate"), ("executors.calibration.drift_probe", "probe"),
-             ("simasgd.plots", "libs"), ("simasgd.corpus.score", "score")]  # drawing: seconds a figure, after every input was read and checked
+             ("simasgd.evaluation.plots", "libs"), ("simasgd.corpus.score", "score")]  # drawing: seconds a figure, after every input was read and checked
 # Counts of what the test tried (printed at the end of each test that draws them).
 TRIED = {"invocations": 0, "tracebacks": 0, "refused": 0, "accepted": 0}
 SLOWEST: list[tuple[float, str]] = []  # the three slowest invocations (seconds, argv): where the time goes
@@ -506,7 +507,7 @@ def test_an_unwritable_out_is_refused_and_left_absent(isolated: World) -> None:
 def test_cpu_workers_past_the_thread_limit_are_refused_naming_the_key(isolated: World) -> None:
     """More cpu workers than this process may start threads: refused before any thread, naming the key, the file
     and the limit (derived from the machine's limits, so it holds on any machine)."""
-    from simasgd import capacity
+    from simasgd.machines import capacity
 
     room = capacity.thread_room()
     if room is None:
@@ -523,7 +524,7 @@ def test_cpu_workers_past_the_thread_limit_are_refused_naming_the_key(isolated: 
 def test_cpu_workers_past_what_memory_holds_are_refused_naming_the_limit(isolated: World) -> None:
     """Workers whose gradient rows alone take twice the memory available now: refused naming workers.count, the
     memory and the most workers that fit, which must be fewer than asked and at most memory / gradient row."""
-    from simasgd import capacity
+    from simasgd.machines import capacity
 
     avail, room = capacity.available_memory(), capacity.thread_room()
     if avail is None:
@@ -543,7 +544,7 @@ def test_cpu_workers_past_what_memory_holds_are_refused_naming_the_limit(isolate
 def test_a_failed_save_leaves_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world: World) -> None:
     """A results folder is complete or absent: a write that fails half-way (the disk fills on the second table)
     leaves neither the folder nor a temporary file, and says which folder in one ResultsError."""
-    from simasgd import results
+    from simasgd.runs import results
 
     r = RunResult.load(world.results)
     real, calls = results.atomic_write, []
@@ -563,9 +564,9 @@ def test_a_failed_save_leaves_no_folder(tmp_path: Path, monkeypatch: pytest.Monk
 def test_cut_results_profile_and_corpus_files_are_refused_by_their_readers(world: World, tmp_path: Path) -> None:
     """The readers themselves name the file and what is wrong (commands only print it). Fresh copies: the
     generated tests may have written over the shared ones (a run into a damaged results folder replaces it)."""
-    from simasgd import profile
-    from simasgd.corpus import files
-    from simasgd.results import ResultsError
+    from simasgd.formats import corpus_file as files
+    from simasgd.machines import profile
+    from simasgd.runs.results import ResultsError
 
     cut_copies = damaged(tmp_path, world.results)
     # An empty file is a valid scenario (every key has a default: a full default run), so only here.
@@ -603,7 +604,7 @@ def test_the_console_script_shows_no_traceback(world: World, tmp_path: Path) -> 
 def test_a_long_simulation_shows_its_progress_when_asked(isolated: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """Off a terminal, ``SIMASGD_PROGRESS=1`` prints plain lines on stderr (counts rising to the budget, a share
     and an ETA); unset, stderr stays free of them; ``0`` silences a terminal too."""
-    from simasgd import progress
+    from simasgd.runs import progress
 
     monkeypatch.setattr(progress, "LINE_EVERY_S", 0.0)
     base = ["run", str(isolated.scenario), "-b", "sim", "-n", "1", "-s", "stop.max_updates=200",
@@ -627,7 +628,7 @@ def test_a_long_simulation_shows_its_progress_when_asked(isolated: World, monkey
 def test_torch_workers_past_the_process_limit_are_refused_before_any_fork(isolated: World) -> None:
     """The torch backend forks a process per worker: past what this process may start, refused in one line."""
     pytest.importorskip("torch")
-    from simasgd import capacity
+    from simasgd.machines import capacity
 
     room = capacity.thread_room(processes=True)
     if room is None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from executors.implementations import Lazy
-from simasgd import algorithms, backends
+from simasgd.runs import backends
 from simasgd.sim import algorithms as sim_families
+from simasgd.spec import algorithms
 
 # Where each backend keeps its table. serial has none: it runs every scenario as sequential SGD (RUNS_AS).
 TABLES = {
@@ -20,7 +21,7 @@ TABLES = {
     "cpu": "executors.cpu.wiring",
     "torch": "executors.torchmp.worker",
     "cuda": "executors.cuda",
-    "gpu": "executors.resident",
+    "gpu": "executors.gpu",
     "dist": "executors.dist.ranks",
 }
 FAMILIES = {m.name for m in pkgutil.iter_modules(sim_families.__path__)}

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from simasgd import loader
-from simasgd.loader import ScenarioError, parse_value
-from simasgd.scenario import Scenario
+from simasgd.spec import loader
+from simasgd.spec.loader import ScenarioError, parse_value
+from simasgd.spec.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

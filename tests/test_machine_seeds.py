@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simasgd import seeds
-from simasgd.machine import PRESETS, MachineError, place, resolve
-from simasgd.scenario import MachineConfig
+from simasgd.machines.machine import PRESETS, MachineError, place, resolve
+from simasgd.spec import seeds
+from simasgd.spec.scenario import MachineConfig
 
 
 def test_preset_with_overrides() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from simasgd import profile
 from simasgd.corpus import store
+from simasgd.machines import profile
 
 MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
            "remote_latency_ns": 90.0, "mem_bandwidth_gbs": 10.0, "link_bandwidth_gbs": 10.0,

@@ -12,9 +12,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from simasgd import backends, fidelity, machine, plots
 from simasgd.corpus import score, store
-from simasgd.results import RunResult
+from simasgd.evaluation import fidelity, plots
+from simasgd.machines import machine
+from simasgd.runs import backends
+from simasgd.runs.results import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

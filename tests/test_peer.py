@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import analysis, peer
 from simasgd.cli import app
-from simasgd.loader import from_dict
-from simasgd.results import RunResult
+from simasgd.evaluation import analysis
+from simasgd.runs import peer
+from simasgd.runs.results import RunResult
+from simasgd.spec.loader import from_dict
 
 HERE = Path(__file__).resolve()
 # The JSON of one run of the C++ framework, kept with the tests.

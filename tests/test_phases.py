@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simasgd import phases
-from simasgd.results import updates_frame
+from simasgd.evaluation import phases
+from simasgd.runs.results import updates_frame
 
 US = 1e-6  # the fixtures `cycles` (an updates frame with given phase durations) and `as_result`: tests/conftest.py
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simasgd import analysis, machine, plots
+from simasgd.evaluation import analysis, plots
+from simasgd.machines import machine
 
 
 def bar_top_is(ax, k: int, height: float) -> bool:

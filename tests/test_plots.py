@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import plots
 from simasgd.cli import app
-from simasgd.results import curve_frame
-from simasgd.scenario import Scenario
+from simasgd.evaluation import plots
+from simasgd.runs.results import curve_frame
+from simasgd.spec.scenario import Scenario
 
 US = 1e-6
 
@@ -102,7 +102,7 @@ def test_plot_command_on_a_non_results_folder_exits_2(tmp_path):
 
 
 def test_phase_distributions_draw_each_phase_for_each_result_on_a_log_axis(make_result, cycles):
-    from simasgd.results import ResultsError
+    from simasgd.runs.results import ResultsError
 
     labelled = {"sim": make_result([np.zeros(10, int)]), "cpu": make_result([np.zeros(10, int)], backend="cpu")}
     labelled["sim"].updates = cycles(gradient=220 * US)
@@ -119,7 +119,7 @@ def test_phase_distributions_draw_each_phase_for_each_result_on_a_log_axis(make_
         plots.phase_distributions({"cpu": labelled["cpu"]})
 
 
-# --- mean and band over runs (simasgd.bands) -----------------------------------------------------------
+# --- mean and band over runs (simasgd.evaluation.bands) -----------------------------------------------------------
 
 def banded(make_result, initial=(2.0, 2.5, 3.0), ends=(1000, 800, 1200), eps=0.1, crashed=()):
     """Three runs whose losses are sampled every 50 updates up to different ends (a run stops at ε)."""
@@ -141,7 +141,7 @@ def banded(make_result, initial=(2.0, 2.5, 3.0), ends=(1000, 800, 1200), eps=0.1
 
 
 def test_loss_band_frame_is_the_mean_and_sd_over_the_span_every_run_covers(make_result):
-    from simasgd import bands
+    from simasgd.evaluation import bands
 
     r = banded(make_result)
     f = bands.loss_band_frame(r, "updates", points=17)  # 0, 50, …, 800: every grid point a sample
@@ -160,7 +160,7 @@ def test_loss_band_frame_is_the_mean_and_sd_over_the_span_every_run_covers(make_
 
 
 def test_loss_band_frame_leaves_crashed_runs_out_and_a_single_run_has_no_band(make_result):
-    from simasgd import bands
+    from simasgd.evaluation import bands
 
     r = banded(make_result, crashed=(2,))
     f = bands.loss_band_frame(r, "t", points=5)
@@ -174,7 +174,7 @@ def test_loss_band_frame_cuts_each_run_where_it_reached_eps(make_result):
     """A backend that evaluates its losses after the run (cpu, torch) has points past ε: not averaged."""
     import dataclasses
 
-    from simasgd import bands
+    from simasgd.evaluation import bands
 
     r = banded(make_result, ends=(1000, 1000, 1000))
     r.runs = [dataclasses.replace(s, updates_to_eps=e, time_to_eps=None if e is None else e / 1000)
@@ -186,7 +186,7 @@ def test_loss_band_frame_cuts_each_run_where_it_reached_eps(make_result):
 
 
 def test_eps_target_is_eps_times_the_mean_initial_loss(make_result):
-    from simasgd import bands
+    from simasgd.evaluation import bands
 
     assert bands.eps_target(banded(make_result)) == pytest.approx(0.1 * 2.5)
     assert bands.eps_target(banded(make_result, eps=0.0)) is None  # no ε target: no line
@@ -195,7 +195,7 @@ def test_eps_target_is_eps_times_the_mean_initial_loss(make_result):
 def test_loss_band_draws_the_mean_the_band_and_the_eps_line(make_result):
     from matplotlib.collections import PolyCollection
 
-    from simasgd import bands
+    from simasgd.evaluation import bands
 
     r = banded(make_result)
     fig = bands.loss_band({"sim": r}, "updates")
@@ -218,7 +218,7 @@ def test_loss_band_draws_the_mean_the_band_and_the_eps_line(make_result):
 
 
 def test_loss_band_marks_each_results_eps_when_they_differ(make_result):
-    from simasgd import bands
+    from simasgd.evaluation import bands
 
     a, b = banded(make_result), banded(make_result, initial=(4.0, 4.0, 4.0))
     ax = bands.loss_band({"a": a, "b": b}, "t", show_runs=False).axes[0]
@@ -231,7 +231,7 @@ def test_points_band_is_the_mean_and_sd_of_the_runs_that_have_a_value():
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
 
-    from simasgd import bands
+    from simasgd.evaluation import bands
 
     df = pd.DataFrame({"algorithm": ["sync"] * 6 + ["mutex"] * 3, "ratio": [1, 1, 1, 10, 10, 10, 1, 1, 1],
                        "time_to_eps": [1.0, 2.0, 4.0, 0.5, None, 0.7, 3.0, 3.0, 3.0]})

@@ -1,4 +1,4 @@
-"""simasgd.prediction_band against closed forms: coverage of a further run, widths, the host noise's estimators."""
+"""simasgd.evaluation.prediction_band against closed forms: coverage of a further run, widths, the host noise's estimators."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from simasgd import prediction_band as pb
-from simasgd import profile
-from simasgd.profile_model import Profile
+from simasgd.evaluation import prediction_band as pb
+from simasgd.machines import profile
+from simasgd.machines.profile_model import Profile
 
 Z90 = float(stats.norm.ppf(0.95))
 
@@ -147,7 +147,7 @@ def test_check_counts_runs_inside_and_the_width_against_their_spread() -> None:
 
 
 def test_host_noise_follows_the_result_and_record_writes_it(tmp_path: Path) -> None:
-    from simasgd.results import RunResult, RunSummary, curve_frame, empty_updates
+    from simasgd.runs.results import RunResult, RunSummary, curve_frame, empty_updates
 
     runs = [RunSummary(i, 100, t, 100, t, False, False, 1.0, 0.1, 2.0 + i / 10, 100, 100 / t)
             for i, t in enumerate([1.0, 1.1, 0.9])]
@@ -178,7 +178,7 @@ def test_run_and_show_print_the_band_and_the_results_carry_it(tmp_path: Path,
 
     from simasgd.cli import app
     from simasgd.corpus import store
-    from simasgd.results import RunResult
+    from simasgd.runs.results import RunResult
 
     repo = Path(__file__).resolve().parents[1]
     entry = store.load(repo / "corpus" / "amd_epyc_2vcpu.json.gz")

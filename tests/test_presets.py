@@ -12,12 +12,14 @@ import pandas as pd
 import pytest
 import simpy
 
-from simasgd import backends, gpus, loader, machine
-from simasgd import profile as profile_format
 from simasgd.corpus import score, store
-from simasgd.machine import PRESETS, MachineError, place, resolve
-from simasgd.scenario import MachineConfig
+from simasgd.machines import gpus, machine, networks
+from simasgd.machines import profile as profile_format
+from simasgd.machines.machine import PRESETS, MachineError, place, resolve
+from simasgd.runs import backends
 from simasgd.sim import network
+from simasgd.spec import algorithms, loader
+from simasgd.spec.scenario import MachineConfig
 
 NEW = ("epyc-7763-2s", "xeon-8380-2s", "dgx-h100-host", "cluster-1024")
 SHIPPED = Path(__file__).resolve().parents[1] / "corpus"
@@ -58,15 +60,15 @@ def test_every_gpu_and_network_preset_is_cited() -> None:
     assert set(gpus.SOURCES) == set(gpus.PRESETS)
     for name, cited in gpus.SOURCES.items():
         assert cited.uncited(keys) == [], name
-    assert set(network.SOURCES) == set(network.PRESETS)
-    for name, value in network.PRESETS.items():
+    assert set(networks.SOURCES) == set(networks.PRESETS)
+    for name, value in networks.PRESETS.items():
         if value is not None:
-            assert network.SOURCES[name].uncited(["bandwidth", "latency"]) == [], name
+            assert networks.SOURCES[name].uncited(["bandwidth", "latency"]) == [], name
 
 
 def test_the_new_network_presets_keep_the_format() -> None:
-    assert network.PRESETS["100gbe"] == (100.0, 20.0)
-    gbps, us = network.PRESETS["nvlink4"]  # type: ignore[misc]
+    assert networks.PRESETS["100gbe"] == (100.0, 20.0)
+    gbps, us = networks.PRESETS["nvlink4"]  # type: ignore[misc]
     assert gbps / 8 == 450.0 and us > 0  # 450 GB/s each way: half of NVLink 4's 900 GB/s bidirectional
 
 
@@ -157,8 +159,8 @@ def test_networked_names_the_algorithms_that_send_messages() -> None:
     for name in ("param_server", "easgd", "eawild", "sync", "backup", "keuper", "hogwild", "mutex", "lopez"):
         sc = _scenario("laptop-2core", name, workers=4, net="100g_ib")
         sends = network.row_bytes(sc, 1000, 4) > 0
-        assert sends == (name in network.NETWORKED), name
-    assert "simuparallel" in network.NETWORKED  # one average at the end: messages, none per row
+        assert sends == (name in algorithms.NETWORKED), name
+    assert "simuparallel" in algorithms.NETWORKED  # one average at the end: messages, none per row
 
 
 # --- measured corpus machines by name ---------------------------------------------------------------------------

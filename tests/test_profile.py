@@ -1,4 +1,4 @@
-"""The machine profile's format (simasgd/profile.py), backend traits, and what results record about the host."""
+"""The machine profile's format (simasgd/machines/profile.py), backend traits, and what results record about the host."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import backends, loader, machine, profile, profile_model
 from simasgd.cli import app
-from simasgd.machine import MachineError
-from simasgd.results import RunResult
-from simasgd.scenario import WorkloadConfig
+from simasgd.machines import machine, profile, profile_model
+from simasgd.machines.machine import MachineError
+from simasgd.runs import backends
+from simasgd.runs.results import RunResult
+from simasgd.spec import loader
+from simasgd.spec.scenario import WorkloadConfig
 
 REPO = Path(__file__).resolve().parents[1]
 MACHINE = {"sockets": 1, "cores_per_socket": 2, "threads_per_core": 1, "local_latency_ns": 90.0,
@@ -132,16 +134,6 @@ def test_workload_key() -> None:
         == "logreg-mnist-b8-float64"
 
 
-def test_simasgd_imports_nothing_from_executors_outside_commands() -> None:
-    pattern = re.compile(r"^\s*(from\s+executors[\s.]|import\s+executors\b)", re.MULTILINE)
-    root = REPO / "simasgd"
-    offenders = [str(p.relative_to(REPO)) for p in sorted(root.rglob("*.py"))
-                 if root / "commands" not in p.parents and pattern.search(p.read_text())]
-    assert offenders == []
-    # the scan itself finds such an import
-    assert pattern.search("def f():\n    from executors.calibration.calibrate import calibrate\n")
-
-
 # --- backend traits -------------------------------------------------------------------------------
 
 def test_backend_traits() -> None:
@@ -188,16 +180,16 @@ def test_sim_result_records_the_profile(tmp_path: Path, monkeypatch: pytest.Monk
     assert rec == {"path": str(path.resolve()), "sha256": profile.digest(path), "created": "2026-01-02T03:04:05Z"}
     plain = backends.run(loader.from_dict({**data, "machine": {"preset": "laptop-2core"}}), "sim", repeats=1)
     assert "profile" not in plain.metadata
-    # No [machine]: this machine's profile is what it simulates (simasgd.machine.preset_of), so it is recorded.
+    # No [machine]: this machine's profile is what it simulates (simasgd.machines.machine.preset_of), so it is recorded.
     assert backends.run(loader.from_dict(data), "sim", repeats=1).metadata["profile"] == rec
 
 
 def _tiny_cpu_run(monkeypatch: pytest.MonkeyPatch, workers: int, algorithm: str, repeats: int) -> RunResult:
     """20 updates of a constant 8-parameter workload on real threads (what the host records around them)."""
-    from simasgd.workloads.constant import ConstWorkload
+    from simasgd.numerics.workloads.constant import ConstWorkload
 
     wl = ConstWorkload(dim=8)
-    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
     sc = loader.from_dict({"workers": {"count": workers, "placement": "os"}, "algorithm": {"name": algorithm},
                            "workload": {"model": "least_squares", "batch_size": 1},
                            "stop": {"max_updates": 20, "max_time_s": 30.0},
@@ -237,7 +229,7 @@ def _hosts(*ns: tuple[float, float]) -> dict:
 
 
 def test_topology_warnings_name_runs_away_from_the_calibrated_placement() -> None:
-    from simasgd.metadata import topology_warnings
+    from simasgd.runs.metadata import topology_warnings
 
     meta = _hosts((45, 50), (170, 165), (45, 180))
     lines = topology_warnings(meta, 48.0)
@@ -307,7 +299,7 @@ def test_compare_warns_when_the_reference_ran_on_a_busy_host(tmp_path: Path, as_
     assert len(busy) == 1 and "(cpu)" in busy[0] and "run 1" in busy[0] and "at its end" in busy[0]
 
 
-# --- the typed tables (simasgd/profile_model.py) ----------------------------------------------------------
+# --- the typed tables (simasgd/machines/profile_model.py) ----------------------------------------------------------
 
 def _v2_profile(tmp_path: Path) -> Path:
     """A version-2 profile in that version's names: [copy_by_size] gbs, [coherence] write_gbs, held_write_gbs."""
@@ -379,7 +371,7 @@ def test_every_corpus_profile_loads_and_writes_back_the_same_figures(entry: Path
 
 
 def test_reads_are_noted_only_inside_recording_and_only_of_figures_present() -> None:
-    from simasgd.profile_model import recording
+    from simasgd.machines.profile_model import recording
 
     p = profile.typed(_doc())
     assert p.cache is not None and p.cache.sizes_bytes  # outside: nothing noted anywhere

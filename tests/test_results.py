@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simasgd import loader, metadata
-from simasgd.results import (
+from simasgd.runs import metadata
+from simasgd.runs.results import (
     FORMAT_VERSION,
     UPDATE_COLUMNS,
     ResultsError,
@@ -21,6 +21,7 @@ from simasgd.results import (
     merge,
     updates_frame,
 )
+from simasgd.spec import loader
 
 
 def make_result(run: int = 0, lr: float = 0.005, backend: str = "serial") -> RunResult:

@@ -1,4 +1,4 @@
-"""simasgd.stability: repeats that disagree, and a run whose machine changed under it (regime_ratios)."""
+"""simasgd.evaluation.stability: repeats that disagree, and a run whose machine changed under it (regime_ratios)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simasgd import stability
+from simasgd.evaluation import stability
 
 
 def _updates(cycles_s: list[np.ndarray], run: int = 0) -> pd.DataFrame:

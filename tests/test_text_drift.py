@@ -41,7 +41,7 @@ def _members(ann: Any) -> list[Any]:
 
 def schema_keys() -> tuple[set[str], set[str]]:
     """Every dotted key and table the scenario schema accepts, and the tables that take any key (a dict)."""
-    from simasgd.scenario import Scenario
+    from simasgd.spec.scenario import Scenario
 
     keys: set[str] = set()
     open_tables: set[str] = set()
@@ -151,7 +151,7 @@ def option_help(command: str, option: str) -> str:
 
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_run_and_sweep_help_name_every_registered_backend(command: str) -> None:
-    from simasgd import backends
+    from simasgd.runs import backends
 
     text = option_help(command, "--backend")
     listed = re.search(r"Backend: ([\w |]+?) \(", text)
@@ -160,8 +160,8 @@ def test_run_and_sweep_help_name_every_registered_backend(command: str) -> None:
 
 
 def test_measures_host_as_the_help_reads_it_is_each_backends_own() -> None:
-    from simasgd import backends
     from simasgd.commands import measuring_backends
+    from simasgd.runs import backends
 
     read = measuring_backends()
     assert set(read) == set(backends.BACKENDS)
@@ -243,8 +243,8 @@ def test_the_documentation_and_the_scenarios_readmes_state_what_is() -> None:
 
 def test_the_readmes_cell_counts_are_the_corpus_entries() -> None:
     """The full set of cells, its factors and each table row's "of N" against the corpus entries' cells."""
-    from simasgd import algorithms
     from simasgd.corpus import store
+    from simasgd.spec import algorithms
 
     entries = {p.name.split(".")[0]: store.load(p) for p in store.machines(REPO / "corpus")}
     cells = {name: [c.scenario if hasattr(c, "scenario") else c["scenario"] for c in e.cells]

@@ -1,4 +1,4 @@
-"""Executor traits belong to backends (simasgd/traits.py): what each declares, how a scenario names whose
+"""Executor traits belong to backends (simasgd/spec/traits.py): what each declares, how a scenario names whose
 the simulator models, the [sim] keys they replaced, and compare's choice of the reference's traits."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from simasgd import backends, fidelity, loader
-from simasgd.scenario import REMOVED, SimConfig
-from simasgd.traits import ExecutorTraits, describe
+from simasgd.evaluation import fidelity
+from simasgd.runs import backends
+from simasgd.spec import loader
+from simasgd.spec.scenario import REMOVED, SimConfig
+from simasgd.spec.traits import ExecutorTraits, describe
 
 REMOVED_SIM_KEYS = ("read_elision", "loss_snapshots", "bookkeeping", "spin_before_yield", "lock_waiters")
 
@@ -75,7 +77,7 @@ def test_the_traits_describe_whose_they_are() -> None:
 @pytest.fixture
 def profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A profile file exists: compare against a measuring backend simulates preset "this" without calibrating."""
-    from simasgd import machine
+    from simasgd.machines import machine
 
     path = tmp_path / "this.toml"
     path.write_text("[machine]\nsockets = 1\n")

@@ -18,8 +18,7 @@ import pytest
 import torch
 from scipy import stats
 
-from simasgd.scenario import WorkloadConfig
-from simasgd.workloads import (
+from simasgd.numerics.workloads import (
     WORKLOADS,
     Workload,
     WorkloadError,
@@ -29,13 +28,14 @@ from simasgd.workloads import (
     to_csr,
     workload_names,
 )
-from simasgd.workloads.mlp import softmax_spec
+from simasgd.numerics.workloads.mlp import softmax_spec
+from simasgd.spec.scenario import WorkloadConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _ro(X: Any) -> Any:
-    """``X`` (an array, or CSR's three) read-only, as a built workload's data are (simasgd/workloads/data.py):
+    """``X`` (an array, or CSR's three) read-only, as a built workload's data are (simasgd/numerics/workloads/data.py):
     the kernels then run the machine code compiled for the workloads' argument types, not a second copy
     compiled for writable ones (each of which costs a cold cache seconds of compiling the whole kernel)."""
     for a in X if isinstance(X, tuple) else (X,):
@@ -338,7 +338,7 @@ def test_cached_callers_across_processes(tmp_path: Path) -> None:
     # path against tens for the dense one; which path does not change what is cached.
     (tmp_path / "caller.py").write_text(textwrap.dedent("""
         import numba, numpy as np
-        from simasgd.workloads import kernels
+        from simasgd.numerics.workloads import kernels
 
         @numba.njit(nogil=True, cache=True)
         def by_global(theta, X, y, idx, grad, shape):
@@ -359,8 +359,8 @@ def test_cached_callers_across_processes(tmp_path: Path) -> None:
         by_closure = _make()
 
         if __name__ == "__main__":
-            from simasgd.scenario import WorkloadConfig
-            from simasgd.workloads import build_workload
+            from simasgd.spec.scenario import WorkloadConfig
+            from simasgd.numerics.workloads import build_workload
             wl = build_workload(WorkloadConfig(model="logreg", dataset="synthetic", features=50, classes=3,
                                                samples=300, density=0.2, sparse=True), 4)
             th = np.random.default_rng(0).normal(0.0, 0.1, wl.dim)
@@ -528,8 +528,8 @@ def test_eval_idx_capped_and_reproducible() -> None:
 
 
 def test_packages_that_must_not_import_workloads() -> None:
-    code = ("import sys, simasgd, simasgd.scenario, simasgd.loader; "
-            "assert 'simasgd.workloads' not in sys.modules")
+    code = ("import sys, simasgd, simasgd.spec.scenario, simasgd.spec.loader; "
+            "assert 'simasgd.numerics.workloads' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 

@@ -43,9 +43,9 @@ from executors.calibration.peak import peak_table
 from executors.calibration.scheduler import scheduler, scheduler_params
 from executors.calibration.tick import tick_table
 from executors.calibration.topology import cache_levels, topology
-from simasgd import profile as _profile
-from simasgd.profile import workload_key
-from simasgd.scenario import WorkloadConfig
+from simasgd.machines import profile as _profile
+from simasgd.machines.profile import workload_key
+from simasgd.spec.scenario import WorkloadConfig
 
 DEFAULT_WORKLOADS: list[dict[str, Any]] = [
     {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16},
@@ -142,5 +142,5 @@ def to_toml(profile: dict[str, Any]) -> str:
 
 
 def write_profile(profile: dict[str, Any], path: Path) -> Path:
-    """``simasgd.profile.write``: atomic, with the ``[profile]`` format table."""
+    """``simasgd.machines.profile.write``: atomic, with the ``[profile]`` format table."""
     return _profile.write(profile, path)

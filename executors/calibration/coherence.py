@@ -18,8 +18,8 @@ from numba import njit
 from executors import atomics as A
 from executors.calibration.copies import LR, _update
 from executors.calibration.timing import run_threads
-from simasgd.memops import copy_into
-from simasgd.update_rule import step_into
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.update_rule import step_into
 
 
 @njit(nogil=True, cache=True)

@@ -16,8 +16,8 @@ from numba import njit
 
 from executors import atomics as A
 from executors.calibration.timing import run_threads
-from simasgd.memops import copy_into
-from simasgd.update_rule import plain_range
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.update_rule import plain_range
 
 
 @njit(nogil=True, cache=True)

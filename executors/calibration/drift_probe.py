@@ -1,10 +1,11 @@
-"""What drifts between calibration and a run, re-measured cheaply right before a compare (:mod:`simasgd.drift`).
+"""What drifts between calibration and a run, re-measured cheaply right before a compare
+(:mod:`simasgd.evaluation.drift`).
 
 Two figures, a fraction of a second in all: the scenario's gradient, timed as ``[gradient."<key>"]
 samples_s`` was (:mod:`executors.calibration.gradient`'s timer, one thread, BLAS on one thread, the
 scenario's batch size; its median), and the core-to-core hand-off (:func:`executors.c2c.latency_ns`:
-which placement the host has put the CPUs in). ``simasgd.drift`` loads this module by name
-(``simasgd.drift.PROBE``), as ``simasgd.profile`` loads the calibrator.
+which placement the host has put the CPUs in). ``simasgd.evaluation.drift`` loads this module by name
+(``simasgd.evaluation.drift.PROBE``), as ``simasgd.machines.profile`` loads the calibrator.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def phase_medians(updates: Any) -> dict[str, float]:
 
 
 def _scenario(workload: dict[str, Any], mode: str, threads: int, seconds: float, updates: int) -> Any:
-    from simasgd import loader
+    from simasgd.spec import loader
 
     return loader.from_dict({"name": "calibrate-gpu-block", "seed": 1, "workers": {"count": 1},
                              "workload": workload, "algorithm": {"name": "hogwild"}, "optimizer": {"lr": 1e-4},
@@ -63,8 +63,9 @@ def measure(workloads: list[dict[str, Any]] | None = None, seconds: float = 1.0,
             updates: int = 10_000_000, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """The ``[gpu.block]`` table: each workload's gradient rate (keyed by ``profile.workload_key``), the copy
     and step rates and the host's launch call, from the first workload."""
-    from simasgd import backends, profile
-    from simasgd.workloads import build_workload
+    from simasgd.machines import profile
+    from simasgd.numerics.workloads import build_workload
+    from simasgd.runs import backends
 
     gpu = backends.load("gpu")
     table: dict[str, Any] = {"threads": threads, "gradient_flops_per_s": {}}

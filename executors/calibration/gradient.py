@@ -17,7 +17,7 @@ from executors import atomics as A
 from executors.calibration.steps import step_samples, time_steps
 from executors.calibration.timing import MAX_CONCURRENT, add_concurrent, gradient_table, run_threads, sample_stats
 from executors.kernel import with_kernel
-from simasgd.workloads.kernels import SOURCE_HASH, loss_and_grad
+from simasgd.numerics.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 
 def _make(kernels_version: str = SOURCE_HASH) -> Any:
@@ -80,7 +80,7 @@ def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) ->
 
 def _prepared(cfg: Any, seed: int, base_dir: str | None) -> tuple[Any, np.ndarray, int]:
     """The workload, its initial θ and its training rows, as the timers take them."""
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     wl = build_workload(cfg, seed, base_dir)
     return wl, wl.init_theta(np.random.default_rng(seed)), int(getattr(wl, "n_train", len(wl.y)))

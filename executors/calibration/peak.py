@@ -1,7 +1,7 @@
 """A core's arithmetic peak, measured: a large GEMM with the BLAS the kernels call.
 
 The MLP kernels' matrix products go through ``kernels.gemm``: in float32, numpy's own OpenBLAS where
-the wheel carries one (simasgd/blas.py); otherwise ``np.dot``, which numba hands to the BLAS
+the wheel carries one (simasgd/numerics/blas.py); otherwise ``np.dot``, which numba hands to the BLAS
 that SciPy links (``scipy.linalg.cython_blas``). :func:`gemm_gflops` times that same call on square
 matrices large enough for the BLAS to reach its steady state, on one thread: the roofline the
 gradient's GFLOP/s is compared with (``benchmarks/cpu_throughput.py``).
@@ -23,13 +23,14 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from simasgd.workloads import kernels
+from simasgd.numerics.workloads import kernels
 
 GEMM_N = 1024  # 2 GFLOP a product: the BLAS's blocking is in steady state, and one call is ~10-40 ms
 
 
 def _make(kernels_version: str = kernels.SOURCE_HASH) -> Any:
-    """The timed GEMM loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`simasgd.workloads.kernels`)."""
+    """The timed GEMM loop, in a closure over ``kernels.SOURCE_HASH`` (see
+    :mod:`simasgd.numerics.workloads.kernels`)."""
 
     @njit(nogil=True, cache=True)
     def gemm_loop(a: np.ndarray, b: np.ndarray, c: np.ndarray, reps: int) -> int:

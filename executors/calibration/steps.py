@@ -19,7 +19,7 @@ the executor's worker that makes every k-th version does so inside its update ph
 (``executors.cpu.shared.take_snapshot``), and a slot is written once a run or less, so the copy's
 destination is in no cache: an update that takes the snapshot is markedly longer than one that does
 not. The simulator charges the median where the executor it models takes such
-snapshots (its traits' ``snapshots``, simasgd/traits.py).
+snapshots (its traits' ``snapshots``, simasgd/spec/traits.py).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from simasgd import update_rule
-from simasgd.memops import copy_into
-from simasgd.update_rule import step_into, step_mirrored
-from simasgd.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
+from simasgd.numerics import update_rule
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.update_rule import step_into, step_mirrored
+from simasgd.numerics.workloads.kernels import SOURCE_HASH, grad_over_theta, loss_and_grad
 
 
 def _make_steps(kernels_version: str = SOURCE_HASH, rule_version: str = update_rule.SOURCE_HASH) -> Any:

@@ -71,7 +71,7 @@ def concurrent_times(wl: Any, theta: np.ndarray, batch: int, n: int, k: int, see
 
 def gradient_times(cfg: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
     """The profile's ``[gradient."<workload_key>"]`` table for a torch workload (see the module docstring)."""
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     import_torch()
     wl = build_workload(cfg, seed, base_dir)

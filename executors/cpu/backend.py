@@ -6,10 +6,11 @@ from executors import c2c
 from executors.cpu import TRAITS  # declared with the package: the simulator reads it without the executor
 from executors.cpu.runner import NAME, ExecutorError, check_capacity, run_workload
 from executors.cpu.wiring import IMPLEMENTATIONS
-from simasgd import algorithms, metadata
-from simasgd.progress import Advance
-from simasgd.results import RunResult
-from simasgd.scenario import Scenario
+from simasgd.runs import metadata
+from simasgd.runs.progress import Advance
+from simasgd.runs.results import RunResult
+from simasgd.spec import algorithms
+from simasgd.spec.scenario import Scenario
 
 ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one row per algorithm in executors/cpu/wiring.py
 MEASURES_HOST = True   # real threads on this host: its timings are this machine's
@@ -20,7 +21,7 @@ __all__ = ["ALGORITHMS", "MEASURES_HOST", "NAME", "NEEDS_PROFILE", "TRAITS", "Ex
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
-    from simasgd.workloads import build_workload, check_backend
+    from simasgd.numerics.workloads import build_workload, check_backend
 
     check_backend(scenario.workload, NAME)  # model = "torch": its Python kernels cannot run in nopython loops
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)

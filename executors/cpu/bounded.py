@@ -59,9 +59,9 @@ from executors.cpu.shared import (
     take_snapshot,
     wait_go,
 )
-from simasgd import compression
-from simasgd.memops import copy_into
-from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
+from simasgd.numerics import compression
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.workloads.kernels import grad_over_theta, loss_and_grad
 
 ARRIVE = 0  # arrive[ARRIVE]: places taken in the current round
 
@@ -245,6 +245,6 @@ def wire_backup(r: Run) -> Wiring:
 
 
 def _param_names(name: str) -> tuple[str, ...]:
-    from simasgd import algorithms
+    from simasgd.spec import algorithms
 
     return algorithms.ALGORITHMS[name].param_names

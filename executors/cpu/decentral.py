@@ -1,12 +1,12 @@
 """Workers with states of their own on real threads: SimuParallelSGD and Keuper & Pfreundt's ASGD.
 
 One loop, ``run_own``, for both (the meaning: ``simasgd/sim/algorithms/decentral.py``'s
-docstring, :mod:`simasgd.parzen`). Worker w steps ``states[w]`` (its own
+docstring, :mod:`simasgd.numerics.parzen`). Worker w steps ``states[w]`` (its own
 velocity ``vels[w]``) with gradients on minibatches of its shard; Keuper
 (``params[P_EXCHANGE] > 0``): after every ``exchange_every`` steps it copies
 its state into a random other node's inbox (a spin lock per inbox: message
 passing at shared-memory cost), and each step merges the latest state
-received since its previous step (:func:`simasgd.parzen.merge_step`).
+received since its previous step (:func:`simasgd.numerics.parzen.merge_step`).
 
 Every step takes the next global version with a CAS (never past the
 budget), then steps; ``done`` counts finished steps, so the worker that
@@ -49,10 +49,10 @@ from executors.cpu.shared import (
     take_snapshot,
     wait_go,
 )
-from simasgd import parzen
-from simasgd.memops import copy_into
-from simasgd.parzen import merge_step
-from simasgd.workloads.kernels import loss_and_grad
+from simasgd.numerics import parzen
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.parzen import merge_step
+from simasgd.numerics.workloads.kernels import loss_and_grad
 
 P_EXCHANGE, P_MEAN = 0, 1      # params: steps between sends (0: none), result = mean of the states (else node 0)
 M_ACCEPTED, M_REFUSED, M_DONE = 0, 1, 2  # counters (each on its own line)
@@ -164,7 +164,7 @@ run_own = _make()
 
 def wire_own(r: Run) -> Wiring:
     """The arrays of ``run_own`` (``wiring.IMPLEMENTATIONS``): states, velocities, shards, inboxes, counters."""
-    from simasgd import algorithms
+    from simasgd.spec import algorithms
 
     a, n, d = r.scenario.algorithm, r.workers, r.theta.shape[0]
     keuper = a.name == "keuper"

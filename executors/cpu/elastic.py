@@ -1,4 +1,4 @@
-"""Elastic averaging on threads: EASGD and EA-wild (definitions: ``simasgd.algorithms``; model: sim/elastic.py).
+"""Elastic averaging on threads: EASGD and EA-wild (definitions: ``simasgd.spec.algorithms``; model: sim/elastic.py).
 
 One thread per worker; the centre x̃ is the run's ``theta`` (what the loss
 ring snapshots), each group's state x_j a row of ``xloc``. A group's leader
@@ -54,8 +54,8 @@ from executors.cpu.shared import (
     take_snapshot,
     wait_go,
 )
-from simasgd.memops import copy_into
-from simasgd.workloads.kernels import loss_and_grad
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.workloads.kernels import loss_and_grad
 
 P_ALPHA, P_TAU, P_LOCKED, P_GROUP = range(4)   # params (float64)
 G_COUNT, G_SENSE, G_STOP = 0, 1, 2              # a group's words in gctl, each on its own line

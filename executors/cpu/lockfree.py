@@ -68,9 +68,9 @@ from executors.cpu.shared import (
     update_into,
     wait_go,
 )
-from simasgd import update_rule
-from simasgd.update_rule import divisor, heavy_ball_range, plain_range, step_mirrored, sweeps_down
-from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
+from simasgd.numerics import update_rule
+from simasgd.numerics.update_rule import divisor, heavy_ball_range, plain_range, step_mirrored, sweeps_down
+from simasgd.numerics.workloads.kernels import grad_over_theta, loss_and_grad
 
 SWEEP_BLOCK = 1024    # HOGWILD!'s downward sweep: elements a block, each block written upwards (8 KB of float64)
 HOGWILD_CHUNK = 8     # with probes on: elements per probed chunk (one cache line of float64), a barrier after each

@@ -37,7 +37,7 @@ from executors.cpu.shared import (
     write_acquire,
     write_release,
 )
-from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
+from simasgd.numerics.workloads.kernels import grad_over_theta, loss_and_grad
 
 
 @njit(nogil=True, cache=True)

@@ -12,14 +12,14 @@ between the read and the record and the loops load from numba's cache in every
 process; they are built in a closure over :data:`CODE_VERSION` (the kernels'
 and the update rule's source hashes) and a workload with its own kernel gets
 an uncached copy (:mod:`executors.kernel`). Every update goes through
-:mod:`simasgd.update_rule` (``shared.apply_update`` / ``seq_update``; HOGWILD! element-wise).
+:mod:`simasgd.numerics.update_rule` (``shared.apply_update`` / ``seq_update``; HOGWILD! element-wise).
 
 Version counting is the measuring instrument: every applied update does an
 atomic fetch-add on ``ctrl[S_VERSION]`` — in HOGWILD! too — and records the
 value it produced; ``read_version`` is the counter when the worker read θ.
 Each record carries the cycle's phase boundaries in clock ns (``t_s`` cycle start,
 ``t_r`` the read version taken, ``t_gs``/``t_ge`` gradient start/end; the write
-time is taken by ``record``): ``simasgd.phases`` turns them into phase times.
+time is taken by ``record``): ``simasgd.evaluation.phases`` turns them into phase times.
 The worker that makes a version the loss ring keeps copies θ there right away
 (inside the lock for the lock-based loops), so the loss is never taken on a
 thread that competes with the workers (``shared.take_snapshot``).
@@ -27,8 +27,8 @@ thread that competes with the workers (``shared.take_snapshot``).
 
 from __future__ import annotations
 
-from simasgd import compression, update_rule
-from simasgd.workloads.kernels import SOURCE_HASH
+from simasgd.numerics import compression, update_rule
+from simasgd.numerics.workloads.kernels import SOURCE_HASH
 
 # The loops' numba cache key: the kernels' source and the update rule's (a cached caller is not
 # recompiled when a callee's file changes; closure values are part of the key).

@@ -1,13 +1,13 @@
 """Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020, §III-B, Alg. 2/3).
 
-The definition is ``simasgd.algorithms`` ``lopez``; this is its mechanics on OS threads.
+The definition is ``simasgd.spec.algorithms`` ``lopez``; this is its mechanics on OS threads.
 
 - **Master** (worker 0, Alg. 2), one step = one version, never waiting for gradients: it announces
   step s = version + 1 (``lctl[ANNOUNCED]``, a seq_cst store, so it precedes every load of g), then
   applies the update rule to g·1/(N−1) with staleness 0, reading g element by element in the pass
   that writes θ (``acc``: plain loads racing with the workers' atomic adds, not a snapshot; each
   aligned element is loaded whole on x86, as a relaxed atomic load would be; ``shared.seq_update_scaled``,
-  :func:`simasgd.update_rule.step_scaled`; the version is bumped after the write). The scale is a
+  :func:`simasgd.numerics.update_rule.step_scaled`; the version is bumped after the write). The scale is a
   multiplication by the reciprocal, as the simulator and the cuda backend scale (a division per
   element makes the step several times slower than its memory traffic), and no copy of g is made:
   with one, the sum, the copy and θ can outgrow a core's L2 and the step then runs at DRAM's pace. The
@@ -64,8 +64,8 @@ from executors.cpu.shared import (
     straggle,
     wait_go,
 )
-from simasgd.memops import copy_into
-from simasgd.workloads.kernels import loss_and_grad
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.workloads.kernels import loss_and_grad
 
 WITH_ADD, CONSISTENT = 1, 2  # bits of cfg_i[C_LOPEZ]: subtract = "with_add", model_read = "consistent"
 ANNOUNCED = 0                # lctl word: the step whose read of g began last (its own cache line)

@@ -49,9 +49,9 @@ from executors.cpu.shared import (
     new_ctrl,
     slot,
 )
-from simasgd.convergence import Monitor
-from simasgd.memops import copy_into
-from simasgd.progress import Advance
+from simasgd.numerics.memops import copy_into
+from simasgd.runs.convergence import Monitor
+from simasgd.runs.progress import Advance
 
 # Memory the ring may take (bytes); it holds at least 2 snapshots whatever θ's size.
 RING_BUDGET_BYTES = 128 << 20

@@ -1,4 +1,4 @@
-"""Asynchronous SGD through a parameter server on threads (definition: ``simasgd.algorithms``; model:
+"""Asynchronous SGD through a parameter server on threads (definition: ``simasgd.spec.algorithms``; model:
 ``simasgd/sim/algorithms/param_server.py``).
 
 The server is the shared θ (and, with ``optimizer.momentum``, its velocity:
@@ -6,7 +6,7 @@ Async MSGD), cut into ``shards`` contiguous shards ``[s·d/S, (s+1)·d/S)``,
 each with its own spin lock (``locks``, one cache line each; ``shared.word_lock``). A worker's
 cycle: pull — copy each shard under its lock; compute the gradient at the
 copy; with ``onebit`` replace it by Q(g + e), keeping e
-(:func:`simasgd.compression.quantize`); push — each shard under its lock,
+(:func:`simasgd.numerics.compression.quantize`); push — each shard under its lock,
 the update rule on that shard with the gradient divided by
 ``update_rule.divisor`` (versions at that shard's step − read version). The
 push's last shard bumps the version (and takes the loss snapshot) inside its
@@ -47,10 +47,10 @@ from executors.cpu.shared import (
     wait_go,
     word_lock,
 )
-from simasgd import compression
-from simasgd.compression import quantize
-from simasgd.update_rule import divisor, step_range
-from simasgd.workloads.kernels import grad_over_theta, loss_and_grad
+from simasgd.numerics import compression
+from simasgd.numerics.compression import quantize
+from simasgd.numerics.update_rule import divisor, step_range
+from simasgd.numerics.workloads.kernels import grad_over_theta, loss_and_grad
 
 
 def _make(kernels_version: str = CODE_VERSION + compression.SOURCE_HASH) -> Any:

@@ -1,4 +1,4 @@
-"""Where worker threads run: this machine's topology from /sys, and ``simasgd.machine.place`` on it.
+"""Where worker threads run: this machine's topology from /sys, and ``simasgd.machines.machine.place`` on it.
 
 ``machine.place`` numbers logical CPUs its own way (cores socket by socket,
 SMT siblings after all cores); :func:`read_topology` builds that numbering's
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from simasgd import machine as machines
+from simasgd.machines import machine as machines
 
 SYS = Path("/sys/devices/system")
 

@@ -28,12 +28,13 @@ from executors import atomics, settle
 from executors.cpu import monitor, placement, shared
 from executors.cpu.shared import LINE, slot
 from executors.cpu.wiring import Wiring, configure, wire
-from simasgd import phases, seeds
-from simasgd.convergence import Monitor, accuracy_of
-from simasgd.progress import Advance
-from simasgd.results import RunResult, RunSummary, updates_frame
-from simasgd.scenario import Scenario
+from simasgd.evaluation import phases
+from simasgd.runs.convergence import Monitor, accuracy_of
+from simasgd.runs.progress import Advance
+from simasgd.runs.results import RunResult, RunSummary, updates_frame
 from simasgd.sim import network  # message sizes: what the threads' messages would carry over [network]
+from simasgd.spec import seeds
+from simasgd.spec.scenario import Scenario
 
 NAME = "cpu"
 WARMUP_UPDATES = 2
@@ -83,7 +84,7 @@ def config(sc: Scenario, wl: Any, workers: int, max_updates: int, cap: int) -> t
 
 
 def _params(name: str) -> tuple[str, ...]:
-    from simasgd import algorithms
+    from simasgd.spec import algorithms
 
     return algorithms.ALGORITHMS[name].param_names
 
@@ -124,7 +125,7 @@ def check_capacity(sc: Scenario, wl: Any) -> None:
     """Refuse (``CapacityError`` naming ``workers.count``) more workers than this machine holds, before
     :func:`prepare` allocates: each one's records, at the fewest :func:`prepare` gives a worker, and its
     gradient (and 1-bit residual) row, in memory available now; and one thread each."""
-    from simasgd import capacity
+    from simasgd.machines import capacity
 
     workers, theta_bytes = sc.workers.count, wl.dim * np.dtype(wl.dtype).itemsize
     cap = min(sc.stop.max_updates + 8, max(1024, MAX_RECORDS // workers))
@@ -215,8 +216,8 @@ def records(s: Setup, run: int) -> tuple[Any, np.ndarray]:
 
 
 def single_threaded_blas() -> Any:
-    """BLAS limited to one thread (:func:`simasgd.blas.single_threaded`)."""
-    from simasgd.blas import single_threaded
+    """BLAS limited to one thread (:func:`simasgd.numerics.blas.single_threaded`)."""
+    from simasgd.numerics.blas import single_threaded
 
     return single_threaded()
 

@@ -25,7 +25,7 @@ from executors.cpu.shared import (
     straggle,
     wait_go,
 )
-from simasgd.workloads.kernels import loss_and_grad
+from simasgd.numerics.workloads.kernels import loss_and_grad
 
 
 def _make(kernels_version: str = CODE_VERSION) -> Any:

@@ -27,9 +27,9 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
-from simasgd import update_rule
-from simasgd.memops import copy_into
-from simasgd.update_rule import divisor, step, step_into, step_mirrored, step_scaled
+from simasgd.numerics import update_rule
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.update_rule import divisor, step, step_into, step_mirrored, step_scaled
 
 LINE = 8  # int64 words per cache line
 
@@ -368,7 +368,7 @@ def take_snapshot(ctrl: np.ndarray, cfg_i: np.ndarray, ring: np.ndarray, meta: n
     A.store_release(meta, p + M_VER, v)
 
 
-# --- the update (simasgd.update_rule), with this run's configuration ------------------------------
+# --- the update (simasgd.numerics.update_rule), with this run's configuration ------------------------------
 
 def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
     """:func:`apply_update` and :func:`seq_update`, in a closure over ``update_rule.SOURCE_HASH`` (a cached
@@ -377,7 +377,8 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
     @njit(nogil=True, cache=True)
     def apply_update(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray,
                      staleness: int) -> None:
-        """The update rule (:func:`simasgd.update_rule.step`) with this run's lr, momentum and staleness-awareness."""
+        """The update rule (:func:`simasgd.numerics.update_rule.step`) with this run's lr, momentum and
+        staleness-awareness."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         step(theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
@@ -385,7 +386,8 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
     @njit(nogil=True, cache=True)
     def apply_update_mirrored(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, mirror: np.ndarray,
                               cfg_i: np.ndarray, cfg_f: np.ndarray, staleness: int) -> None:
-        """:func:`apply_update`, the new θ also left in ``mirror`` (:func:`simasgd.update_rule.step_mirrored`)."""
+        """:func:`apply_update`, the new θ also left in ``mirror``
+        (:func:`simasgd.numerics.update_rule.step_mirrored`)."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         step_mirrored(theta, vel, g, mirror, cfg_f[F_LR], cfg_f[F_MOM],
@@ -394,7 +396,8 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
     @njit(nogil=True, cache=True)
     def update_into(out: np.ndarray, vout: np.ndarray, theta: np.ndarray, vel: np.ndarray, g: np.ndarray,
                     cfg_i: np.ndarray, cfg_f: np.ndarray, staleness: int) -> None:
-        """:func:`apply_update` on a copy of θ, built in ``out`` in one pass (:func:`simasgd.update_rule.step_into`)."""
+        """:func:`apply_update` on a copy of θ, built in ``out`` in one pass
+        (:func:`simasgd.numerics.update_rule.step_into`)."""
         if len(rule_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         step_into(out, vout, theta, vel, g, cfg_f[F_LR], cfg_f[F_MOM], staleness, cfg_i[C_STALE_AWARE] != 0)
@@ -403,7 +406,7 @@ def _make_update(rule_version: str = update_rule.SOURCE_HASH) -> Any:
     def seq_update_scaled(theta: np.ndarray, vel: np.ndarray, g: np.ndarray, scale: float, cfg_i: np.ndarray,
                           cfg_f: np.ndarray, ctrl: np.ndarray, ring: np.ndarray, meta: np.ndarray) -> int:
         """:func:`seq_update` on ĝ = ``scale``·g, g read in the pass that writes θ
-        (:func:`simasgd.update_rule.step_scaled`; the Lopez master, g its shared sum)."""
+        (:func:`simasgd.numerics.update_rule.step_scaled`; the Lopez master, g its shared sum)."""
         seq_write_begin(ctrl)
         if scale == 1.0:
             apply_update(theta, vel, g, cfg_i, cfg_f, 0)

@@ -29,9 +29,9 @@ from executors.cpu.shared import (
     straggle,
     wait_go,
 )
-from simasgd.compression import quantize
-from simasgd.memops import copy_into
-from simasgd.workloads.kernels import loss_and_grad
+from simasgd.numerics.compression import quantize
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.workloads.kernels import loss_and_grad
 
 
 def _make(kernels_version: str = CODE_VERSION) -> Any:
@@ -51,7 +51,7 @@ def _make(kernels_version: str = CODE_VERSION) -> Any:
         same barrier; every worker records one row a round, so the buffers (one size for all)
         fill together and worker 0 stops the round that fills them. ``onebit`` (``resid`` has a row per
         worker): each worker replaces its gradient by Q(g + e) before the barrier, keeping e
-        (:func:`simasgd.compression.quantize`)."""
+        (:func:`simasgd.numerics.compression.quantize`)."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return OK
         np.random.seed(seed)

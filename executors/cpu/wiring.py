@@ -1,6 +1,6 @@
 """The cpu backend, data-driven: one table row per algorithm (its loop, its shared arrays, its config).
 
-:data:`IMPLEMENTATIONS` maps an algorithm of the registry (:mod:`simasgd.algorithms`,
+:data:`IMPLEMENTATIONS` maps an algorithm of the registry (:mod:`simasgd.spec.algorithms`,
 where its meaning is defined) to its :class:`Entry`: the worker loop, how to
 allocate what the run's threads share besides θ (:func:`wire`), and the
 algorithm-specific configuration words (``cfg_i``/``cfg_f``). The backend's

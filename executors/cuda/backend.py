@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from executors.cuda import IMPLEMENTATIONS, NAME
-from simasgd import algorithms
-from simasgd.progress import Advance
-from simasgd.results import RunResult
-from simasgd.scenario import Scenario
+from simasgd.runs.progress import Advance
+from simasgd.runs.results import RunResult
+from simasgd.spec import algorithms
+from simasgd.spec.scenario import Scenario
 
 ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one loop per algorithm in executors/cuda/__init__.py (lazy: no numba.cuda)
 # Parameter values the loops implement, where not every value (algorithms.require_values): HOGWILD!'s
@@ -40,7 +40,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
     algorithms.require_values(NAME, scenario.algorithm, VALUES, WHY)
     from executors.cuda import device, runner
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     device.require()  # before building data: a missing GPU is one line, at once
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-from simasgd.backends import BackendError
+from simasgd.runs.backends import BackendError
 
 SIM_ENV = "NUMBA_ENABLE_CUDASIM"
 _SIM_LOCK = threading.RLock()

@@ -2,12 +2,12 @@
 
 Import only after :func:`executors.cuda.device.require` (it decides GPU or simulator).
 
-Models, on the flat θ layout of ``simasgd/workloads/kernels.py`` and ``cnn_kernels.py``:
+Models, on the flat θ layout of ``simasgd/numerics/workloads/kernels.py`` and ``cnn_kernels.py``:
 ``matmul`` (shared-memory tiles, either operand transposed), ``bias_act`` (bias, ReLU),
 ``softmax_ce`` (loss per row, output delta in place), ``col_sum`` (bias gradients),
 ``relu_mask``, and for the cnn ``conv_relu``, ``max_pool``, ``unpool_mask``, ``conv_grad``.
 
-Updates (:mod:`simasgd.update_rule`'s step, element by element, one thread per element):
+Updates (:mod:`simasgd.numerics.update_rule`'s step, element by element, one thread per element):
 ``step`` (ĝ = scale·g / div with div from the attempt's recorded versions), ``accumulate``
 (``cuda.atomic.add``), ``read_into`` (copy θ, note the version counter), ``bump`` (atomic
 increment of the version counter), and Leashed-SGD's single-thread ``acquire`` / ``claim`` /

@@ -1,4 +1,4 @@
-"""Lopez et al. 2020 Alg. 2/3 on CUDA streams (the definition: ``simasgd.algorithms`` ``lopez``;
+"""Lopez et al. 2020 Alg. 2/3 on CUDA streams (the definition: ``simasgd.spec.algorithms`` ``lopez``;
 the same mechanics on threads: ``executors/cpu/lopez.py``).
 
 - **Master** (stream 0): steps without waiting for gradients until the budget. A step is three

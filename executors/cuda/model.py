@@ -17,9 +17,9 @@ import numpy as np
 
 from executors.cuda import kernels as K
 from executors.cuda.device import launch_lock
-from simasgd.workloads import kernels as cpu_kernels
-from simasgd.workloads.cnn import sizes
-from simasgd.workloads.cnn_kernels import CNN
+from simasgd.numerics.workloads import kernels as cpu_kernels
+from simasgd.numerics.workloads.cnn import sizes
+from simasgd.numerics.workloads.cnn_kernels import CNN
 
 
 def launch(kernel: Any, n: int, stream: Any, *args: Any) -> None:

@@ -26,11 +26,11 @@ from executors.cuda.lockfree import Tickets
 from executors.cuda.model import gradient_class
 from executors.cuda.records import Clock, Records
 from executors.cuda.synchronous import SyncRound
-from simasgd import seeds
-from simasgd.convergence import Monitor
-from simasgd.progress import Advance
-from simasgd.results import RunResult, updates_frame
-from simasgd.scenario import Scenario
+from simasgd.runs.convergence import Monitor
+from simasgd.runs.progress import Advance
+from simasgd.runs.results import RunResult, updates_frame
+from simasgd.spec import seeds
+from simasgd.spec.scenario import Scenario
 
 POLL_S = 2e-3  # the monitor's sleep between looks at the version counter
 REHEARSAL_UPDATES = 3  # updates a stream in the rehearsal before a scenario's first run (_rehearse)
@@ -142,7 +142,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
 def rehearsal(sc: Scenario) -> Scenario:
     """The scenario, briefly: a few updates a stream (a Lopez master steps tens of times a gradient), never
     more than its own budget, the monitor looking twice, no ε."""
-    from simasgd import algorithms, loader
+    from simasgd.spec import algorithms, loader
 
     master = algorithms.ALGORITHMS[sc.algorithm.name].applies == "latest_sum"
     n = min(REHEARSAL_UPDATES * (REHEARSAL_MASTER if master else 1) * sc.workers.count, sc.stop.max_updates)

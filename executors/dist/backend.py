@@ -1,6 +1,6 @@
 """Backend ``dist``: the distributed algorithms over torch.distributed (gloo), one process per node.
 
-The roles follow each algorithm's definition (:mod:`simasgd.algorithms`): ``sync`` — every rank a
+The roles follow each algorithm's definition (:mod:`simasgd.spec.algorithms`): ``sync`` — every rank a
 worker, one all-reduce a round (:mod:`.synchronous`); ``param_server`` — ``shards`` server ranks and
 the workers, pushes and pulls as point-to-point messages, and ``ssp``, the same server with a clock
 gate (:mod:`.param_server`); ``backup`` — a server closing each round at its first N gradients
@@ -29,10 +29,11 @@ from typing import Any
 from executors.cpu import placement
 from executors.dist.ranks import IMPLEMENTATIONS, run_rank
 from executors.dist.world import DistError, Layout, free_port, init
-from simasgd import algorithms, metadata, seeds
-from simasgd.progress import Advance
-from simasgd.results import RunResult
-from simasgd.scenario import Scenario
+from simasgd.runs import metadata
+from simasgd.spec import algorithms, seeds
+from simasgd.runs.progress import Advance
+from simasgd.runs.results import RunResult
+from simasgd.spec.scenario import Scenario
 
 NAME = "dist"
 ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one role per algorithm in executors/dist/ranks.py
@@ -61,7 +62,7 @@ def require(name: str) -> None:
 
 
 def _runners(name: str) -> list[str]:
-    from simasgd import backends
+    from simasgd.runs import backends
 
     out = []
     for b, present in backends.available().items():
@@ -78,7 +79,7 @@ def _runners(name: str) -> list[str]:
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     require(scenario.algorithm.name)
-    from simasgd.workloads import build_workload, check_backend
+    from simasgd.numerics.workloads import build_workload, check_backend
 
     check_backend(scenario.workload, NAME)
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)

@@ -26,7 +26,8 @@ from executors import atomics as A
 from executors.cpu.runner import slowdowns
 from executors.dist.common import velocity
 from executors.dist.world import Rank, header, header_elements, message_buffer
-from simasgd import compression, seeds, update_rule
+from simasgd.numerics import compression, update_rule
+from simasgd.spec import seeds
 
 PUSH, BYE, OK, STOP = 1, 2, 3, 4
 POLL_S = 0.00005

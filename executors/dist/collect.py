@@ -1,4 +1,4 @@
-"""Rank 0's part: every rank's report into one :class:`~simasgd.results.RunResult` (the shared format).
+"""Rank 0's part: every rank's report into one :class:`~simasgd.runs.results.RunResult` (the shared format).
 
 The rows come from the workers' reports, in version order. θ at a curve point is the holder's
 snapshot (the centre's, sync's rank 0's, or the shards' concatenated at the same count); the loss is
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simasgd.convergence import Monitor
-from simasgd.results import RunResult, updates_frame
-from simasgd.scenario import Scenario
+from simasgd.runs.convergence import Monitor
+from simasgd.runs.results import RunResult, updates_frame
+from simasgd.spec.scenario import Scenario
 from simasgd.sim import network
 
 

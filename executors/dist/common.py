@@ -10,7 +10,7 @@ from executors import atomics as A
 from executors.cpu.runner import slowdowns
 from executors.cpu.shared import straggle
 from executors.dist.world import Rank
-from simasgd import seeds
+from simasgd.spec import seeds
 
 
 class Gradients:

@@ -1,11 +1,11 @@
 """``keuper`` and ``simuparallel``: every worker a rank stepping its own state; Keuper's nodes send it to each other.
 
 Worker ``w`` is rank ``w`` (no server). It steps its own state θ_w (its own velocity) with
-gradients on minibatches of its partition (``partition``: :func:`simasgd.algorithms.partition`).
+gradients on minibatches of its partition (``partition``: :func:`simasgd.spec.algorithms.partition`).
 Keuper & Pfreundt's Alg. 5 (``keuper``): after every ``exchange_every`` steps the node sends its
 state to a random other node (``Role.SCHEDULE`` draws the peer); a thread of the receiving node
 (:class:`Inbox`) takes it at once, and before each step the node takes the latest state that
-arrived since its previous step: the step merges it (:func:`simasgd.parzen.merge_step`: ĝ = g + ½(θ_i − θ_j) when the
+arrived since its previous step: the step merges it (:func:`simasgd.numerics.parzen.merge_step`: ĝ = g + ½(θ_i − θ_j) when the
 local step moves towards θ_j). SimuParallelSGD (``simuparallel``) sends nothing; its result is the
 mean of the final states.
 
@@ -33,7 +33,8 @@ import numpy as np
 
 from executors.dist.common import Gradients, velocity
 from executors.dist.world import Rank, header, header_elements, message_buffer
-from simasgd import algorithms, parzen, seeds
+from simasgd.numerics import parzen
+from simasgd.spec import algorithms, seeds
 
 POLL_S = 0.0005
 STATE, END = 1, 2

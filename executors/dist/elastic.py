@@ -31,7 +31,7 @@ import numpy as np
 
 from executors.dist.common import Gradients, velocity
 from executors.dist.world import Rank
-from simasgd import update_rule
+from simasgd.numerics import update_rule
 
 EXCHANGE, PULL, PUSH, OK, STOP = range(5)
 

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print("simasgd dist: run this module under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT unset); "
               "on one machine `simasgd run SCENARIO --backend dist` starts the processes itself", file=sys.stderr)
         return 2
-    from simasgd import loader
+    from simasgd.spec import loader
 
     sc = loader.load(args.scenario, args.overrides)
     rank = int(os.environ["RANK"])
@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         from executors.dist.backend import NAME, require
 
         require(sc.algorithm.name)
-        from simasgd import seeds
-        from simasgd.workloads import build_workload, check_backend
+        from simasgd.spec import seeds
+        from simasgd.numerics.workloads import build_workload, check_backend
 
         check_backend(sc.workload, NAME)
         wl = build_workload(sc.workload, sc.seed, sc.base_dir)
@@ -66,8 +66,9 @@ def _repeats(sc: object, wl: object, out: Path, repeats: int) -> None:
     from executors.dist import collect
     from executors.dist.backend import NAME
     from executors.dist.ranks import run_rank
-    from simasgd import backends, seeds
-    from simasgd.results import RunResult, merge
+    from simasgd.runs import backends
+    from simasgd.spec import seeds
+    from simasgd.runs.results import RunResult, merge
 
     done: list[RunResult] = []
     for r in range(repeats):

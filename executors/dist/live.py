@@ -1,7 +1,7 @@
 """The ε stop during a ``dist`` run: the rank that holds all of θ evaluates its snapshots as they come.
 
 On the server (one shard), the centre, or sync's rank 0, a thread takes each kept snapshot and feeds
-its loss to a :class:`~simasgd.convergence.Monitor` (the shared ε / crash rule); when the monitor
+its loss to a :class:`~simasgd.runs.convergence.Monitor` (the shared ε / crash rule); when the monitor
 says done, the rank's next stop decision ends the run (``Rank.over()``), as the budget would. The
 workload's loss kernel releases the GIL, so the rank's own loop runs on meanwhile. Where θ is spread
 over ranks (several shards; keuper's and simuparallel's own states) ε is found after the run.
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from simasgd.convergence import Monitor
-from simasgd.scenario import Scenario
+from simasgd.runs.convergence import Monitor
+from simasgd.spec.scenario import Scenario
 
 
 class Live(threading.Thread):

@@ -34,7 +34,7 @@ import numpy as np
 
 from executors.dist.common import Gradients, velocity
 from executors.dist.world import Rank
-from simasgd import compression, update_rule
+from simasgd.numerics import compression, update_rule
 
 PULL, PUSH, BYE, OK, STOP = range(5)
 

@@ -11,8 +11,8 @@ import numpy as np
 
 from executors.dist import bounded, decentral, elastic, param_server, synchronous
 from executors.dist.world import FAIL_ENV, DistError, Layout, Rank
-from simasgd import seeds
-from simasgd.scenario import Scenario
+from simasgd.spec import seeds
+from simasgd.spec.scenario import Scenario
 
 # Algorithm (a registry name) -> the role function every rank of its run calls: the dist backend's one list
 # (backend.ALGORITHMS is its keys). ssp is the parameter server with its bound (param_server.py reads it).

@@ -1,7 +1,7 @@
 """``sync`` over a collective: every worker computes a gradient at the same θ, one all-reduce sums them.
 
 Workers are ranks ``0..n−1`` (no server). A round: the gradient at θ (with ``onebit``, replaced
-by Q(g + e) with this worker's residual: :func:`simasgd.compression.quantize`), one
+by Q(g + e) with this worker's residual: :func:`simasgd.numerics.compression.quantize`), one
 ``all_reduce(SUM)`` of ``[g, stop]`` — rank 0 sets ``stop`` when this round makes the budget's last
 version or its clock is past ``stop.max_time_s`` — and every rank steps its copy of θ with the mean
 (``update_rule.step``, staleness 0): the all-reduce hands every rank the same bits, so the copies
@@ -16,7 +16,7 @@ import numpy as np
 
 from executors.dist.common import Gradients, velocity
 from executors.dist.world import Rank
-from simasgd import compression, update_rule
+from simasgd.numerics import compression, update_rule
 
 
 def run_sync(me: Rank, theta0: np.ndarray) -> None:

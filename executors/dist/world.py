@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from simasgd.scenario import Scenario
+from simasgd.spec.scenario import Scenario
 
 HEADER = 4                          # int64 words: kind, worker, a, b
 FAIL_ENV = "SIMASGD_DIST_FAIL_RANK"  # test hook: this rank raises after the start barrier

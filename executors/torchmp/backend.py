@@ -36,12 +36,13 @@ from executors.cpu.shared import ABORT, LINE, RUN, S_DEADLINE, S_GO, S_STOP, S_T
 from executors.torchmp import TRAITS  # declared with the package: the simulator reads it without the executor
 from executors.torchmp import state as S
 from executors.torchmp.worker import IMPLEMENTATIONS, main
-from simasgd import algorithms, metadata, seeds
-from simasgd.convergence import Monitor
-from simasgd.progress import Advance
-from simasgd.results import RunResult, updates_frame
-from simasgd.scenario import Scenario
-from simasgd.workloads.torch_model import OneThread
+from simasgd.numerics.workloads.torch_model import OneThread
+from simasgd.runs import metadata
+from simasgd.runs.convergence import Monitor
+from simasgd.runs.progress import Advance
+from simasgd.runs.results import RunResult, updates_frame
+from simasgd.spec import algorithms, seeds
+from simasgd.spec.scenario import Scenario
 
 NAME = "torch"
 ALGORITHMS = frozenset(IMPLEMENTATIONS)  # one loop per algorithm in executors/torchmp/worker.py
@@ -74,11 +75,11 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
     algorithms.require_values(NAME, scenario.algorithm, VALUES, WHY)  # before torch and the workload: at once
     S.import_torch()
-    from simasgd.workloads import build_workload, check_backend
+    from simasgd.numerics.workloads import build_workload, check_backend
 
     check_backend(scenario.workload, NAME)
     wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
-    from simasgd import capacity
+    from simasgd.machines import capacity
 
     # Before any fork: one process per worker, each with its own gradient; too many is refused in one line.
     capacity.check_workers(NAME, scenario.workers.count, 2 * wl.dim * np.dtype(wl.dtype).itemsize,
@@ -92,7 +93,7 @@ def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> Ru
 
 
 def one_thread() -> ExitStack:
-    """torch (:class:`simasgd.workloads.torch_model.OneThread`) and BLAS on one thread in this process for
+    """torch (:class:`simasgd.numerics.workloads.torch_model.OneThread`) and BLAS on one thread in this process for
     the run; forked children inherit it."""
     import torch
 

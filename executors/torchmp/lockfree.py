@@ -21,8 +21,8 @@ from executors.cpu.shared import (
     OK,
 )
 from executors.torchmp.state import VER, State, add_word, gradient, load_word
-from simasgd.memops import copy_into
-from simasgd.update_rule import divisor, sweeps_down
+from simasgd.numerics.memops import copy_into
+from simasgd.numerics.update_rule import divisor, sweeps_down
 
 
 def run_hogwild(w: int, st: State, wl: Any, batch: int, rng: np.random.Generator, slowdown: float) -> int:

@@ -22,9 +22,9 @@ from executors import atomics as A
 from executors.cpu import monitor, runner, shared
 from executors.cpu.lockfree import hogwild_step
 from executors.cpu.shared import LINE, S_VERSION
-from simasgd.backends import BackendError
-from simasgd.scenario import Scenario
-from simasgd.workloads.torch_model import INSTALL  # the one install hint
+from simasgd.numerics.workloads.torch_model import INSTALL  # the one install hint
+from simasgd.runs.backends import BackendError
+from simasgd.spec.scenario import Scenario
 
 
 def import_torch() -> Any:

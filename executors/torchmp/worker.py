@@ -39,8 +39,8 @@ from executors.cpu.shared import (
 )
 from executors.torchmp import lockfree, locks, synchronous
 from executors.torchmp.state import State, add_word
-from simasgd import seeds
-from simasgd.scenario import Scenario
+from simasgd.spec import seeds
+from simasgd.spec.scenario import Scenario
 
 
 def main(w: int, st: State, wl: Any, sc: Scenario, run: int, cpu: int | None, slowdown: float,

@@ -64,10 +64,10 @@ REGISTRY_WORDS = ("{backends}", "{measuring}", "{not_measuring}")
 
 
 def registry_words() -> dict[str, str]:
-    """``{backends}``: every registered backend (``simasgd.backends.BACKENDS``), ``a | b | ...``;
+    """``{backends}``: every registered backend (``simasgd.runs.backends.BACKENDS``), ``a | b | ...``;
     ``{measuring}``: those that time this host (``MEASURES_HOST``: their runs' repeats and a sweep's tasks one
     at a time), ``{not_measuring}``: the others, each ``a, b, ...``."""
-    from simasgd import backends
+    from simasgd.runs import backends
 
     measuring = measuring_backends()
     return {"{backends}": " | ".join(backends.BACKENDS),
@@ -83,7 +83,7 @@ def measuring_backends() -> dict[str, bool | None]:
     import importlib.util
     from pathlib import Path
 
-    from simasgd import backends
+    from simasgd.runs import backends
 
     out: dict[str, bool | None] = {}
     for name, module in backends.BACKENDS.items():
@@ -116,12 +116,12 @@ def user_errors(source: object = None) -> Iterator[None]:
     """Bad input (scenario, results, backend, machine) exits 2 with its message, never a traceback.
     ``source``: the scenario file the command runs; a backend's refusal of its algorithm or of a parameter
     value (raised once the run starts, after the file loaded) then names it, as the loader's errors do."""
-    from simasgd.algorithms import UnsupportedAlgorithm
-    from simasgd.backends import BackendError
-    from simasgd.capacity import CapacityError
-    from simasgd.loader import ScenarioError
-    from simasgd.machine import MachineError
-    from simasgd.results import ResultsError
+    from simasgd.machines.capacity import CapacityError
+    from simasgd.machines.machine import MachineError
+    from simasgd.runs.backends import BackendError
+    from simasgd.runs.results import ResultsError
+    from simasgd.spec.algorithms import UnsupportedAlgorithm
+    from simasgd.spec.loader import ScenarioError
 
     try:
         with warnings.catch_warnings():

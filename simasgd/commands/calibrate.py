@@ -27,7 +27,7 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
                                            "added to --out if it exists."),
               ) -> None:
     """Micro-benchmark this machine (gradient times, copy bandwidth, lock hand-off, CAS, scheduler)."""
-    from simasgd import loader
+    from simasgd.spec import loader
 
     if gpu:
         _calibrate_gpu(out, quick)
@@ -43,7 +43,7 @@ def calibrate(out: Path = typer.Option(Path("profiles/this.toml"), "--out", "-o"
               file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT)
     from executors.calibration.calibrate import calibrate as measure
-    from simasgd.profile import write as write_profile
+    from simasgd.machines.profile import write as write_profile
 
     err = console(stderr=True)
     base = str(scenario[0].parent) if scenario else None
@@ -83,8 +83,8 @@ def _calibrate_gpu(out: Path, quick: bool) -> None:
     """``--gpu``: the [gpu] table (executors/calibration/gpu.py), merged into the profile at ``out``."""
     import importlib
 
-    from simasgd import profile as fmt
-    from simasgd.backends import BackendError
+    from simasgd.machines import profile as fmt
+    from simasgd.runs.backends import BackendError
 
     try:
         gpu = importlib.import_module("executors.calibration.gpu").calibrate(quick=quick)
@@ -102,7 +102,7 @@ def _calibrate_network(out: Path, quick: bool) -> None:
     """``--network``: the [network] table (executors/dist/calibrate_network.py), merged into the profile at ``out``."""
     import importlib
 
-    from simasgd import profile as fmt
+    from simasgd.machines import profile as fmt
 
     err = console(stderr=True)
     try:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 if TYPE_CHECKING:
-    from simasgd.fidelity import Fidelity
-    from simasgd.phases import PhaseComparison
-    from simasgd.results import RunResult
+    from simasgd.evaluation.fidelity import Fidelity
+    from simasgd.evaluation.phases import PhaseComparison
+    from simasgd.runs.results import RunResult
 
 from simasgd.commands import console, user_errors
 from simasgd.commands.run import OverrideOpt
@@ -49,7 +49,7 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
             ) -> None:
     """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures;
     against this host, whether a miss is model error or a calibration gone stale since (--refresh)."""
-    from simasgd import fidelity, plots
+    from simasgd.evaluation import fidelity, plots
 
     with user_errors():
         folders = _result_folders(scenario, results, extra)
@@ -73,7 +73,7 @@ def _machines(results: dict) -> None:
     """The machine each simulated side ran on (metadata["machine"]), one line each, and the model it ran
     (metadata["model"]: executor traits, mechanisms, profile)."""
     from simasgd.commands.inspect import model_lines
-    from simasgd.machine import describe
+    from simasgd.machines.machine import describe
 
     for label, r in results.items():
         if "machine" in r.metadata:
@@ -84,7 +84,7 @@ def _machines(results: dict) -> None:
 
 def _stability(results: dict) -> None:
     """Repeats that disagree among themselves make any fidelity verdict shaky: say so."""
-    from simasgd.stability import stability_warnings
+    from simasgd.evaluation.stability import stability_warnings
 
     con = console()
     for label, r in results.items():
@@ -100,11 +100,11 @@ def _stability(results: dict) -> None:
 def _host_away(results: dict) -> None:
     """The reference's workers away (cycles past twice their median) more than the prediction's, or taking
     turns in one of its runs: the host took their CPUs more than calibration measured
-    (simasgd.phases.host_away, simasgd.phases.took_turns)."""
+    (simasgd.evaluation.phases.host_away, simasgd.evaluation.phases.took_turns)."""
     import os
 
-    from simasgd import phases
-    from simasgd.metadata import run_cpus
+    from simasgd.evaluation import phases
+    from simasgd.runs.metadata import run_cpus
 
     if len(results) != 2:
         return
@@ -115,18 +115,18 @@ def _host_away(results: dict) -> None:
     if low is not None:
         console().print(f"warning ({lb}): in one of its runs the workers were inside a gradient at once {low:.0%} as "
                         f"much as in {la}'s: they took turns, with every worker on its CPU by the guest's account — "
-                        "the host ran the vCPUs on fewer physical CPUs (simasgd.phases.took_turns)",
+                        "the host ran the vCPUs on fewer physical CPUs (simasgd.evaluation.phases.took_turns)",
                         markup=False, soft_wrap=True)
     gap = phases.host_away(a.updates, b.updates, workers, cpus)
     if gap is not None:
         console().print(f"warning ({lb}): its workers were away {phases.mean_absence(b.updates):.0%} of the time "
                         f"(cycles past twice their median), {la}'s {phases.mean_absence(a.updates):.0%}: the host took "
                         "their CPUs more than the simulated workers lost theirs, and each gap gives the other workers "
-                        "a run of τ = 0 (simasgd.phases.absence)", markup=False, soft_wrap=True)
+                        "a run of τ = 0 (simasgd.evaluation.phases.absence)", markup=False, soft_wrap=True)
 
 
 def _result_folders(scenario: Path | None, results: list[Path] | None, extra: list[Path] | None) -> list[Path]:
-    from simasgd.fidelity import FidelityError
+    from simasgd.evaluation.fidelity import FidelityError
 
     if not results:
         if scenario is None:
@@ -147,7 +147,7 @@ def _calibrate(workloads: list, quick: bool, seed: int, base_dir: str | None) ->
 
 
 def _probe(workload: Any, seed: int, base_dir: str | None, seconds: float) -> dict[str, Any]:
-    """The CLI's drift probe (simasgd.drift; simasgd itself imports nothing from executors)."""
+    """The CLI's drift probe (simasgd.evaluation.drift; simasgd itself imports nothing from executors)."""
     from executors.calibration.drift_probe import probe
 
     return probe(workload, seed, base_dir, seconds)
@@ -155,11 +155,11 @@ def _probe(workload: Any, seed: int, base_dir: str | None, seconds: float) -> di
 
 def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
     """The prediction's 90% band of one more run per metric, over the versions both sides made (as the errors
-    above), and how many of the reference's runs fall inside it (simasgd.prediction_band)."""
+    above), and how many of the reference's runs fall inside it (simasgd.evaluation.prediction_band)."""
     from rich.table import Table
 
-    from simasgd import analysis, prediction_band
-    from simasgd.fidelity import run_stats
+    from simasgd.evaluation import analysis, prediction_band
+    from simasgd.evaluation.fidelity import run_stats
 
     p, r = fid.predicted, fid.reference
     if p.label not in results or r.label not in results:
@@ -186,8 +186,8 @@ def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
 
 def print_drift(fid: Fidelity) -> None:
     """What the drift check re-measured before the runs, and whether the misses are the model's or a stale
-    calibration's (simasgd.drift.verdict), one line each."""
-    from simasgd import drift
+    calibration's (simasgd.evaluation.drift.verdict), one line each."""
+    from simasgd.evaluation import drift
 
     d = drift.recorded(fid)
     v = drift.verdict(fid, d)
@@ -201,7 +201,9 @@ def print_drift(fid: Fidelity) -> None:
 
 def _run(scenario: Path, backends: str, out: Path | None, overrides: list[str], repeats: int | None,
          quick_calibration: bool, refresh: bool = False) -> tuple[Fidelity, dict[str, RunResult], Path]:
-    from simasgd import fidelity, loader, progress
+    from simasgd.evaluation import fidelity
+    from simasgd.runs import progress
+    from simasgd.spec import loader
 
     sc = loader.load(scenario, overrides)
     names = [b.strip() for b in backends.split(",") if b.strip()]
@@ -218,7 +220,15 @@ def _run(scenario: Path, backends: str, out: Path | None, overrides: list[str], 
 def print_fidelity(fid: Fidelity) -> None:
     from rich.table import Table
 
-    from simasgd.plots import disagreements, fmt_value, summary_rows, undefined, unstable, why_undefined, window_line
+    from simasgd.evaluation.plots import (
+        disagreements,
+        fmt_value,
+        summary_rows,
+        undefined,
+        unstable,
+        why_undefined,
+        window_line,
+    )
 
     p, r = fid.predicted, fid.reference
     con = console()

@@ -25,7 +25,7 @@ def config(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
                                         help="Print each key with where its value comes from: the scenario "
                                              "file, a -s override, or the default.")) -> None:
     """Print the scenario as resolved: every key with the value a run uses (TOML; unset keys as comments)."""
-    from simasgd import loader
+    from simasgd.spec import loader
 
     with user_errors(scenario):
         sc = loader.load(scenario, overrides)
@@ -57,7 +57,7 @@ def resolved_toml(sc: Any) -> str:
 
 def resolved_doc(sc: Any) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
     """The scenario's every key and value (None: no value), and per table the note for a key without one."""
-    from simasgd import algorithms, loader
+    from simasgd.spec import algorithms, loader
 
     doc = sc.model_dump(mode="python")
     algo = doc["algorithm"]
@@ -81,7 +81,7 @@ def origins(file_data: dict[str, Any], overrides: list[str]) -> dict[str, str]:
     """Dotted key -> ``"file"`` for each value the file gives (a table's keys, one by one), or ``-s KEY=VALUE``
     for each key an override sets (a table set as one value: its key). Overrides apply in order, as
     ``loader.apply_overrides`` applies them: the last one to set a key wins."""
-    from simasgd import loader
+    from simasgd.spec import loader
 
     out: dict[str, str] = {}
 
@@ -143,7 +143,7 @@ def sources_text(sc: Any, path: Path, file_data: dict[str, Any], overrides: list
 
 
 def _machine_note(sc: Any) -> str:
-    from simasgd.machine import describe, simulated
+    from simasgd.machines.machine import describe, simulated
 
     return "sim backend: " + describe(simulated(sc.machine))
 
@@ -153,7 +153,7 @@ def _machine_values(sc: Any) -> dict[str, str]:
     a profile that cannot be read: the run says why)."""
     from dataclasses import asdict
 
-    from simasgd import machine
+    from simasgd.machines import machine
 
     if machine.is_gpu(sc.machine):
         return {}

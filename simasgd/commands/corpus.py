@@ -20,8 +20,8 @@ corpus_app = typer.Typer(no_args_is_help=True, help="The fidelity corpus: measur
 
 def default_corpus() -> Path:
     """``SIMASGD_CORPUS``, else the corpus this checkout ships (``corpus/`` at its root), else ``./corpus``: the
-    folder whose machines ``machine.preset`` names too (:func:`simasgd.machine.corpus_folder`)."""
-    from simasgd.machine import corpus_folder
+    folder whose machines ``machine.preset`` names too (:func:`simasgd.machines.machine.corpus_folder`)."""
+    from simasgd.machines.machine import corpus_folder
 
     return corpus_folder()
 
@@ -42,8 +42,8 @@ def add(paths: list[Path] = typer.Argument(..., help="Results folders of measure
                                                                  "amd_epyc_2vcpu (a new name is a new entry)."),
         corpus: Path | None = CorpusOpt) -> None:
     """Add measured runs to the corpus (a cell of the same name is replaced; one profile per machine)."""
-    from simasgd import profile as prof
     from simasgd.corpus import store
+    from simasgd.machines import profile as prof
 
     where = corpus or default_corpus()
     if not store.NAME.match(machine):  # before any path is made of it (a name past 255 bytes, a slash)
@@ -101,8 +101,9 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     goals beside the ceiling (more than any predictor meets in expectation) and the replica share (what a
     simulator that ran exactly like the machine would meet), then whether the simulator orders the algorithms
     of each (threads, batch) group as the machine does (Kendall's τ, the fastest)."""
-    from simasgd import capacity, loader
     from simasgd.corpus import score, store
+    from simasgd.machines import capacity
+    from simasgd.spec import loader
 
     where = corpus or default_corpus()
     if out is not None:
@@ -178,7 +179,8 @@ def _print_ranking(results: list[MachineScore]) -> None:
 
 
 def _print_bands(results: list[MachineScore]) -> None:
-    """Per machine, the simulated 90% bands against the measured runs (simasgd.prediction_band): coverage (the
+    """Per machine, the simulated 90% bands against the measured runs (simasgd.evaluation.prediction_band):
+    coverage (the
     share of measured runs inside their band, every cell and metric) and sharpness (the band's width over the
     measured runs' own 90% spread, median over cells), as Markdown; then what each machine's host noise is."""
     from simasgd.corpus import score

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from simasgd.prediction_band import Band
-    from simasgd.results import RunResult
+    from simasgd.evaluation.prediction_band import Band
+    from simasgd.runs.results import RunResult
 
 from simasgd.commands import console, user_errors
 
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 def show(folder: Path = typer.Argument(..., help="A results folder written by `simasgd run`.")) -> None:
     """Print the summary table of a results folder."""
-    from simasgd.results import RunResult
+    from simasgd.runs.results import RunResult
 
     with user_errors():
         result = RunResult.load(folder)
@@ -45,7 +45,7 @@ def print_summary(result: RunResult, folder: Path | None = None) -> None:
     """Metrics as rows and runs as columns, so the table fits a terminal (or a log) at any repeat count."""
     from rich.table import Table
 
-    from simasgd.stability import stability_warnings
+    from simasgd.evaluation.stability import stability_warnings
 
     sc = result.scenario
     title = (f"{sc.get('name')} · {result.backend} · {sc['algorithm']['name']} · "
@@ -81,10 +81,10 @@ def print_summary(result: RunResult, folder: Path | None = None) -> None:
 
 
 def result_bands(result: RunResult) -> tuple[dict[str, Band], str | None]:
-    """The 90% band of one more run for each metric (:mod:`simasgd.prediction_band`) and a line saying what
+    """The 90% band of one more run for each metric (:mod:`simasgd.evaluation.prediction_band`) and a line saying what
     went into them: for a simulated result, its runs' spread and the host noise of the profile it ran on; for a
     measured one, its runs' own spread. No bands (and no line) with fewer than 2 runs."""
-    from simasgd import prediction_band
+    from simasgd.evaluation import prediction_band
 
     simulated, host = prediction_band.inputs(result)
     bands = prediction_band.of_result(result, host)
@@ -95,8 +95,8 @@ def result_bands(result: RunResult) -> tuple[dict[str, Band], str | None]:
 
 def machine_line(result: RunResult) -> str | None:
     """The machine the runs simulated (``metadata["machine"]``), or this host for a backend that measures it."""
-    from simasgd import backends
-    from simasgd.machine import describe
+    from simasgd.machines.machine import describe
+    from simasgd.runs import backends
 
     if "machine" in result.metadata:
         return describe(result.metadata["machine"])
@@ -114,7 +114,7 @@ def machine_line(result: RunResult) -> str | None:
 def model_lines(result: RunResult) -> list[str]:
     """The model a simulated result ran (``metadata["model"]``: executor traits, mechanisms, profile); nothing
     for a backend that simulates no machine."""
-    from simasgd import backends
+    from simasgd.runs import backends
 
     if "model" not in result.metadata:
         try:
@@ -131,7 +131,7 @@ def model_lines(result: RunResult) -> list[str]:
 def print_busy_host(result: RunResult, label: str | None = None) -> None:
     """A warning line per run of a real backend that ran while the machine was busy with other work, or
     with its CPUs placed elsewhere than at calibration (core-to-core latency, executors/c2c.py)."""
-    from simasgd.metadata import busy_host_warnings, calibrated_c2c_ns, topology_warnings
+    from simasgd.runs.metadata import busy_host_warnings, calibrated_c2c_ns, topology_warnings
 
     workers = int((result.scenario.get("workers") or {}).get("count", 1))
     lines = busy_host_warnings(result.metadata, workers) + topology_warnings(result.metadata, calibrated_c2c_ns())
@@ -161,9 +161,11 @@ def list_things(presets: bool = typer.Option(False, "--presets",
     from rich.markup import escape
     from rich.table import Table
 
-    from simasgd import algorithms, backends
-    from simasgd.machine import FALLBACK_PRESET, PRESETS, corpus_folder, corpus_names, profile_path
-    from simasgd.sim import gpu, network
+    from simasgd.machines import networks
+    from simasgd.machines.machine import FALLBACK_PRESET, PRESETS, corpus_folder, corpus_names, profile_path
+    from simasgd.runs import backends
+    from simasgd.sim import gpu
+    from simasgd.spec import algorithms
 
     con = console()
     if presets:
@@ -199,7 +201,7 @@ def list_things(presets: bool = typer.Option(False, "--presets",
     con.print(f"GPU presets (machine.preset): {', '.join(gpu.names())} "
               f"({gpu.PROFILE_PRESET}: `simasgd calibrate --gpu`)",
               markup=False)
-    con.print(f"network presets (network.preset): {', '.join(network.PRESETS)} ({network.MEASURED}: the "
+    con.print(f"network presets (network.preset): {', '.join(networks.PRESETS)} ({networks.MEASURED}: the "
               f"[network] table of this machine's calibrated profile, measured by `simasgd calibrate --network`)",
               markup=False)
     con.print("their numbers: `simasgd list --presets`; every number's source: docs/reference/presets.md",
@@ -217,8 +219,8 @@ def print_presets() -> None:
     and the calibrated ones (``this``, ``this-gpu``, the corpus machines) as their profiles give them."""
     from dataclasses import fields
 
-    from simasgd import gpus, machine
-    from simasgd import profile as profile_format
+    from simasgd.machines import gpus, machine, networks
+    from simasgd.machines import profile as profile_format
     from simasgd.sim import network
 
     con = console()
@@ -274,15 +276,15 @@ def print_presets() -> None:
         say(f"{gpus.PROFILE_PRESET}: {what}: no such table yet")
     say("")
     say("network presets (network.preset; a worker's NIC and a message's one-way latency)")
-    for name, v in network.PRESETS.items():
+    for name, v in networks.PRESETS.items():
         server = None
-        if name == network.MEASURED:  # no numbers of its own: this machine's, as measured
+        if name == networks.MEASURED:  # no numbers of its own: this machine's, as measured
             try:
                 v, server = network.measured(path)
             except (OSError, ValueError):
-                say(f"{name}: {network.SOURCES[name].what} No [network] table in {path} yet.")
+                say(f"{name}: {networks.SOURCES[name].what} No [network] table in {path} yet.")
                 continue
-        say(f"{name}: {network.SOURCES[name].what}")
+        say(f"{name}: {networks.SOURCES[name].what}")
         if v is not None:
             numbers([f"{k} = {_number(x, k)}" for k, x in (("bandwidth_gbps", v[0]), ("latency_us", v[1]),
                                                            ("server_bandwidth_gbps", server)) if x is not None])

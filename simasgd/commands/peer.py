@@ -23,8 +23,9 @@ def import_peer(file: Path = typer.Argument(..., help="JSON printed by dcs-chalm
                                                                 help="Rounds per epoch (-s of the peer)."),
                 ) -> None:
     """Import a peer run (backend `peer`): staleness histogram, CAS retries, loss per epoch."""
-    from simasgd import loader, peer
     from simasgd.commands.inspect import print_summary
+    from simasgd.runs import peer
+    from simasgd.spec import loader
 
     with user_errors():
         sc = loader.load(scenario, overrides) if scenario is not None else None

@@ -20,11 +20,11 @@ def plot(folder: Path = typer.Argument(..., help="A results folder, a compare fo
          out: Path | None = typer.Option(None, "--out", "-o", hidden=True, help="Old name of --figures."),
          ) -> None:
     """Draw staleness histograms (pooled, per worker), loss curves, time-to-ε boxes, updates/s vs threads."""
-    from simasgd import plots
+    from simasgd.evaluation import plots
 
     with user_errors():
         if not folder.exists():
-            from simasgd.results import ResultsError
+            from simasgd.runs.results import ResultsError
 
             raise ResultsError(f"{folder}: no such folder")
         target = figures or out

@@ -27,9 +27,9 @@ def backend_option(default: str = "sim") -> Any:  # typer.Option: typed as the p
 def say_machine(scenario: object, backend: str) -> None:
     """A line on stderr: the machine a simulating backend will simulate, and why that one; another: whose
     executor traits it will simulate (``[sim] traits``)."""
-    from simasgd import backends
-    from simasgd.machine import describe
-    from simasgd.traits import describe as describe_traits
+    from simasgd.machines.machine import describe
+    from simasgd.runs import backends
+    from simasgd.spec.traits import describe as describe_traits
 
     impl = backends.load(backend)
     which = getattr(impl, "simulated_machine", None)
@@ -42,7 +42,7 @@ def say_machine(scenario: object, backend: str) -> None:
 
 def note_one_at_a_time(backend: str, jobs: int | None) -> None:
     """A note on stderr where ``--jobs`` asks a backend that measures this machine for repeats at once."""
-    from simasgd import backends
+    from simasgd.runs import backends
 
     if jobs is not None and jobs > 1 and backends.measures_host(backend):
         print(f"note: backend {backend!r} measures this machine; running one repeat at a time (not --jobs {jobs})",
@@ -63,8 +63,9 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help=JOBS_HELP),
         ) -> None:
     """Run a scenario on a backend and write the results folder."""
-    from simasgd import backends, loader, progress
     from simasgd.commands.inspect import print_summary
+    from simasgd.runs import backends, progress
+    from simasgd.spec import loader
 
     with user_errors(scenario):
         sc = loader.load(scenario, overrides)
@@ -80,9 +81,10 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
 
 
 def record_bands(result: Any, out: Path) -> None:
-    """The result's 90% bands and the host noise they used, into its ``summary.json`` (simasgd.prediction_band):
+    """The result's 90% bands and the host noise they used, into its ``summary.json``
+    (simasgd.evaluation.prediction_band):
     a simulated run on the calibrated profile takes the host's noise from that profile."""
-    from simasgd import prediction_band
+    from simasgd.evaluation import prediction_band
 
     prediction_band.record(out, result, prediction_band.inputs(result)[1])
 
@@ -90,7 +92,7 @@ def record_bands(result: Any, out: Path) -> None:
 def validate(files: list[Path] = typer.Argument(..., help="Scenario files to check."),
              overrides: list[str] = OverrideOpt) -> None:
     """Check scenario files; print every problem, one line each (exit 2 if any)."""
-    from simasgd import loader
+    from simasgd.spec import loader
 
     bad = 0
     for f in files:

@@ -62,7 +62,7 @@ def algorithm_label(scenario: dict[str, Any]) -> str:
 def speeds_of(scenario: dict[str, Any], simulated: dict[str, np.ndarray],
               measured: dict[str, np.ndarray]) -> Speeds:
     """A cell's :class:`Speeds` from its scenario and both sides' per-run scalars (as
-    :func:`simasgd.fidelity.run_stats` gives them; NaN time to ε: never reached, ranked as +∞)."""
+    :func:`simasgd.evaluation.fidelity.run_stats` gives them; NaN time to ε: never reached, ranked as +∞)."""
     workload = scenario.get("workload") or {}
     return Speeds(algorithm_label(scenario), int((scenario.get("workers") or {}).get("count", 0)),
                   int(workload.get("batch_size", 0)),

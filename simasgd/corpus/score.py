@@ -2,13 +2,13 @@
 
 A cell is simulated with the scenario as it was measured (same seeds, as many runs), the machine set to the
 calibrated preset ``this`` on the entry's profile, the mechanisms at today's defaults plus the caller's
-overrides (an ablation), and judged by the four goals of :data:`simasgd.fidelity.GOALS` over the versions
+overrides (an ablation), and judged by the four goals of :data:`simasgd.evaluation.fidelity.GOALS` over the versions
 both sides made. The machine-exact ceiling of a cell is the share of its measured runs that, each taken as
-the prediction of the others, meet every goal (:func:`simasgd.fidelity.self_prediction_of`); summed over the
+the prediction of the others, meet every goal (:func:`simasgd.evaluation.fidelity.self_prediction_of`); summed over the
 cells it is the score a simulator that ran exactly like the machine would reach.
 
 With ``refresh``, a cell whose gradient was re-timed right before its measured runs (``Cell.drift``) and had
-drifted beyond ``simasgd.drift.THRESHOLD`` is simulated as ``simasgd compare --refresh`` predicts it: on a
+drifted beyond ``simasgd.evaluation.drift.THRESHOLD`` is simulated as ``simasgd compare --refresh`` predicts it: on a
 copy of the profile whose gradient samples are rescaled by the measured ratio (``drift.refreshed_profile``).
 By default every cell runs on the calibrated samples, as ``compare`` does.
 """
@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simasgd import fidelity, prediction_band, profile
 from simasgd.corpus import ranking
 from simasgd.corpus.store import Cell, Entry
+from simasgd.evaluation import fidelity, prediction_band
+from simasgd.machines import profile
 
 # What a measured scenario's [sim] table keeps when it is re-simulated: the fields that say what is run (the
 # numerics, how a read is chunked, whether the lock-based read takes the lock); every mechanism is today's.
@@ -111,7 +112,7 @@ class MachineScore:
 
     @property
     def bound(self) -> float:
-        """The ceiling: Σ of the cells' :func:`simasgd.fidelity.bound_of`, more than any predictor meets in
+        """The ceiling: Σ of the cells' :func:`simasgd.evaluation.fidelity.bound_of`, more than any predictor meets in
         expectation."""
         return float(sum(c.bound or 0.0 for c in self.cells))
 
@@ -163,7 +164,7 @@ class MachineScore:
 
 def judge(cell: Cell, sim: Any) -> CellScore:
     """``sim`` (a RunResult of the cell's scenario) against the cell's measured runs."""
-    from simasgd import analysis
+    from simasgd.evaluation import analysis
 
     cut = common_cut(cell, sim)
     if cut is not None:
@@ -178,7 +179,7 @@ def judge(cell: Cell, sim: Any) -> CellScore:
 
 def common_cut(cell: Cell, sim: Any) -> int | None:
     """The last version every simulated and measured run made, where they did not all stop at the same one."""
-    from simasgd import analysis
+    from simasgd.evaluation import analysis
 
     last = [int(g.max()) for _, g in analysis.applied(sim).groupby("run")["version"] if len(g)] + cell.last_versions
     return None if not last or min(last) == max(last) else min(last)
@@ -186,8 +187,8 @@ def common_cut(cell: Cell, sim: Any) -> int | None:
 
 def band_runs(cell: Cell, sim: Any) -> dict[str, dict[str, list[float]]]:
     """Both sides' per-run metrics over the versions both made (as :func:`judge` compares them), as
-    :mod:`simasgd.prediction_band` takes them: ``{"sim": ..., "measured": ...}``."""
-    from simasgd import analysis, prediction_band
+    :mod:`simasgd.evaluation.prediction_band` takes them: ``{"sim": ..., "measured": ...}``."""
+    from simasgd.evaluation import analysis, prediction_band
 
     cut = common_cut(cell, sim)
     if cut is not None:
@@ -200,7 +201,7 @@ def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> 
     """The cell's scenario as today's simulator runs it on the entry's profile, ``overrides`` applied to [sim]
     (``seed_offset`` added to the seed of its timing draws: another draw of the machine's timing, with the
     measured runs' data, θ₀ and minibatches, against the same measured runs)."""
-    from simasgd import loader
+    from simasgd.spec import loader
 
     doc = dict(cell.scenario)
     kept = {k: v for k, v in (doc.get("sim") or {}).items() if k in SCENARIO_SIM_KEYS}
@@ -215,7 +216,9 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
                   refreshed: float | None = None) -> CellScore:
     """Simulate one cell on ``SIMASGD_PROFILE``'s profile and judge it; a failure is the cell's error. With
     ``refreshed``, on a copy whose gradient samples are × that ratio (``drift.write_refreshed``, as compare)."""
-    from simasgd import backends, drift, machine
+    from simasgd.evaluation import drift
+    from simasgd.machines import machine
+    from simasgd.runs import backends
 
     try:
         sc = scenario_of(cell, overrides, seed_offset)
@@ -232,7 +235,7 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
 def drift_ratio(cell: Cell) -> float | None:
     """The ratio to rescale the cell's gradient samples by: its gradient re-timed right before the runs over
     the calibrated one, where that drifted beyond ``drift.THRESHOLD`` (as ``compare`` refreshes); else None."""
-    from simasgd.drift import Drift
+    from simasgd.evaluation.drift import Drift
 
     if not cell.drift:
         return None
@@ -256,7 +259,7 @@ def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
           refresh: bool = False) -> MachineScore:
     """Every cell of ``entry`` re-simulated with ``overrides`` on [sim], in ``jobs`` processes (``seed_offset``:
     :func:`scenario_of`; ``refresh``: a drifted cell on the profile refreshed to its re-timed gradient)."""
-    from simasgd.profile import to_toml
+    from simasgd.machines.profile import to_toml
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -302,7 +305,7 @@ def _report(s: CellScore, progress: Callable[[CellScore], None] | None) -> CellS
 
 
 def bound_only(entry: Entry) -> float:
-    """The ceiling (:func:`simasgd.fidelity.bound_of`) over every version the measured runs made."""
+    """The ceiling (:func:`simasgd.evaluation.fidelity.bound_of`) over every version the measured runs made."""
     return float(sum(fidelity.bound_of(*cell.stats(None)) or 0.0 for cell in entry.cells))
 
 

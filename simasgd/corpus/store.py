@@ -9,12 +9,12 @@ fidelity goals need of its rows without the rows themselves:
   geometrically (:func:`spans`); per span its last version, the staleness histogram of its updates (counts
   at τ = 0, 1, …) and the time of its last write. A prediction that stopped earlier (the simulator at ε; a
   measured run that ran on to its budget) is compared over the versions both made, as
-  :func:`simasgd.fidelity.compare` cuts them; the corpus cuts at the last span that ends within them, so
+  :func:`simasgd.evaluation.fidelity.compare` cuts them; the corpus cuts at the last span that ends within them, so
   it compares over up to one span fewer updates than ``compare`` would (2.5% of a 10 000-update run);
 - ``per_worker``: each worker's staleness histogram over the whole run;
-- ``phases``: per phase of a cycle, its mean, median, p90 and p99 (``simasgd.phases``);
+- ``phases``: per phase of a cycle, its mean, median, p90 and p99 (``simasgd.evaluation.phases``);
 - ``drift``: the gradient and the CPUs' placement re-timed right before the cell's measured runs, beside the
-  profile's (``simasgd.drift.Drift``, from the ``fidelity.json`` that ``compare`` and the fidelity sweep
+  profile's (``simasgd.evaluation.drift.Drift``, from the ``fidelity.json`` that ``compare`` and the fidelity sweep
   write beside the results folder); absent where none was measured (format version 1).
 
 A cell is about 8 KB (a wide staleness distribution, Lopez's, up to 20). :mod:`simasgd.corpus.score` judges
@@ -37,12 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from simasgd import analysis, fidelity, metadata, phases
-from simasgd.atomicio import atomic_write
-from simasgd.corpus import files
-from simasgd.corpus.files import FORMAT, FORMAT_VERSION, READS, SUFFIX  # noqa: F401 - this module's format
-from simasgd.profile_model import Profile
-from simasgd.results import ResultsError, RunResult, RunSummary
+from simasgd.evaluation import analysis, fidelity, phases
+from simasgd.formats import corpus_file as files
+from simasgd.formats.atomicio import atomic_write
+from simasgd.formats.corpus_file import FORMAT, FORMAT_VERSION, READS, SUFFIX  # noqa: F401 - this module's format
+from simasgd.machines.profile_model import Profile
+from simasgd.runs import metadata
+from simasgd.runs.results import ResultsError, RunResult, RunSummary
 
 SEGMENTS = 256
 FIRST = 16  # rows kept one span each before the spans grow
@@ -139,7 +140,7 @@ class Cell:
     runs: list[RunSummary]
     rows: list[RunRows]
     phases: list[dict[str, Any]] = field(default_factory=list)
-    drift: dict[str, Any] | None = None  # simasgd.drift.Drift.to_json(), measured right before the runs
+    drift: dict[str, Any] | None = None  # simasgd.evaluation.drift.Drift.to_json(), measured right before the runs
 
     @property
     def last_versions(self) -> list[int]:
@@ -147,8 +148,8 @@ class Cell:
 
     def stats(self, version: int | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Per-run staleness histograms (runs × τ) and scalars over the versions up to ``version``, as
-        :func:`simasgd.fidelity.point_metrics` takes them (updates/s: the runs' own, or over the cut as
-        :func:`simasgd.analysis.up_to_version` has it)."""
+        :func:`simasgd.evaluation.fidelity.point_metrics` takes them (updates/s: the runs' own, or over the cut as
+        :func:`simasgd.evaluation.analysis.up_to_version` has it)."""
         cuts = [r.cut(version) for r in self.rows]
         width = max((len(h) for h, _, _ in cuts), default=1)
         hist = np.array([np.pad(h, (0, width - len(h))) for h, _, _ in cuts], dtype=float).reshape(len(cuts), width)
@@ -247,7 +248,7 @@ def measured_folders(paths: list[Path]) -> list[Path]:
 
 
 def _backend(folder: Path) -> str:
-    from simasgd.results import FORMAT, FORMAT_VERSION, read_versioned_json
+    from simasgd.runs.results import FORMAT, FORMAT_VERSION, read_versioned_json
 
     return str(read_versioned_json(folder / "summary.json", FORMAT, FORMAT_VERSION, "results", CorpusError)
                .get("backend", ""))
@@ -293,7 +294,7 @@ def _cell_name(folder: Path, result: RunResult) -> str:
 
 def merged(old: Entry, new: Entry) -> Entry:
     """``old`` with ``new``'s cells added (a cell of the same name replaced); both must share one profile."""
-    from simasgd.profile import to_toml
+    from simasgd.machines.profile import to_toml
 
     if to_toml(old.profile) != to_toml(new.profile):
         raise CorpusError(f"machine {old.name}: these results were calibrated with another profile than the "

@@ -1,14 +1,14 @@
 """The documentation's reference pages, generated from the code so they cannot drift from it.
 
 Five pages under ``docs/reference/`` and one beside them: the scenario format (every key of every table of
-:mod:`simasgd.scenario`, its type, default, unit and allowed values, with the comment or
+:mod:`simasgd.spec.scenario`, its type, default, unit and allowed values, with the comment or
 description the model gives it, or :mod:`simasgd.reference.key_docs`; the algorithms'
-parameters from :mod:`simasgd.algorithms`), the results format (:mod:`simasgd.results`: the
+parameters from :mod:`simasgd.spec.algorithms`), the results format (:mod:`simasgd.runs.results`: the
 summary's fields, both tables' columns, the row contracts), the backends' support (each
 backend's ``ALGORITHMS``, ``VALUES``, ``MOOT``), the command line (the typer app) and the preset catalogue
-(every machine, GPU and network preset with each number's source, :mod:`simasgd.provenance`, and the shipped
+(every machine, GPU and network preset with each number's source, :mod:`simasgd.machines.provenance`, and the shipped
 corpus's measured machines); and the machine profile's format (``docs/profile.md``: every table of
-:mod:`simasgd.profile_model`).
+:mod:`simasgd.machines.profile_model`).
 
 ``python -m simasgd.reference --write`` rewrites them; ``--check`` exits 1 naming the pages
 that differ (``tests/test_docs.py`` runs the same comparison).

@@ -6,7 +6,8 @@ from simasgd.reference.common import HEADER, cell, toml
 
 
 def backends_page() -> str:
-    from simasgd import algorithms, backends
+    from simasgd.runs import backends
+    from simasgd.spec import algorithms
 
     present = {name: backends.load(name) for name, ok in backends.available().items() if ok}
     out = [HEADER + "# Backend support", "",
@@ -51,7 +52,7 @@ def _traits(names: list[str]) -> list[str]:
     """The executor traits each backend declares (``TRAITS``): what ``[sim] traits`` may name."""
     from dataclasses import asdict
 
-    from simasgd import backends
+    from simasgd.runs import backends
 
     declared = {n: t for n in names if (t := backends.traits(n)) is not None}
     keys = list(asdict(next(iter(declared.values()))))

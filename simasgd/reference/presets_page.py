@@ -1,5 +1,5 @@
 """The preset catalogue: every machine, GPU and network preset with its numbers and where each comes from
-(:mod:`simasgd.provenance`), and the measured machines of the shipped corpus. ``simasgd list --presets`` shows
+(:mod:`simasgd.machines.provenance`), and the measured machines of the shipped corpus. ``simasgd list --presets`` shows
 every number of the same presets, without the sources."""
 
 from __future__ import annotations
@@ -37,25 +37,25 @@ def machine_row(m: Any) -> tuple[str, ...]:
 
 
 def machine_rows() -> list[tuple[str, ...]]:
-    from simasgd import machine
+    from simasgd.machines import machine
 
     return [machine_row(m) for m in machine.PRESETS.values()]
 
 
 def network_rows() -> list[tuple[str, ...]]:
-    from simasgd.sim import network
+    from simasgd.machines import networks
 
     def none(name: str) -> str:
-        return "measured ([network] of the profile)" if name == network.MEASURED else "shared memory"
+        return "measured ([network] of the profile)" if name == networks.MEASURED else "shared memory"
     return [(name, none(name) if v is None else fmt(v[0]), "" if v is None else fmt(v[1]))
-            for name, v in network.PRESETS.items()]
+            for name, v in networks.PRESETS.items()]
 
 
 def corpus_rows(folder: Path | None = None) -> list[tuple[str, ...]]:
     """The measured machines of ``folder`` (default: the shipped ``corpus/``): (preset, CPU, cells,
     then :data:`MACHINE_HEAD`'s numbers from the calibrated profile's ``[machine]``)."""
-    from simasgd import machine, profile
     from simasgd.corpus import store
+    from simasgd.machines import machine, profile
 
     rows = []
     for path in store.machines(folder or ROOT / "corpus"):
@@ -86,8 +86,7 @@ def _cited(title: str, obj: Any, cited: Any, keys: list[str]) -> list[str]:
 
 
 def presets_page() -> str:
-    from simasgd import gpus, machine
-    from simasgd.sim import network
+    from simasgd.machines import gpus, machine, networks
 
     keys = [f.name for f in fields(machine.Machine) if f.name not in ("name", "profile")]
     comments = field_comments(machine.Machine)
@@ -96,7 +95,8 @@ def presets_page() -> str:
             "where it comes from: a vendor datasheet or a published measurement, or the derivation and its "
             "reason. A source marked *checked* was read when the preset was written; *as recalled* was not (no "
             "copy at hand) and may be off; *an estimate* is a derivation, not a measurement. Generated from "
-            "the presets' code (`simasgd/machine.py`, `simasgd/gpus.py`, `simasgd/sim/network.py`), where each "
+            "the presets' code (`simasgd/machines/machine.py`, `simasgd/machines/gpus.py`, "
+            "`simasgd/sim/network.py`), where each "
             "citation sits beside its number. `simasgd list --presets` shows every number."), "",
            ("Use one with `[machine] preset = \"NAME\"` (keys given beside it override its values) and "
             "`[network] preset = \"NAME\"`; [the scenario format](scenario.md) lists the keys."), "",
@@ -129,10 +129,10 @@ def presets_page() -> str:
             "| preset | Gb/s a NIC | one-way µs | what | bandwidth source | latency source |",
             "|---|---|---|---|---|---|"]
     for name, gbps, us in network_rows():
-        c = network.SOURCES[name]
+        c = networks.SOURCES[name]
         out.append(f"| `{name}` | {gbps} | {us} | {cell(c.what)} | {cell(c.source_of('bandwidth') or '')} | "
                    f"{cell(c.source_of('latency') or '')} |")
-    out += [""] + [f"`{n}`: {c.notes}" for n, c in network.SOURCES.items() if c.notes]
+    out += [""] + [f"`{n}`: {c.notes}" for n, c in networks.SOURCES.items() if c.notes]
     out += ["", "## An 8-GPU H100 node: what a run models", "",
             ("The simulator has no machine of several GPUs. For a DGX H100 (8 × H100 SXM5, NVLink 4 through "
              "NVSwitch, 2 × Xeon Platinum 8480C) it offers three pieces, each modelling what its section "

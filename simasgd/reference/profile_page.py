@@ -1,5 +1,5 @@
 """docs/profile.md: the calibrated machine profile's format, from the typed tables of
-:mod:`simasgd.profile_model` (each table's docstring, each key's type, unit and description), the format's
+:mod:`simasgd.machines.profile_model` (each table's docstring, each key's type, unit and description), the format's
 version and the keys older versions named otherwise."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import inspect
 
-from simasgd import profile_model as pm
+from simasgd.machines import profile_model as pm
 from simasgd.reference.common import HEADER, cell, type_text, unit
 
 INTRO = """\
@@ -35,8 +35,8 @@ otherwise take the timed threads' CPUs). Calibrate on a quiet machine for a
 quiet profile: other load shows in `[tick]`, `[cas]` and
 `[calibration] loadavg`.
 
-The format is simasgd's own: `simasgd/profile_model.py` declares every table
-(this page is generated from it), `simasgd/profile.py` reads, writes, keys
+The format is simasgd's own: `simasgd/machines/profile_model.py` declares every table
+(this page is generated from it), `simasgd/machines/profile.py` reads, writes, keys
 workloads and digests the file; the measurements come from
 `executors/calibration/`, one module per table."""
 
@@ -85,7 +85,7 @@ def _versions() -> list[str]:
     rows += [f"| {v} | without {what}: in a profile of an older version they are ignored |"
              for v, what in sorted(pm.DROPPED.items())]
     return ["", "A profile of an older version reads as this version "
-            "(`simasgd.profile_model.migrate`): the keys a version renamed are read under their new names, "
+            "(`simasgd.machines.profile_model.migrate`): the keys a version renamed are read under their new names, "
             "and what a version dropped is ignored.", "",
             "| version | change |", "|---|---|", *sorted(rows, key=lambda r: int(r.split("|")[1]))]
 

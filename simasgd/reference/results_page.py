@@ -1,4 +1,4 @@
-"""The results format's page: :mod:`simasgd.results`' summary fields, table columns and row contracts."""
+"""The results format's page: :mod:`simasgd.runs.results`' summary fields, table columns and row contracts."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def _described(kind: str, names: list[str], docs: dict[str, str]) -> None:
 
 
 def results_page() -> str:
-    from simasgd import results
+    from simasgd.runs import results
 
     summary = [f.name for f in dataclasses.fields(results.RunSummary)]
     _described("RunSummary", summary, SUMMARY_FIELDS)
@@ -100,7 +100,7 @@ def results_page() -> str:
     out += ["", "## Row contract by algorithm", "",
             "What one row of `updates.parquet` is, and what `version` means, per algorithm:", "",
             "| algorithm | one row per | `version` | `read_version` | drops |", "|---|---|---|---|---|"]
-    from simasgd import algorithms
+    from simasgd.spec import algorithms
 
     for d in algorithms.ALGORITHMS.values():
         r = d.rows

@@ -1,4 +1,4 @@
-"""The scenario format's page: every table of :mod:`simasgd.scenario` and the algorithms' parameters."""
+"""The scenario format's page: every table of :mod:`simasgd.spec.scenario` and the algorithms' parameters."""
 
 from __future__ import annotations
 
@@ -71,13 +71,13 @@ numerics = true                   # false: timing only (staleness, throughput), 
 
 def extra_allowed() -> dict[tuple[str, str], str]:
     """Values checked outside the field's type (names of presets, of algorithms, dataset forms)."""
-    from simasgd import algorithms, machine
-    from simasgd.sim import network
+    from simasgd.machines import machine, networks
+    from simasgd.spec import algorithms
 
     q = ", ".join
     return {
         ("MachineConfig", "preset"): q(f'"{n}"' for n in machine.preset_names()),
-        ("NetworkConfig", "preset"): q(f'"{n}"' for n in network.PRESETS),
+        ("NetworkConfig", "preset"): q(f'"{n}"' for n in networks.PRESETS),
         ("AlgorithmConfig", "name"): q(f'"{n}"' for n in algorithms.names()),
         ("WorkloadConfig", "dataset"): '"digits", "synthetic", "mnist:PATH", "cifar10:PATH"',
     }
@@ -92,7 +92,7 @@ def models_in(ann: Any) -> list[type[BaseModel]]:
 def tables() -> list[tuple[str, type[BaseModel]]]:
     """(table, model) of every table, depth first; a model used in several places (a distribution) once,
     under its own heading, and the algorithm's backoff with the algorithms."""
-    from simasgd import scenario
+    from simasgd.spec import scenario
 
     out: list[tuple[str, type[BaseModel]]] = [("top level", scenario.Scenario)]
 
@@ -114,7 +114,7 @@ def tables() -> list[tuple[str, type[BaseModel]]]:
 
 def shared_models() -> dict[type[BaseModel], str]:
     """Models used in several places, documented once under their own anchor."""
-    from simasgd import scenario
+    from simasgd.spec import scenario
 
     return {scenario.DistSpec: "distribution"}
 
@@ -126,7 +126,7 @@ def description(model: type[BaseModel], name: str, comments: dict[str, str]) -> 
 
 def undescribed() -> list[str]:
     """Scenario keys with no description anywhere (the docs test requires none)."""
-    from simasgd import scenario
+    from simasgd.spec import scenario
 
     out = []
     models: list[type[BaseModel]] = [m for _, m in tables()] + [*shared_models(), scenario.BackoffConfig]
@@ -136,7 +136,7 @@ def undescribed() -> list[str]:
             if f.exclude or (model is scenario.Scenario and models_in(f.annotation)):
                 continue
             if model is scenario.AlgorithmConfig:
-                continue  # its parameters are described in simasgd/algorithms.py
+                continue  # its parameters are described in simasgd/spec/algorithms.py
             if not description(model, name, comments):
                 out.append(f"{model.__name__}.{name}")
     return out
@@ -163,7 +163,7 @@ def field_rows(model: type[BaseModel]) -> list[str]:
 
 
 def algorithm_section() -> list[str]:
-    from simasgd import algorithms, scenario
+    from simasgd.spec import algorithms, scenario
 
     out = ["## `[algorithm]`", "",
            ("`name` (required where the table is given; default `\"sequential\"`) chooses the algorithm. "
@@ -199,7 +199,7 @@ def algorithm_section() -> list[str]:
 
 
 def scenario_page() -> str:
-    from simasgd import scenario
+    from simasgd.spec import scenario
 
     out = [HEADER + "# Scenario format", "",
            ("A scenario is one experiment in a TOML file: machine, workers, workload, timing, algorithm, "

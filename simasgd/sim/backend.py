@@ -1,4 +1,4 @@
-"""Backend ``sim``: one simulated repeat of a scenario, as a :class:`~simasgd.results.RunResult`.
+"""Backend ``sim``: one simulated repeat of a scenario, as a :class:`~simasgd.runs.results.RunResult`.
 
 Times (``t_read``, ``t_write``, ``time_s``) are simulated seconds. ``t_read``
 is the instant the worker's ``read_version`` was taken. Timing-only runs
@@ -15,15 +15,14 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simasgd import algorithms, profile
-from simasgd.blas import single_threaded
-from simasgd.convergence import Monitor, accuracy_of
-from simasgd.gpus import Gpu
-from simasgd.machine import Machine, check_nodes, is_gpu, preset_of, resolve, simulated
-from simasgd.profile_model import Reads, recording
-from simasgd.progress import Advance
-from simasgd.results import RunResult, updates_frame
-from simasgd.scenario import Scenario
+from simasgd.machines import profile
+from simasgd.machines.gpus import Gpu
+from simasgd.machines.machine import Machine, check_nodes, is_gpu, preset_of, resolve, simulated
+from simasgd.machines.profile_model import Reads, recording
+from simasgd.numerics.blas import single_threaded
+from simasgd.runs.convergence import Monitor, accuracy_of
+from simasgd.runs.progress import Advance
+from simasgd.runs.results import RunResult, updates_frame
 from simasgd.sim import gpu, gpu_resident, network
 from simasgd.sim.algorithms import IMPLEMENTATIONS
 from simasgd.sim.costs import Platform
@@ -32,6 +31,8 @@ from simasgd.sim.gpu import GpuPlatform
 from simasgd.sim.model_record import ModelRecord
 from simasgd.sim.numerics import Model
 from simasgd.sim.profile_tables import profile_gradient
+from simasgd.spec import algorithms
+from simasgd.spec.scenario import Scenario
 
 NAME = "sim"
 ALGORITHMS = frozenset(IMPLEMENTATIONS)
@@ -40,7 +41,7 @@ MEASURES_HOST = False  # simulated time: nothing of this host is measured
 
 def needs_profile(scenario: Scenario) -> bool:
     """The scenario's machine is the calibrated profile (``machine.preset = "this"``, or ``"this-gpu"``, or no
-    ``[machine]`` on a machine that has a profile: :func:`simasgd.machine.preset_of`)."""
+    ``[machine]`` on a machine that has a profile: :func:`simasgd.machines.machine.preset_of`)."""
     return preset_of(scenario.machine) in ("this", gpu.PROFILE_PRESET)
 
 
@@ -80,7 +81,7 @@ def _gpu_platform(env: simpy.Environment, sc: Scenario, device: Gpu, run: int, w
 
 def run_once(scenario: Scenario, run: int, advance: Advance | None = None) -> RunResult:
     algorithms.require(NAME, scenario.algorithm.name, ALGORITHMS)
-    from simasgd import capacity
+    from simasgd.machines import capacity
 
     # More simulated workers than memory holds fails deep in a list or numpy (or never ends): refused up front.
     capacity.check_workers(NAME, scenario.workers.count, capacity.simulated_worker_bytes(),
@@ -100,7 +101,7 @@ def _run(scenario: Scenario, run: int, advance: Advance | None, device: Gpu | No
          machine: Any, record: ModelRecord, reads: Reads) -> RunResult:
     wl = None
     if device is not None or _needs_workload(scenario, machine):
-        from simasgd.workloads import build_workload
+        from simasgd.numerics.workloads import build_workload
         wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
     env = simpy.Environment()
     platform: Platform | GpuPlatform

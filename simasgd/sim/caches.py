@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from simasgd.profile_model import Profile
+from simasgd.machines.profile_model import Profile
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,7 @@ import math
 
 import simpy
 
-from simasgd.machine import Machine, place
-from simasgd.scenario import Scenario
+from simasgd.machines.machine import Machine, place
 from simasgd.sim import sockets
 from simasgd.sim.caches import HELD, OTHERS, OWN
 from simasgd.sim.cpu import Cores
@@ -46,6 +45,7 @@ from simasgd.sim.profile_tables import (
     spin_yield_s,
 )
 from simasgd.sim.step_rates import LineCosts, Rates, StepTables, executor_costs
+from simasgd.spec.scenario import Scenario
 
 
 def _cores(env: simpy.Environment, sc: Scenario, machine: Machine,
@@ -100,7 +100,7 @@ class Platform:
 
     def fuses_read(self, w: int) -> None:
         """Worker ``w``'s update reads its operand in the same pass, a sum the other workers add into with
-        atomic passes (a Lopez master: ``θ ← θ − η·acc/(N−1)``, :func:`simasgd.update_rule.step_scaled`), and
+        atomic passes (a Lopez master: ``θ ← θ − η·acc/(N−1)``, :func:`simasgd.numerics.update_rule.step_scaled`), and
         alone writes θ. On a cache model its read costs nothing apart (a given ``[timing] read`` is still
         drawn); its update runs at the rates of lines another core writes while a pass is under way as it
         begins, else at its own warm rates (its lines stay in its cache), never at the in-cycle ones."""

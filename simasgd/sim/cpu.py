@@ -28,7 +28,7 @@ from collections.abc import Callable, Generator
 
 import simpy
 
-from simasgd.machine import Machine
+from simasgd.machines.machine import Machine
 from simasgd.sim.primitives import Req
 
 

@@ -1,7 +1,7 @@
 """How the simulator draws step durations: block samplers, a scenario's timing distributions and a gradient's
 additions (stragglers' pauses).
 
-Every draw comes from a worker's own ``Role.TIMING`` child streams (:mod:`simasgd.seeds`), in blocks, so the
+Every draw comes from a worker's own ``Role.TIMING`` child streams (:mod:`simasgd.spec.seeds`), in blocks, so the
 hot path is an index into a list.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from simasgd import distributions
-from simasgd.scenario import DistSpec
+from simasgd.spec import distributions
+from simasgd.spec.scenario import DistSpec
 
 BLOCK = 1024
 
@@ -43,7 +43,7 @@ def timing_dist(spec: DistSpec | None, base_dir: str | None, key: str) -> distri
     try:
         return spec.build(Path(base_dir) if base_dir else None)
     except (OSError, ValueError) as e:  # an empirical samples file that is missing or malformed
-        from simasgd.loader import ScenarioError
+        from simasgd.spec.loader import ScenarioError
         raise ScenarioError([f"{key}.path = \"{spec.path}\": {e}"]) from None
 
 

@@ -15,14 +15,14 @@ from typing import Protocol
 import numpy as np
 import simpy
 
-from simasgd import seeds
-from simasgd.convergence import Monitor
-from simasgd.machine import is_gpu
-from simasgd.progress import Advance
-from simasgd.scenario import Scenario
+from simasgd.machines.machine import is_gpu
+from simasgd.runs.convergence import Monitor
+from simasgd.runs.progress import Advance
 from simasgd.sim.executor import executor_traits
 from simasgd.sim.numerics import Model
 from simasgd.sim.primitives import Backoff, Req
+from simasgd.spec import seeds
+from simasgd.spec.scenario import Scenario
 
 
 class LockCores(Protocol):
@@ -230,5 +230,5 @@ class SimRun:
 
 
 def _params(sc: Scenario) -> tuple[str, ...]:
-    from simasgd import algorithms
+    from simasgd.spec import algorithms
     return algorithms.ALGORITHMS[sc.algorithm.name].param_names

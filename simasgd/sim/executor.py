@@ -1,4 +1,4 @@
-"""The executor the simulator models: the traits of the backend ``[sim] traits`` names (simasgd/traits.py).
+"""The executor the simulator models: the traits of the backend ``[sim] traits`` names (simasgd/spec/traits.py).
 
 The machine prices each step; these traits say which steps a worker takes (a read, or none where its copy
 still is θ), what it does while a lock is taken (spin, then yield; or sleep), whether its loss snapshot is
@@ -8,15 +8,15 @@ them asks here, so one scenario key decides them all.
 
 from __future__ import annotations
 
-from simasgd import backends
-from simasgd.scenario import Scenario
-from simasgd.traits import ExecutorTraits
+from simasgd.runs import backends
+from simasgd.spec.scenario import Scenario
+from simasgd.spec.traits import ExecutorTraits
 
 
 def executor_traits(sc: Scenario) -> ExecutorTraits:
     """The traits of the backend ``[sim] traits`` names; a ScenarioError naming the key where it declares none
     or is absent from this build."""
-    from simasgd.loader import ScenarioError
+    from simasgd.spec.loader import ScenarioError
 
     name = sc.sim.traits
     try:

@@ -36,11 +36,12 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simasgd import machine, profile, seeds
-from simasgd.gpus import PRESETS, PROFILE_PRESET, Gpu, from_profile, names  # noqa: F401 - re-exported
-from simasgd.scenario import Scenario
+from simasgd.machines import machine, profile
+from simasgd.machines.gpus import PRESETS, PROFILE_PRESET, Gpu, from_profile, names  # noqa: F401 - re-exported
 from simasgd.sim.primitives import Req
 from simasgd.sim.sharing import Bandwidth, SharedServer
+from simasgd.spec import seeds
+from simasgd.spec.scenario import Scenario
 
 # Algorithms whose workers need a CPU's scheduler (spin locks): not modelled on streams.
 CPU_ONLY = frozenset({"mutex", "rwlock", "ssp"})
@@ -64,11 +65,11 @@ def resolve(name: str) -> Gpu | None:
 
 def parallel_threads(shape: np.ndarray | None, dim: int, batch: int) -> int:
     """Threads the widest kernel of a gradient runs: batch × the widest layer (cnn: its conv output)."""
-    from simasgd.workloads.cnn_kernels import CNN
-    from simasgd.workloads.kernels import SOFTMAX
+    from simasgd.numerics.workloads.cnn_kernels import CNN
+    from simasgd.numerics.workloads.kernels import SOFTMAX
 
     if shape is not None and len(shape) and int(shape[0]) == CNN:
-        from simasgd.workloads.cnn import sizes
+        from simasgd.numerics.workloads.cnn import sizes
 
         s = sizes(shape)
         return batch * s["K"] * s["Ho"] * s["Wo"]

@@ -1,12 +1,12 @@
 """The ``gpu`` backend's two modes in the simulator: workers resident on the device, and streams.
 
 Each worker is one thread block (``[gpu] threads_per_worker`` threads) looping read → gradient →
-update, as ``executors/resident/kernels.py`` runs it. What the blocks share:
+update, as ``executors/gpu/kernels.py`` runs it. What the blocks share:
 
 - **their SM**: worker ``w``'s block runs on SM ``w mod sms`` (the block scheduler hands a launch's
   blocks to the SMs in turn). Alone on its SM a block computes its gradient at
   ``block.gradient_flops_per_s`` (the workload's flops per block-second, measured per workload:
-  ``simasgd.profile.workload_key``);
+  ``simasgd.machines.profile.workload_key``);
   the blocks on one SM share its sustained rate ``efficiency × clock × fp32_lanes_per_sm × 2``, each
   getting ``min(its own rate, the SM's rate × its share)`` (:class:`simasgd.sim.gpu.SMs`, one per SM);
 - **device memory**: a read (θ into the worker's copy: 2 vectors moved at ``block.copy_bytes_per_s``
@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simasgd import algorithms
-from simasgd.profile_model import GpuBlockTable
-from simasgd.scenario import GpuConfig, Scenario
+from simasgd.machines.profile_model import GpuBlockTable
 from simasgd.sim.gpu import Gpu, GpuPlatform, SMs
+from simasgd.spec import algorithms
+from simasgd.spec.scenario import GpuConfig, Scenario
 
 # A device-scope atomic's round trip (SM → L2 → SM) where the profile has none: the order of a
 # microsecond on recent NVIDIA GPUs (an assumption; `atomic_latency_s` in [gpu.block] overrides it).

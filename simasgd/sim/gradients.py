@@ -17,13 +17,13 @@ from functools import partial
 
 import numpy as np
 
-from simasgd import distributions, seeds
-from simasgd.machine import Machine
-from simasgd.scenario import Scenario
+from simasgd.machines.machine import Machine
 from simasgd.sim.draws import Sampler, gradient_draw, timing_dist
 from simasgd.sim.profile_tables import profile_gradient
 from simasgd.sim.sockets import SocketShares
 from simasgd.sim.tick import Tick, split, tick_params
+from simasgd.spec import distributions, seeds
+from simasgd.spec.scenario import Scenario
 
 
 def _streams(sc: Scenario, run: int, w: int) -> list[np.random.Generator]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import simpy
 
-from simasgd.machine import Machine
+from simasgd.machines.machine import Machine
 from simasgd.sim.sharing import Bandwidth
 
 

@@ -1,6 +1,6 @@
 """The model that ran, on the record: a simulated result's ``metadata["model"]``.
 
-- ``traits``: the executor whose workers were simulated (``{"of": backend, ...}``, :mod:`simasgd.traits`),
+- ``traits``: the executor whose workers were simulated (``{"of": backend, ...}``, :mod:`simasgd.spec.traits`),
   None on a GPU machine (its own model);
 - ``mechanisms``: the mechanisms that acted — a ``[sim]`` switch that is on, or an executor trait that
   asks for it, whose profile fields are there where it needs some (:data:`NEEDS`, :data:`TRAIT_MECHANISMS`),
@@ -8,11 +8,11 @@
 - ``missing``: those switched on whose fields the profile lacks (each also warned once per process, naming
   the fields, so a profile without them never changes the model silently; a preset has no profile: nothing
   to warn);
-- ``tables``: the profile's tables the simulator read (:func:`simasgd.profile_model.recording` notes each read
+- ``tables``: the profile's tables the simulator read (:func:`simasgd.machines.profile_model.recording` notes each read
   of a typed table's field);
 - ``keys``: the profile keys it read, as ``table.key`` (a workload's gradient table as ``gradient.<workload>``,
   numbered tables and keys as ``k<k>``; ``[machine]``'s keys included: the machine is built from them);
-- ``profile_digest``: the profile's sha256 (:func:`simasgd.profile.digest`), None for a preset.
+- ``profile_digest``: the profile's sha256 (:func:`simasgd.machines.profile.digest`), None for a preset.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from simasgd import machine as machines
-from simasgd.machine import Machine
-from simasgd.profile_model import Profile, Reads
-from simasgd.scenario import Scenario, SimConfig
+from simasgd.machines import machine as machines
+from simasgd.machines.machine import Machine
+from simasgd.machines.profile_model import Profile, Reads
 from simasgd.sim.caches import CacheModel
 from simasgd.sim.executor import executor_traits
 from simasgd.sim.profile_tables import (
@@ -36,8 +35,9 @@ from simasgd.sim.profile_tables import (
     workload_table,
 )
 from simasgd.sim.tick import tick_params
-from simasgd.traits import ExecutorTraits
-from simasgd.traits import describe as describe_traits
+from simasgd.spec.scenario import Scenario, SimConfig
+from simasgd.spec.traits import ExecutorTraits
+from simasgd.spec.traits import describe as describe_traits
 
 HEADER_TABLES = ("profile", "calibration")  # the file's own description: no measurement the simulator reads
 
@@ -144,7 +144,7 @@ UNSWITCHED: dict[str, Need] = {
 }
 # [sim] switches that choose what is run rather than a mechanism of the machine or the executor
 NOT_MECHANISMS = frozenset({"numerics", "read_lock"})
-# The mechanisms an executor's traits ask for (simasgd/traits.py), each with what it needs.
+# The mechanisms an executor's traits ask for (simasgd/spec/traits.py), each with what it needs.
 TRAIT_MECHANISMS: dict[str, tuple[Callable[[ExecutorTraits], bool], Need | None]] = {
     "read_elision": (lambda t: t.reads == "elided", Need(replaced_by="read", profile=False)),
     "loss_snapshots": (lambda t: t.snapshots,
@@ -241,7 +241,7 @@ class ModelRecord:
 
     def after(self, sc: Scenario, m: object, reads: Reads) -> dict[str, Any]:
         """``metadata["model"]``, with the tables and keys the run read of ``m``'s profile (``reads``: noted by
-        :func:`simasgd.profile_model.recording` around the run)."""
+        :func:`simasgd.machines.profile_model.recording` around the run)."""
         tables = tables_read(m, reads)
         if sc.network is not None and sc.network.preset == "this":
             tables = sorted({*tables, "network"})  # read from the file by simasgd.sim.network

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import simpy
 
-from simasgd.machine import Machine
+from simasgd.machines.machine import Machine
 from simasgd.sim.memory import Memory
 
 

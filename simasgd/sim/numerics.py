@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from simasgd import seeds, update_rule
-from simasgd.scenario import Scenario
+from simasgd.numerics import update_rule
+from simasgd.spec import seeds
+from simasgd.spec.scenario import Scenario
 
 
 class Model:
@@ -67,7 +68,7 @@ class Model:
         return float(wl.kernel(self.read_into[w], wl.X, wl.y, idx, self.grad[w], wl.shape))
 
     def step(self, g: np.ndarray, staleness: int, part: slice | None = None) -> None:
-        """One :mod:`simasgd.update_rule` step with a gradient ``staleness`` versions old (``part``: those
+        """One :mod:`simasgd.numerics.update_rule` step with a gradient ``staleness`` versions old (``part``: those
         elements only, a chunk of a HOGWILD! write)."""
         lo, hi = (0, self.theta.size) if part is None else (part.start, part.stop)
         update_rule.step_range(self.theta, self.velocity, g, self.lr, self.momentum,

@@ -26,7 +26,7 @@ import simpy
 from simpy.core import BoundClass
 from simpy.resources.base import BaseResource, Get, Put
 
-from simasgd.scenario import BackoffConfig
+from simasgd.spec.scenario import BackoffConfig
 
 Req = TypeVar("Req", bound=simpy.Event)  # a lock's request event, as its acquire() returns it
 

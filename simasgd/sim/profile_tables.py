@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from simasgd import distributions
-from simasgd.machine import Machine
-from simasgd.profile_model import GradientTable, Profile
-from simasgd.scenario import Scenario, WorkloadConfig
+from simasgd.machines.machine import Machine
+from simasgd.machines.profile_model import GradientTable, Profile
 from simasgd.sim.executor import executor_traits
+from simasgd.spec import distributions
+from simasgd.spec.scenario import Scenario, WorkloadConfig
 
 READ_COPIES, UPDATE_COPIES = 2, 3  # model-sized streams per read / per update
 FRESH_COPIES = 4  # an update written into another buffer: its lines are read for ownership first
@@ -28,7 +28,7 @@ def workload_table(profile: Profile | None, workload: WorkloadConfig) -> tuple[i
     tables = {} if profile is None else profile.workload_tables()
     if not tables:
         return None
-    from simasgd.profile import workload_key
+    from simasgd.machines.profile import workload_key
 
     def key(batch: int) -> str:
         return workload_key(workload.model_copy(update={"batch_size": batch}))

@@ -1,7 +1,7 @@
 """What the threads of one socket share besides memory bandwidth: the clock and the last-level cache.
 
 Two mechanisms of a multi-socket machine, both from the preset's public
-specifications (``simasgd/machine.py`` says where each number comes from),
+specifications (``simasgd/machines/machine.py`` says where each number comes from),
 both only where a worker's gradient time is *derived* from the workload's
 flops (a calibrated profile or ``[timing]`` already contains them):
 
@@ -50,8 +50,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from simasgd.machine import Machine
-from simasgd.scenario import WorkloadConfig
+from simasgd.machines.machine import Machine
+from simasgd.spec.scenario import WorkloadConfig
 
 
 @dataclass(frozen=True)

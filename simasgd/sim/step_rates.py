@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simasgd.machine import Machine
-from simasgd.profile_model import Profile
-from simasgd.scenario import Scenario
+from simasgd.machines.machine import Machine
+from simasgd.machines.profile_model import Profile
 from simasgd.sim.caches import CacheModel, LastWriter
 from simasgd.sim.executor import executor_traits
 from simasgd.sim.profile_tables import (
@@ -30,6 +29,7 @@ from simasgd.sim.profile_tables import (
     profile_snapshot,
     profile_steps,
 )
+from simasgd.spec.scenario import Scenario
 
 LINE_BYTES = 64  # a cache line, where the profile's [cache] does not say
 

@@ -28,7 +28,7 @@ from typing import TypeGuard
 
 import numpy as np
 
-from simasgd.profile_model import Profile
+from simasgd.machines.profile_model import Profile
 
 MAX_SHARE = 0.5  # a split that would call more than half of the calls slow has no body left to trust
 # A tick stalls a gradient by its pause plus what the interrupt evicted: a few pauses (the executor's

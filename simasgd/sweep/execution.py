@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from simasgd import pools
-from simasgd.results import RunResult
+from simasgd.runs import pools
+from simasgd.runs.results import RunResult
 from simasgd.sweep.plan import Task
 
 Body = Callable[[Task], RunResult]
@@ -48,7 +48,7 @@ class Outcome:
 
 def run_backend(task: Task) -> RunResult:
     """Run one repeat of the cell's scenario on the task's backend."""
-    from simasgd import backends
+    from simasgd.runs import backends
 
     # only a kept results folder carries metadata (it costs a git call and package look-ups)
     meta = backends.run_metadata(task.backend, task.scenario) if task.keep_run else {}
@@ -164,7 +164,7 @@ class InlinePool:
 
 
 class LocalPool:
-    """A process pool (:mod:`simasgd.pools`: spawned, one thread per worker); a pool broken by a dead worker
+    """A process pool (:mod:`simasgd.runs.pools`: spawned, one thread per worker); a pool broken by a dead worker
     is replaced."""
 
     def __init__(self, jobs: int) -> None:

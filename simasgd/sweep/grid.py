@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from simasgd.loader import ScenarioError, parse_value
+from simasgd.spec.loader import ScenarioError, parse_value
 
 Grid = dict[str, list[Any]]
 
@@ -44,7 +44,7 @@ class Cell:
         return ", ".join(f"{k}={toml_literal(v)}" for k, v in self.values.items()) or "(no grid keys)"
 
     def overrides(self) -> list[str]:
-        """The cell as ``-s`` override strings, for :func:`simasgd.loader.apply_overrides`."""
+        """The cell as ``-s`` override strings, for :func:`simasgd.spec.loader.apply_overrides`."""
         return [f"{k}={toml_literal(v)}" for k, v in self.values.items()]
 
 
@@ -66,7 +66,7 @@ def _canon(v: Any) -> Any:
 
 
 def toml_literal(v: Any) -> str:
-    """``v`` as TOML value text that :func:`simasgd.loader.parse_value` reads back unchanged."""
+    """``v`` as TOML value text that :func:`simasgd.spec.loader.parse_value` reads back unchanged."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):

@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import simasgd.sweep.grid as gridmod
-from simasgd import algorithms, loader, seeds
-from simasgd.loader import ScenarioError
-from simasgd.scenario import Scenario
+from simasgd.spec import algorithms, loader, seeds
+from simasgd.spec.loader import ScenarioError
+from simasgd.spec.scenario import Scenario
 from simasgd.sweep.grid import Cell, Grid
 
 
 def measures_host(backend: str) -> bool:
     """The backend's ``MEASURES_HOST`` trait: it measures the machine, so never two tasks at once on one host."""
-    from simasgd import backends
+    from simasgd.runs import backends
 
     return backends.measures_host(backend)
 
@@ -149,7 +149,7 @@ def _cell_problem(problem: str, bad: list[Cell], total: int) -> str:
 
 
 def _check_backend(backend: str, cells: list[Cell], scenarios: dict[str, Scenario]) -> None:
-    from simasgd import backends
+    from simasgd.runs import backends
 
     impl = backends.load(backend)
     by_name: dict[str, list[Cell]] = {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from simasgd import progress
+from simasgd.runs import progress
 from simasgd.sweep.execution import Body, Outcome, failed_row, make_pool, run_task
 from simasgd.sweep.plan import Plan, Task, measures_host
 from simasgd.sweep.store import MANIFEST, SweepStore

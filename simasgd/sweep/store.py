@@ -24,8 +24,8 @@ from typing import Any
 import pandas as pd
 
 import simasgd.sweep.grid as gridmod
-from simasgd.atomicio import atomic_write
-from simasgd.results import ResultsError, RunResult, read_versioned_json
+from simasgd.formats.atomicio import atomic_write
+from simasgd.runs.results import ResultsError, RunResult, read_versioned_json
 
 FORMAT = "simasgd-sweep"
 FORMAT_VERSION = 2  # 2: a task row's ``diverged`` is ``not_reached`` (tasks of 1 still read)

@@ -1,11 +1,11 @@
-"""Every (algorithm, backend) pair held to the algorithm's one definition (:mod:`simasgd.algorithms`).
+"""Every (algorithm, backend) pair held to the algorithm's one definition (:mod:`simasgd.spec.algorithms`).
 
 Pairs are discovered, not listed: every backend that is available
 (``backends.available()``) contributes the names in its ``ALGORITHMS`` — or,
 for a backend with ``RUNS_AS`` (serial, the reference), that one definition
 whatever the scenario names. A new algorithm or backend gets these tests by
 being registered. Runs use the constant-gradient workload
-(:mod:`simasgd.workloads.constant`, loss = θ[0]) substituted for
+(:mod:`simasgd.numerics.workloads.constant`, loss = θ[0]) substituted for
 ``build_workload``, so θ after N updates has a closed form; each (pair,
 variant) runs once per session and is shared by the tests that read it.
 Real-thread pairs are marked ``hardware``; nothing here assumes that every
@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from simasgd import algorithms, backends, loader
-from simasgd.results import RunResult, RunSummary
-from simasgd.scenario import Scenario
-from simasgd.workloads.constant import LR, ConstWorkload, first_loss
+from simasgd.numerics.workloads.constant import LR, ConstWorkload, first_loss
+from simasgd.runs import backends
+from simasgd.runs.results import RunResult, RunSummary
+from simasgd.spec import algorithms, loader
+from simasgd.spec.scenario import Scenario
 
 UPDATES = 200                 # the update budget of every run (epsilon left out: no ε stop)
 # A Lopez master steps without waiting for gradients (tens of steps per gradient here): a budget of
@@ -108,7 +109,7 @@ def outcome(jitter_kernel: Any) -> Any:
             sc = scenario_for(algorithm, backend, variant, params)
             wl = ConstWorkload(dim=16, kernel=jitter_kernel, loss_kernel=first_loss)
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+                mp.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
                 result = backends.load(backend).run_once(sc, 0)
             _done[key] = Outcome(sc, algorithms.ALGORITHMS[algorithm], result)
         return _done[key]

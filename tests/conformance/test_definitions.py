@@ -6,9 +6,9 @@ import typing
 
 import pytest
 
-from simasgd import algorithms, loader
-from simasgd.loader import ScenarioError
-from simasgd.scenario import ALGORITHM_MODELS, BackoffConfig
+from simasgd.spec import algorithms, loader
+from simasgd.spec.loader import ScenarioError
+from simasgd.spec.scenario import ALGORITHM_MODELS, BackoffConfig
 
 NAMES = list(algorithms.ALGORITHMS)
 

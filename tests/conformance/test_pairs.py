@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import backends, update_rule
-from simasgd.algorithms import UnsupportedAlgorithm
-from simasgd.workloads.constant import STEP, G
+from simasgd.numerics import update_rule
+from simasgd.numerics.workloads.constant import STEP, G
+from simasgd.runs import backends
+from simasgd.spec.algorithms import UnsupportedAlgorithm
 
 
 def _applied(o: Any) -> Any:

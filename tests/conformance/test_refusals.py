@@ -32,11 +32,12 @@ from typing import Any
 
 import pytest
 
-from simasgd import algorithms, backends, loader
-from simasgd.algorithms import UnsupportedAlgorithm
-from simasgd.loader import ScenarioError
-from simasgd.scenario import AlgorithmConfig
-from simasgd.workloads.constant import ConstWorkload, first_loss
+from simasgd.numerics.workloads.constant import ConstWorkload, first_loss
+from simasgd.runs import backends
+from simasgd.spec import algorithms, loader
+from simasgd.spec.algorithms import UnsupportedAlgorithm
+from simasgd.spec.loader import ScenarioError
+from simasgd.spec.scenario import AlgorithmConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,9 +114,9 @@ def _reader(frame: FrameType | None) -> str | None:
     where = None
     while frame is not None:
         name = frame.f_code.co_filename.replace("\\", "/")
-        if "/pydantic/" in name or name.endswith("simasgd/loader.py"):
+        if "/pydantic/" in name or name.endswith("simasgd/spec/loader.py"):
             return None
-        if where is None and not name.endswith("simasgd/scenario.py"):
+        if where is None and not name.endswith("simasgd/spec/scenario.py"):
             path = Path(name)
             where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{frame.f_code.co_name}"
         frame = frame.f_back
@@ -155,7 +156,7 @@ def reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], dict[
 def constant_workload(jitter_kernel: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every backend builds the constant-gradient workload (conftest's ``outcome`` does the same)."""
     wl = ConstWorkload(dim=16, kernel=jitter_kernel, loss_kernel=first_loss)
-    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
     yield
 
 
@@ -195,7 +196,7 @@ def test_a_value_the_backend_does_not_run_is_refused_by_name(name: str, key: str
     def built(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"{backend_name} built the workload of {name} with {key} = {value!r} before refusing it")
 
-    monkeypatch.setattr("simasgd.workloads.build_workload", built)
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload", built)
     sc = scenario(name, {key: value})
     with pytest.raises(UnsupportedAlgorithm) as e:
         backends.load(backend_name).run_once(sc, 0)

@@ -1,7 +1,7 @@
 """The staleness-aware step with momentum, on a hand-computed sequence, through every backend's path.
 
 lr = 0.5, momentum = 0.5, θ0 = 1, v0 = 0, three gradients of 1 with staleness 0, 2, 4, staleness-aware
-(ĝ = g / max(1, τ) enters the velocity; simasgd/update_rule.py):
+(ĝ = g / max(1, τ) enters the velocity; simasgd/numerics/update_rule.py):
 
     τ = 0: ĝ = 1     v = 0.5·0 + 1     = 1     θ = 1   − 0.5·1    = 0.5
     τ = 2: ĝ = 0.5   v = 0.5·1 + 0.5   = 1     θ = 0.5 − 0.5·1    = 0
@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 
 from executors.cpu import lockfree, runner, shared
-from simasgd import loader, update_rule
+from simasgd.numerics import update_rule
+from simasgd.numerics.workloads.constant import ConstWorkload
 from simasgd.sim.numerics import Model
-from simasgd.workloads.constant import ConstWorkload
+from simasgd.spec import loader
 
 LR, M = 0.5, 0.5
 STALENESS = (0, 2, 4)

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd import loader
-from simasgd.workloads import WorkloadError, build_workload
-from simasgd.workloads.cifar10 import CIFAR_RECORD
-from simasgd.workloads.cnn import image_shape
+from simasgd.numerics.workloads import WorkloadError, build_workload
+from simasgd.numerics.workloads.cifar10 import CIFAR_RECORD
+from simasgd.numerics.workloads.cnn import image_shape
+from simasgd.spec import loader
 
 
 def _batch(path: Path, labels: list[int], rng: np.random.Generator) -> np.ndarray:

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import backends
-from simasgd.workloads.constant import STEP, ConstWorkload, first_loss
+from simasgd.numerics.workloads.constant import STEP, ConstWorkload, first_loss
+from simasgd.runs import backends
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ def _run(sc: Any, wl: Any = None) -> Any:
     if wl is None:
         return backends.load("cuda").run_once(sc, 0)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+        mp.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
         return backends.load("cuda").run_once(sc, 0)
 
 
@@ -140,7 +140,7 @@ SMALL_OVERRIDES = ["-s", "workers.count=2", "-s", "algorithm.name=hogwild", "-s"
 
 @pytest.mark.slow
 def test_the_gpu_scenario_runs_from_the_command_line_under_the_simulator(tmp_path: Path) -> None:
-    from simasgd.results import RunResult
+    from simasgd.runs.results import RunResult
 
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     p = subprocess.run([sys.executable, "-m", "simasgd.cli", "run", "scenarios/lopez2020/gpu_streams.toml",

@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 import simpy
 
-from simasgd import backends, loader, profile
-from simasgd.machine import MachineError, is_gpu, resolve
+from simasgd.machines import profile
+from simasgd.machines.machine import MachineError, is_gpu, resolve
+from simasgd.runs import backends
 from simasgd.sim import gpu
+from simasgd.spec import loader
 
 
 def _kernels(g: gpu.Gpu, streams: int, flops: float, threads: float) -> list[float]:

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import seeds
-from simasgd.workloads import build_workload
-from simasgd.workloads.cnn import sizes
+from simasgd.numerics.workloads import build_workload
+from simasgd.numerics.workloads.cnn import sizes
+from simasgd.spec import seeds
 
 
 def _device_gradient(cuda: Any, wl: Any, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:

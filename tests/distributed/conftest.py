@@ -9,9 +9,9 @@ import pytest
 from numba import njit
 
 from executors import atomics as A
-from simasgd import loader
-from simasgd.scenario import Scenario
-from simasgd.workloads.constant import LR, ConstWorkload, G, first_loss
+from simasgd.numerics.workloads.constant import LR, ConstWorkload, G, first_loss
+from simasgd.spec import loader
+from simasgd.spec.scenario import Scenario
 
 pytest.importorskip("torch.distributed")
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import loader, profile
 from simasgd.cli import app
+from simasgd.machines import profile
 from simasgd.sim import network
+from simasgd.spec import loader
 
 
 def _scenario(**net: object) -> object:
@@ -63,7 +64,7 @@ def test_preset_this_without_a_measured_table_says_how_to_measure(tmp_path: Path
 
 @pytest.mark.parametrize("env", [None, "elsewhere/mine.toml"])
 def test_the_network_reads_the_profile_the_machine_reads(env: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from simasgd import machine
+    from simasgd.machines import machine
 
     if env is None:
         monkeypatch.delenv(machine.PROFILE_ENV, raising=False)

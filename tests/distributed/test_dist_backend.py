@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from executors.dist.world import FAIL_ENV, DistError
-from simasgd import algorithms, backends, update_rule
-from simasgd.workloads.constant import LR, STEP
+from simasgd.numerics import update_rule
+from simasgd.numerics.workloads.constant import LR, STEP
+from simasgd.runs import backends
+from simasgd.spec import algorithms
 
 
 def _theta(r: Any) -> float:
@@ -121,9 +123,9 @@ def test_pinned_ranks_run_on_the_placement_s_cpus_servers_first(scenario: Any, r
 @pytest.mark.slow
 def test_a_failed_rank_ends_the_run_with_its_name_and_no_results(scenario: Any, tmp_path: Path, jitter_kernel: Any,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from simasgd.workloads.constant import ConstWorkload
+    from simasgd.numerics.workloads.constant import ConstWorkload
 
-    monkeypatch.setattr("simasgd.workloads.build_workload",
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload",
                         lambda cfg, seed, base_dir=None: ConstWorkload(dim=16, kernel=jitter_kernel))
     monkeypatch.setenv(FAIL_ENV, "2")
     sc = scenario("param_server", workers=2, updates=50)
@@ -138,7 +140,7 @@ def test_a_shared_memory_algorithm_is_refused_with_the_backends_that_run_it(name
     def built(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the workload was built before the refusal")
 
-    monkeypatch.setattr("simasgd.workloads.build_workload", built)
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload", built)
     with pytest.raises(algorithms.UnsupportedAlgorithm) as e:
         backends.load("dist").run_once(scenario(name, workers=2), 0)
     msg = str(e.value)

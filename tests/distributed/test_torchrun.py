@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from simasgd.results import RunResult
+from simasgd.runs.results import RunResult
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Fixtures of the executor tests: the constant-gradient workload and a scenario for it.
 
-The workload lives in the package (:mod:`simasgd.workloads.constant`): θ0 = 1
+The workload lives in the package (:mod:`simasgd.numerics.workloads.constant`): θ0 = 1
 and lr·g = 2⁻¹⁶ are exact in float64, so after N applied updates a lossless
 algorithm leaves every θ_i = 1 − N·2⁻¹⁶ exactly.
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from simasgd import loader
-from simasgd.workloads.constant import LR, ConstWorkload
+from simasgd.numerics.workloads.constant import LR, ConstWorkload
+from simasgd.spec import loader
 
 
 def const_scenario(algorithm: dict[str, Any], workers: int = 2, max_updates: int = 2000, max_time_s: float = 20.0,

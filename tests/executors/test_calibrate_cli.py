@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd import loader, machine
+from simasgd.machines import machine
+from simasgd.spec import loader
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "simasgd.cli"]

@@ -15,7 +15,7 @@ import pytest
 from executors.calibration import calibrate as cal
 from executors.calibration import coherence, copies, scheduler, topology
 from executors.calibration.timing import run_threads
-from simasgd import machine
+from simasgd.machines import machine
 
 CPUS = sorted(os.sched_getaffinity(0))
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from executors.cpu.runner import run_workload
-from simasgd.workloads.constant import STEP, ConstWorkload
+from simasgd.numerics.workloads.constant import STEP, ConstWorkload
 
 pytestmark = pytest.mark.hardware
 Run = Callable[..., tuple]
@@ -141,7 +141,7 @@ OVER_COPY = [{"name": "mutex"}, {"name": "rwlock"}, {"name": "hogwild", "local_c
 def mlp_final_theta(scenario: Callable[..., Any]) -> Callable[[dict], np.ndarray]:
     """θ after one worker's run of the algorithm; each algorithm runs once (sequential SGD is every test's
     reference), all on one built workload (its arrays are read-only: no run changes them)."""
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     built: dict[str, Any] = {}
     done: dict[str, np.ndarray] = {}

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from simasgd import backends, loader
+from simasgd.runs import backends
 from simasgd.sim.algorithms.bounded import clock_gaps
+from simasgd.spec import loader
 
 pytestmark = pytest.mark.hardware
 

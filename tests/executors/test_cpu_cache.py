@@ -20,8 +20,8 @@ import pytest
 from executors.calibration import gradient
 from executors.cpu import lockfree, locks, lopez, wiring
 from executors.kernel import never_over
-from simasgd.workloads import kernels
-from simasgd.workloads.constant import ConstWorkload, const_grad
+from simasgd.numerics.workloads import kernels
+from simasgd.numerics.workloads.constant import ConstWorkload, const_grad
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,9 +36,9 @@ SCRIPT = textwrap.dedent("""
     from executors.calibration import gradient
     from executors.cpu import runner
     from executors.cpu.wiring import IMPLEMENTATIONS
-    from simasgd.algorithms import ALGORITHMS
-    from simasgd import loader
-    from simasgd.workloads import build_workload
+    from simasgd.spec.algorithms import ALGORITHMS
+    from simasgd.spec import loader
+    from simasgd.numerics.workloads import build_workload
 
     warm = 0.0
     _warm_up = runner.warm_up

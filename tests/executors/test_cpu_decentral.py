@@ -1,7 +1,7 @@
 """Keuper's decentralised ASGD and SimuParallelSGD on real threads: ε on least squares (``hardware``).
 
 θ against the update rule on a known gradient is ``tests/conformance``'s (``peer_merge``,
-``average_end``); the merge rule itself is :mod:`simasgd.parzen`'s, tested in ``tests/sim/test_keuper.py``."""
+``average_end``); the merge rule itself is :mod:`simasgd.numerics.parzen`'s, tested in ``tests/sim/test_keuper.py``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from executors.cpu.runner import run_workload
-from simasgd import backends, loader
-from simasgd.workloads import build_workload
+from simasgd.numerics.workloads import build_workload
+from simasgd.runs import backends
+from simasgd.spec import loader
 
 pytestmark = pytest.mark.hardware
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from executors.cpu import backend as cpu
-from simasgd import loader
+from simasgd.spec import loader
 
 pytestmark = pytest.mark.hardware
 

@@ -1,4 +1,4 @@
-"""The cpu executor's Lopez (Alg. 2/3 as written; simasgd/algorithms.py ``lopez``) on real threads.
+"""The cpu executor's Lopez (Alg. 2/3 as written; simasgd/spec/algorithms.py ``lopez``) on real threads.
 
 The master steps without waiting for gradients; each gradient is a row whose version is the first
 step that began reading g after it; the named departures (``subtract``, ``model_read``) reach the
@@ -16,8 +16,8 @@ import pytest
 from executors.cpu import lopez, wiring
 from executors.cpu.runner import run_workload
 from executors.cpu.shared import C_LOPEZ, N_CFG_F, N_CFG_I
-from simasgd import loader
-from simasgd.workloads.constant import ConstWorkload
+from simasgd.numerics.workloads.constant import ConstWorkload
+from simasgd.spec import loader
 
 
 def test_the_options_reach_the_loop_as_bits() -> None:

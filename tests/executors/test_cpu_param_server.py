@@ -10,8 +10,9 @@ import pytest
 
 from executors.cpu import backend as cpu
 from executors.cpu.runner import run_workload
-from simasgd import compression, loader
-from simasgd.workloads.constant import STEP, ConstWorkload
+from simasgd.numerics import compression
+from simasgd.numerics.workloads.constant import STEP, ConstWorkload
+from simasgd.spec import loader
 
 pytestmark = pytest.mark.hardware
 

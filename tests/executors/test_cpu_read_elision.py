@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from executors.cpu.runner import run_workload
-from simasgd.workloads.constant import LR, ConstWorkload
+from simasgd.numerics.workloads.constant import LR, ConstWorkload
 
 pytestmark = pytest.mark.hardware
 

@@ -16,9 +16,10 @@ from numba import njit
 from executors import atomics as A
 from executors.cpu import placement
 from executors.cpu.runner import ExecutorError, run_workload
-from simasgd import algorithms, machine
-from simasgd.results import RunResult
-from simasgd.workloads.constant import ConstWorkload, G
+from simasgd.machines import machine
+from simasgd.numerics.workloads.constant import ConstWorkload, G
+from simasgd.runs.results import RunResult
+from simasgd.spec import algorithms
 
 # Warm-up does 2 updates on a copy: the failing kernels fail only once θ0 has moved 5 steps.
 TRIGGER = 1.0 - 5 * 2.0 ** -16
@@ -113,7 +114,7 @@ def test_workers_on_every_cpu_find_epsilon_in_the_ring_after_the_run(scenario: A
     want = (u["t_grad_end"] - u["t_grad_start"]).sum() / span
     assert r.extra["gradient_concurrency"] == pytest.approx(want, abs=1e-3) and 0 < want <= workers + 1e-9
     # and the update phases (lock waits included): how many at once, and how long two at once
-    from simasgd import phases
+    from simasgd.evaluation import phases
 
     assert r.extra["update_concurrency"] == pytest.approx(phases.update_concurrency(u)[0], abs=1e-3)
     assert r.extra["both_updating"] == pytest.approx(phases.both_updating(u)[0], abs=1e-3)

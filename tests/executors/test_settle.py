@@ -14,7 +14,7 @@ from numba import njit
 from executors import atomics as A
 from executors import settle
 from executors.cpu.runner import run_workload
-from simasgd.workloads.constant import ConstWorkload
+from simasgd.numerics.workloads.constant import ConstWorkload
 
 
 @njit(nogil=True, cache=True)

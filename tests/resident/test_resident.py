@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import algorithms, backends, loader, seeds
-from simasgd.workloads.constant import LR, STEP, ConstWorkload, first_loss
+from simasgd.numerics.workloads.constant import LR, STEP, ConstWorkload, first_loss
+from simasgd.runs import backends
+from simasgd.spec import algorithms, loader, seeds
 
 
 # "-wide": layers wider than a shared-memory tile (gradients.KT), more filters than a lane sums at once
@@ -20,8 +21,8 @@ from simasgd.workloads.constant import LR, STEP, ConstWorkload, first_loss
 def test_device_gradient_is_the_cpu_kernels(model: str, tiny: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # One sequential update with lr = 1 from θ0 leaves θ0 − g: g against the workload's own CPU kernel
     # on the minibatch the device drew.
-    from executors.resident import runner
-    from simasgd.workloads import build_workload
+    from executors.gpu import runner
+    from simasgd.numerics.workloads import build_workload
 
     seen: dict[str, Any] = {}
     real = runner.final_theta
@@ -33,7 +34,7 @@ def test_device_gradient_is_the_cpu_kernels(model: str, tiny: Any, monkeypatch: 
         return out
 
     monkeypatch.setattr(runner, "final_theta", spy)
-    from executors.resident.gradients import KF, KT
+    from executors.gpu.gradients import KF, KT
 
     wide = ({"layers": [KT + 9, 2 * KT + 3, 3], "features": KT + 9} if model == "mlp-wide" else
             {"layers": [KF + 3, 3, 2, 4], "features": 3 * 12 * 12} if model == "cnn-wide" else {})
@@ -59,7 +60,7 @@ def test_lossless_algorithms_leave_theta_exact(algorithm: str, workers: int, mod
     # The constant gradient: θ0 = 1, LR·G = 2⁻¹⁶, so N applied updates leave θ[0] = 1 − N·2⁻¹⁶ exactly;
     # a lost or doubled update, or a step with the wrong staleness divisor, would move it.
     wl = ConstWorkload(dim=12, loss_kernel=first_loss)
-    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
     sc = loader.from_dict({"name": "c", "seed": 3, "workers": {"count": workers},
                            "workload": {"model": "least_squares", "batch_size": 1},
                            "algorithm": {"name": algorithm}, "optimizer": {"lr": LR},
@@ -104,7 +105,7 @@ def test_refusals_name_the_key(over: dict[str, Any], words: list[str], tiny: Any
 
 
 def test_a_cnn_whose_image_exceeds_a_blocks_shared_memory_is_refused(tiny: Any) -> None:
-    from executors.resident.gradients import shared_limits
+    from executors.gpu.gradients import shared_limits
 
     side = int(np.sqrt(shared_limits("float64")[0] / 3)) + 1  # 3 channels of side² pixels: one row too many
     sc = tiny("cnn", workload={"features": 3 * side * side})

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simasgd import backends, loader
+from simasgd.runs import backends
+from simasgd.spec import loader
 
 
 def _run(workers: int, backup: int, updates: int = 2000, **more: object) -> object:

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd import loader
-from simasgd.machine import PRESETS, place, resolve
-from simasgd.scenario import WorkloadConfig
+from simasgd.machines.machine import PRESETS, place, resolve
 from simasgd.sim import backend, sockets
+from simasgd.spec import loader
+from simasgd.spec.scenario import WorkloadConfig
 
 EK = Path(__file__).resolve().parents[2] / "scenarios" / "ek2021"
 S1 = EK / "s1_uma_numa.toml"

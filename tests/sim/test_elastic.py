@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simasgd import backends, loader
-from simasgd.results import spread_curve, updates_frame
-from simasgd.workloads import build_workload
+from simasgd.numerics.workloads import build_workload
+from simasgd.runs import backends
+from simasgd.runs.results import spread_curve, updates_frame
+from simasgd.spec import loader
 
 SIM = backends.load("sim")
 
@@ -110,7 +111,7 @@ def test_spread_is_the_rms_of_each_workers_latest_distance() -> None:
 
 
 def test_results_without_distance_or_spread_still_load(tmp_path: Any) -> None:
-    from simasgd.results import RunResult
+    from simasgd.runs.results import RunResult
 
     r = SIM.run_once(scenario({"name": "easgd", "alpha": 0.2}, epsilon=0.0, max_updates=200), 0)
     out = r.save(tmp_path / "r")

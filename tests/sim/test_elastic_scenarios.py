@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from simasgd import backends, loader
+from simasgd.runs import backends
+from simasgd.spec import loader
 
 HERE = Path(__file__).resolve().parents[2] / "scenarios" / "wongpanich2020"
 FILES = sorted(HERE.glob("*.toml"))

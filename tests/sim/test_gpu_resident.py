@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import backends, fidelity, loader
-from simasgd.profile import workload_key
+from simasgd.evaluation import fidelity
+from simasgd.machines.profile import workload_key
+from simasgd.numerics.workloads import build_workload
+from simasgd.runs import backends
 from simasgd.sim import gpu_resident
-from simasgd.workloads import build_workload
+from simasgd.spec import loader
 
 WORKLOAD = {"model": "mlp", "layers": [16, 8, 4], "features": 16, "classes": 4, "samples": 64, "eval_rows": 16,
             "batch_size": 4, "dataset": "synthetic", "dtype": "float32"}

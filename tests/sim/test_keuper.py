@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import backends, loader
-from simasgd.parzen import accepts, merge_step
+from simasgd.numerics.parzen import accepts, merge_step
+from simasgd.runs import backends
 from simasgd.sim.algorithms import decentral
+from simasgd.spec import loader
 
 
 def _scenario(**algorithm: Any) -> Any:

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import loader
-from simasgd.analysis import mean_ci
+from simasgd.evaluation.analysis import mean_ci
 from simasgd.sim import backend
+from simasgd.spec import loader
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "lopez2020"
 REPEATS = 2

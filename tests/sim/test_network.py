@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simasgd import compression, loader
-from simasgd.loader import ScenarioError
+from simasgd.numerics import compression
 from simasgd.sim import network
 from simasgd.sim.network import Links, Network
+from simasgd.spec import loader
+from simasgd.spec.loader import ScenarioError
 
 LINKS = Links(bandwidth_Bps=1e9, server_bandwidth_Bps=1e9, latency_s=2e-6)
 

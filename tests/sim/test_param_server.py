@@ -7,8 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import backends, compression, loader
-from simasgd.workloads.constant import STEP, ConstWorkload
+from simasgd.numerics import compression
+from simasgd.numerics.workloads.constant import STEP, ConstWorkload
+from simasgd.runs import backends
+from simasgd.spec import loader
 
 SIM = backends.load("sim")
 
@@ -64,7 +66,7 @@ def test_every_push_lands_once_in_every_shard(monkeypatch: pytest.MonkeyPatch) -
     # Shards are updated independently (pushes of different workers interleave across them over a
     # network), yet every push reaches every shard exactly once: θ = 1 − N·lr·G in every element.
     wl = ConstWorkload(dim=64)
-    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
     sc = loader.from_dict({"workers": {"count": 4}, "workload": {"model": "least_squares", "batch_size": 1},
                            "algorithm": {"name": "param_server", "shards": 4}, "optimizer": {"lr": 2.0 ** -8},
                            "stop": {"max_updates": 500, "max_time_s": 60.0, "eval_every_updates": 500},
@@ -95,7 +97,7 @@ def test_the_server_link_bounds_the_update_rate(shards: int) -> None:
 def test_onebit_pushes_are_smaller_and_exact_on_a_constant_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
     # Q(G) = G for a constant gradient (one sign, one level) and the residual stays 0: θ is exact.
     wl = ConstWorkload(dim=300)
-    monkeypatch.setattr("simasgd.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
+    monkeypatch.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
     sc = loader.from_dict({"workers": {"count": 3}, "workload": {"model": "least_squares", "batch_size": 1},
                            "algorithm": {"name": "param_server", "onebit": True}, "optimizer": {"lr": 2.0 ** -8},
                            "stop": {"max_updates": 300, "max_time_s": 60.0, "eval_every_updates": 300}})

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from two_core_profile import two_core_lines
 
-from simasgd import loader, machine
+from simasgd.machines import machine
+from simasgd.spec import loader
 
 BOOKS_S = 1e-7  # the executor's bookkeeping: longer than the gap between the two writers' ends
 # a leader writes lines the follower's cache holds too (it read them since) as fast as the follower writes

@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd import backends, loader, machine
+from simasgd.machines import machine
+from simasgd.runs import backends
 from simasgd.sim.caches import CacheModel
-from simasgd.traits import ExecutorTraits
+from simasgd.spec import loader
+from simasgd.spec.traits import ExecutorTraits
 
 SIZES = [65536, 262144, 1048576, 4194304]
 GBS = [100.0, 80.0, 60.0, 20.0]
@@ -69,7 +71,7 @@ def test_no_table_no_model(tmp_path: Path) -> None:
 
 
 def _traits(monkeypatch: pytest.MonkeyPatch, **changes: object) -> None:
-    """The cpu executor simulated with some of its traits changed (simasgd/traits.py); the latest change of a
+    """The cpu executor simulated with some of its traits changed (simasgd/spec/traits.py); the latest change of a
     trait wins."""
     declared = backends.traits
 
@@ -99,8 +101,8 @@ def _scenario(workers: int, cache_model: bool = True):
 def test_simulated_phases_follow_the_cache_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  workers: int) -> None:
     """A whole run: the recorded read and update phases are the model's closed forms (plus lock waits)."""
+    from simasgd.numerics.workloads import build_workload
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
     path = _profile(tmp_path)
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
@@ -145,7 +147,7 @@ def test_coherence_rates_for_lines_another_core_wrote(tmp_path: Path) -> None:
 
 def _prepared(monkeypatch: pytest.MonkeyPatch, path: Path, sc) -> tuple[int, CacheModel]:
     """Point the runs at the profile ``path``: the model's bytes in ``sc`` and that profile's cache model."""
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     wl = build_workload(sc.workload, sc.seed, sc.base_dir)
@@ -331,7 +333,7 @@ def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float,
                 snapshot_s: float | None = None) -> None:
     """A gradient table for the scenario's workload holding only the in-cycle step times (and the loss
     snapshot's, if given)."""
-    from simasgd.profile import workload_key
+    from simasgd.machines.profile import workload_key
 
     snap = [] if snapshot_s is None else [f"cycle_snapshot_median_s = {snapshot_s!r}"]
     path.write_text(path.read_text() + "\n".join([
@@ -346,8 +348,8 @@ def test_steps_in_the_cycle_replace_the_warm_rates(tmp_path: Path, monkeypatch: 
                                                    workers: int) -> None:
     """With the profile's in-cycle step times (`cycle_*_median_s`), a read and an update of one's own lines
     take exactly those; of another core's lines, the slower of those and the coherence rate."""
+    from simasgd.numerics.workloads import build_workload
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
     path = _profile(tmp_path, coherence=True)
     sc = _hogwild(workers)
@@ -407,8 +409,8 @@ def test_the_lopez_master_steps_at_the_warm_update_rate(tmp_path: Path, monkeypa
     slower in-cycle one its workers take, with or without `[sim] steps_in_cycle`. Passes that cost nothing
     (adds and line moves of 1e-18 s) are never under way as a step begins, so its step rate is 1 / update,
     to within the run's ends."""
+    from simasgd.numerics.workloads import build_workload
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
     path = _profile(tmp_path, coherence=True)
     sc = _with_sim(loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}}),
@@ -433,8 +435,8 @@ def test_beside_an_atomic_pass_the_lopez_master_steps_at_another_cores_rate(
     the adder's cache: the step takes the update at another core's rate (`[coherence]`). Passes of 1e-5 s
     an add (~1 s a pass against 0.1 ms gradients) nearly always are: steps at 1 / shared update, to within
     the share of the time the worker spends outside its passes; `[sim] coherence = false`: the own rate."""
+    from simasgd.numerics.workloads import build_workload
     from simasgd.sim import backend
-    from simasgd.workloads import build_workload
 
     path = _profile(tmp_path, coherence=True)
     path.write_text(path.read_text() + "\n[cas]\nlatency_s = 1e-5\n")
@@ -483,7 +485,7 @@ def test_a_profile_with_keys_of_removed_mechanisms_simulates_as_one_without(tmp_
     is the run on the same profile without them, row for row."""
     import pandas as pd
 
-    from simasgd.profile import workload_key
+    from simasgd.machines.profile import workload_key
     from simasgd.sim import backend
 
     sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)

@@ -1,4 +1,4 @@
-"""Lopez in the simulator follows Alg. 2/3 as written (simasgd/algorithms.py ``lopez``; docs/model.md, Lopez).
+"""Lopez in the simulator follows Alg. 2/3 as written (simasgd/spec/algorithms.py ``lopez``; docs/model.md, Lopez).
 
 The master steps without waiting for gradients; a worker takes its previous gradient out of g before
 it computes the next one; rows are gradients, ``version`` the first step that read g with them.
@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 import simpy
 
-from simasgd import loader, machine
+from simasgd.machines import machine
 from simasgd.sim import backend
 from simasgd.sim.costs import Platform
+from simasgd.spec import loader
 
 STEP_S = 2e-5  # a master step: read 1e-5 + update 1e-5
 TIMING = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
@@ -100,7 +101,7 @@ def test_master_steps_per_second_do_not_depend_on_the_workers() -> None:
     # §IV-A: "the number of SGD steps performed by the main thread is relatively independent from the
     # number of workers". Per run, steps/s over 0.05 s; the difference of the means at 2 and 8 workers
     # lies in its 99% t-interval around 0 — here exactly, since nothing the workers do slows a step.
-    from simasgd.analysis import mean_ci
+    from simasgd.evaluation.analysis import mean_ci
 
     rates = {n: [_run(n, run=k)[0].updates_per_s for k in range(4)] for n in (2, 8)}
     m, lo, hi = mean_ci([a - b for a, b in zip(rates[2], rates[8], strict=False)], 0.99)

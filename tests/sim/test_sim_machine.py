@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import loader
 from simasgd.cli import app
-from simasgd.results import RunResult
+from simasgd.runs.results import RunResult
 from simasgd.sim import backend
+from simasgd.spec import loader
 
 REPO = Path(__file__).resolve().parents[2]
 FREE = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
@@ -145,7 +145,7 @@ def test_cli_runs_the_quickstart_on_sim_by_default(tmp_path: Path) -> None:
 
 
 def test_unsupported_algorithm_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from simasgd.algorithms import UnsupportedAlgorithm
+    from simasgd.spec.algorithms import UnsupportedAlgorithm
     monkeypatch.setattr(backend, "ALGORITHMS", backend.ALGORITHMS - {"easgd"})  # the simulator now has them all
     with pytest.raises(UnsupportedAlgorithm, match="backend 'sim' does not implement algorithm 'easgd'"):
         simulate("algorithm.name=\"easgd\"")

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from simasgd import loader, serial
+from simasgd.runs import serial
 from simasgd.sim import backend
+from simasgd.spec import loader
 
 BASE: dict[str, Any] = {
     "name": "numerics", "seed": 3,

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import simpy
 
-from simasgd.machine import PRESETS
-from simasgd.scenario import BackoffConfig
+from simasgd.machines.machine import PRESETS
 from simasgd.sim.cpu import Cores
 from simasgd.sim.memory import Memory
 from simasgd.sim.primitives import AtomicCounter, Backoff, Barrier, CacheLine, CasCell, Mutex, RWLock, acquire, atomic
 from simasgd.sim.sharing import Bandwidth
+from simasgd.spec.scenario import BackoffConfig
 
 
 def hold(env: simpy.Environment, lock: RWLock, kind: str, start: float, duration: float, log: list) -> object:

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd import machine
-from simasgd.profile import workload_key
-from simasgd.scenario import WorkloadConfig
+from simasgd.machines import machine
+from simasgd.machines.profile import workload_key
 from simasgd.sim.profile_tables import profile_gradient
+from simasgd.spec.scenario import WorkloadConfig
 
 LAYERS = [64, 256, 256, 10]
 
@@ -70,8 +70,8 @@ def test_platform_uses_profile_gradient(tmp_path: Path) -> None:
     """End to end: a scenario on preset ``this`` draws its gradient times from the profile."""
     import simpy
 
-    from simasgd import loader
     from simasgd.sim.costs import Platform
+    from simasgd.spec import loader
 
     samples = [2.0e-3, 2.5e-3, 3.0e-3]
     path = _profile(tmp_path, {workload_key(_wl(16)): samples})
@@ -86,8 +86,8 @@ def test_platform_uses_profile_gradient(tmp_path: Path) -> None:
 def _platform(path: Path, workers: int, placement: str | list[int] = "os", **sim):
     import simpy
 
-    from simasgd import loader
     from simasgd.sim.costs import Platform
+    from simasgd.spec import loader
 
     sc = loader.from_dict({"name": "p", "workers": {"count": workers, "placement": placement},
                            "machine": {"preset": "this"},

@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simasgd import loader, phases
-from simasgd.machine import PRESETS, place
-from simasgd.scenario import WorkloadConfig
+from simasgd.evaluation import phases
+from simasgd.machines.machine import PRESETS, place
+from simasgd.numerics.workloads.mlp import softmax_spec
 from simasgd.sim import backend, sockets
-from simasgd.workloads.mlp import softmax_spec
+from simasgd.spec import loader
+from simasgd.spec.scenario import WorkloadConfig
 
 S1 = Path(__file__).resolve().parents[2] / "scenarios" / "ek2021" / "s1_uma_numa.toml"
 M = PRESETS["xeon-e5-2687w-v2"]

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from simasgd import loader, machine
+from simasgd.machines import machine
 from simasgd.sim import backend
+from simasgd.spec import loader
 
 THEORY = Path(__file__).resolve().parents[2] / "scenarios" / "theory"
 Z = 4.0  # half-width of the acceptance band in standard errors

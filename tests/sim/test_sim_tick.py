@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 from two_core_profile import two_core_lines
 
-from simasgd import loader, machine
-from simasgd.profile import workload_key
-from simasgd.profile_model import Profile
+from simasgd.machines import machine
+from simasgd.machines.profile import workload_key
+from simasgd.machines.profile_model import Profile
 from simasgd.sim.tick import Tick, split, tick_params
+from simasgd.spec import loader
 
 P = 4e-3  # the timer's period
 G = 200e-6  # the body of the calibrated gradient samples: 199-201 µs

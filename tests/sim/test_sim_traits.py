@@ -16,10 +16,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from simasgd import loader, machine, profile
 from simasgd.cli import app
-from simasgd.results import RunResult
+from simasgd.machines import machine, profile
+from simasgd.runs.results import RunResult
 from simasgd.sim import backend, model_record
+from simasgd.spec import loader
 
 BASE: dict[str, Any] = {
     "name": "traits", "seed": 7, "machine": {"preset": "laptop-2core"}, "workers": {"count": 1, "placement": "uma"},
@@ -118,7 +119,7 @@ def test_a_profile_run_records_the_tables_it_read_and_warns_once_of_each_missing
 
 
 def test_every_table_a_switch_needs_is_a_switch_of_sim() -> None:
-    from simasgd.scenario import SimConfig
+    from simasgd.spec.scenario import SimConfig
 
     bools = {n for n, f in SimConfig.model_fields.items() if f.annotation is bool}
     assert set(model_record.NEEDS) <= bools

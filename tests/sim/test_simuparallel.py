@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simasgd import algorithms, backends, loader, seeds, update_rule
+from simasgd.numerics import update_rule
+from simasgd.numerics.workloads import build_workload
+from simasgd.runs import backends
 from simasgd.sim.algorithms import decentral
-from simasgd.workloads import build_workload
+from simasgd.spec import algorithms, loader, seeds
 
 
 def _scenario(momentum: float = 0.0, updates: int = 20000, **algorithm: Any) -> Any:

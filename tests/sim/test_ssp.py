@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simasgd import backends, loader
+from simasgd.runs import backends
 from simasgd.sim.algorithms.bounded import clock_gaps
+from simasgd.spec import loader
 
 
 def _straggler_run(algorithm: dict, updates: int = 3000) -> object:

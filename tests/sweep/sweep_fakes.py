@@ -6,8 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from simasgd import seeds
-from simasgd.results import RunResult, RunSummary, curve_frame, empty_updates
+from simasgd.runs.results import RunResult, RunSummary, curve_frame, empty_updates
+from simasgd.spec import seeds
 from simasgd.sweep.plan import Task
 
 BOOM_LR = 0.666  # a cell with this step size raises

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simasgd.loader import ScenarioError
+from simasgd.spec.loader import ScenarioError
 from simasgd.sweep import grid
 
 
@@ -87,6 +87,6 @@ def test_product_order_and_content_ids() -> None:
 
 @pytest.mark.parametrize("value", [0.001, 3, "mutex", 'we"ird\\', True, float("inf"), [784, 10], 1e-300])
 def test_toml_literal_round_trips(value: object) -> None:
-    from simasgd.loader import parse_value
+    from simasgd.spec.loader import parse_value
 
     assert parse_value(grid.toml_literal(value)) == value

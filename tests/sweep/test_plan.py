@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simasgd.loader import ScenarioError
+from simasgd.spec.loader import ScenarioError
 from simasgd.sweep import plan
 
 HERE = Path(__file__).resolve().parent
@@ -64,7 +64,7 @@ def test_unknown_grid_key_is_named() -> None:
 
 
 def test_unknown_backend_is_a_clear_error() -> None:
-    from simasgd.backends import BackendError
+    from simasgd.runs.backends import BackendError
 
     with pytest.raises(BackendError, match="allowed"):
         plan.build(SMALL, backend="nope")

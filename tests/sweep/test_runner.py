@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import sweep_fakes as fakes
 
-from simasgd.results import ResultsError
+from simasgd.runs.results import ResultsError
 from simasgd.sweep import load, plan, runner, store
 
 HERE = Path(__file__).resolve().parent
@@ -113,7 +113,7 @@ def test_manifest_records_the_sweep(tmp_path: Path) -> None:
 
 
 def test_keep_runs_saves_full_results(tmp_path: Path) -> None:
-    from simasgd.results import RunResult
+    from simasgd.runs.results import RunResult
 
     p = small_plan("optimizer.lr=0.05", "workload.batch_size=16", "algorithm.name=mutex")
     runner.run(p, tmp_path / "s", jobs=0, keep_runs=True, body=fakes.fake_body)
@@ -135,7 +135,7 @@ def test_process_pool_gives_the_same_rows_as_in_process(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_simulated_sweep_on_every_cpu_gives_the_rows_of_one_process(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from simasgd import pools
+    from simasgd.runs import pools
     from simasgd.sweep import execution
 
     monkeypatch.delenv(pools.JOBS_ENV, raising=False)  # the default: every CPU this process may use
@@ -149,7 +149,7 @@ def test_simulated_sweep_on_every_cpu_gives_the_rows_of_one_process(tmp_path: Pa
             for x in "ab")
     assert len(a) == 4 and set(a["status"]) == {"ok"}
     pd.testing.assert_frame_equal(a, b)
-    from simasgd.results import RunResult
+    from simasgd.runs.results import RunResult
 
     for task in (tmp_path / "a" / "runs").iterdir():
         pooled = RunResult.load(tmp_path / "b" / "runs" / task.name)

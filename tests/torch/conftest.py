@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from simasgd import loader
-from simasgd.scenario import Scenario
+from simasgd.spec import loader
+from simasgd.spec.scenario import Scenario
 
 HERE = Path(__file__).resolve().parent
 

@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from executors.cpu.runner import ExecutorError
-from simasgd import backends
 from simasgd.cli import app
-from simasgd.profile import workload_key
-from simasgd.profile_model import Profile
+from simasgd.machines.profile import workload_key
+from simasgd.machines.profile_model import Profile
+from simasgd.runs import backends
 from simasgd.sim.profile_tables import profile_gradient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,7 +101,8 @@ def test_the_readme_example_runs_on_sim_and_torch_and_compare_prints_the_table(t
 def test_compare_adds_the_modules_gradient_times_to_an_existing_profile(torch_scenario, tmp_path,
                                                                          monkeypatch) -> None:
     """A machine calibrated before (no table for this module): compare measures the module and keeps the rest."""
-    from simasgd import fidelity, profile
+    from simasgd.evaluation import fidelity
+    from simasgd.machines import profile
 
     path = tmp_path / "this.toml"
     profile.write({"machine": {"sockets": 1}, "gradient": {"mlp-64-32-10-digits-b16-float64": {"median_s": 1e-5}}},

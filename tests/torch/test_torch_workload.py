@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from simasgd import backends, loader, seeds
-from simasgd.loader import ScenarioError
-from simasgd.workloads import WorkloadError, build_workload
-from simasgd.workloads.torch_model import INSTALL
+from simasgd.numerics.workloads import WorkloadError, build_workload
+from simasgd.numerics.workloads.torch_model import INSTALL
+from simasgd.runs import backends
+from simasgd.spec import loader, seeds
+from simasgd.spec.loader import ScenarioError
 
 
 def build(sc):

@@ -2,7 +2,7 @@
 
 Both follow Keuper & Pfreundt's Alg. 3 / Alg. 5: the training rows are
 randomly partitioned, H = ⌊m/n⌋ to each worker (``partition = true``;
-:func:`simasgd.algorithms.partition`), and every worker runs minibatch SGD on
+:func:`simasgd.spec.algorithms.partition`), and every worker runs minibatch SGD on
 its own state θ_w, starting from the run's θ0.
 
 - ``simuparallel``: no communication; the result is the mean of the θ_w
@@ -11,7 +11,7 @@ its own state θ_w, starting from the run's θ0.
 - ``keuper``: after every ``exchange_every`` steps a node sends its state to
   a random other node (its ``Role.SCHEDULE`` stream); the receiver keeps the
   latest state received and uses it in its next step by
-  :func:`simasgd.parzen.merge_step` (δ = 1 when the local step moves it
+  :func:`simasgd.numerics.parzen.merge_step` (δ = 1 when the local step moves it
   towards that state), once. The loss curve evaluates node 0 (Alg. 5 returns
   w¹). A message costs, with ``[network]``, the network model's transfer
   (the sender does not wait: RDMA one-sided writes), else a copy of the model
@@ -19,7 +19,7 @@ its own state θ_w, starting from the run's θ0.
 
 Rows: one per step, ``version`` = the global count of steps, ``read_version``
 = version − 1 (a gradient is on the worker's own current state: staleness 0).
-How far the states drift apart is :func:`simasgd.parzen.spread`.
+How far the states drift apart is :func:`simasgd.numerics.parzen.spread`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simasgd import algorithms, seeds, update_rule
-from simasgd.parzen import merge_step, spread
+from simasgd.numerics import update_rule
+from simasgd.numerics.parzen import merge_step, spread
 from simasgd.sim.engine import SimRun
+from simasgd.spec import algorithms, seeds
 
 Proc = Generator[simpy.Event, object, None]
 

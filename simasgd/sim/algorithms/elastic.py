@@ -44,7 +44,7 @@ from collections.abc import Generator
 import numpy as np
 import simpy
 
-from simasgd import update_rule
+from simasgd.numerics import update_rule
 from simasgd.sim import network as net
 from simasgd.sim.engine import SimRun, WorkerPlatform
 

@@ -28,10 +28,10 @@ from collections.abc import Generator
 
 import simpy
 
-from simasgd.machine import is_gpu
+from simasgd.machines.machine import is_gpu
+from simasgd.numerics.update_rule import sweeps_down
 from simasgd.sim.engine import SimRun
 from simasgd.sim.primitives import CacheLine, CasCell, atomic
-from simasgd.update_rule import sweeps_down
 
 
 def hogwild_worker(env: simpy.Environment, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:

@@ -2,7 +2,7 @@
 
 The update leaves the new θ in the worker's copy too, so a read that finds θ at the version the
 worker's own update made costs nothing where the executor skips it (the cpu executor's ``run_locked``:
-its traits' ``reads = "elided"``, simasgd/traits.py).
+its traits' ``reads = "elided"``, simasgd/spec/traits.py).
 
 ``mutex`` uses one :class:`~simasgd.sim.primitives.Mutex`; ``rwlock`` reads
 under a shared read lock and updates under the exclusive write lock. With

@@ -1,6 +1,6 @@
 """Master/worker ASGD with an atomically accumulated gradient (Lopez et al. 2020, §III-B, Alg. 2/3).
 
-The definition (``simasgd.algorithms``, ``lopez``), as simulated:
+The definition (``simasgd.spec.algorithms``, ``lopez``), as simulated:
 
 - **Master** (worker 0, Alg. 2), one step = one version, never waiting for gradients: it announces
   step s = version + 1 and reads the shared sum ``g`` (its value at the announcement), then writes

@@ -9,7 +9,7 @@ the shards one by one, each copied under its lock (so the θ a gradient is
 taken at may mix versions of different shards, as Downpour's does) and a push updates shard after shard,
 each shard independently of the others (pushes of two workers may
 interleave across shards). With ``onebit`` the worker pushes Q(g + e) and
-keeps the error e (:mod:`simasgd.compression`).
+keeps the error e (:mod:`simasgd.numerics.compression`).
 
 Rows: one per push (``Rows("update")``), ``read_version`` = the global version
 when the pull started, ``version`` = the version the push made when its last
@@ -27,7 +27,7 @@ from collections.abc import Generator
 import numpy as np
 import simpy
 
-from simasgd import compression
+from simasgd.numerics import compression
 from simasgd.sim import network as net
 from simasgd.sim.engine import SimRun
 from simasgd.sim.primitives import Mutex

@@ -71,7 +71,7 @@ class Wire:
     """``sync`` over ``[network]`` and with ``onebit``: the all-reduce time and each worker's 1-bit residual."""
 
     def __init__(self, run: SimRun) -> None:
-        from simasgd import compression
+        from simasgd.numerics import compression
         from simasgd.sim import network
 
         self.quantize = compression.quantize

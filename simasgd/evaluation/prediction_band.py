@@ -1,0 +1,369 @@
+"""Prediction bands: where a further run's metric is expected to fall, as a central 90% interval.
+
+The metrics are a run's mean staleness τ̄, its updates/s, its updates to ε and its time to ε
+(:data:`METRICS`). A result with R runs gives, per metric, the band of a *predictive* distribution: that of
+one more run of the same scenario, on the same host.
+
+The model, on the log scale (every metric is positive; a metric with a zero among its runs, τ̄ of a lone
+worker, is taken on its own scale and the host term below is relative to the runs' mean there)::
+
+    log x_new = μ + e + h,   e ~ N(0, σ_sim²),   h ~ N(0, σ_host²)  (time-based metrics only)
+
+- ``e``: the simulator's own run-to-run spread: its runs differ by their timing draws and seeds. μ and σ_sim
+  are estimated from the R runs (mean and sample standard deviation of the logs, R − 1 degrees of freedom).
+- ``h``: the host's noise, a factor on the whole run: the speed of the host during a run against the speed
+  the calibration measured. It multiplies updates/s and divides the time to ε; τ̄ and the updates to ε are
+  ratios of timings and do not move with a factor common to every timing, so they carry no host term.
+  σ_host is calibrated, never fitted to measured runs (:class:`HostNoise`): from the profile's gradient
+  samples (:func:`calibration_spread`) or, where there are enough of them, from drift probes — the gradient
+  re-timed right before measured runs (:func:`drift_spread`).
+
+The band is μ ± t · √V with V = σ_sim²·(1 + 1/R) + σ_host², back-transformed. With R small, σ_sim is
+itself uncertain, so the quantile is Student's t, with the Welch–Satterthwaite degrees of freedom
+df = V² / ((σ_sim²·(1 + 1/R))² / (R − 1)) (σ_host is taken as known: df → ∞ and t → z when the simulator's
+runs agree). For normal (log-normal) runs this interval holds a further run 90% of the time whatever R ≥ 2
+is; empirical quantiles of R runs cannot (R = 3 runs span a further run only (R − 1)/(R + 1) = 50% of the
+time). The price at small R is width: at R = 3 the t quantile with 2 degrees of freedom is 2.92 against
+z = 1.645. With fewer than 2 runs there is no spread to estimate and no band.
+
+Where the result has no calibrated host (a preset machine, an older result without its profile) the band is
+the simulator's spread alone, and :attr:`HostNoise.source` / :func:`describe` say so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from scipy import special
+
+if TYPE_CHECKING:
+    from simasgd.machines.profile_model import Profile
+    from simasgd.runs.results import RunResult
+
+LEVEL = 0.90
+METRICS: tuple[str, ...] = ("mean_staleness", "updates_per_s", "updates_to_eps", "time_to_eps")
+# Metrics a factor common to every timing of a run scales (updates/s by F, time to ε by 1/F).
+TIME_BASED = frozenset({"updates_per_s", "time_to_eps"})
+LABELS: dict[str, str] = {"mean_staleness": "τ̄", "updates_per_s": "updates/s", "updates_to_eps": "updates to ε",
+                          "time_to_eps": "time to ε"}
+# The gradient's time-ordered samples in a profile are cut into this many consecutive blocks: a block is a
+# stretch of the calibration's time at one host speed, as a run is.
+BLOCKS = 8
+MIN_BLOCK_SAMPLES = 10
+# Permutations of a gradient's samples that give the spread of the block medians sampling alone makes.
+PERMUTATIONS = 200
+# Drift probes needed before their spread stands for the host's (fewer: the profile's samples).
+MIN_PROBES = 5
+
+
+@dataclass(frozen=True)
+class HostNoise:
+    """The host's run-level noise: ``sigma`` is the standard deviation of the log of a run's speed factor;
+    ``source`` says what it was calibrated from; ``samples`` how many independent figures went into it."""
+
+    sigma: float
+    source: str
+    samples: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sigma_log": self.sigma, "source": self.source, "samples": self.samples}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> HostNoise:
+        return cls(float(d["sigma_log"]), str(d.get("source", "")), int(d.get("samples", 0)))
+
+
+@dataclass(frozen=True)
+class Band:
+    """A metric's central band: ``low`` ≤ ``center`` ≤ ``high``, from ``runs`` runs; ``scale`` is the scale it
+    was built on, ``df`` the t quantile's degrees of freedom (inf: the normal's), ``host`` whether the host's
+    noise is in it."""
+
+    metric: str
+    low: float
+    high: float
+    center: float
+    runs: int
+    scale: Literal["log", "linear"]
+    df: float
+    host: bool
+    level: float = LEVEL
+
+    def contains(self, x: float) -> bool:
+        # a relative tolerance: runs that all agree give a band of one point, which their own values must meet
+        tol = 1e-9 * max(abs(self.low), abs(self.high), 1e-300)
+        return bool(self.low - tol <= x <= self.high + tol)
+
+    @property
+    def width(self) -> float:
+        """On the band's own scale: log(high / low) for a log band, high − low otherwise."""
+        return math.log(self.high / self.low) if self.scale == "log" else self.high - self.low
+
+    def text(self) -> str:
+        return f"{_num(self.center)} [{_num(self.low)}, {_num(self.high)}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "center": self.center, "runs": self.runs, "scale": self.scale,
+                "df": None if math.isinf(self.df) else self.df, "host": self.host, "level": self.level}
+
+
+def predictive(metric: str, values: Iterable[float], host_sigma: float = 0.0, level: float = LEVEL) -> Band | None:
+    """The band of one more run of ``metric`` given ``values`` (one per run; NaN, a run that never reached ε,
+    left out); ``host_sigma`` is the host's σ (applied to :data:`TIME_BASED` metrics only). None with fewer
+    than 2 finite values."""
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    x = x[np.isfinite(x)]
+    r = len(x)
+    if r < 2:
+        return None
+    host = host_sigma > 0 and metric in TIME_BASED
+    log = bool((x > 0).all())
+    y = np.log(x) if log else x
+    mu, s2 = float(y.mean()), float(y.var(ddof=1))
+    sim = s2 * (1 + 1 / r)
+    # on the linear scale the host's relative σ is taken at the runs' mean (first order)
+    h2 = (host_sigma if log else host_sigma * abs(mu)) ** 2 if host else 0.0
+    v = sim + h2
+    df = math.inf if sim == 0 else v ** 2 / (sim ** 2 / (r - 1))
+    q = float(special.ndtri((1 + level) / 2)) if math.isinf(df) else float(special.stdtrit(df, (1 + level) / 2))
+    half = q * math.sqrt(v)
+    lo, hi = mu - half, mu + half
+    back = (math.exp if log else float)
+    return Band(metric, back(lo), back(hi), back(mu), r, "log" if log else "linear", df, host, level)
+
+
+def bands(per_run: Mapping[str, Sequence[float]], host: HostNoise | None = None,
+          level: float = LEVEL) -> dict[str, Band]:
+    """:func:`predictive` of every metric of :data:`METRICS` in ``per_run`` (metric → one value per run)."""
+    sigma = host.sigma if host is not None else 0.0
+    out = {}
+    for m in METRICS:
+        if m in per_run and (b := predictive(m, per_run[m], sigma, level)) is not None:
+            out[m] = b
+    return out
+
+
+def per_run_of(result: RunResult) -> dict[str, list[float]]:
+    """A result's metrics, one value per run (NaN where a run did not reach ε)."""
+    return {m: [math.nan if (v := getattr(r, m)) is None else float(v) for r in result.runs] for m in METRICS}
+
+
+def per_run_of_stats(hist: np.ndarray, scalars: Mapping[str, np.ndarray]) -> dict[str, list[float]]:
+    """The metrics of runs given as per-run staleness histograms (runs × τ) and scalars, as
+    :func:`simasgd.evaluation.fidelity.run_stats` and :meth:`simasgd.corpus.store.Cell.stats` give them."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = hist @ np.arange(hist.shape[1]) / hist.sum(axis=1)
+    return {"mean_staleness": [float(t) for t in tau],
+            **{m: [float(v) for v in np.asarray(scalars[m], dtype=float)] for m in METRICS if m in scalars}}
+
+
+# --- the host's noise -------------------------------------------------------------------------
+
+def calibration_spread(profile: Profile, blocks: int = BLOCKS, seed: int = 0) -> HostNoise | None:
+    """The host's σ from a profile's gradient samples: each workload's samples, in the order they were timed, cut
+    into ``blocks`` consecutive blocks; the variance of the blocks' median log time beyond what sampling alone
+    gives it (the same samples in a random order, :data:`PERMUTATIONS` times) is the variance of the host's
+    speed from one stretch of time to the next. Pooled over the workloads (the mean of their excess
+    variances); None where no workload has ``blocks`` × :data:`MIN_BLOCK_SAMPLES` samples.
+
+    A run lasts longer than a block: treating a block's speed as a run's holds for changes slower than a run
+    and overstates faster ones, which a run averages out."""
+    rng = np.random.default_rng(seed)
+    excess = []
+    for g in (profile.gradient or {}).values():
+        s = np.asarray(g.samples_s or [], dtype=float)
+        s = s[np.isfinite(s) & (s > 0)]
+        if len(s) < blocks * MIN_BLOCK_SAMPLES:
+            continue
+        y = np.log(s)
+        between = float(_block_median_var(y[None, :], blocks)[0])
+        null = float(_block_median_var(rng.permuted(np.tile(y, (PERMUTATIONS, 1)), axis=1), blocks).mean())
+        excess.append(max(0.0, between - null))
+    if not excess:
+        return None
+    return HostNoise(math.sqrt(float(np.mean(excess))),
+                     f"the calibration's gradient samples ({len(excess)} workloads × {blocks} blocks in time)",
+                     len(excess))
+
+
+def _block_median_var(y: np.ndarray, blocks: int) -> np.ndarray:
+    """Per row of ``y`` (rows × samples): the variance of its ``blocks`` consecutive blocks' medians."""
+    medians = np.stack([np.median(b, axis=1) for b in np.array_split(y, blocks, axis=1)], axis=1)
+    return np.asarray(medians.var(axis=1, ddof=1))
+
+
+def drift_spread(ratios: Iterable[float]) -> HostNoise | None:
+    """The host's σ from drift probes: each the gradient re-timed right before measured runs over the calibrated
+    gradient (``simasgd.evaluation.drift.Drift.ratio``). A run's speed against the calibration's is what such a ratio
+    measures, its offset included, so σ² is the mean square of the log ratios (not their variance). None with
+    fewer than :data:`MIN_PROBES` probes."""
+    r = np.asarray([x for x in ratios if x is not None and math.isfinite(x) and x > 0], dtype=float)
+    if len(r) < MIN_PROBES:
+        return None
+    return HostNoise(float(np.sqrt(np.mean(np.log(r) ** 2))), f"{len(r)} drift probes (gradient re-timed before "
+                                                               f"measured runs)", len(r))
+
+
+def host_noise_of_entry(profile: Profile, drifts: Iterable[Mapping[str, Any] | None],
+                        refresh: bool = False) -> HostNoise | None:
+    """A corpus machine's σ: its cells' drift probes where it has :data:`MIN_PROBES` of them (with ``refresh`` a
+    drifted cell is simulated at its re-timed speed, so its ratio counts as 1), else its profile's samples. Not
+    both added: a probe is itself a short stretch of timing, so its ratio already holds the movement from one
+    stretch to the next that the samples measure."""
+    ratios = []
+    for d in drifts:
+        if not d or d.get("ratio") is None:
+            continue
+        ratios.append(1.0 if refresh and d.get("drifted") else float(d["ratio"]))
+    return drift_spread(ratios) or calibration_spread(profile)
+
+
+def host_noise_for(result: RunResult) -> HostNoise | None:
+    """The host noise that belongs with ``result``'s band: the one recorded with it (``metadata["host_noise"]``),
+    else the profile it ran on (``metadata["profile"]``) if that file is still the one it read (same sha256);
+    None for a result that did not simulate a calibrated host (a measured one carries the host's noise in its
+    runs already)."""
+    from simasgd.machines import profile
+
+    meta = result.metadata
+    if isinstance(meta.get("host_noise"), Mapping):
+        return HostNoise.from_json(meta["host_noise"])
+    rec = meta.get("profile")
+    corpus = (meta.get("machine") or {}).get("corpus") if isinstance(meta.get("machine"), Mapping) else None
+    if (not isinstance(rec, Mapping) or not rec.get("path")) and corpus:
+        return _corpus_host(Path(str(corpus)))
+    if not isinstance(rec, Mapping) or not rec.get("path"):
+        return None
+    path = Path(str(rec["path"]))
+    try:
+        if not path.is_file() or (rec.get("sha256") and profile.digest(path) != rec["sha256"]):
+            return None
+        return calibration_spread(profile.read(path))
+    except (OSError, profile.ProfileError):
+        return None
+
+
+def _corpus_host(path: Path) -> HostNoise | None:
+    """The host noise of a corpus machine simulated by name (``machine.preset``): its entry's, as the corpus
+    score takes it (:func:`host_noise_of_entry`); None where the entry cannot be read. Read from the entry's file
+    as the machine presets read it, below the corpus's own store."""
+    from simasgd.formats import corpus_file as files
+    from simasgd.machines import profile
+
+    try:
+        doc = files.read(path, ValueError)
+        return host_noise_of_entry(profile.typed(doc["profile"], path), [c.get("drift") for c in doc["cells"]])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def of_result(result: RunResult, host: HostNoise | None = None, level: float = LEVEL) -> dict[str, Band]:
+    return bands(per_run_of(result), host, level)
+
+
+def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dict[str, Band]:
+    """Write ``result``'s bands (``metadata["bands"]``: metric → :meth:`Band.to_json`) and the host noise they
+    used (``metadata["host_noise"]``, absent without one) into its results folder's ``summary.json``, and into
+    ``result.metadata``. Both are derived figures in the free-form metadata: the results format is unchanged,
+    and a folder without them gets the same bands on read (:func:`host_noise_for`)."""
+    import json
+
+    from simasgd.formats.atomicio import atomic_write_text
+    from simasgd.runs.results import FORMAT, FORMAT_VERSION, read_versioned_json
+
+    found = of_result(result, host)
+    extra: dict[str, Any] = {"bands": {m: b.to_json() for m, b in found.items()}}
+    if host is not None:
+        extra["host_noise"] = host.to_json()
+    path = Path(folder) / "summary.json"
+    doc = read_versioned_json(path, FORMAT, FORMAT_VERSION, "results")
+    doc["metadata"] = dict(doc.get("metadata") or {}) | extra
+    atomic_write_text(path, json.dumps(doc, indent=2, allow_nan=False))
+    result.metadata.update(extra)
+    return found
+
+
+def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: float = LEVEL) -> str:
+    """One line: what the bands are made of."""
+    head = f"{level:.0%} bands of one more run (Student's t on the log scale, {result_runs} runs)"
+    if not simulated:
+        return f"{head}: these runs' own spread, the host's noise in it"
+    if host is None:
+        return f"{head}: the simulator's spread alone — no calibrated host noise for this result"
+    return (f"{head}: the simulator's spread and the host's noise on updates/s and time to ε, "
+            f"σ = {host.sigma:.3f} on the log scale, from {host.source}")
+
+
+# --- judging bands against measured runs --------------------------------------------------------
+
+def measured_spread(metric: str, values: Iterable[float], scale: str, level: float = LEVEL) -> float:
+    """The central ``level`` spread of measured runs, on a band's scale: the width of a normal's central interval
+    with their mean and sample standard deviation (log values on the log scale); NaN with fewer than 2 runs."""
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) < 2 or (scale == "log" and not (x > 0).all()):
+        return math.nan
+    y = np.log(x) if scale == "log" else x
+    return float(2 * special.ndtri((1 + level) / 2) * y.std(ddof=1))
+
+
+@dataclass(frozen=True)
+class BandCheck:
+    """A band against measured runs: how many fell inside, and its width over theirs (NaN: undefined)."""
+
+    metric: str
+    band: Band
+    inside: int
+    runs: int
+    sharpness: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"band": self.band.to_json(), "inside": self.inside, "runs": self.runs,
+                "sharpness": None if not math.isfinite(self.sharpness) else self.sharpness}
+
+
+def check(predicted: Mapping[str, Sequence[float]], measured: Mapping[str, Sequence[float]],
+          host: HostNoise | None, level: float = LEVEL) -> dict[str, BandCheck]:
+    """Per metric, the band of ``predicted``'s runs (with ``host``) against ``measured``'s runs."""
+    out = {}
+    for m, b in bands(predicted, host, level).items():
+        ms = [float(v) for v in measured.get(m, []) if v is not None and math.isfinite(v)]
+        if not ms:
+            continue
+        spread = measured_spread(m, ms, b.scale, level)
+        sharp = b.width / spread if spread > 0 else math.nan
+        out[m] = BandCheck(m, b, sum(b.contains(v) for v in ms), len(ms), sharp)
+    return out
+
+
+def coverage(checks: Iterable[BandCheck]) -> tuple[int, int]:
+    """(measured runs inside their bands, measured runs) over ``checks``."""
+    cs = list(checks)
+    return sum(c.inside for c in cs), sum(c.runs for c in cs)
+
+
+def sharpness(checks: Iterable[BandCheck]) -> float:
+    """The median of the checks' width ratios (those defined); NaN where none is."""
+    v = [c.sharpness for c in checks if math.isfinite(c.sharpness)]
+    return float(np.median(v)) if v else math.nan
+
+
+def _num(v: float) -> str:
+    return "nan" if not math.isfinite(v) else f"{v:.4g}"
+
+
+def inputs(result: RunResult) -> tuple[bool, HostNoise | None]:
+    """Whether ``result`` was simulated (its backend simulates a machine), and the host noise its bands take:
+    :func:`host_noise_for` for a simulated one, none for a measured one (its runs carry the host's noise)."""
+    from simasgd.runs import backends
+
+    try:
+        simulated = hasattr(backends.load(result.backend), "simulated_machine")
+    except backends.BackendError:  # imported (peer) or absent here: measured elsewhere
+        simulated = False
+    return simulated, host_noise_for(result) if simulated else None
