@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simasgd import loader
-from simasgd.machine import place, resolve
+from simasgd.machines.machine import place, resolve
 from simasgd.sim import backend
+from simasgd.spec import loader
 from simasgd.sweep.grid import cells, from_table
 
 HERE = Path(__file__).resolve().parent

@@ -44,7 +44,7 @@ QUICK_UPDATES = 300
 HW_THREADS = 256  # epyc-7763-2s: 2 sockets × 64 cores × 2 threads
 
 # EASGD (Zhang, Choromanska, LeCun 2015): the moving rate α = β/p with β = pα = 0.9, the value the paper
-# suggests (simasgd/algorithms.py, `alpha`), and a communication period of τ = 10 local steps.
+# suggests (simasgd/spec/algorithms.py, `alpha`), and a communication period of τ = 10 local steps.
 EASGD_BETA = 0.9
 EASGD_TAU = 10
 
@@ -136,7 +136,8 @@ def cache_key(cell: Cell, run: int) -> str:
 
 def run_repeat(scenario: str, overrides: list[str], run: int, gradients_per_update: int) -> dict[str, Any]:
     """One repeat of one cell on the simulator (in a pool's worker): its summary, its staleness counts."""
-    from simasgd import backends, loader
+    from simasgd.runs import backends
+    from simasgd.spec import loader
 
     t0 = time.perf_counter()
     sc = loader.load(HERE / scenario, overrides)
@@ -167,7 +168,7 @@ def _write_json(path: Path, doc: dict[str, Any]) -> None:
 def run_grid(cells: Sequence[Cell], repeats: int, cache: Path, jobs: int,
              fresh: bool) -> dict[str, list[dict[str, Any]]]:
     """Every repeat of every cell, from the cache where it holds it, else on ``jobs`` processes."""
-    from simasgd import pools
+    from simasgd.runs import pools
 
     cache.mkdir(parents=True, exist_ok=True)
     done: dict[str, list[dict[str, Any]]] = {c.name: [] for c in cells}
@@ -344,7 +345,7 @@ def findings(rows: list[Row]) -> str:
 # -------------------------------------------------------------------------------------------- the figures
 
 def _libs() -> tuple[Any, Any]:
-    # Lazy, as simasgd.plots: Agg on a headless machine, seaborn's theme for the project's look.
+    # Lazy, as simasgd.evaluation.plots: Agg on a headless machine, seaborn's theme for the project's look.
     import matplotlib
 
     if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
@@ -601,7 +602,7 @@ def write_csv(rows: Sequence[Row], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from simasgd import pools
+    from simasgd.runs import pools
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true",

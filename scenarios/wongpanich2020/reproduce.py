@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simasgd import backends, loader
+from simasgd.runs import backends
+from simasgd.spec import loader
 
 HERE = Path(__file__).parent
 SOLVERS = ["sync", "eawild", "easgd", "hogwild", "param_server", "async_msgd", "ea_msgd"]
@@ -35,7 +36,7 @@ BATCH = 32
 
 
 def params(sc: object) -> int:
-    from simasgd.workloads import build_workload
+    from simasgd.numerics.workloads import build_workload
 
     return int(build_workload(sc.workload, sc.seed).dim)  # type: ignore[attr-defined]
 
