@@ -162,7 +162,7 @@ def test_the_backend_lists_the_loops_it_has(cuda: Any) -> None:
 
 @pytest.mark.slow
 def test_listing_the_backend_imports_no_numba_cuda() -> None:
-    code = ("import sys; from simasgd import backends; m = backends.load('cuda'); "
+    code = ("import sys; from simasgd.runs import backends; m = backends.load('cuda'); "
             "assert 'numba.cuda' not in sys.modules, 'numba.cuda imported'; print(sorted(m.ALGORITHMS))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr[-1500:]
