@@ -27,6 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from simasgd.runs.metadata import cpu_model  # the model name a run's own metadata records
+
 RESULTS = Path(__file__).resolve().parent / "results"
 ENVELOPE = ("schema", "schema_version", "commit", "machine", "date")
 # Words in /proc/cpuinfo model names that say nothing about the kind of machine.
@@ -48,17 +50,6 @@ def commit(repo: Path | None = None) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
-
-
-def cpu_model() -> str:
-    """The ``model name`` of /proc/cpuinfo, else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine() -> dict[str, Any]:
