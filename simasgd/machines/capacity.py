@@ -7,6 +7,7 @@ from __future__ import annotations
 import resource
 import threading
 from collections.abc import Generator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +102,12 @@ def check_workers(backend: str, workers: int, per_worker: int, what: str, shared
                         f"(at most {min(limits)}: {'; '.join(why)})")
 
 
+@lru_cache(maxsize=1)
 def simulated_worker_bytes() -> int:
     """The least memory one simulated worker holds, measured here: its placement slot, its random stream
     (``seeds.rng``) and its SimPy process, allocated for a few workers under tracemalloc. A lower bound (a worker
-    holds more as it runs), so a refusal on it is never wrong."""
+    holds more as it runs), so a refusal on it is never wrong. Measured once a process (tracemalloc costs tens of
+    milliseconds, and every simulated run asks)."""
     import sys
     import tracemalloc
 
