@@ -219,11 +219,13 @@ class DaskPool:
                                          dashboard_address=None, silence_logs=logging.ERROR)
             self._client = Client(self._cluster)
             return
+        _probe(address)
         try:
-            _probe(address)
             self._client = Client(address, timeout="20s")
-        except (OSError, TimeoutError, ValueError) as e:
-            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there ({e}); "
+        # Any failure to start a client is the address's: Dask's loop runner can fail with an AssertionError
+        # as well as the OSError or TimeoutError of a refused or silent host.
+        except Exception as e:
+            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there ({type(e).__name__}: {e}); "
                              f"use 'local' or an address like tcp://host:8786") from None
         workers = self._client.scheduler_info().get("workers", {})
         self.jobs = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
@@ -259,12 +261,25 @@ class DaskPool:
 
 
 def _probe(address: str) -> None:
-    """Fail fast on a refused TCP address (Dask itself retries until its timeout)."""
+    """Refuse an address without a host and port, and fail fast on a TCP one that nothing answers (Dask itself
+    retries until its timeout)."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
-    if parts.scheme == "tcp" and parts.hostname and parts.port:
-        socket.create_connection((parts.hostname, parts.port), timeout=5).close()
+    hint = "use 'local' or an address like tcp://host:8786"
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError as e:
+        raise SweepError(f"--dask {address}: not an address ({e}); {hint}") from None
+    if parts.scheme not in ("tcp", "tls"):
+        return  # other transports (inproc, ucx, ws) are Dask's to check
+    if not host or not port:
+        raise SweepError(f"--dask {address}: a scheduler address needs a host and a port; {hint}")
+    if parts.scheme == "tcp":
+        try:
+            socket.create_connection((host, port), timeout=5).close()
+        except OSError as e:
+            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there ({e}); {hint}") from None
 
 
 def _take(it: Iterator[Task], n: int) -> list[Task]:

@@ -80,6 +80,15 @@ def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "cannot reach a Dask scheduler" in res.output
 
 
+@pytest.mark.parametrize("address", ["nonesuch", "tcp://host-without-port", "tcp://[::1"])
+def test_a_dask_address_without_a_host_and_port_is_refused_before_dask_starts(tmp_path: Path,
+                                                                             address: str) -> None:
+    res = cli.invoke(app, ["sweep", SMALL, "-b", "serial", "-o", str(tmp_path / "s"), "-g", "optimizer.lr=0.1",
+                           "--dask", address])
+    assert res.exit_code == 2, res.output
+    assert f"--dask {address}" in res.output and "tcp://host:8786" in res.output
+
+
 def test_failing_cells_are_recorded_and_the_rest_finish(tmp_path: Path) -> None:
     out = tmp_path / "s"
     # A dataset folder that does not exist: valid syntax, so the task itself raises in the worker.
