@@ -226,7 +226,7 @@ class DaskPool:
         # as well as the OSError or TimeoutError of a refused or silent host.
         except Exception as e:
             raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there ({type(e).__name__}: {e}); "
-                             f"use 'local' or an address like tcp://host:8786") from None
+                             f"{_ADDRESS_HINT}") from None
         workers = self._client.scheduler_info().get("workers", {})
         self.jobs = max(1, sum(w.get("nthreads", 1) for w in workers.values()))
 
@@ -260,26 +260,29 @@ class DaskPool:
             self._cluster.close()
 
 
+_ADDRESS_HINT = "use 'local' or an address like tcp://host:8786"
+
+
 def _probe(address: str) -> None:
     """Refuse an address without a host and port, and fail fast on a TCP one that nothing answers (Dask itself
     retries until its timeout)."""
     from urllib.parse import urlsplit
 
-    hint = "use 'local' or an address like tcp://host:8786"
     try:
         parts = urlsplit(address if "://" in address else f"tcp://{address}")
         host, port = parts.hostname, parts.port
     except ValueError as e:
-        raise SweepError(f"--dask {address}: not an address ({e}); {hint}") from None
+        raise SweepError(f"--dask {address}: not an address ({e}); {_ADDRESS_HINT}") from None
     if parts.scheme not in ("tcp", "tls"):
         return  # other transports (inproc, ucx, ws) are Dask's to check
     if not host or not port:
-        raise SweepError(f"--dask {address}: a scheduler address needs a host and a port; {hint}")
+        raise SweepError(f"--dask {address}: a scheduler address needs a host and a port; {_ADDRESS_HINT}")
     if parts.scheme == "tcp":
         try:
             socket.create_connection((host, port), timeout=5).close()
         except OSError as e:
-            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there ({e}); {hint}") from None
+            raise SweepError(f"--dask {address}: cannot reach a Dask scheduler there ({e}); "
+                             f"{_ADDRESS_HINT}") from None
 
 
 def _take(it: Iterator[Task], n: int) -> list[Task]:
