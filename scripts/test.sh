@@ -15,11 +15,6 @@ unset PYTHONDONTWRITEBYTECODE
 # One worker more than the CPUs: many tests wait on processes they start (sweeps, clusters, torchrun), and
 # with one a CPU the CPUs sat idle a tenth of the time.
 PYTEST=(.venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadfile)
-# The whole suite on a fresh checkout: the numba kernels compiled once first, in parallel, rather than by the
-# suite's workers at once, each compiling the same ones (scripts/warm_kernels.py; seconds once cached).
-if [ "$#" -eq 0 ] || { [ "$#" -eq 1 ] && [ "$1" = "--fast" ]; }; then
-  .venv/bin/python scripts/warm_kernels.py
-fi
 if [ "${1:-}" = "--fast" ]; then
   shift
   exec "${PYTEST[@]}" -m "not slow and not hardware" "$@"
