@@ -27,9 +27,12 @@ from collections import Counter
 from collections.abc import Callable, Generator
 
 import simpy
+from simpy.events import NORMAL
 
 from simasgd.machines.machine import Machine
-from simasgd.sim.primitives import Req
+from simasgd.sim.primitives import Mutex, Req
+
+FAST_ROTATION = True  # a pool of spinners of a held mutex rotates in closed form (Rotation); tests compare without
 
 
 class CpuGrant(simpy.Event):
@@ -57,8 +60,13 @@ class CpuPool:
         self.waiting = 0  # requests in the heap not withdrawn
         self.order = itertools.count()
 
-    def request(self, th: Thread) -> CpuGrant:
-        g = CpuGrant(self.env, th, (th.cpu_time, self.env.now, next(self.order)))
+    def request(self, th: Thread, g: CpuGrant | None = None) -> CpuGrant:
+        """``th`` queues for a CPU; ``g``: the grant it already waits on (a rotating pool's spinner)."""
+        key = (th.cpu_time, self.env.now, next(self.order))
+        if g is None:
+            g = CpuGrant(self.env, th, key)
+        else:
+            g.key, g.at = key, -1.0
         heapq.heappush(self.heap, (g.key, g))
         self.waiting += 1
         self._dispatch()
@@ -99,6 +107,10 @@ class CpuPool:
         th.rq.since_sum += now
         if th.holds:
             th.rq.holders_off -= 1
+        rot = th.rq.rotation
+        if rot is not None:
+            rot.cur, rot.at = g, now + self.switch  # the switch ends at the rotation's next turn: no event
+            return
         g._ok, g._value = True, None
         self.env.schedule(g, delay=self.switch)
 
@@ -108,8 +120,8 @@ class RunQueue:
     joining this queue (``arrived``), a lock holder of this queue losing its CPU (``holder_out``). Nothing
     that happens on another pool wakes them, so an event costs the threads of one pool, not all of them."""
 
-    __slots__ = ("arrived", "changes", "cpu_sum", "holder_out", "holders_off", "members", "pool", "running",
-                 "since_sum", "threads")
+    __slots__ = ("arrived", "changes", "cpu_sum", "holder_out", "holders_off", "members", "parked", "pool",
+                 "rotation", "running", "since_sum", "threads")
 
     def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
         self.pool = CpuPool(env, cpus, quantum, switch)
@@ -117,6 +129,8 @@ class RunQueue:
         self.arrived = env.event()  # succeeds (and is re-armed) when a thread joins the run queue
         self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
         self.holders_off = 0  # threads that hold a lock and no CPU
+        self.parked = 0  # spinners of a mutex that gave their CPU up and have not asked for the lock again
+        self.rotation: Rotation | None = None  # set while the pool rotates in closed form
         # The runnable threads (queued or on a CPU) in sums, so that their mean CPU time costs O(1): their
         # number, their CPU time before the current turn, and the running ones' number and turn starts.
         self.members, self.cpu_sum, self.running, self.since_sum = 0, 0.0, 0, 0.0
@@ -143,7 +157,7 @@ class RunQueue:
 class Thread:
     """Scheduler state of one worker thread."""
 
-    __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "rq", "since", "sliced")
+    __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "rq", "since", "sliced", "spins_on")
 
     def __init__(self, rq: RunQueue, sliced: bool, cpu: int | None) -> None:
         self.rq = rq
@@ -156,6 +170,28 @@ class Thread:
         self.cpu_time = 0.0  # CPU time received before the current turn (the fair scheduler's vruntime)
         self.since = 0.0  # when the current turn on a CPU began
         self.queued = False  # waiting in its pool's run queue
+        self.spins_on: Mutex | None = None  # the mutex it spins on, while parked (off its CPU or giving it up)
+
+
+class Rotation:
+    """A single-CPU pool whose runnable threads all spin on one held mutex and yield at once (no pauses
+    between sched_yield calls): its CPU passes from spinner to spinner every context switch and nothing
+    another thread can see changes. So it runs without events, a turn every context switch, and the pool is
+    brought up to date (:meth:`Cores.replay`) only when someone looks at it, joins it, or the lock comes
+    free. Once a round (every spinner one turn) ends as it began shifted in CPU time, all later rounds do,
+    and whole rounds are taken at once."""
+
+    __slots__ = ("at", "cur", "first", "forfeits", "lock", "members", "periodic", "seen", "step")
+
+    def __init__(self, lock: Mutex, members: list[Thread]) -> None:
+        self.lock, self.members = lock, members
+        self.cur: CpuGrant | None = None  # the spinner granted the CPU last
+        self.at = math.inf  # when its context switch ends: the next turn
+        self.seen: set[Thread] = set()  # the spinners that turned in the round being checked
+        self.first: Thread | None = None  # the one that began that round
+        self.forfeits = 0  # slices each forfeited in it
+        self.step: dict[Thread, float] = {}  # CPU time each gained in its last turn of a clean round
+        self.periodic = False  # the last round was a shift of the one before: so are all later ones
 
 
 class Cores:
@@ -172,6 +208,8 @@ class Cores:
         self.quantum = machine.quantum_s
         self.switch = machine.context_switch_s
         self.spin_yield = spin_yield_s  # a spinner's pauses between two sched_yield calls (0: it yields at once)
+        self.forfeit = max(self.quantum, self.switch, _EPS)  # what a spinner forfeits on yield, its slice being whole
+        self.rotating: dict[Mutex, dict[RunQueue, None]] = {}  # the rotating pools of each mutex, in order
         queues_of: dict[int | None, RunQueue] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
@@ -190,12 +228,16 @@ class Cores:
     def on_cpu(self, w: int) -> bool:
         """Thread ``w`` holds a CPU now (a thread with a CPU of its own always does)."""
         th = self.threads[w]
+        if th.rq.rotation is not None:
+            self.replay(th.rq, self.env.now)
         return not th.sliced or th.req is not None
 
     def turned_since(self, w: int, t: float) -> bool:
         """Thread ``w`` shares its CPU and has lost it since time ``t`` (it holds none now, or its current
         turn began after ``t``): other threads ran on that CPU meanwhile."""
         th = self.threads[w]
+        if th.rq.rotation is not None:
+            self.replay(th.rq, self.env.now)
         return th.sliced and (th.req is None or th.since > t)
 
     def work(self, w: int, seconds: float, then: Callable[[], simpy.Event] | None = None) -> simpy.Event:
@@ -234,6 +276,7 @@ class Cores:
                 yield from take_cpu(self.env, self, th)
                 spun = self.env.now
                 if pending is None:
+                    _unpark(th)
                     pending = _again(parked, request)
                 continue
             assert pending is not None  # withdrawn only as it loses its CPU: asked again above, once back on one
@@ -245,6 +288,9 @@ class Cores:
                 behind = self._behind(th)
                 if (behind is not None and behind <= _EPS) or th.rq.holders_off:  # sched_yield
                     _withdraw(pending)
+                    _park(th, pending)
+                    if behind is not None and behind <= _EPS:
+                        self._may_rotate(th)
                     self.give_up(th)
                     parked, pending = pending, None
                     continue
@@ -257,6 +303,7 @@ class Cores:
             th.left -= self.env.now - t0
             if not pending.triggered and th.left <= _LEFT and self.quantum_over(th):
                 _withdraw(pending)  # preempted while spinning: withdrawn, back to the run queue
+                _park(th, pending)
                 parked, pending = pending, None
         return pending
 
@@ -290,6 +337,10 @@ class Cores:
         (a sleeper's lag is bounded, so one back from a barrier does not hold the CPU until it has caught
         up with everyone's CPU time), and spinners waiting to yield to it are woken."""
         rq = th.rq
+        rot = rq.rotation
+        if rot is not None and th.spins_on is not rot.lock:  # a newcomer: the pool goes back to events
+            self.replay(rq, self.env.now)
+            self._stop(rq)
         mean = rq.mean_vruntime(self.env.now)
         if mean is not None:
             th.cpu_time = max(th.cpu_time, mean - self.quantum)
@@ -331,6 +382,120 @@ class Cores:
         if th.sliced and th.req is None and th.holds == (1 if held else 0):
             th.rq.holders_off += 1 if held else -1  # a thread off its CPU took its first lock or released its last
 
+    def _may_rotate(self, th: Thread) -> None:
+        """``th``, a spinner of a held mutex, yields its CPU at once: if every runnable thread of its
+        single-CPU pool is such a spinner, the pool rotates in closed form from this turn on. Their CPU times
+        within a few slices of each other, each turn's forfeits bring its spinner past the runnable mean
+        (and so past the least-served queued one): every later turn yields at once too."""
+        rq, lock = th.rq, th.spins_on
+        if (not FAST_ROTATION or self.spin_yield or lock is None or rq.rotation is not None
+                or rq.pool.capacity != 1 or rq.parked != rq.members):
+            return
+        members = [t for t in rq.threads if t.queued or t.req is not None]
+        if any(t.spins_on is not lock for t in members):
+            return
+        cpu = [self.vruntime(t) for t in members]
+        if max(cpu) - min(cpu) > _SPREAD * self.forfeit:
+            return
+        rq.rotation = Rotation(lock, members)  # before th's CPU changes hands: no event for the next one
+        self.rotating.setdefault(lock, {})[rq] = None
+        lock.on_free = self._lock_free
+
+    def replay(self, rq: RunQueue, until: float) -> None:
+        """Bring a rotating pool up to ``until``: its turns before then, each by the event path's own code run
+        at the turn's time (so the figures are those events would leave), whole rounds at once where periodic."""
+        rot = rq.rotation
+        assert rot is not None
+        env, s, m = self.env, self.switch, len(rot.members)
+        now = env.now
+        try:
+            while rot.at < until:
+                if rot.periodic and (rounds := int((until - rot.at) / s) // m - 1) > 0 and _apart(rot, rounds):
+                    self._jump(rq, rot, rounds)
+                    continue
+                env._now = rot.at
+                self._turn(rq, rot)
+        finally:
+            env._now = now
+
+    def _turn(self, rq: RunQueue, rot: Rotation) -> None:
+        """A rotating pool's turn at ``env.now``: its spinner, its switch paid, finds the lock held and calls
+        sched_yield (spin_wait's yield); the CPU goes to the least-served, and the spinner queues again on
+        the grant its process waits on."""
+        g = rot.cur
+        assert g is not None
+        th = g.th
+        c0 = th.cpu_time
+        behind = self._behind(th)
+        if behind is None or behind > _EPS:
+            raise AssertionError(f"a rotating pool's spinner would not yield (behind {behind}): "
+                                 "the closed form does not hold here")
+        forfeits = round((th.cpu_time - c0) / self.forfeit)
+        self.give_up(th)
+        gained = th.cpu_time
+        self.joined(th)
+        lifted = th.cpu_time != gained  # placed one slice behind the mean: not a shift of the last round
+        th.pool.request(th, g)
+        _check_round(rot, th, forfeits, lifted, th.cpu_time - c0)
+
+    def _jump(self, rq: RunQueue, rot: Rotation, rounds: int) -> None:
+        """``rounds`` whole rounds at once: each spinner gains its round's CPU time that many times; the
+        clock (turn after turn, as events would add it up), the grants' arrival order and the run queue's
+        sums move on with them."""
+        s, pool = self.switch, rq.pool
+        turns = rounds * len(rot.members)
+        for th in rot.members:
+            th.cpu_time += rounds * rot.step[th]
+        cur = rot.cur
+        assert cur is not None
+        since = cur.th.since
+        for _ in range(turns):
+            since += s
+        cur.at = cur.th.since = since
+        rot.at = since + s
+        order = next(pool.order)
+        pool.order = itertools.count(order + turns)
+        heap = []
+        for _key, g in pool.heap:
+            if g.at != -2.0:  # the arrival time only breaks ties of CPU time, which a periodic rotation has not
+                g.key = (g.th.cpu_time, g.key[1] + turns * s, g.key[2] + turns)
+                heap.append((g.key, g))
+        heapq.heapify(heap)
+        pool.heap = heap
+        rq.cpu_sum = math.fsum(t.cpu_time for t in rot.members)
+        rq.since_sum = cur.th.since
+        rq.changes = (rq.changes + 2 * turns) % _RESUM
+
+    def _stop(self, rq: RunQueue) -> None:
+        """A rotating pool, up to date, goes back to events: its pending turn is scheduled at its time."""
+        rot = rq.rotation
+        assert rot is not None and rot.cur is not None
+        rq.rotation = None
+        del self.rotating[rot.lock][rq]
+        g = rot.cur
+        g._ok, g._value = True, None
+        env = self.env
+        heapq.heappush(env._queue, (rot.at, NORMAL, next(env._eid), g))
+
+    def _lock_free(self, lock: Mutex) -> None:
+        """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner
+        of a rotating pool whose turn comes first (unless a thread running meanwhile does). That pool alone
+        goes back to events from that turn; the others rotate on, their next turns being later."""
+        pools = self.rotating.get(lock)
+        if not pools:
+            return
+        now, s = self.env.now, self.switch
+        best, best_t = None, math.inf
+        for rq in pools:  # each one's first turn from now, as whole switches from its next (to rounding)
+            rot = rq.rotation
+            assert rot is not None
+            t = rot.at if rot.at >= now else rot.at + math.ceil((now - rot.at) / s) * s
+            if t < best_t:
+                best, best_t = rq, t
+        assert best is not None
+        self.replay(best, now)
+        self._stop(best)
+
     def _preempted(self, th: Thread) -> None:
         if th.holds:
             _fire(th.rq, "holder_out")
@@ -350,10 +515,57 @@ def _fire(rq: RunQueue, name: str) -> None:
         ev.succeed()
 
 
+def _park(th: Thread, req: simpy.Event) -> None:
+    """A spinner gives its CPU up without the lock: while off it, it counts as a parked spinner of a mutex."""
+    lock = getattr(req, "lock", None)
+    if type(lock) is Mutex:
+        th.spins_on = lock
+        th.rq.parked += 1
+
+
+def _unpark(th: Thread) -> None:
+    """Back on its CPU, the spinner asks for the lock again."""
+    if th.spins_on is not None:
+        th.spins_on = None
+        th.rq.parked -= 1
+
+
+def _apart(rot: Rotation, rounds: int) -> bool:
+    """Whether ``rounds`` rounds may be taken at once: each spinner's gain multiplied, not added up turn by
+    turn, differs from it by rounding, and the CPU goes round in the order of the spinners' CPU times — of
+    one before its turn against another's after it, one round's gain higher. So no two of those may be
+    within the rounding of each other, or that rounding would decide who turns first."""
+    step = max(rot.step.values())
+    cpu = sorted([t.cpu_time for t in rot.members] + [t.cpu_time + rot.step[t] for t in rot.members])
+    margin = _TIE_ULPS * (rounds + 1) * math.ulp(abs(cpu[-1]) + rounds * step)
+    return all(b - a > margin for a, b in itertools.pairwise(cpu))
+
+
+def _check_round(rot: Rotation, th: Thread, forfeits: int, lifted: bool, gained: float) -> None:
+    """Whether the rotation is periodic: a round in which every spinner turned once, each forfeiting as many
+    slices and none placed behind the mean, ending with the CPU back at the spinner that began it, leaves
+    the pool as it found it shifted in CPU time — so every later round is the same."""
+    if lifted or (rot.seen and (forfeits != rot.forfeits or th in rot.seen)):
+        rot.seen.clear()
+        rot.periodic = False
+        if lifted:
+            return
+    if not rot.seen:
+        rot.first, rot.forfeits = th, forfeits
+    rot.seen.add(th)
+    rot.step[th] = gained
+    if len(rot.seen) == len(rot.members):
+        assert rot.cur is not None
+        rot.periodic = rot.cur.th is rot.first
+        rot.seen.clear()
+
+
 _EPS = 1e-12  # seconds: below SimPy's clock resolution at run lengths of seconds
 _LEFT = 1e-15  # seconds of a quantum left below which it is spent
 _MAX_FORFEITS = 64
 _RESUM = 256  # changes to a run queue's sums between two exact sums
+_TIE_ULPS = 64  # rounding steps a jump may differ by from adding up turn by turn, per round, with room
+_SPREAD = 16  # forfeits' worth of CPU time between a rotating pool's spinners, at most (each turn needs < 64)
 
 
 def _withdraw(req: simpy.Event) -> None:
@@ -388,6 +600,9 @@ def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simp
     try:
         yield req
     except simpy.Interrupt:  # its work cancelled (k-sync)
+        if th.rq.rotation is not None:
+            cores.replay(th.rq, env.now)
+            cores._stop(th.rq)
         if req.at == env.now and th.req is req:  # granted in this instant: the CPU goes back (if not yet)
             cores.give_up(th)
         elif req.at < 0:  # still queued

@@ -57,6 +57,9 @@ class Mutex:
         self.env = env
         self.holder: LockRequest | None = None
         self.queue: deque[LockRequest] = deque()
+        # told when a release leaves the lock free: spinners the scheduler rotates without events
+        # (simasgd.sim.cpu.Rotation) are not in the queue, and the first of them to turn takes it
+        self.on_free: Callable[[Mutex], None] | None = None
 
     @property
     def free(self) -> bool:
@@ -82,6 +85,8 @@ class Mutex:
         if self.queue:
             self.holder = self.queue.popleft()
             self.holder.succeed()
+        elif self.on_free is not None:
+            self.on_free(self)
 
     def withdraw(self, req: LockRequest) -> None:
         self.queue.remove(req)
