@@ -392,7 +392,7 @@ class Cores:
                 or rq.pool.capacity != 1 or rq.parked != rq.members):
             return
         members = [t for t in rq.threads if t.queued or t.req is not None]
-        if any(t.spins_on is not lock for t in members):
+        if any(t.spins_on is not lock for t in members) or len(rq.pool.heap) != rq.pool.waiting:
             return
         cpu = [self.vruntime(t) for t in members]
         if max(cpu) - min(cpu) > _SPREAD * self.forfeit:
@@ -402,41 +402,79 @@ class Cores:
         lock.on_free = self._lock_free
 
     def replay(self, rq: RunQueue, until: float) -> None:
-        """Bring a rotating pool up to ``until``: its turns before then, each by the event path's own code run
-        at the turn's time (so the figures are those events would leave), whole rounds at once where periodic."""
+        """Bring a rotating pool up to ``until``: its turns before then as events would leave them, whole
+        rounds at once where periodic and no two spinners are within rounding of each other."""
         rot = rq.rotation
         assert rot is not None
-        env, s, m = self.env, self.switch, len(rot.members)
-        now = env.now
-        try:
-            while rot.at < until:
-                if rot.periodic and (rounds := int((until - rot.at) / s) // m - 1) > 0 and _apart(rot, rounds):
+        s, m = self.switch, len(rot.members)
+        while rot.at < until:
+            if rot.periodic:
+                rounds = int((until - rot.at) / s) // m - 1
+                if rounds > 0 and _apart(rot, rounds):
                     self._jump(rq, rot, rounds)
                     continue
-                env._now = rot.at
-                self._turn(rq, rot)
-        finally:
-            env._now = now
+            self._turns(rq, rot, until, m)
 
-    def _turn(self, rq: RunQueue, rot: Rotation) -> None:
-        """A rotating pool's turn at ``env.now``: its spinner, its switch paid, finds the lock held and calls
-        sched_yield (spin_wait's yield); the CPU goes to the least-served, and the spinner queues again on
-        the grant its process waits on."""
-        g = rot.cur
+    def _turns(self, rq: RunQueue, rot: Rotation, until: float, limit: int) -> None:
+        """A rotating pool's turns before ``until``, one by one, ``limit`` at most or until it turns out
+        periodic. Each is what the event path does at it, float for float, written out: its spinner, its
+        switch paid, finds the lock held and calls sched_yield (``_behind``: forfeits, then behind the
+        least-served); it gives the CPU up (``give_up``), which goes to the least-served queued (``_grant``);
+        it joins the run queue again (``joined``) on the grant its process waits on (``CpuPool.request``)."""
+        pool = rq.pool
+        heap, order = pool.heap, pool.order
+        s, q, f = self.switch, self.quantum, self.forfeit
+        g, t = rot.cur, rot.at
         assert g is not None
-        th = g.th
-        c0 = th.cpu_time
-        behind = self._behind(th)
-        if behind is None or behind > _EPS:
-            raise AssertionError(f"a rotating pool's spinner would not yield (behind {behind}): "
-                                 "the closed form does not hold here")
-        forfeits = round((th.cpu_time - c0) / self.forfeit)
-        self.give_up(th)
-        gained = th.cpu_time
-        self.joined(th)
-        lifted = th.cpu_time != gained  # placed one slice behind the mean: not a shift of the last round
-        th.pool.request(th, g)
-        _check_round(rot, th, forfeits, lifted, th.cpu_time - c0)
+        periodic = rot.periodic
+        while t < until and limit > 0:
+            limit -= 1
+            th = g.th
+            since = th.since
+            c0 = c = th.cpu_time
+            least = heap[0][0][0]  # a rotating pool's queue holds no withdrawn requests
+            forfeits = 0
+            while forfeits < _MAX_FORFEITS:
+                if c + (t - since) > (rq.cpu_sum + (rq.running * t - rq.since_sum)) / rq.members + _EPS:
+                    break
+                c += f
+                rq.cpu_sum += f
+                forfeits += 1
+            if least - (c + (t - since)) > _EPS:
+                raise AssertionError("a rotating pool's spinner would not yield: the closed form does not hold")
+            th.req = None  # give_up
+            rq.members -= 1
+            rq.running -= 1
+            rq.since_sum -= since
+            rq.cpu_sum -= c
+            c += t - since
+            th.cpu_time = c
+            rq.changed()
+            g2 = heapq.heappop(heap)[1]  # release: the least-served is granted the CPU
+            pool.waiting -= 1
+            th2 = g2.th
+            g2.at = th2.since = t
+            th2.queued, th2.req, th2.left = False, g2, q
+            rq.running += 1
+            rq.since_sum += t
+            gained = c  # joined: at most one slice behind the runnable mean
+            c = max(c, (rq.cpu_sum + (rq.running * t - rq.since_sum)) / rq.members - q)
+            th.cpu_time = c
+            th.queued = True
+            rq.members += 1
+            rq.cpu_sum += c
+            rq.changed()
+            g.key = (c, t, next(order))  # request: queued again on the same grant
+            g.at = -1.0
+            heapq.heappush(heap, (g.key, g))
+            pool.waiting += 1
+            g, t = g2, t + s
+            rot.cur = g
+            _check_round(rot, th, forfeits, c != gained, c - c0)
+            if rot.periodic and not periodic:
+                break
+            periodic = rot.periodic
+        rot.cur, rot.at = g, t
 
     def _jump(self, rq: RunQueue, rot: Rotation, rounds: int) -> None:
         """``rounds`` whole rounds at once: each spinner gains its round's CPU time that many times; the
