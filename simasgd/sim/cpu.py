@@ -146,12 +146,16 @@ class RunQueue:
         """Every so many changes the sums are taken again from the threads, so rounding cannot build up."""
         self.changes += 1
         if self.changes >= _RESUM:
-            self.changes = 0
-            members = [t for t in self.threads if t.queued or t.req is not None]
-            self.members = len(members)
-            self.cpu_sum = math.fsum(t.cpu_time for t in members)
-            self.running = sum(t.req is not None for t in members)
-            self.since_sum = math.fsum(t.since for t in members if t.req is not None)
+            self.resum()
+
+    def resum(self) -> None:
+        """The sums taken again from the threads."""
+        self.changes = 0
+        members = [t for t in self.threads if t.queued or t.req is not None]
+        self.members = len(members)
+        self.cpu_sum = math.fsum(t.cpu_time for t in members)
+        self.running = sum(t.req is not None for t in members)
+        self.since_sum = math.fsum(t.since for t in members if t.req is not None)
 
 
 class Thread:
@@ -449,7 +453,9 @@ class Cores:
             rq.cpu_sum -= c
             c += t - since
             th.cpu_time = c
-            rq.changed()
+            rq.changes += 1
+            if rq.changes >= _RESUM:
+                rq.resum()
             g2 = heapq.heappop(heap)[1]  # release: the least-served is granted the CPU
             pool.waiting -= 1
             th2 = g2.th
@@ -458,12 +464,16 @@ class Cores:
             rq.running += 1
             rq.since_sum += t
             gained = c  # joined: at most one slice behind the runnable mean
-            c = max(c, (rq.cpu_sum + (rq.running * t - rq.since_sum)) / rq.members - q)
+            lift = (rq.cpu_sum + (rq.running * t - rq.since_sum)) / rq.members - q
+            if lift > c:
+                c = lift
             th.cpu_time = c
             th.queued = True
             rq.members += 1
             rq.cpu_sum += c
-            rq.changed()
+            rq.changes += 1
+            if rq.changes >= _RESUM:
+                rq.resum()
             g.key = (c, t, next(order))  # request: queued again on the same grant
             g.at = -1.0
             heapq.heappush(heap, (g.key, g))
