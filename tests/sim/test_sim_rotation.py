@@ -1,0 +1,119 @@
+"""Spinners of a held mutex rotating in closed form (``simasgd.sim.cpu.Rotation``) leave the rows events would.
+
+A pool whose runnable threads all spin on a held mutex hands its CPU from spinner to spinner every context
+switch; the simulator takes those turns by arithmetic, not events, until something can see them. Each case
+runs a seeded scenario with that fast path and without it (``cpu.FAST_ROTATION``): the rows must be the
+same — the same updates, staleness and versions, times equal to 1e-9 — with far fewer SimPy events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import simpy
+
+from simasgd import loader
+from simasgd.sim import backend, cpu
+from simasgd.sim.primitives import Mutex
+
+LONG_HOLDS = ('timing.gradient={dist="gamma", mean_s=5e-4, shape=10}',
+              'timing.update={dist="gamma", mean_s=4e-4, shape=10}',
+              'timing.read={dist="gamma", mean_s=5e-6, shape=10}')  # hundreds of turns a hold: whole rounds
+SHORT_HOLDS = ('timing.gradient={dist="gamma", mean_s=5e-5, shape=10}',
+               'timing.update={dist="gamma", mean_s=3e-5, shape=10}',
+               'timing.read={dist="gamma", mean_s=5e-6, shape=10}')  # a few turns a hold
+BASE: dict[str, Any] = {
+    "name": "rotation", "seed": 7, "machine": {"preset": "laptop-2core"}, "workers": {"placement": "os"},
+    "workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16},
+    "algorithm": {"name": "mutex"}, "sim": {"numerics": False}, "stop": {"max_time_s": 1e9},
+}
+EXACT = ["worker", "version", "read_version", "staleness", "applied"]
+
+
+def simulate(monkeypatch: pytest.MonkeyPatch, fast: bool, overrides: tuple[str, ...],
+             seed: int = 0) -> tuple[pd.DataFrame, int, dict[str, int]]:
+    """The rows, the SimPy events processed and the fast path's work (turns jumped in whole rounds)."""
+    counts = {"events": 0, "jumped": 0}
+    step, jump = simpy.Environment.step, cpu.Cores._jump
+
+    def counted_step(env: simpy.Environment) -> None:
+        counts["events"] += 1
+        step(env)
+
+    def counted_jump(cores: cpu.Cores, rq: cpu.RunQueue, rot: cpu.Rotation, rounds: int) -> None:
+        counts["jumped"] += rounds * len(rot.members)
+        jump(cores, rq, rot, rounds)
+
+    with monkeypatch.context() as m:
+        m.setattr(cpu, "FAST_ROTATION", fast)
+        m.setattr(simpy.Environment, "step", counted_step)
+        m.setattr(cpu.Cores, "_jump", counted_jump)
+        sc = loader.from_dict(loader.apply_overrides(BASE, overrides))
+        rows = backend.run_once(sc, seed).updates
+    return rows, counts["events"], counts
+
+
+def assert_same_rows(events: pd.DataFrame, fast: pd.DataFrame) -> None:
+    assert list(events.columns) == list(fast.columns) and len(events) == len(fast)
+    for c in events.columns:
+        a, b = events[c].to_numpy(), fast[c].to_numpy()
+        if c in EXACT or a.dtype.kind not in "fc":
+            assert np.array_equal(a, b), c
+        else:
+            np.testing.assert_allclose(b, a, rtol=1e-9, atol=0, equal_nan=True, err_msg=c)
+
+
+CASES = [
+    ("mutex", 12, 600, LONG_HOLDS),
+    ("mutex", 24, 400, LONG_HOLDS),
+    ("mutex", 40, 800, SHORT_HOLDS),
+    ("ssp", 24, 600, LONG_HOLDS),  # sleepers woken by the clock join rotating pools
+    ("ssp", 40, 600, SHORT_HOLDS),
+]
+
+
+@pytest.mark.parametrize(("algorithm", "workers", "updates", "timing"), CASES)
+def test_rotation_leaves_the_rows_events_leave(monkeypatch: pytest.MonkeyPatch, algorithm: str, workers: int,
+                                              updates: int, timing: tuple[str, ...]) -> None:
+    ov = (f"algorithm.name={algorithm}", f"workers.count={workers}", f"stop.max_updates={updates}", *timing)
+    if algorithm == "ssp":
+        ov = (*ov, "algorithm.bound=2")
+    events, n_events, _ = simulate(monkeypatch, False, ov)
+    fast, n_fast, _ = simulate(monkeypatch, True, ov)
+    assert_same_rows(events, fast)
+    assert n_fast < 0.75 * n_events, (n_fast, n_events)  # the spinners' turns were taken without events
+
+
+def test_whole_rounds_at_once_leave_the_rows_turns_leave(monkeypatch: pytest.MonkeyPatch) -> None:
+    ov = ("workers.count=24", "stop.max_updates=1500", *LONG_HOLDS)
+    events, n_events, _ = simulate(monkeypatch, False, ov, seed=1)
+    fast, n_fast, work = simulate(monkeypatch, True, ov, seed=1)
+    assert work["jumped"] > 0.25 * n_events, (work, n_events)  # many turns went by in whole rounds
+    assert_same_rows(events, fast)
+    assert n_fast < 0.25 * n_events, (n_fast, n_events)
+
+
+def test_rotation_is_not_taken_for_a_read_write_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    ov = ("algorithm.name=rwlock", "workers.count=24", "stop.max_updates=300", *LONG_HOLDS)
+    events, n_events, _ = simulate(monkeypatch, False, ov)
+    fast, n_fast, work = simulate(monkeypatch, True, ov)
+    assert_same_rows(events, fast)
+    assert n_fast == n_events and work["jumped"] == 0
+
+
+def test_a_mutex_says_when_a_release_leaves_it_free() -> None:
+    env = simpy.Environment()
+    lock = Mutex(env)
+    freed: list[float] = []
+    tell: Callable[[Mutex], None] = lambda m: freed.append(m.env.now)
+    lock.on_free = tell
+    first = lock.request()
+    second = lock.request()  # queued behind the holder
+    lock.release(first)  # handed to the waiter: not free
+    assert freed == [] and lock.holder is second
+    lock.release(second)
+    assert freed == [0.0] and lock.free
