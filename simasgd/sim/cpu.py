@@ -185,10 +185,13 @@ class Rotation:
     free. Once a round (every spinner one turn) ends as it began shifted in CPU time, all later rounds do,
     and whole rounds are taken at once."""
 
-    __slots__ = ("at", "cur", "first", "forfeits", "lock", "members", "periodic", "seen", "step")
+    __slots__ = ("at", "cur", "eid", "first", "forfeits", "lock", "members", "periodic", "seen", "step")
 
-    def __init__(self, lock: Mutex, members: list[Thread]) -> None:
+    def __init__(self, lock: Mutex, members: list[Thread], eid: int) -> None:
         self.lock, self.members = lock, members
+        # SimPy orders events of one instant by when they were made: the rotation's turns rank as the grant
+        # that began it would have, whichever instant they fall on
+        self.eid = eid
         self.cur: CpuGrant | None = None  # the spinner granted the CPU last
         self.at = math.inf  # when its context switch ends: the next turn
         self.seen: set[Thread] = set()  # the spinners that turned in the round being checked
@@ -401,7 +404,8 @@ class Cores:
         cpu = [self.vruntime(t) for t in members]
         if max(cpu) - min(cpu) > _SPREAD * self.forfeit:
             return
-        rq.rotation = Rotation(lock, members)  # before th's CPU changes hands: no event for the next one
+        # before th's CPU changes hands: no event for the next one
+        rq.rotation = Rotation(lock, members, next(self.env._eid))
         self.rotating.setdefault(lock, {})[rq] = None
         lock.on_free = self._lock_free
 
@@ -523,7 +527,7 @@ class Cores:
         g = rot.cur
         g._ok, g._value = True, None
         env = self.env
-        heapq.heappush(env._queue, (rot.at, NORMAL, next(env._eid), g))
+        heapq.heappush(env._queue, (rot.at, NORMAL, rot.eid, g))
 
     def _lock_free(self, lock: Mutex) -> None:
         """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner
@@ -533,13 +537,13 @@ class Cores:
         if not pools:
             return
         now, s = self.env.now, self.switch
-        best, best_t = None, math.inf
+        best, best_t = None, (math.inf, 0)
         for rq in pools:  # each one's first turn from now, as whole switches from its next (to rounding)
             rot = rq.rotation
             assert rot is not None
             t = rot.at if rot.at >= now else rot.at + math.ceil((now - rot.at) / s) * s
-            if t < best_t:
-                best, best_t = rq, t
+            if (t, rot.eid) < best_t:
+                best, best_t = rq, (t, rot.eid)
         assert best is not None
         self.replay(best, now)
         self._stop(best)
