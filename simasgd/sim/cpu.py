@@ -16,6 +16,13 @@ forfeits the rest of its slice (kernel commit 79104becf42b, "Forfeit vruntime on
 6.15+); it then hands its CPU to the least-served queued thread once it has had more CPU time than that
 one, or at once to a descheduled lock holder. So waiters that meet contention leave the CPU to threads
 that can work, and descheduling lands at lock waits.
+
+A single-CPU pool whose runnable threads all spin on one held mutex, each yielding at once, passes its CPU
+from spinner to spinner every context switch and nothing another thread can see changes: it rotates in
+closed form (:class:`Rotation`), without events, and is brought up to date, float for float, only when it is
+looked at, joined, or the mutex comes free (then the spinner whose turn comes first takes it). So a turn
+costs arithmetic, not an event, and whole rounds go at once where they repeat; ``FAST_ROTATION`` off, every
+turn is an event.
 """
 
 from __future__ import annotations
