@@ -441,6 +441,11 @@ class Cores:
         s, q, f = self.switch, self.quantum, self.forfeit
         g, t = rot.cur, rot.at
         assert g is not None
+        # a turn takes the pool from m runnable threads, one running, to m - 1 none and back: those counts
+        # are fixed, and the sums live in locals between the exact sums (RunQueue.resum) that read them
+        m, ones = rq.members, rq.running
+        assert ones == 1 and pool.waiting == m - 1
+        cpu_sum, since_sum, changes = rq.cpu_sum, rq.since_sum, rq.changes
         periodic = rot.periodic
         while t < until and limit > 0:
             limit -= 1
@@ -450,51 +455,51 @@ class Cores:
             least = heap[0][0][0]  # a rotating pool's queue holds no withdrawn requests
             forfeits = 0
             while forfeits < _MAX_FORFEITS:
-                if c + (t - since) > (rq.cpu_sum + (rq.running * t - rq.since_sum)) / rq.members + _EPS:
+                if c + (t - since) > (cpu_sum + (ones * t - since_sum)) / m + _EPS:
                     break
                 c += f
-                rq.cpu_sum += f
+                cpu_sum += f
                 forfeits += 1
             if least - (c + (t - since)) > _EPS:
                 raise AssertionError("a rotating pool's spinner would not yield: the closed form does not hold")
             th.req = None  # give_up
-            rq.members -= 1
-            rq.running -= 1
-            rq.since_sum -= since
-            rq.cpu_sum -= c
+            since_sum -= since
+            cpu_sum -= c
             c += t - since
             th.cpu_time = c
-            rq.changes += 1
-            if rq.changes >= _RESUM:
+            changes += 1
+            if changes >= _RESUM:
+                rq.members, rq.running = m - 1, 0
                 rq.resum()
+                cpu_sum, since_sum, changes = rq.cpu_sum, rq.since_sum, rq.changes
             g2 = heapq.heappop(heap)[1]  # release: the least-served is granted the CPU
-            pool.waiting -= 1
             th2 = g2.th
             g2.at = th2.since = t
             th2.queued, th2.req, th2.left = False, g2, q
-            rq.running += 1
-            rq.since_sum += t
+            since_sum += t
             gained = c  # joined: at most one slice behind the runnable mean
-            lift = (rq.cpu_sum + (rq.running * t - rq.since_sum)) / rq.members - q
+            lift = (cpu_sum + (ones * t - since_sum)) / (m - 1) - q
             if lift > c:
                 c = lift
             th.cpu_time = c
             th.queued = True
-            rq.members += 1
-            rq.cpu_sum += c
-            rq.changes += 1
-            if rq.changes >= _RESUM:
+            cpu_sum += c
+            changes += 1
+            if changes >= _RESUM:
+                rq.members, rq.running = m, 1
                 rq.resum()
+                cpu_sum, since_sum, changes = rq.cpu_sum, rq.since_sum, rq.changes
             g.key = (c, t, next(order))  # request: queued again on the same grant
             g.at = -1.0
             heapq.heappush(heap, (g.key, g))
-            pool.waiting += 1
             g, t = g2, t + s
             rot.cur = g
             _check_round(rot, th, forfeits, c != gained, c - c0)
             if rot.periodic and not periodic:
                 break
             periodic = rot.periodic
+        rq.members, rq.running = m, ones
+        rq.cpu_sum, rq.since_sum, rq.changes = cpu_sum, since_sum, changes
         rot.cur, rot.at = g, t
 
     def _jump(self, rq: RunQueue, rot: Rotation, rounds: int) -> None:
