@@ -58,7 +58,7 @@ class CpuPool:
     by arrival. A grant hands the CPU over at once — the thread is on it from that instant, its quantum
     started — and wakes the thread once the context switch is paid: one event a turn on a CPU."""
 
-    __slots__ = ("capacity", "env", "free", "heap", "order", "quantum", "switch", "waiting")
+    __slots__ = ("capacity", "env", "free", "granted", "heap", "order", "quantum", "switch", "waiting")
 
     def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
         self.env, self.capacity, self.free = env, cpus, cpus
@@ -66,6 +66,7 @@ class CpuPool:
         self.heap: list[tuple[tuple[float, float, int], CpuGrant]] = []
         self.waiting = 0  # requests in the heap not withdrawn
         self.order = itertools.count()
+        self.granted = -math.inf  # when it last handed a CPU over
 
     def request(self, th: Thread, g: CpuGrant | None = None) -> CpuGrant:
         """``th`` queues for a CPU; ``g``: the grant it already waits on (a rotating pool's spinner)."""
@@ -107,7 +108,7 @@ class CpuPool:
 
     def _grant(self, g: CpuGrant) -> None:
         th, now = g.th, self.env.now
-        g.at = now
+        g.at = self.granted = now
         th.queued = False
         th.req, th.left, th.since = g, self.quantum, now
         th.rq.running += 1
@@ -128,7 +129,7 @@ class RunQueue:
     that happens on another pool wakes them, so an event costs the threads of one pool, not all of them."""
 
     __slots__ = ("arrived", "changes", "cpu_sum", "holder_out", "holders_off", "members", "parked", "pool",
-                 "rotation", "running", "since_sum", "threads")
+                 "retry", "rotation", "running", "since_sum", "threads")
 
     def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
         self.pool = CpuPool(env, cpus, quantum, switch)
@@ -138,6 +139,7 @@ class RunQueue:
         self.holders_off = 0  # threads that hold a lock and no CPU
         self.parked = 0  # spinners of a mutex that gave their CPU up and have not asked for the lock again
         self.rotation: Rotation | None = None  # set while the pool rotates in closed form
+        self.retry = -math.inf  # when a pool found in step with another may next try to rotate
         # The runnable threads (queued or on a CPU) in sums, so that their mean CPU time costs O(1): their
         # number, their CPU time before the current turn, and the running ones' number and turn starts.
         self.members, self.cpu_sum, self.running, self.since_sum = 0, 0.0, 0, 0.0
@@ -227,9 +229,11 @@ class Cores:
         queues_of: dict[int | None, RunQueue] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
+        self.queues: list[RunQueue] = []
         for cpu in cpus:
             if cpu not in queues_of:
                 queues_of[cpu] = RunQueue(env, machine.hw_threads if cpu is None else 1, self.quantum, self.switch)
+                self.queues.append(queues_of[cpu])
             rq = queues_of[cpu]
             th = Thread(rq, load[cpu] > rq.pool.capacity, cpu)
             rq.threads.append(th)
@@ -403,7 +407,7 @@ class Cores:
         (and so past the least-served queued one): every later turn yields at once too."""
         rq, lock = th.rq, th.spins_on
         if (not FAST_ROTATION or self.spin_yield or lock is None or rq.rotation is not None
-                or rq.pool.capacity != 1 or rq.parked != rq.members):
+                or rq.pool.capacity != 1 or rq.parked != rq.members or self.env.now < rq.retry):
             return
         members = [t for t in rq.threads if t.queued or t.req is not None]
         if any(t.spins_on is not lock for t in members) or len(rq.pool.heap) != rq.pool.waiting:
@@ -411,10 +415,27 @@ class Cores:
         cpu = [self.vruntime(t) for t in members]
         if max(cpu) - min(cpu) > _SPREAD * self.forfeit:
             return
+        if self._in_step(rq):  # likely so for a while: events for a round before looking again
+            rq.retry = self.env.now + len(members) * self.switch
+            return
         # before th's CPU changes hands: no event for the next one
         rq.rotation = Rotation(lock, members, next(self.env._eid))
         self.rotating.setdefault(lock, {})[rq] = None
         lock.on_free = self._lock_free
+
+    def _in_step(self, rq: RunQueue) -> bool:
+        """Whether ``rq``'s turns, one switch apart from now on, would fall on the instants of another pool's
+        (its grants, or a rotation's turns): which of two events of one instant comes first is the order SimPy
+        made them in, which a rotation, making no events, cannot keep — so such a pool stays on events."""
+        s, now = self.switch, self.env.now
+        for other in self.queues:
+            if other is rq:
+                continue
+            t = other.rotation.at if other.rotation is not None else other.pool.granted
+            phase = (t - now) / s
+            if abs(phase - round(phase)) <= _IN_STEP:
+                return True
+        return False
 
     def replay(self, rq: RunQueue, until: float) -> None:
         """Bring a rotating pool up to ``until``: its turns before then as events would leave them, whole
@@ -629,6 +650,7 @@ _LEFT = 1e-15  # seconds of a quantum left below which it is spent
 _MAX_FORFEITS = 64
 _RESUM = 256  # changes to a run queue's sums between two exact sums
 _TIE_ULPS = 64  # rounding steps a jump may differ by from adding up turn by turn, per round, with room
+_IN_STEP = 1e-6  # of a switch: turns of two pools this close are taken as turns of one instant
 _SPREAD = 16  # forfeits' worth of CPU time between a rotating pool's spinners, at most (each turn needs < 64)
 
 

@@ -68,18 +68,19 @@ def assert_same_rows(events: pd.DataFrame, fast: pd.DataFrame) -> None:
 
 
 CASES = [
-    ("mutex", 12, 600, LONG_HOLDS),
-    ("mutex", 24, 400, LONG_HOLDS),
-    ("mutex", 40, 800, SHORT_HOLDS),
-    ("ssp", 24, 600, LONG_HOLDS),  # sleepers woken by the clock join rotating pools
-    ("ssp", 40, 600, SHORT_HOLDS),
+    ("mutex", 12, 600, LONG_HOLDS, "laptop-2core"),
+    ("mutex", 24, 400, LONG_HOLDS, "laptop-2core"),
+    ("mutex", 40, 800, SHORT_HOLDS, "laptop-2core"),
+    ("ssp", 24, 600, LONG_HOLDS, "laptop-2core"),  # sleepers woken by the clock join rotating pools
+    ("ssp", 40, 600, SHORT_HOLDS, "laptop-2core"),
 ]
 
 
-@pytest.mark.parametrize(("algorithm", "workers", "updates", "timing"), CASES)
+@pytest.mark.parametrize(("algorithm", "workers", "updates", "timing", "machine"), CASES)
 def test_rotation_leaves_the_rows_events_leave(monkeypatch: pytest.MonkeyPatch, algorithm: str, workers: int,
-                                              updates: int, timing: tuple[str, ...]) -> None:
-    ov = (f"algorithm.name={algorithm}", f"workers.count={workers}", f"stop.max_updates={updates}", *timing)
+                                              updates: int, timing: tuple[str, ...], machine: str) -> None:
+    ov = (f"algorithm.name={algorithm}", f"workers.count={workers}", f"stop.max_updates={updates}",
+          f'machine.preset="{machine}"', *timing)
     if algorithm == "ssp":
         ov = (*ov, "algorithm.bound=2")
     events, n_events, _ = simulate(monkeypatch, False, ov)
