@@ -433,7 +433,7 @@ class Cores:
                 continue
             t = other.rotation.at if other.rotation is not None else other.pool.granted
             phase = (t - now) / s
-            if abs(phase - round(phase)) <= _IN_STEP:
+            if math.isfinite(phase) and abs(phase - round(phase)) <= _IN_STEP:
                 return True
         return False
 
