@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import simpy
 
-from simasgd import loader
+from simasgd.spec import loader
 from simasgd.sim import backend, cpu
 from simasgd.sim.primitives import Mutex
 
