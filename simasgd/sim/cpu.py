@@ -22,7 +22,11 @@ from spinner to spinner every context switch and nothing another thread can see 
 closed form (:class:`Rotation`), without events, and is brought up to date, float for float, only when it is
 looked at, joined, or the mutex comes free (then the spinner whose turn comes first takes it). So a turn
 costs arithmetic, not an event, and whole rounds go at once where they repeat; ``FAST_ROTATION`` off, every
-turn is an event.
+turn is an event. One thing a rotation cannot keep: SimPy runs the events of one instant in the order they
+were made, and a rotating pool's turns rank as the grant that began the rotation. A turn falling on the very
+instant of another event (step times from a preset are constants, so instants repeat) may then run before it
+where an event of its own would run after: such a seeded run can differ from the events' one from there on,
+with the same statistics (``tests/sim/test_sim_rotation.py``).
 """
 
 from __future__ import annotations
