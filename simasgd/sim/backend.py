@@ -30,6 +30,7 @@ from simasgd.sim.engine import SimRun
 from simasgd.sim.gpu import GpuPlatform
 from simasgd.sim.model_record import ModelRecord
 from simasgd.sim.numerics import Model
+from simasgd.sim.primitives import Environment
 from simasgd.sim.profile_tables import profile_gradient
 from simasgd.spec import algorithms
 from simasgd.spec.scenario import Scenario
@@ -103,7 +104,7 @@ def _run(scenario: Scenario, run: int, advance: Advance | None, device: Gpu | No
     if device is not None or _needs_workload(scenario, machine):
         from simasgd.numerics.workloads import build_workload
         wl = build_workload(scenario.workload, scenario.seed, scenario.base_dir)
-    env = simpy.Environment()
+    env = Environment()
     platform: Platform | GpuPlatform
     if device is not None:
         platform = _gpu_platform(env, scenario, device, run, wl)

@@ -22,11 +22,16 @@ from spinner to spinner every context switch and nothing another thread can see 
 closed form (:class:`Rotation`), without events, and is brought up to date, float for float, only when it is
 looked at, joined, or the mutex comes free (then the spinner whose turn comes first takes it). So a turn
 costs arithmetic, not an event, and whole rounds go at once where they repeat; ``FAST_ROTATION`` off, every
-turn is an event. One thing a rotation cannot keep: SimPy runs the events of one instant in the order they
-were made, and a rotating pool's turns rank as the grant that began the rotation. A turn falling on the very
-instant of another event (step times from a preset are constants, so instants repeat) may then run before it
-where an event of its own would run after: such a seeded run can differ from the events' one from there on,
-with the same statistics (``tests/sim/test_sim_rotation.py``).
+turn is an event.
+
+SimPy runs the events of one instant in order of rank (priority, then the order they were made), and step
+times from a preset are constants, so the turns of many pools fall on the same instants. For a rotation to
+rank its turns as events would, a run of turns that end as soon as they begin keeps one rank on either
+path (:meth:`Cores._handed_on`), and the environment tells how far the current instant has got
+(:class:`simasgd.sim.primitives.Environment`). What a rotation does not keep is rounding: whole rounds at
+once multiply what turns add up, so where constant step times give two spinners the very same CPU time,
+the order they turn in can differ from the events' from there on — with the same statistics
+(``tests/sim/test_sim_rotation.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import simpy
 from simpy.events import NORMAL
 
 from simasgd.machines.machine import Machine
-from simasgd.sim.primitives import Mutex, Req
+from simasgd.sim.primitives import Environment, Mutex, Req
 
 FAST_ROTATION = True  # a pool of spinners of a held mutex rotates in closed form (Rotation); tests compare without
 
@@ -49,12 +54,13 @@ FAST_ROTATION = True  # a pool of spinners of a held mutex rotates in closed for
 class CpuGrant(simpy.Event):
     """A thread's request for a CPU of its pool; granted, it fires once the context switch is paid."""
 
-    __slots__ = ("at", "key", "th")
+    __slots__ = ("at", "eid", "key", "th")
 
     def __init__(self, env: simpy.Environment, th: Thread, key: tuple[float, float, int]) -> None:
         super().__init__(env)
         self.th, self.key = th, key
         self.at = -1.0  # when it was granted (-1: not yet; -2: withdrawn)
+        self.eid = -1  # its rank among the events of the instant it fires at (SimPy's event id)
 
 
 class CpuPool:
@@ -62,7 +68,7 @@ class CpuPool:
     by arrival. A grant hands the CPU over at once — the thread is on it from that instant, its quantum
     started — and wakes the thread once the context switch is paid: one event a turn on a CPU."""
 
-    __slots__ = ("capacity", "env", "free", "granted", "heap", "order", "quantum", "switch", "waiting")
+    __slots__ = ("capacity", "env", "free", "heap", "order", "quantum", "switch", "waiting")
 
     def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
         self.env, self.capacity, self.free = env, cpus, cpus
@@ -70,7 +76,6 @@ class CpuPool:
         self.heap: list[tuple[tuple[float, float, int], CpuGrant]] = []
         self.waiting = 0  # requests in the heap not withdrawn
         self.order = itertools.count()
-        self.granted = -math.inf  # when it last handed a CPU over
 
     def request(self, th: Thread, g: CpuGrant | None = None) -> CpuGrant:
         """``th`` queues for a CPU; ``g``: the grant it already waits on (a rotating pool's spinner)."""
@@ -84,9 +89,10 @@ class CpuPool:
         self._dispatch()
         return g
 
-    def release(self) -> None:
+    def release(self, eid: int | None = None) -> None:
+        """A CPU comes free; ``eid``: the rank the grant it makes takes (None: a fresh one)."""
         self.free += 1
-        self._dispatch()
+        self._dispatch(eid)
 
     def least_served(self) -> float | None:
         """The CPU time of the least-served queued thread; None when nobody is queued."""
@@ -101,18 +107,19 @@ class CpuPool:
             g.at = -2.0
             self.waiting -= 1
 
-    def _dispatch(self) -> None:
+    def _dispatch(self, eid: int | None = None) -> None:
         while self.free and self.waiting:
             _key, g = heapq.heappop(self.heap)
             if g.at == -2.0:
                 continue  # withdrawn
             self.waiting -= 1
             self.free -= 1
-            self._grant(g)
+            self._grant(g, eid)
+            eid = None
 
-    def _grant(self, g: CpuGrant) -> None:
+    def _grant(self, g: CpuGrant, eid: int | None) -> None:
         th, now = g.th, self.env.now
-        g.at = self.granted = now
+        g.at = now
         th.queued = False
         th.req, th.left, th.since = g, self.quantum, now
         th.rq.running += 1
@@ -123,8 +130,10 @@ class CpuPool:
         if rot is not None:
             rot.cur, rot.at = g, now + self.switch  # the switch ends at the rotation's next turn: no event
             return
+        env = self.env
         g._ok, g._value = True, None
-        self.env.schedule(g, delay=self.switch)
+        g.eid = next(env._eid) if eid is None else eid
+        heapq.heappush(env._queue, (now + self.switch, NORMAL, g.eid, g))
 
 
 class RunQueue:
@@ -133,7 +142,7 @@ class RunQueue:
     that happens on another pool wakes them, so an event costs the threads of one pool, not all of them."""
 
     __slots__ = ("arrived", "changes", "cpu_sum", "holder_out", "holders_off", "members", "parked", "pool",
-                 "retry", "rotation", "running", "since_sum", "threads")
+                 "rotation", "running", "since_sum", "threads")
 
     def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
         self.pool = CpuPool(env, cpus, quantum, switch)
@@ -143,7 +152,6 @@ class RunQueue:
         self.holders_off = 0  # threads that hold a lock and no CPU
         self.parked = 0  # spinners of a mutex that gave their CPU up and have not asked for the lock again
         self.rotation: Rotation | None = None  # set while the pool rotates in closed form
-        self.retry = -math.inf  # when a pool found in step with another may next try to rotate
         # The runnable threads (queued or on a CPU) in sums, so that their mean CPU time costs O(1): their
         # number, their CPU time before the current turn, and the running ones' number and turn starts.
         self.members, self.cpu_sum, self.running, self.since_sum = 0, 0.0, 0, 0.0
@@ -202,9 +210,7 @@ class Rotation:
 
     def __init__(self, lock: Mutex, members: list[Thread], eid: int) -> None:
         self.lock, self.members = lock, members
-        # SimPy orders events of one instant by when they were made: the rotation's turns rank as the grant
-        # that began it would have, whichever instant they fall on
-        self.eid = eid
+        self.eid = eid  # its turns' rank among the events of an instant: the one grant after grant kept by events
         self.cur: CpuGrant | None = None  # the spinner granted the CPU last
         self.at = math.inf  # when its context switch ends: the next turn
         self.seen: set[Thread] = set()  # the spinners that turned in the round being checked
@@ -228,6 +234,8 @@ class Cores:
         self.quantum = machine.quantum_s
         self.switch = machine.context_switch_s
         self.spin_yield = spin_yield_s  # a spinner's pauses between two sched_yield calls (0: it yields at once)
+        # a rotation's turns must know whether they would have run yet in the instant it is at (Environment.ran)
+        self.ranked = FAST_ROTATION and isinstance(env, Environment)
         self.forfeit = max(self.quantum, self.switch, _EPS)  # what a spinner forfeits on yield, its slice being whole
         self.rotating: dict[Mutex, dict[RunQueue, None]] = {}  # the rotating pools of each mutex, in order
         queues_of: dict[int | None, RunQueue] = {}
@@ -251,7 +259,7 @@ class Cores:
         """Thread ``w`` holds a CPU now (a thread with a CPU of its own always does)."""
         th = self.threads[w]
         if th.rq.rotation is not None:
-            self.replay(th.rq, self.env.now)
+            self.catch_up(th.rq)
         return not th.sliced or th.req is not None
 
     def turned_since(self, w: int, t: float) -> bool:
@@ -259,7 +267,7 @@ class Cores:
         turn began after ``t``): other threads ran on that CPU meanwhile."""
         th = self.threads[w]
         if th.rq.rotation is not None:
-            self.replay(th.rq, self.env.now)
+            self.catch_up(th.rq)
         return th.sliced and (th.req is None or th.since > t)
 
     def work(self, w: int, seconds: float, then: Callable[[], simpy.Event] | None = None) -> simpy.Event:
@@ -361,7 +369,7 @@ class Cores:
         rq = th.rq
         rot = rq.rotation
         if rot is not None and th.spins_on is not rot.lock:  # a newcomer: the pool goes back to events
-            self.replay(rq, self.env.now)
+            self.catch_up(rq)
             self._stop(rq)
         mean = rq.mean_vruntime(self.env.now)
         if mean is not None:
@@ -374,7 +382,8 @@ class Cores:
 
     def give_up(self, th: Thread) -> None:
         """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
-        assert th.req is not None  # only a thread on a CPU gives it up
+        g = th.req
+        assert g is not None  # only a thread on a CPU gives it up
         rq = th.rq
         th.req = None
         rq.members -= 1
@@ -385,7 +394,14 @@ class Cores:
         if th.holds:
             rq.holders_off += 1
         rq.changed()
-        th.pool.release()
+        th.pool.release(self._handed_on(g))
+
+    def _handed_on(self, g: CpuGrant) -> int | None:
+        """The rank of the grant a thread's giving up its CPU makes: ``g``'s own if it gives it up in the
+        instant ``g`` fired (its switch just paid), so a run of turns that end as soon as they begin keeps
+        one rank among the events of each instant, as a rotation's turns do (:class:`Rotation`); else None,
+        a fresh one."""
+        return g.eid if g.callbacks is None and self.env.now == g.at + self.switch else None
 
     def quantum_over(self, th: Thread) -> bool:
         """``th`` spent its quantum: preempted (True; to the back of the run queue) when someone
@@ -409,9 +425,9 @@ class Cores:
         single-CPU pool is such a spinner, the pool rotates in closed form from this turn on. Their CPU times
         within a few slices of each other, each turn's forfeits bring its spinner past the runnable mean
         (and so past the least-served queued one): every later turn yields at once too."""
-        rq, lock = th.rq, th.spins_on
-        if (not FAST_ROTATION or self.spin_yield or lock is None or rq.rotation is not None
-                or rq.pool.capacity != 1 or rq.parked != rq.members or self.env.now < rq.retry):
+        rq, lock, g = th.rq, th.spins_on, th.req
+        if (not self.ranked or self.spin_yield or lock is None or rq.rotation is not None or g is None
+                or rq.pool.capacity != 1 or rq.parked != rq.members):
             return
         members = [t for t in rq.threads if t.queued or t.req is not None]
         if any(t.spins_on is not lock for t in members) or len(rq.pool.heap) != rq.pool.waiting:
@@ -419,27 +435,24 @@ class Cores:
         cpu = [self.vruntime(t) for t in members]
         if max(cpu) - min(cpu) > _SPREAD * self.forfeit:
             return
-        if self._in_step(rq):  # likely so for a while: events for a round before looking again
-            rq.retry = self.env.now + len(members) * self.switch
+        eid = self._handed_on(g)
+        if eid is None:  # its turn did not end as it began: the next grant's rank is a fresh one
             return
         # before th's CPU changes hands: no event for the next one
-        rq.rotation = Rotation(lock, members, next(self.env._eid))
+        rq.rotation = Rotation(lock, members, eid)
         self.rotating.setdefault(lock, {})[rq] = None
         lock.on_free = self._lock_free
 
-    def _in_step(self, rq: RunQueue) -> bool:
-        """Whether ``rq``'s turns, one switch apart from now on, would fall on the instants of another pool's
-        (its grants, or a rotation's turns): which of two events of one instant comes first is the order SimPy
-        made them in, which a rotation, making no events, cannot keep — so such a pool stays on events."""
-        s, now = self.switch, self.env.now
-        for other in self.queues:
-            if other is rq:
-                continue
-            t = other.rotation.at if other.rotation is not None else other.pool.granted
-            phase = (t - now) / s
-            if math.isfinite(phase) and abs(phase - round(phase)) <= _IN_STEP:
-                return True
-        return False
+    def catch_up(self, rq: RunQueue) -> None:
+        """Bring a rotating pool up to this moment: its turns that would have run by now, a turn at this very
+        instant included if it ranks before the events already run at it (:meth:`Environment.ran`)."""
+        rot = rq.rotation
+        assert rot is not None
+        env = self.env
+        now = env.now
+        self.replay(rq, now)
+        if rot.at == now and env.ran(now, (NORMAL, rot.eid)):  # type: ignore[attr-defined]
+            self._turns(rq, rot, math.nextafter(now, math.inf), 1)
 
     def replay(self, rq: RunQueue, until: float) -> None:
         """Bring a rotating pool up to ``until``: its turns before then as events would leave them, whole
@@ -563,26 +576,38 @@ class Cores:
         del self.rotating[rot.lock][rq]
         g = rot.cur
         g._ok, g._value = True, None
-        env = self.env
-        heapq.heappush(env._queue, (rot.at, NORMAL, rot.eid, g))
+        g.eid = rot.eid
+        heapq.heappush(self.env._queue, (rot.at, NORMAL, rot.eid, g))
 
     def _lock_free(self, lock: Mutex) -> None:
         """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner
-        of a rotating pool whose turn comes first (unless a thread running meanwhile does). That pool alone
-        goes back to events from that turn; the others rotate on, their next turns being later."""
+        of a rotating pool whose turn comes first (unless a thread running meanwhile does): the earliest turn
+        not yet run, then the lowest rank. That pool alone goes back to events from that turn; the others
+        rotate on, their next turns being later. Each pool's next turn is first reckoned as whole switches
+        from its last known one; only pools within that sum's rounding of the earliest are brought up to
+        date exactly, so pools whose turns fall on the same instants are ranked as events would rank them."""
         pools = self.rotating.get(lock)
         if not pools:
             return
         now, s = self.env.now, self.switch
-        best, best_t = None, (math.inf, 0)
-        for rq in pools:  # each one's first turn from now, as whole switches from its next (to rounding)
+        reckoned = []
+        for i, rq in enumerate(pools):
             rot = rq.rotation
             assert rot is not None
-            t = rot.at if rot.at >= now else rot.at + math.ceil((now - rot.at) / s) * s
-            if (t, rot.eid) < best_t:
-                best, best_t = rq, (t, rot.eid)
+            k = 0 if rot.at >= now else math.ceil((now - rot.at) / s)
+            t = rot.at + k * s
+            reckoned.append((t - _TIE_ULPS * (k + 1) * math.ulp(t), i, rq))
+        reckoned.sort()
+        best, best_key = None, (math.inf, 0)
+        for low, _i, rq in reckoned:
+            if low > best_key[0]:
+                break
+            self.catch_up(rq)
+            rot = rq.rotation
+            assert rot is not None
+            if (rot.at, rot.eid) < best_key:
+                best, best_key = rq, (rot.at, rot.eid)
         assert best is not None
-        self.replay(best, now)
         self._stop(best)
 
     def _preempted(self, th: Thread) -> None:
@@ -654,7 +679,6 @@ _LEFT = 1e-15  # seconds of a quantum left below which it is spent
 _MAX_FORFEITS = 64
 _RESUM = 256  # changes to a run queue's sums between two exact sums
 _TIE_ULPS = 64  # rounding steps a jump may differ by from adding up turn by turn, per round, with room
-_IN_STEP = 1e-6  # of a switch: turns of two pools this close are taken as turns of one instant
 _SPREAD = 16  # forfeits' worth of CPU time between a rotating pool's spinners, at most (each turn needs < 64)
 
 
@@ -691,7 +715,7 @@ def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simp
         yield req
     except simpy.Interrupt:  # its work cancelled (k-sync)
         if th.rq.rotation is not None:
-            cores.replay(th.rq, env.now)
+            cores.catch_up(th.rq)
             cores._stop(th.rq)
         if req.at == env.now and th.req is req:  # granted in this instant: the CPU goes back (if not yet)
             cores.give_up(th)

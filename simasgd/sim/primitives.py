@@ -10,6 +10,7 @@
   requests released together once ``parties`` have arrived).
 - :class:`Backoff` — none / linear / exponential / random delays between failed
   attempts; :func:`acquire` and the CAS loops use it.
+- :class:`Environment` — SimPy's environment, knowing how far the instant it is at has got.
 
 Waiting threads release their core (``on_block``) so an oversubscribed machine
 can run someone else — including, or not, the lock holder (convoys).
@@ -29,6 +30,28 @@ from simpy.resources.base import BaseResource, Get, Put
 from simasgd.spec.scenario import BackoffConfig
 
 Req = TypeVar("Req", bound=simpy.Event)  # a lock's request event, as its acquire() returns it
+
+
+class Environment(simpy.Environment):
+    """SimPy's environment that keeps the highest rank (priority, then id: SimPy's order of the events of one
+    instant) among the events it has processed at the current instant. So an event that was never scheduled
+    (a turn taken by arithmetic, :class:`simasgd.sim.cpu.Rotation`) can tell whether it would have run yet."""
+
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        self.passed: tuple[int, int] = (-1, -1)
+
+    def step(self) -> None:
+        queue = self._queue
+        if queue:
+            t, priority, eid, _ = queue[0]
+            if t != self._now or (priority, eid) > self.passed:
+                self.passed = (priority, eid)
+        super().step()
+
+    def ran(self, t: float, rank: tuple[int, int]) -> bool:
+        """Whether an event of rank ``rank`` at time ``t`` would have been processed by now."""
+        return t < self._now or (t == self._now and rank < self.passed)
 
 
 class LockRequest(simpy.Event):

@@ -5,11 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import simpy
+from simpy.events import NORMAL, URGENT
 
 from simasgd.machines.machine import PRESETS
 from simasgd.sim.cpu import Cores
 from simasgd.sim.memory import Memory
-from simasgd.sim.primitives import AtomicCounter, Backoff, Barrier, CacheLine, CasCell, Mutex, RWLock, acquire, atomic
+from simasgd.sim.primitives import (
+    AtomicCounter,
+    Backoff,
+    Barrier,
+    CacheLine,
+    CasCell,
+    Environment,
+    Mutex,
+    RWLock,
+    acquire,
+    atomic,
+)
 from simasgd.sim.sharing import Bandwidth
 from simasgd.spec.scenario import BackoffConfig
 
@@ -416,3 +428,24 @@ def test_threads_the_os_places_join_one_cpus_run_queue_each() -> None:
     assert all(th.pool is shared[0].pool for th in shared) and shared[0].pool.capacity == m.hw_threads
     two = Cores(env, m, [None] * 2, queues=[0, 1]).threads
     assert two[0].pool is two[1].pool and not any(th.sliced for th in two)
+
+
+def test_the_environment_knows_which_ranks_of_the_current_instant_have_run() -> None:
+    env = Environment()
+    seen: list[tuple[bool, bool, bool, bool]] = []
+    first, middle, last = (env.timeout(1.0) for _ in range(3))
+    ranks = [(NORMAL, eid) for _t, _p, eid, _ev in sorted(env._queue)]
+
+    def look(_ev: object) -> None:
+        # at t = 1, while the middle timeout runs: the first one ran, the last not yet, nor anything later
+        seen.append((env.ran(1.0, ranks[0]), env.ran(1.0, ranks[2]), env.ran(0.5, ranks[2]), env.ran(2.0, ranks[0])))
+        # an urgent event made now runs next, yet the first timeout stays run
+        urgent = env.event()
+        urgent._ok, urgent._value = True, None
+        env.schedule(urgent, URGENT)
+        urgent.callbacks.append(lambda _e: seen.append((env.ran(1.0, ranks[0]), env.ran(1.0, ranks[2]), True, False)))
+
+    middle.callbacks.append(look)
+    env.run()
+    assert first.processed and last.processed
+    assert seen == [(True, False, True, False), (True, False, True, False)]

@@ -4,7 +4,8 @@ A pool whose runnable threads all spin on a held mutex hands its CPU from spinne
 switch; the simulator takes those turns by arithmetic, not events, until something can see them. Each case
 runs a seeded scenario with that fast path and without it (``cpu.FAST_ROTATION``): with random step times
 the rows must be the same — the same updates, staleness and versions, times equal to 1e-9 — with far fewer
-SimPy events; where constant step times make turns tie with other events, the statistics must agree.
+SimPy events; with constant step times (a preset's), turns on the instants of other pools' turns rank as
+events rank them, and where whole rounds at once round CPU times apart from turns, the statistics agree.
 """
 
 from __future__ import annotations
@@ -122,6 +123,24 @@ def test_a_mutex_says_when_a_release_leaves_it_free() -> None:
     assert freed == [0.0] and lock.free
 
 
+@pytest.mark.parametrize(("algorithm", "workers", "updates"), [("mutex", 96, 1500), ("ssp", 96, 1000)])
+@pytest.mark.slow
+def test_turns_on_the_instants_of_other_pools_rank_as_events_rank_them(
+        monkeypatch: pytest.MonkeyPatch, algorithm: str, workers: int, updates: int) -> None:
+    """A preset's step times are constants, so the turns of many pools fall on the same instants, where SimPy
+    runs events by rank: rotating pools take those turns by arithmetic and must rank them as events would.
+    Whole rounds at once are off here (they differ from turns by rounding, the next test's case)."""
+    ov = (f"algorithm.name={algorithm}", f"workers.count={workers}", 'machine.preset="xeon-e5-2687w-v2"',
+          f"stop.max_updates={updates}")
+    if algorithm == "ssp":
+        ov = (*ov, "algorithm.bound=2")
+    monkeypatch.setattr(cpu, "_apart", lambda rot, rounds: False)
+    events, n_events, _ = simulate(monkeypatch, False, ov)
+    fast, n_fast, _ = simulate(monkeypatch, True, ov)
+    assert_same_rows(events, fast)
+    assert n_fast < 0.5 * n_events, (n_fast, n_events)
+
+
 def summary(rows: pd.DataFrame) -> tuple[float, float]:
     """Mean staleness and updates per simulated second of one run's applied updates."""
     applied = rows[rows.applied]
@@ -129,11 +148,11 @@ def summary(rows: pd.DataFrame) -> tuple[float, float]:
 
 
 @pytest.mark.slow
-def test_where_turns_tie_with_events_the_statistics_are_those_of_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A preset's step times are constants, so a turn can fall on the instant of another event, and the two
-    paths may order them apart (the module ``simasgd.sim.cpu`` says why): seeded rows then differ after that
-    instant. Over seeds, the mean staleness and the update rate must agree within the sampling error
-    (Welch's two-sample difference, 4 standard errors)."""
+def test_where_rounding_ties_cpu_times_the_statistics_are_those_of_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole rounds at once multiply what turns add up; where constant step times give two spinners the very
+    same CPU time, that rounding decides which turns first, and seeded rows differ from there on. Over
+    seeds, the mean staleness and the update rate must agree within the sampling error (Welch's two-sample
+    difference, 4 standard errors)."""
     ov = ("algorithm.name=ssp", "algorithm.bound=2", "workers.count=96", 'machine.preset="xeon-e5-2687w-v2"',
           "stop.max_updates=1000")
     seeds = range(6)
