@@ -235,7 +235,7 @@ class Cores:
         self.switch = machine.context_switch_s
         self.spin_yield = spin_yield_s  # a spinner's pauses between two sched_yield calls (0: it yields at once)
         # a rotation's turns must know whether they would have run yet in the instant it is at (Environment.ran)
-        self.ranked = FAST_ROTATION and isinstance(env, Environment)
+        self.ranked = env if FAST_ROTATION and isinstance(env, Environment) else None
         self.forfeit = max(self.quantum, self.switch, _EPS)  # what a spinner forfeits on yield, its slice being whole
         self.rotating: dict[Mutex, dict[RunQueue, None]] = {}  # the rotating pools of each mutex, in order
         queues_of: dict[int | None, RunQueue] = {}
@@ -426,7 +426,7 @@ class Cores:
         within a few slices of each other, each turn's forfeits bring its spinner past the runnable mean
         (and so past the least-served queued one): every later turn yields at once too."""
         rq, lock, g = th.rq, th.spins_on, th.req
-        if (not self.ranked or self.spin_yield or lock is None or rq.rotation is not None or g is None
+        if (self.ranked is None or self.spin_yield or lock is None or rq.rotation is not None or g is None
                 or rq.pool.capacity != 1 or rq.parked != rq.members):
             return
         members = [t for t in rq.threads if t.queued or t.req is not None]
@@ -439,6 +439,7 @@ class Cores:
         if eid is None:  # its turn did not end as it began: the next grant's rank is a fresh one
             return
         # before th's CPU changes hands: no event for the next one
+        self.ranked.rank_instants()
         rq.rotation = Rotation(lock, members, eid)
         self.rotating.setdefault(lock, {})[rq] = None
         lock.on_free = self._lock_free
@@ -448,10 +449,11 @@ class Cores:
         instant included if it ranks before the events already run at it (:meth:`Environment.ran`)."""
         rot = rq.rotation
         assert rot is not None
-        env = self.env
+        env = self.ranked
+        assert env is not None  # only a ranked environment rotates
         now = env.now
         self.replay(rq, now)
-        if rot.at == now and env.ran(now, (NORMAL, rot.eid)):  # type: ignore[attr-defined]
+        if rot.at == now and env.ran(now, (NORMAL, rot.eid)):
             self._turns(rq, rot, math.nextafter(now, math.inf), 1)
 
     def replay(self, rq: RunQueue, until: float) -> None:

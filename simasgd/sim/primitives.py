@@ -33,24 +33,34 @@ Req = TypeVar("Req", bound=simpy.Event)  # a lock's request event, as its acquir
 
 
 class Environment(simpy.Environment):
-    """SimPy's environment that keeps the highest rank (priority, then id: SimPy's order of the events of one
-    instant) among the events it has processed at the current instant. So an event that was never scheduled
-    (a turn taken by arithmetic, :class:`simasgd.sim.cpu.Rotation`) can tell whether it would have run yet."""
+    """SimPy's environment that can keep the highest rank (priority, then id: SimPy's order of the events of
+    one instant) among the events it has processed at the current instant. So an event that was never
+    scheduled (a turn taken by arithmetic, :class:`simasgd.sim.cpu.Rotation`) can tell whether it would have
+    run yet. Only once asked (:meth:`rank_instants`): it costs every event a look at the queue."""
 
     def __init__(self, initial_time: float = 0) -> None:
         super().__init__(initial_time)
         self.passed: tuple[int, int] = (-1, -1)
+        self.ranking = False
 
-    def step(self) -> None:
+    def rank_instants(self) -> None:
+        """Keep the ranks from the next instant on (:meth:`ran` may be asked about those instants)."""
+        if not self.ranking:
+            self.ranking = True
+            setattr(self, "step", self._ranked_step)  # noqa: B010 - run() calls self.step
+
+    def _ranked_step(self) -> None:
         queue = self._queue
         if queue:
             t, priority, eid, _ = queue[0]
             if t != self._now or (priority, eid) > self.passed:
                 self.passed = (priority, eid)
-        super().step()
+        simpy.Environment.step(self)
 
     def ran(self, t: float, rank: tuple[int, int]) -> bool:
-        """Whether an event of rank ``rank`` at time ``t`` would have been processed by now."""
+        """Whether an event of rank ``rank`` at time ``t`` would have been processed by now (``t`` at an
+        instant after :meth:`rank_instants` was called)."""
+        assert self.ranking
         return t < self._now or (t == self._now and rank < self.passed)
 
 

@@ -432,6 +432,7 @@ def test_threads_the_os_places_join_one_cpus_run_queue_each() -> None:
 
 def test_the_environment_knows_which_ranks_of_the_current_instant_have_run() -> None:
     env = Environment()
+    env.rank_instants()
     seen: list[tuple[bool, bool, bool, bool]] = []
     first, middle, last = (env.timeout(1.0) for _ in range(3))
     ranks = [(NORMAL, eid) for _t, _p, eid, _ev in sorted(env._queue)]
