@@ -206,13 +206,14 @@ class Rotation:
     free. Once a round (every spinner one turn) ends as it began shifted in CPU time, all later rounds do,
     and whole rounds are taken at once."""
 
-    __slots__ = ("at", "cur", "eid", "first", "forfeits", "lock", "members", "periodic", "seen", "step")
+    __slots__ = ("at", "clock", "cur", "eid", "first", "forfeits", "lock", "members", "periodic", "seen", "step")
 
     def __init__(self, lock: Mutex, members: list[Thread], eid: int) -> None:
         self.lock, self.members = lock, members
         self.eid = eid  # its turns' rank among the events of an instant: the one grant after grant kept by events
         self.cur: CpuGrant | None = None  # the spinner granted the CPU last
         self.at = math.inf  # when its context switch ends: the next turn
+        self.clock = -math.inf  # a later turn's time, as the turns will add it up (Cores._lock_free)
         self.seen: set[Thread] = set()  # the spinners that turned in the round being checked
         self.first: Thread | None = None  # the one that began that round
         self.forfeits = 0  # slices each forfeited in it
@@ -584,32 +585,30 @@ class Cores:
     def _lock_free(self, lock: Mutex) -> None:
         """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner
         of a rotating pool whose turn comes first (unless a thread running meanwhile does): the earliest turn
-        not yet run, then the lowest rank. That pool alone goes back to events from that turn; the others
-        rotate on, their next turns being later. Each pool's next turn is first reckoned as whole switches
-        from its last known one; only pools within that sum's rounding of the earliest are brought up to
-        date exactly, so pools whose turns fall on the same instants are ranked as events would rank them."""
+        not yet run, then the lowest rank. That pool alone is brought up to date and goes back to events from
+        that turn; the others rotate on, their next turns being later. A pool's turns fall a switch apart
+        whoever takes them, so each pool's next turn is found by adding switches to its clock, as its turns
+        add them, without taking the turns."""
         pools = self.rotating.get(lock)
         if not pools:
             return
-        now, s = self.env.now, self.switch
-        reckoned = []
-        for i, rq in enumerate(pools):
-            rot = rq.rotation
-            assert rot is not None
-            k = 0 if rot.at >= now else math.ceil((now - rot.at) / s)
-            t = rot.at + k * s
-            reckoned.append((t - _TIE_ULPS * (k + 1) * math.ulp(t), i, rq))
-        reckoned.sort()
+        env = self.ranked
+        assert env is not None  # only a ranked environment rotates
+        now, s = env.now, self.switch
         best, best_key = None, (math.inf, 0)
-        for low, _i, rq in reckoned:
-            if low > best_key[0]:
-                break
-            self.catch_up(rq)
+        for rq in pools:
             rot = rq.rotation
             assert rot is not None
-            if (rot.at, rot.eid) < best_key:
-                best, best_key = rq, (rot.at, rot.eid)
+            t = rot.clock if rot.clock > rot.at else rot.at
+            while t < now:
+                t += s
+            if t == now and env.ran(now, (NORMAL, rot.eid)):
+                t += s
+            rot.clock = t
+            if (t, rot.eid) < best_key:
+                best, best_key = rq, (t, rot.eid)
         assert best is not None
+        self.catch_up(best)
         self._stop(best)
 
     def _preempted(self, th: Thread) -> None:
