@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
@@ -31,21 +32,31 @@ if TYPE_CHECKING:
 
 
 class Clocks:
-    """Each worker's finished iterations; an event that fires whenever one of them moves."""
+    """Each worker's finished iterations, the slowest one's kept as they move (O(1) a tick: clocks only
+    grow, one at a time); an event that fires whenever one of them moves."""
 
     def __init__(self, env: simpy.Environment, n: int, bound: int) -> None:
         self.env, self.bound = env, bound
         self.c = [0] * n
+        self.low = 0  # the slowest worker's clock
+        self.at: Counter[int] = Counter({0: n})  # how many workers have each clock
         self.moved = env.event()
 
     def gate(self, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
         """Sleep (off the CPU) while worker ``w`` is more than ``bound`` clocks ahead of the slowest."""
-        while self.c[w] - min(self.c) > self.bound:
+        while self.c[w] - self.low > self.bound:
             run.platform.block(w)
             yield self.moved
 
     def tick(self, w: int) -> None:
-        self.c[w] += 1
+        c, at = self.c[w], self.at
+        self.c[w] = c + 1
+        at[c + 1] += 1
+        at[c] -= 1
+        if not at[c]:
+            del at[c]
+            if c == self.low:
+                self.low = c + 1
         moved, self.moved = self.moved, self.env.event()
         moved.succeed()
 
