@@ -29,9 +29,9 @@ times from a preset are constants, so the turns of many pools fall on the same i
 rank its turns as events would, a run of turns that end as soon as they begin keeps one rank on either
 path (:meth:`Cores._handed_on`), and the environment tells how far the current instant has got
 (:class:`simasgd.sim.primitives.Environment`). What a rotation does not keep is rounding: whole rounds at
-once multiply what turns add up, so where constant step times give two spinners the very same CPU time,
-the order they turn in can differ from the events' from there on — with the same statistics
-(``tests/sim/test_sim_rotation.py``).
+once multiply what turns add up, so CPU times can differ in their last bits, and where constant step times
+later make two spinners' CPU times tie exactly on one path and not on the other, the order they turn in
+differs from there on — with the same statistics (``tests/sim/test_sim_rotation.py``).
 """
 
 from __future__ import annotations
