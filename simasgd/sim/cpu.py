@@ -77,13 +77,8 @@ class CpuPool:
         self.waiting = 0  # requests in the heap not withdrawn
         self.order = itertools.count()
 
-    def request(self, th: Thread, g: CpuGrant | None = None) -> CpuGrant:
-        """``th`` queues for a CPU; ``g``: the grant it already waits on (a rotating pool's spinner)."""
-        key = (th.cpu_time, self.env.now, next(self.order))
-        if g is None:
-            g = CpuGrant(self.env, th, key)
-        else:
-            g.key, g.at = key, -1.0
+    def request(self, th: Thread) -> CpuGrant:
+        g = CpuGrant(self.env, th, (th.cpu_time, self.env.now, next(self.order)))
         heapq.heappush(self.heap, (g.key, g))
         self.waiting += 1
         self._dispatch()
@@ -242,11 +237,9 @@ class Cores:
         queues_of: dict[int | None, RunQueue] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
-        self.queues: list[RunQueue] = []
         for cpu in cpus:
             if cpu not in queues_of:
                 queues_of[cpu] = RunQueue(env, machine.hw_threads if cpu is None else 1, self.quantum, self.switch)
-                self.queues.append(queues_of[cpu])
             rq = queues_of[cpu]
             th = Thread(rq, load[cpu] > rq.pool.capacity, cpu)
             rq.threads.append(th)
