@@ -148,21 +148,7 @@ def staleness_by_worker(results: Mapping[str, RunResult], max_tau: int | None = 
 
 def loss_curves(results: Mapping[str, RunResult]) -> Figure:
     """Loss against time and against updates, side by side (as Lopez et al. 2020, figs. 1–2)."""
-    plt, sns = libs()
-    df = pd.concat([r.curve.assign(label=label) for label, r in results.items()], ignore_index=True)
-    df = df[np.isfinite(df["loss"]) & (df["loss"] > 0)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, x, xlabel in ((axes[0], "t", TIME_LABEL), (axes[1], "updates", "applied updates")):
-        sns.lineplot(df[np.isfinite(df[x])], x=x, y="loss", hue="label", units="run", estimator=None,
-                     lw=1.2, alpha=0.8, ax=ax, legend=ax is axes[0])
-        ax.set(xlabel=xlabel, ylabel="training loss", yscale="log")
-        plain_log_ticks(ax)
-    axes[0].set_title("loss vs time")
-    axes[1].set_title("loss vs updates")
-    if axes[0].get_legend() is not None:
-        _legend_title(axes[0], "result (one line per run)")
-    fig.tight_layout()
-    return fig
+    return _against_time_and_updates(results, "loss", "training loss", "loss", log=True)
 
 
 def has_accuracy(results: Mapping[str, RunResult]) -> bool:
@@ -173,16 +159,27 @@ def has_accuracy(results: Mapping[str, RunResult]) -> bool:
 def accuracy_curves(results: Mapping[str, RunResult]) -> Figure:
     """Test accuracy against time and against updates (Lopez et al. 2020, figs. 1–2, plot accuracy
     against training time)."""
+    return _against_time_and_updates(results, "accuracy", "test accuracy", "accuracy", log=False)
+
+
+def _against_time_and_updates(results: Mapping[str, RunResult], y: str, ylabel: str, title: str,
+                              log: bool) -> Figure:
+    """Curve column ``y`` against time and against updates, side by side, one line per run; ``log``: on a
+    log scale (positive values only), else a fraction on [0, 1]."""
     plt, sns = libs()
     df = pd.concat([r.curve.assign(label=label) for label, r in results.items()], ignore_index=True)
-    df = df[np.isfinite(df["accuracy"])]
+    df = df[np.isfinite(df[y]) & (df[y] > 0)] if log else df[np.isfinite(df[y])]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, x, xlabel in ((axes[0], "t", TIME_LABEL), (axes[1], "updates", "applied updates")):
-        sns.lineplot(df[np.isfinite(df[x])], x=x, y="accuracy", hue="label", units="run", estimator=None,
+        sns.lineplot(df[np.isfinite(df[x])], x=x, y=y, hue="label", units="run", estimator=None,
                      lw=1.2, alpha=0.8, ax=ax, legend=ax is axes[0])
-        ax.set(xlabel=xlabel, ylabel="test accuracy", ylim=(0, 1))
-    axes[0].set_title("accuracy vs time")
-    axes[1].set_title("accuracy vs updates")
+        if log:
+            ax.set(xlabel=xlabel, ylabel=ylabel, yscale="log")
+            plain_log_ticks(ax)
+        else:
+            ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(0, 1))
+    axes[0].set_title(f"{title} vs time")
+    axes[1].set_title(f"{title} vs updates")
     if axes[0].get_legend() is not None:
         _legend_title(axes[0], "result (one line per run)")
     fig.tight_layout()
