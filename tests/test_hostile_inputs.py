@@ -407,6 +407,8 @@ def isolated(world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> W
     an empty one, one process per run; long measurements stand in for :class:`Accepted`."""
     import importlib
 
+    # each test starts from the tiny scenario as written: an earlier one may have drawn `init PATH --force` onto it
+    world.scenario.write_text(TINY)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SIMASGD_JOBS", "1")
     monkeypatch.setenv("SIMASGD_PROFILE", str(tmp_path / "no-profile.toml"))
