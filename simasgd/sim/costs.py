@@ -35,7 +35,7 @@ from simasgd.sim.caches import HELD, OTHERS, OWN
 from simasgd.sim.cpu import Cores
 from simasgd.sim.draws import Sampler
 from simasgd.sim.gradients import GradientDraws, given_steps
-from simasgd.sim.memory import Memory
+from simasgd.sim.memory import Memory, Transfer
 from simasgd.sim.nodes import NodeMemory
 from simasgd.sim.profile_tables import (
     FRESH_COPIES,
@@ -141,7 +141,7 @@ class Platform:
             return self.env.timeout(seconds)
         miss = self.gradients.miss[w]
         if miss:  # the part of its traffic the socket's L3 cannot hold streams from the socket's DRAM
-            return self.cores.work(w, seconds, lambda: self.memory.stream(w, miss))
+            return self.cores.work(w, seconds, lambda after: self.memory.stream(w, miss, after))
         return self.cores.work(w, seconds)
 
     def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
@@ -251,7 +251,7 @@ class Platform:
             return self.read(w)
         if self.steps.private_copy_s is not None:
             return self.cores.work(w, self.steps.private_copy_s)
-        return self.cores.work(w, 0.0, lambda: self.memory.stream(w, READ_COPIES * self.model_bytes))
+        return self.cores.work(w, 0.0, lambda after: self.memory.stream(w, READ_COPIES * self.model_bytes, after))
 
     def read_time(self, w: int) -> float | None:
         """A drawn read duration, or None when reads are derived from the memory model."""
@@ -271,20 +271,22 @@ class Platform:
         if seconds is None and cached is not None:
             miss = self._model_miss[w] * copies * self.model_bytes * part
             if miss or own:
-                return self.cores.work(w, cached[copies] * part, lambda: self._misses(w, miss, own, first))
+                return self.cores.work(w, cached[copies] * part, lambda after: self._misses(w, miss, own, first, after))
             seconds = cached[copies] * part
         if seconds is not None:
             return self.cores.work(w, seconds)
         nbytes = copies * self.model_bytes * part
-        return self.cores.work(w, 0.0, lambda: self._misses(w, nbytes, own, first))
+        return self.cores.work(w, 0.0, lambda after: self._misses(w, nbytes, own, first, after))
 
-    def _misses(self, w: int, shared: float, own: float, first: bool) -> simpy.Event:
-        """θ's bytes from where it lives and, at once, the worker's own missing bytes from its DRAM."""
+    def _misses(self, w: int, shared: float, own: float, first: bool, after: float) -> Transfer:
+        """θ's bytes from where it lives and, at once, the worker's own missing bytes from its DRAM, ``after``
+        seconds from now."""
+        mem = self.memory
         if not own:
-            return self.memory.move(w, shared, first)
+            return mem.move(w, shared, first, after)
         if not shared:
-            return self.memory.stream(w, own)
-        return self.env.all_of([self.memory.move(w, shared, first), self.memory.stream(w, own)])
+            return mem.stream(w, own, after)
+        return Transfer(self.env, [mem.move_part(w, shared, first, after), mem.stream_part(w, own, after)])
 
     def block(self, w: int) -> None:
         self.cores.block(w)

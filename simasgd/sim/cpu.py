@@ -46,7 +46,10 @@ import simpy
 from simpy.events import NORMAL
 
 from simasgd.machines.machine import Machine
+from simasgd.sim.memory import Transfer
 from simasgd.sim.primitives import Environment, Mutex, Req
+
+Then = Callable[[float], Transfer]  # a memory transfer that starts so many seconds from now
 
 FAST_ROTATION = True  # a pool of spinners of a held mutex rotates in closed form (Rotation); tests compare without
 
@@ -264,18 +267,32 @@ class Cores:
             self.catch_up(th.rq)
         return th.sliced and (th.req is None or th.since > t)
 
-    def work(self, w: int, seconds: float, then: Callable[[], simpy.Event] | None = None) -> simpy.Event:
-        """``seconds`` of CPU work by thread ``w``, then (optionally) an event it waits for on its CPU."""
+    def work(self, w: int, seconds: float, then: Then | None = None) -> simpy.Event:
+        """``seconds`` of CPU work by thread ``w``, then (optionally) a memory transfer it stalls on, on its
+        CPU: ``then(after)`` starts one ``after`` seconds from now."""
         th = self.threads[w]
         if not th.sliced:
             if then is None:
                 return self.env.timeout(seconds)
-            return then() if seconds <= 0 else self.env.process(_after(self.env, seconds, then))
-        if then is None and th.req is not None and th.left - seconds > _LEFT:
+            return then(max(seconds, 0.0))
+        if th.req is not None and th.left - seconds > _LEFT:
             # on its CPU, within its quantum: nothing can take the CPU from it meanwhile, so no scheduler step
             th.left -= seconds
-            return self.env.timeout(seconds)
+            if then is None:
+                return self.env.timeout(seconds)
+            return self._stalls(th, then(seconds), self.env.now + seconds)
         return self.env.process(cpu_burst(self.env, self, th, seconds, then))
+
+    def _stalls(self, th: Thread, transfer: Transfer, start: float) -> Transfer:
+        """``th`` stalls on its CPU from ``start`` until ``transfer`` is through: the stall is CPU time, counted
+        against its quantum before whoever waits on the transfer goes on."""
+        def end(_ev: simpy.Event) -> None:
+            if not transfer.cancelled:
+                th.left -= self.env.now - start
+                if th.left <= _LEFT and th.req is not None:
+                    self.quantum_over(th)
+        transfer.callbacks.append(end)  # before the waiter's: it has not yielded the transfer yet
+        return transfer
 
     def spin_wait(self, w: int, req: Req, request: Callable[[], Req]) -> Generator[simpy.Event, object, Req]:
         """Thread ``w`` spins on its CPU until its lock request is granted; returns the granted request.
@@ -694,13 +711,6 @@ def _again(parked: Req | None, request: Callable[[], Req]) -> Req:
     return request()
 
 
-def _after(env: simpy.Environment, seconds: float,
-           then: Callable[[], simpy.Event]) -> Generator[simpy.Event, object, None]:
-    """On an unshared CPU: ``seconds`` of work, then the event (a memory transfer) it waits for."""
-    yield env.timeout(seconds)
-    yield then()
-
-
 def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simpy.Event, object, None]:
     """Wait for a CPU of ``th``'s pool; it starts a fresh quantum and pays the context switch."""
     cores.joined(th)
@@ -722,7 +732,7 @@ def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simp
 
 
 def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
-              then: Callable[[], simpy.Event] | None) -> Generator[simpy.Event, object, None]:
+              then: Then | None) -> Generator[simpy.Event, object, None]:
     """Run ``seconds`` of work on an oversubscribed pool, quantum by quantum."""
     left = seconds
     try:
@@ -739,7 +749,7 @@ def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
                 cores.quantum_over(th)
         if then is not None:  # a memory transfer: the thread stalls on its CPU, and the stall is CPU time
             t0 = env.now
-            yield then()
+            yield then(0.0)
             th.left -= env.now - t0
             if th.left <= _LEFT and th.req is not None:
                 cores.quantum_over(th)

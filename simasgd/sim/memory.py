@@ -11,6 +11,8 @@ bottleneck of a remote copy; the home socket's controller is not charged twice).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import simpy
 
 from simasgd.machines.machine import Machine
@@ -31,29 +33,68 @@ class Memory:
         self.latency = [(machine.remote_latency_ns if r else machine.local_latency_ns) * 1e-9 for r in self.remote]
         self.latency_local = machine.local_latency_ns * 1e-9
 
-    def move(self, w: int, nbytes: float, first: bool = True) -> simpy.Event:
-        """Thread ``w`` moves ``nbytes`` of the model: latency, then a share of its path's bandwidth.
+    def move(self, w: int, nbytes: float, first: bool = True, after: float = 0.0) -> Transfer:
+        """Thread ``w`` moves ``nbytes`` of the model, ``after`` seconds from now: latency, then a share of its
+        path's bandwidth.
 
         ``first = False`` continues a stream already started (a chunk after the
         first of a chunked copy): no second latency.
         """
+        return Transfer(self.env, [self.move_part(w, nbytes, first, after)])
+
+    def stream(self, w: int, nbytes: float, after: float = 0.0) -> Transfer:
+        """Thread ``w`` streams ``nbytes`` of its own (first-touched, so local) data from its socket's DRAM,
+        ``after`` seconds from now."""
+        return Transfer(self.env, [self.stream_part(w, nbytes, after)])
+
+    def move_part(self, w: int, nbytes: float, first: bool = True, after: float = 0.0) -> Part:
+        """:meth:`move` as a part of a :class:`Transfer`."""
         path = self.link if self.remote[w] else self.local[self.home]
-        lat = self.latency[w] if first else 0.0
-        if lat <= 0:
-            return path.transfer(nbytes)
-        done = self.env.event()
+        return path, nbytes, after + (self.latency[w] if first else 0.0)
 
-        def start(_ev: simpy.Event) -> None:
-            path.transfer(nbytes, done)
-        self.env.timeout(lat).callbacks.append(start)
-        return done
+    def stream_part(self, w: int, nbytes: float, after: float = 0.0) -> Part:
+        """:meth:`stream` as a part of a :class:`Transfer`."""
+        return self.local[self.socket[w]], nbytes, after + self.latency_local
 
-    def stream(self, w: int, nbytes: float) -> simpy.Event:
-        """Thread ``w`` streams ``nbytes`` of its own (first-touched, so local) data from its socket's DRAM."""
-        done = self.env.event()
-        path = self.local[self.socket[w]]
 
-        def start(_ev: simpy.Event) -> None:
-            path.transfer(nbytes, done)
-        self.env.timeout(self.latency_local).callbacks.append(start)
-        return done
+Part = tuple[Bandwidth, float, float]  # a transfer's path, its bytes, and the seconds from now before it starts
+
+
+class Transfer(simpy.Event):
+    """Bytes through one or more paths at once, each part starting after its delay; it succeeds when the last
+    part is through. One event a starting instant and none a part: a thread's work followed by its misses is
+    a delay, not a step of its own. Cancelled (k-sync's cancelled work), the parts not yet started never
+    start and the transfer never succeeds."""
+
+    __slots__ = ("cancelled", "left")
+
+    def __init__(self, env: simpy.Environment, parts: list[Part]) -> None:
+        super().__init__(env)
+        self.left = len(parts)
+        self.cancelled = False
+        starts: dict[float, list[Part]] = {}
+        for part in parts:
+            starts.setdefault(max(part[2], 0.0), []).append(part)
+        for delay, group in starts.items():
+            if delay == 0.0:
+                self._start(group)
+            else:
+                env.timeout(delay).callbacks.append(self._starter(group))
+
+    def _starter(self, parts: list[Part]) -> Callable[[simpy.Event], None]:
+        return lambda _ev: self._start(parts)
+
+    def _start(self, parts: list[Part]) -> None:
+        if not self.cancelled:
+            for path, nbytes, _delay in parts:
+                path.transfer(nbytes, self)
+
+    def succeed(self, value: object = None) -> Transfer:
+        """A part is through (its path calls this); the transfer succeeds with the last."""
+        self.left -= 1
+        if self.left == 0:
+            super().succeed(value)
+        return self
+
+    def cancel(self) -> None:
+        self.cancelled = True

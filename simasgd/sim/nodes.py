@@ -14,7 +14,7 @@ from dataclasses import replace
 import simpy
 
 from simasgd.machines.machine import Machine
-from simasgd.sim.memory import Memory
+from simasgd.sim.memory import Memory, Part, Transfer
 
 
 class NodeMemory:
@@ -29,10 +29,16 @@ class NodeMemory:
         self.latency = [m.latency[0] for m in self.of]
         self.latency_local = machine.local_latency_ns * 1e-9
 
-    def move(self, w: int, nbytes: float, first: bool = True) -> simpy.Event:
+    def move(self, w: int, nbytes: float, first: bool = True, after: float = 0.0) -> Transfer:
         """Worker ``w`` moves ``nbytes`` of its model copy or state: its own node's memory."""
-        return self.of[w].move(0, nbytes, first)
+        return self.of[w].move(0, nbytes, first, after)
 
-    def stream(self, w: int, nbytes: float) -> simpy.Event:
+    def stream(self, w: int, nbytes: float, after: float = 0.0) -> Transfer:
         """Worker ``w`` streams ``nbytes`` of its private data from its node's memory."""
-        return self.of[w].stream(0, nbytes)
+        return self.of[w].stream(0, nbytes, after)
+
+    def move_part(self, w: int, nbytes: float, first: bool = True, after: float = 0.0) -> Part:
+        return self.of[w].move_part(0, nbytes, first, after)
+
+    def stream_part(self, w: int, nbytes: float, after: float = 0.0) -> Part:
+        return self.of[w].stream_part(0, nbytes, after)

@@ -9,7 +9,7 @@ from simpy.events import NORMAL, URGENT
 
 from simasgd.machines.machine import PRESETS
 from simasgd.sim.cpu import Cores
-from simasgd.sim.memory import Memory
+from simasgd.sim.memory import Memory, Transfer
 from simasgd.sim.primitives import (
     AtomicCounter,
     Backoff,
@@ -191,6 +191,59 @@ def test_per_core_cap_and_remote_path() -> None:
     env.run()
     assert ends[0] == pytest.approx(90e-9 + 1e9 / 10e9)  # local: one core's streaming rate
     assert ends[1] == pytest.approx(150e-9 + 1e9 / 10e9)  # remote: link has room for one core
+
+
+def test_a_transfer_starts_after_its_work_and_latency_and_ends_with_its_last_part() -> None:
+    # Two parts from socket 0's memory, after 2 ms of work: one latency (90 ns), then each at a core's 10 GB/s
+    # (two transfers leave each 20 of the socket's 40 GB/s): 1 GB is through 0.1 s later, 2 GB 0.2 s later.
+    env = simpy.Environment()
+    mem = Memory(env, PRESETS["xeon-e5-2687w-v2"], sockets=[0, 1])
+    t = Transfer(env, [mem.move_part(0, 1e9, after=2e-3), mem.stream_part(0, 2e9, after=2e-3)])
+    env.run(until=2e-3 + 90e-9 + 0.1 + 1e-9)
+    assert not t.triggered and mem.local[0].bytes_moved == 3e9
+    env.run()
+    assert t.ok and env.now == pytest.approx(2e-3 + 90e-9 + 0.2)
+
+
+def test_a_transfer_cancelled_before_it_starts_moves_nothing_and_one_under_way_goes_through() -> None:
+    env = simpy.Environment()
+    mem = Memory(env, PRESETS["xeon-e5-2687w-v2"], sockets=[0, 1])
+    early, late = mem.stream(0, 1e9, after=1e-3), mem.stream(1, 1e9, after=1e-3)
+    env.run(until=0.5e-3)
+    early.cancel()
+    env.run(until=0.05)  # the late one is under way
+    late.cancel()
+    env.run()
+    assert not early.triggered and mem.local[0].bytes_moved == 0
+    assert mem.local[1].bytes_moved == 1e9 and env.now == pytest.approx(1e-3 + 90e-9 + 0.1)
+
+
+def test_a_stall_on_a_shared_cpu_is_cpu_time_of_the_quantum() -> None:
+    # Two threads on one CPU (quantum 3.97 ms). Thread 0, on it, works 1 ms, then stalls on 100 MB from memory
+    # (211 ns, then a core's 27.7 GB/s: 3.61 ms): the quantum is spent during the stall, and as thread 1 waits
+    # the CPU goes to it when the stall ends. Were the stall not CPU time, thread 0 would keep the CPU.
+    env = simpy.Environment()
+    m = PRESETS["laptop-2core"]
+    cores, mem = Cores(env, m, [0, 0]), Memory(env, m, sockets=[0, 0])
+    ends: dict[str, float] = {}
+
+    def zero() -> object:
+        yield cores.work(0, 1e-6)  # on the CPU, quantum fresh
+        yield cores.work(0, 1e-3, lambda after: mem.stream(0, 1e8, after))
+        ends["stall"] = env.now
+        ends["on_cpu"] = cores.threads[0].req is not None
+
+    def one() -> object:
+        yield env.timeout(1e-4)
+        yield cores.work(1, 1e-6)
+        ends["one"] = env.now
+
+    env.process(zero())
+    env.process(one())
+    env.run()
+    stall_end = m.context_switch_s + 1e-6 + 1e-3 + m.local_latency_ns * 1e-9 + 1e8 / (m.core_bandwidth_gbs * 1e9)
+    assert ends["stall"] == pytest.approx(stall_end) and ends["on_cpu"] is False
+    assert ends["one"] == pytest.approx(stall_end + m.context_switch_s + 1e-6)
 
 
 def test_descheduled_lock_holder_keeps_cores_busy() -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from simasgd.sim.engine import SimRun
+from simasgd.sim.memory import Transfer
 from simasgd.sim.primitives import Barrier, Mutex, acquire
 
 Proc = Generator[simpy.Event, object, None]
@@ -134,6 +135,8 @@ def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: in
         except simpy.Interrupt:
             if isinstance(work, simpy.Process) and work.is_alive:
                 work.interrupt()
+            elif isinstance(work, Transfer):
+                work.cancel()  # its misses not yet under way never start
             p.block(w)
             yield done
             continue
