@@ -11,6 +11,10 @@ A cell is the quickstart scenario (the 64-32-10 MLP on digits, B = 16), timing o
 - algorithms over a network (``--network-algorithms``) on ``--network-machine`` (default ``cluster-1024``:
   1,024 nodes of one core each) with ``[network] preset = --network`` (default ``100g_ib``).
 
+Beside it, the events each attempt costs and the wall time each event costs (SimPy events scheduled, counted
+from the environment's event ids, marginal the same way): the first says how much more a wider run
+simulates, the second whether an event costs more because more workers exist.
+
 The figure is wall milliseconds per 1,000 update attempts (rows of ``updates.parquet``: gradients computed,
 dropped ones included), marginal: each cell runs twice, a short pilot and a long run, and the cost is
 (t_long − t_pilot) / (attempts_long − attempts_pilot), so the start-up (the workload, the processes, the
@@ -32,10 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import record
 
+from simasgd.sim import primitives
 from simasgd.sim.backend import run_once
 from simasgd.spec import algorithms, loader
 
-SCHEMA, VERSION = "sim_scale", 1
+SCHEMA, VERSION = "sim_scale", 2
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
 SHARED = ("mutex", "rwlock", "ssp", "k_sync", "k_async", "leashed", "sync", "backup", "lopez", "hogwild",
           "keuper", "simuparallel")
@@ -53,23 +58,43 @@ def overrides(algorithm: str, workers: int, machine: str, network: str | None, u
     return ov
 
 
-def timed(algorithm: str, workers: int, machine: str, network: str | None, updates: int) -> tuple[float, int]:
-    """Wall seconds and update attempts of one run."""
+class _Seen:
+    """The environment a run made last: its event ids, read once the run is over, count its events."""
+
+    env: primitives.Environment | None = None
+
+
+def _remembered(init: Any) -> Any:
+    def __init__(self: primitives.Environment, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        _Seen.env = self
+    return __init__
+
+
+primitives.Environment.__init__ = _remembered(primitives.Environment.__init__)  # type: ignore[method-assign]
+
+
+def timed(algorithm: str, workers: int, machine: str, network: str | None,
+          updates: int) -> tuple[float, int, int]:
+    """Wall seconds, update attempts and SimPy events of one run."""
     sc = loader.load(SCENARIO, overrides(algorithm, workers, machine, network, updates))
     t0 = time.perf_counter()
     result = run_once(sc, 0)
-    return time.perf_counter() - t0, int(result.runs[0].attempts)
+    wall = time.perf_counter() - t0
+    assert _Seen.env is not None  # the run made one
+    return wall, int(result.runs[0].attempts), next(_Seen.env._eid)
 
 
 def cell(algorithm: str, workers: int, machine: str, network: str | None, budget: float) -> dict[str, Any]:
     """Marginal wall ms per 1,000 attempts (pilot subtracted), with the attempts it was measured over."""
     pilot = 10
     # the least of two pilots: the first run of a process also pays its imports and caches
-    (t_pilot, a_pilot), (t_again, _) = (timed(algorithm, workers, machine, network, pilot) for _ in range(2))
+    (t_pilot, a_pilot, e_pilot), (t_again, _, _) = (timed(algorithm, workers, machine, network, pilot)
+                                                   for _ in range(2))
     t_pilot = min(t_pilot, t_again)
     updates = 2 * pilot
     for _ in range(8):  # grow the run until it is ``budget`` seconds longer than the pilot
-        t_long, a_long = timed(algorithm, workers, machine, network, updates)
+        t_long, a_long, e_long = timed(algorithm, workers, machine, network, updates)
         extra = t_long - t_pilot
         if extra >= budget or updates >= 400_000:
             break
@@ -77,21 +102,30 @@ def cell(algorithm: str, workers: int, machine: str, network: str | None, budget
             updates *= 4  # too short to size from: start-up noise could dominate the difference
         else:
             updates = pilot + int(1.3 * (updates - pilot) * budget / extra)
-    more = a_long - a_pilot
+    more, events = a_long - a_pilot, e_long - e_pilot
     ms = 1e6 * (t_long - t_pilot) / more if more > 0 else math.nan
     return {"algorithm": algorithm, "workers": workers, "machine": machine, "network": network,
-            "attempts": a_long, "wall_s": t_long, "ms_per_1000": ms}
+            "attempts": a_long, "wall_s": t_long, "ms_per_1000": ms,
+            "events_per_attempt": events / more if more > 0 else math.nan,
+            "us_per_event": 1e6 * (t_long - t_pilot) / events if events > 0 else math.nan}
 
 
 def table(rows: list[dict[str, Any]], workers: list[int]) -> str:
-    head = "| algorithm | " + " | ".join(f"{n:,} workers" for n in workers) + f" | {workers[-1]:,} / {workers[0]} |"
-    lines = [head, "|---" * (len(workers) + 2) + "|"]
+    lo, hi = f"{workers[0]:,}", f"{workers[-1]:,}"
+    head = ("| algorithm | " + " | ".join(f"{n:,} workers" for n in workers) + f" | {hi} / {lo} "
+            f"| events an attempt, {lo} → {hi} | µs an event, {lo} → {hi} |")
+    lines = [head, "|---" * (len(workers) + 4) + "|"]
     for name in dict.fromkeys(r["algorithm"] for r in rows):
-        got = {r["workers"]: r["ms_per_1000"] for r in rows if r["algorithm"] == name}
-        cells = [f"{got[n]:,.1f} ms" if n in got else "—" for n in workers]
-        first, last = got.get(workers[0]), got.get(workers[-1])
-        ratio = f"{last / first:.1f}×" if first and last else "—"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+        of = {r["workers"]: r for r in rows if r["algorithm"] == name}
+        cells = [f"{of[n]['ms_per_1000']:,.1f} ms" if n in of else "—" for n in workers]
+        first, last = of.get(workers[0]), of.get(workers[-1])
+        if first and last:
+            ratio = f"{last['ms_per_1000'] / first['ms_per_1000']:.1f}×"
+            events = f"{first['events_per_attempt']:.1f} → {last['events_per_attempt']:.1f}"
+            cost = f"{first['us_per_event']:.1f} → {last['us_per_event']:.1f}"
+        else:
+            ratio = events = cost = "—"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {events} | {cost} |")
     return "\n".join(lines)
 
 
