@@ -11,8 +11,8 @@ A cell is the quickstart scenario (the 64-32-10 MLP on digits, B = 16), timing o
 - algorithms over a network (``--network-algorithms``) on ``--network-machine`` (default ``cluster-1024``:
   1,024 nodes of one core each) with ``[network] preset = --network`` (default ``100g_ib``).
 
-Beside it, the events each attempt costs and the wall time each event costs (SimPy events scheduled, counted
-from the environment's event ids, marginal the same way): the first says how much more a wider run
+Beside it, the events each attempt costs and the wall time each event costs (SimPy events scheduled:
+``Environment.scheduled``, marginal the same way): the first says how much more a wider run
 simulates, the second whether an event costs more because more workers exist.
 
 The figure is wall milliseconds per 1,000 update attempts (rows of ``updates.parquet``: gradients computed,
@@ -59,7 +59,7 @@ def overrides(algorithm: str, workers: int, machine: str, network: str | None, u
 
 
 class _Seen:
-    """The environment a run made last: its event ids, read once the run is over, count its events."""
+    """The environment a run made last: it counts the events the run scheduled."""
 
     env: primitives.Environment | None = None
 
@@ -82,7 +82,7 @@ def timed(algorithm: str, workers: int, machine: str, network: str | None,
     result = run_once(sc, 0)
     wall = time.perf_counter() - t0
     assert _Seen.env is not None  # the run made one
-    return wall, int(result.runs[0].attempts), next(_Seen.env._eid)
+    return wall, int(result.runs[0].attempts), _Seen.env.scheduled()
 
 
 def cell(algorithm: str, workers: int, machine: str, network: str | None, budget: float) -> dict[str, Any]:

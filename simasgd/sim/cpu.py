@@ -71,10 +71,11 @@ class CpuPool:
     by arrival. A grant hands the CPU over at once — the thread is on it from that instant, its quantum
     started — and wakes the thread once the context switch is paid: one event a turn on a CPU."""
 
-    __slots__ = ("capacity", "env", "free", "heap", "order", "quantum", "switch", "waiting")
+    __slots__ = ("capacity", "counts", "env", "free", "heap", "order", "quantum", "switch", "waiting")
 
     def __init__(self, env: simpy.Environment, cpus: int, quantum: float, switch: float) -> None:
         self.env, self.capacity, self.free = env, cpus, cpus
+        self.counts = isinstance(env, Environment)  # it counts the grants it schedules on a rank already taken
         self.quantum, self.switch = quantum, switch
         self.heap: list[tuple[tuple[float, float, int], CpuGrant]] = []
         self.waiting = 0  # requests in the heap not withdrawn
@@ -130,8 +131,12 @@ class CpuPool:
             return
         env = self.env
         g._ok, g._value = True, None
-        g.eid = next(env._eid) if eid is None else eid
-        heapq.heappush(env._queue, (now + self.switch, NORMAL, g.eid, g))
+        if eid is None:
+            eid = next(env._eid)
+        elif self.counts:
+            env.reranked += 1  # type: ignore[attr-defined]
+        g.eid = eid
+        heapq.heappush(env._queue, (now + self.switch, NORMAL, eid, g))
 
 
 class RunQueue:
@@ -591,6 +596,7 @@ class Cores:
         g._ok, g._value = True, None
         g.eid = rot.eid
         heapq.heappush(self.env._queue, (rot.at, NORMAL, rot.eid, g))
+        rq.pool.env.reranked += 1  # type: ignore[attr-defined]  # only a ranked Environment rotates
 
     def _lock_free(self, lock: Mutex) -> None:
         """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner

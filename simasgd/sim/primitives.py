@@ -42,6 +42,14 @@ class Environment(simpy.Environment):
         super().__init__(initial_time)
         self.passed: tuple[int, int] = (-1, -1)
         self.ranking = False
+        self.reranked = 0  # events scheduled on a rank already taken (simasgd.sim.cpu.Cores._handed_on)
+        self._peeks = 0  # ids taken by scheduled() itself
+
+    def scheduled(self) -> int:
+        """Events scheduled so far: each takes an id or reuses a rank."""
+        n = next(self._eid) - self._peeks + self.reranked
+        self._peeks += 1
+        return n
 
     def rank_instants(self) -> None:
         """Keep the ranks from the next instant on (:meth:`ran` may be asked about those instants)."""

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import simpy
 
-from simasgd.sim import backend, cpu
+from simasgd.sim import backend, cpu, primitives
 from simasgd.sim.primitives import Mutex
 from simasgd.spec import loader
 
@@ -107,6 +107,26 @@ def test_rotation_is_not_taken_for_a_read_write_lock(monkeypatch: pytest.MonkeyP
     fast, n_fast, work = simulate(monkeypatch, True, ov)
     assert_same_rows(events, fast)
     assert n_fast == n_events and work["jumped"] == 0
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_the_environment_counts_every_event_it_steps_through(monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    """``Environment.scheduled`` (benchmarks/sim_scale.py's events an attempt): the events a run stepped through
+    and those left in its queue, grants on a rank already taken included; a rotation's turns are none."""
+    made: list[primitives.Environment] = []
+
+    class Seen(primitives.Environment):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(backend, "Environment", Seen)
+    ov = ("workers.count=24", "stop.max_updates=400", *SHORT_HOLDS)
+    _, n_events, _ = simulate(monkeypatch, fast, ov)
+    (env,) = made
+    assert env.reranked > 0  # turns that ended as they began kept their rank
+    assert env.scheduled() == n_events + len(env._queue)
+    assert env.scheduled() == n_events + len(env._queue)  # asking takes nothing away
 
 
 def test_a_mutex_says_when_a_release_leaves_it_free() -> None:
