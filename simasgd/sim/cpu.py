@@ -592,11 +592,13 @@ class Cores:
         assert rot is not None and rot.cur is not None
         rq.rotation = None
         del self.rotating[rot.lock][rq]
+        env = self.ranked
+        assert env is not None  # only a ranked environment rotates
         g = rot.cur
         g._ok, g._value = True, None
         g.eid = rot.eid
-        heapq.heappush(self.env._queue, (rot.at, NORMAL, rot.eid, g))
-        rq.pool.env.reranked += 1  # type: ignore[attr-defined]  # only a ranked Environment rotates
+        heapq.heappush(env._queue, (rot.at, NORMAL, rot.eid, g))
+        env.reranked += 1
 
     def _lock_free(self, lock: Mutex) -> None:
         """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner
