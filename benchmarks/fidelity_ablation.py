@@ -105,7 +105,7 @@ def ablate(e: store.Entry, fixed: dict[str, Any], rows: dict[str, dict[str, Any]
            jobs: int, base_seeds: int) -> dict[str, Any]:
     """The baseline at timing seeds 0 … ``base_seeds``−1 and every variant of ``rows`` at 0 … ``seeds``−1."""
     def scored(over: dict[str, Any], k: int) -> list[score.MachineScore]:
-        return [score.score(e, fixed | over, jobs, seed_offset=i) for i in range(k)]
+        return [score.score(e, fixed | over, jobs, seed_offset=i, placements=False) for i in range(k)]  # no bands
 
     base = scored({}, base_seeds)
     counts = [b.met for b in base]

@@ -69,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path} ({path.stat().st_size / 1024:.0f} KiB), {time.perf_counter() - start:.0f} s; not scored "
               f"(simasgd corpus score)")
         return 0
-    result = score.score(entry, jobs=min(len(os.sched_getaffinity(0)), 8))
+    # the goals only: a far placement would simulate every cell twice on the device's few minutes; the entry's
+    # bands come from `simasgd corpus score` on any machine afterwards
+    result = score.score(entry, jobs=min(len(os.sched_getaffinity(0)), 8), placements=False)
     import json
 
     (out / "score.json").write_text(json.dumps(result.to_json(), indent=2))

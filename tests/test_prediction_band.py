@@ -226,3 +226,60 @@ def test_corpus_score_pools_coverage_over_cells_and_metrics() -> None:
     assert set(doc["per_cell"]) == {"a", "b"}
     row = band_table([m])[0]
     assert len(row) == len(BAND_HEAD) and row[2].startswith(f"{m.band_coverage[0]}/9")
+
+
+# --- two placements of the host's CPUs: the band of a mixture -----------------------------------------------
+
+def test_a_mixture_of_one_placement_is_that_placements_band() -> None:
+    runs = [100.0, 110.0, 95.0]
+    alone = pb.predictive("updates_per_s", runs, 0.05)
+    assert alone is not None
+    for parts in ([(1.0, runs)], [(0.7, runs), (0.3, runs)], [(0.7, runs), (0.3, [50.0])]):  # the last: no band
+        got = pb.mixture("updates_per_s", parts, 0.05)
+        assert got is not None and got.center == alone.center and got.df == alone.df
+        assert (got.low, got.high) == pytest.approx((alone.low, alone.high), rel=1e-9)
+    assert pb.mixture("updates_per_s", [(0.7, [100.0]), (0.3, runs)], 0.05) is None  # none for the calibrated one
+
+
+@pytest.mark.parametrize("share", [0.3, 0.02])
+def test_a_mixture_of_two_far_placements_has_the_closed_form_quantiles(share: float) -> None:
+    # Runs that agree within each placement and a known host σ: two normals on the log scale, 16 σ apart, so each
+    # quantile falls in one of them alone. The 5% quantile is in the slow one at 0.05 / share where share > 5%,
+    # else in the fast one at (0.05 − share) / (1 − share); the 95% one in the fast one at (0.95 − share) / (1 − share).
+    s, fast, slow = 0.1, 100.0, 20.0
+    band = pb.mixture("updates_per_s", [(1 - share, [fast] * 3), (share, [slow] * 3)], s)
+    assert band is not None and band.other == pytest.approx(share) and band.center == pytest.approx(fast)
+    low = (slow * math.exp(s * stats.norm.ppf(0.05 / share)) if share > 0.05
+           else fast * math.exp(s * stats.norm.ppf((0.05 - share) / (1 - share))))
+    assert band.low == pytest.approx(low, rel=1e-6)
+    assert band.high == pytest.approx(fast * math.exp(s * stats.norm.ppf((0.95 - share) / (1 - share))), rel=1e-6)
+
+
+def test_a_mixture_band_holds_a_further_run_of_either_placement_90_percent_of_the_time() -> None:
+    # Each run lands in the far placement with probability 0.3 (its rate 1/5 of the near one's); each placement's
+    # R = 3 simulated runs scatter by a log sd of 0.05 and the host by σ = 0.05. The band of the two sets of runs
+    # must hold a further run of the mixture 90% of the time; the near placement's band alone, about 70%.
+    rng = np.random.default_rng(6)
+    reps, runs, s, share = 4000, 3, 0.05, 0.3
+    near = np.exp(rng.normal(0, s, size=(reps, runs)))
+    far = 0.2 * np.exp(rng.normal(0, s, size=(reps, runs)))
+    moved = rng.random(reps) < share
+    new = np.where(moved, 0.2, 1.0) * np.exp(rng.normal(0, s, reps) + rng.normal(0, s, reps))
+    hits = np.array([pb.mixture("updates_per_s", [(1 - share, a), (share, b)], s).contains(x)  # type: ignore[union-attr]
+                     for a, b, x in zip(near, far, new, strict=True)])
+    got, se = _coverage(hits)
+    assert abs(got - 0.9) <= 3 * se, (got, se)
+    alone = np.array([pb.predictive("updates_per_s", a, s).contains(x)  # type: ignore[union-attr]
+                      for a, x in zip(near, new, strict=True)])
+    assert alone.mean() < 0.75
+
+
+def test_check_mixes_the_other_placement_only_where_given_a_share() -> None:
+    sim = {"updates_per_s": [100.0, 102.0, 98.0]}
+    far = {"updates_per_s": [30.0, 31.0, 29.0]}
+    measured = {"updates_per_s": [101.0, 30.5, 99.0]}
+    host = pb.HostNoise(0.02, "test")
+    one = pb.check(sim, measured, host)["updates_per_s"]
+    both = pb.check(sim, measured, host, other=far, share=0.3)["updates_per_s"]
+    assert one.inside == 2 and both.inside == 3 and both.band.other == pytest.approx(0.3)
+    assert pb.check(sim, measured, host, other=far, share=0.0)["updates_per_s"].band == one.band

@@ -95,6 +95,9 @@ def score_cmd(corpus: Path | None = CorpusOpt,
                                            "right before its runs, had drifted beyond 10% at the re-timed speed "
                                            "(as compare --refresh predicts); by default every cell runs on the "
                                            "calibrated samples."),
+              placements: bool = typer.Option(True, "--placements/--one-placement", help=(
+                  "Bands of two or more workers mix in the host's far placement, where its core-to-core probes "
+                  "saw one (each such cell simulated twice); --one-placement: the calibrated placement alone.")),
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
@@ -122,12 +125,12 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     results = []
     for e in entries:
         console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
-        results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh))
+        results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh, placements=placements))
     _print(results, cells)
     _print_bands(results)
     _print_ranking(results)
     if out is not None:
-        out.write_text(json.dumps({"overrides": sim, "refresh": refresh,
+        out.write_text(json.dumps({"overrides": sim, "refresh": refresh, "placements": placements,
                                    "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
 
@@ -193,3 +196,5 @@ def _print_bands(results: list[MachineScore]) -> None:
         what = ("none: the bands are the simulator's spread alone" if r.host is None
                 else f"σ = {r.host.sigma:.3f} on the log scale, from {r.host.source}")
         con.print(f"{r.machine}: host noise {what}", markup=False, soft_wrap=True)
+        if r.placement is not None:
+            con.print(f"{r.machine}: placement: {r.placement.text()}", markup=False, soft_wrap=True)

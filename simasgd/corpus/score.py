@@ -28,7 +28,8 @@ from typing import Any
 
 from simasgd.corpus import ranking
 from simasgd.corpus.store import Cell, Entry
-from simasgd.evaluation import fidelity, prediction_band
+from simasgd.evaluation import fidelity, placement, prediction_band
+from simasgd.evaluation.placement import Placement
 from simasgd.machines import profile
 
 # What a measured scenario's [sim] table keeps when it is re-simulated: the fields that say what is run (the
@@ -45,14 +46,19 @@ class CellScore:
     refreshed: float | None = None  # the gradient's re-timed ratio the prediction ran at (None: as calibrated)
     bound: float | None = None  # the ceiling: no predictor meets the cell more often in expectation (fidelity.bound_of)
     speeds: ranking.Speeds | None = None  # what the ranking of its group needs of the cell
-    # per side ("sim", "measured"), per metric, one value per run over the versions both made (band_runs)
+    # per side ("sim", "measured"; "other": the simulator's runs in the host's far placement, cells of two or
+    # more workers), per metric, one value per run over the versions both made (band_runs)
     runs: dict[str, dict[str, list[float]]] | None = None
 
-    def band_checks(self, host: prediction_band.HostNoise | None) -> dict[str, prediction_band.BandCheck]:
-        """The simulated runs' 90% bands (with the machine's ``host`` noise) against the measured runs."""
+    def band_checks(self, host: prediction_band.HostNoise | None,
+                    where: Placement | None = None) -> dict[str, prediction_band.BandCheck]:
+        """The simulated runs' 90% bands (with the machine's ``host`` noise; with ``where``, mixed with the runs
+        in its far placement at its share) against the measured runs."""
         if self.runs is None:
             return {}
-        return prediction_band.check(self.runs["sim"], self.runs["measured"], host)
+        other = self.runs.get("other") if where is not None else None
+        return prediction_band.check(self.runs["sim"], self.runs["measured"], host, other=other,
+                                     share=where.share if where is not None and other is not None else 0.0)
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -72,9 +78,10 @@ class MachineScore:
     cells: list[CellScore]
     seconds: float = 0.0
     host: prediction_band.HostNoise | None = None  # the machine's host noise, its bands' (host_noise_of_entry)
+    placement: Placement | None = None  # the host's far placement, mixed into the bands (placement.of_entry)
 
     def band_checks(self) -> list[prediction_band.BandCheck]:
-        return [b for c in self.cells for b in c.band_checks(self.host).values()]
+        return [b for c in self.cells for b in c.band_checks(self.host, self.placement).values()]
 
     @property
     def band_coverage(self) -> tuple[int, int]:
@@ -89,13 +96,14 @@ class MachineScore:
     def bands_json(self) -> dict[str, Any]:
         inside, total = self.band_coverage
         per_metric = {m: {"inside": (cov := prediction_band.coverage(
-            cs := [b for c in self.cells if (b := c.band_checks(self.host).get(m)) is not None]))[0],
+            cs := [b for c in self.cells if (b := c.band_checks(self.host, self.placement).get(m)) is not None]))[0],
             "runs": cov[1], "sharpness": _finite_or_none(prediction_band.sharpness(cs))}
             for m in prediction_band.METRICS}
         return {"level": prediction_band.LEVEL, "host_noise": None if self.host is None else self.host.to_json(),
+                "placement": None if self.placement is None else self.placement.to_json(),
                 "inside": inside, "runs": total, "coverage": inside / total if total else None,
                 "sharpness": _finite_or_none(self.band_sharpness), "per_metric": per_metric,
-                "per_cell": {c.cell: {m: b.to_json() for m, b in c.band_checks(self.host).items()}
+                "per_cell": {c.cell: {m: b.to_json() for m, b in c.band_checks(self.host, self.placement).items()}
                              for c in self.cells if c.runs is not None}}
 
     @property
@@ -213,9 +221,11 @@ def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> 
 
 
 def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
-                  refreshed: float | None = None) -> CellScore:
+                  refreshed: float | None = None, other: str | None = None) -> CellScore:
     """Simulate one cell on ``SIMASGD_PROFILE``'s profile and judge it; a failure is the cell's error. With
-    ``refreshed``, on a copy whose gradient samples are × that ratio (``drift.write_refreshed``, as compare)."""
+    ``refreshed``, on a copy whose gradient samples are × that ratio (``drift.write_refreshed``, as compare).
+    With ``other`` (the profile in the host's far placement, :func:`placement.moved`), a cell of two or more
+    workers is simulated there too, for its bands (``runs["other"]``)."""
     from simasgd.evaluation import drift
     from simasgd.machines import machine
     from simasgd.runs import backends
@@ -227,7 +237,14 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
                                                                           Path(tmp))
             with drift.using_profile(fresh):
                 sim = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim")
-        return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=band_runs(cell, sim))
+            runs = band_runs(cell, sim)
+            if other is not None and sc.workers.count >= 2:
+                moved = Path(other) if refreshed is None else drift.write_refreshed(Path(other), sc, refreshed,
+                                                                                    Path(tmp) / "other")
+                with drift.using_profile(moved):
+                    far = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim-other")
+                runs["other"] = band_runs(cell, far)["sim"]
+        return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=runs)
     except Exception as e:  # one cell's failure is its row, the score goes on
         return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed)
 
@@ -243,7 +260,7 @@ def drift_ratio(cell: Cell) -> float | None:
     return d.ratio if d.drifted else None
 
 
-Task = tuple[Cell, dict[str, Any], int, "float | None"]
+Task = tuple[Cell, dict[str, Any], int, "float | None", "str | None"]
 
 
 def _init(profile_path: str) -> None:
@@ -256,23 +273,30 @@ def _task(args: Task) -> CellScore:
 
 def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
           progress: Callable[[CellScore], None] | None = None, seed_offset: int = 0,
-          refresh: bool = False) -> MachineScore:
+          refresh: bool = False, placements: bool = True) -> MachineScore:
     """Every cell of ``entry`` re-simulated with ``overrides`` on [sim], in ``jobs`` processes (``seed_offset``:
-    :func:`scenario_of`; ``refresh``: a drifted cell on the profile refreshed to its re-timed gradient)."""
+    :func:`scenario_of`; ``refresh``: a drifted cell on the profile refreshed to its re-timed gradient;
+    ``placements``: a cell of two or more workers simulated in the host's far placement too, where its probes
+    saw one, for the bands — the goals judge the calibrated placement alone)."""
     from simasgd.machines.profile import to_toml
 
     start = time.perf_counter()
+    typed = profile.typed(entry.profile, entry.name)
+    where = placement.of_entry(typed, [c.drift for c in entry.cells]) if placements else None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.toml"
-        path.write_text(to_toml(entry.profile))
-        tasks: list[Task] = [(c, overrides or {}, seed_offset, drift_ratio(c) if refresh else None)
-                             for c in entry.cells]
+        path.write_text(to_toml(typed))
+        other = None
+        if where is not None and where.share > 0:
+            other = Path(tmp) / "profile-far.toml"
+            other.write_text(to_toml(placement.moved(typed, where.factor)))
+        tasks: list[Task] = [(c, overrides or {}, seed_offset, drift_ratio(c) if refresh else None,
+                              None if other is None else str(other)) for c in entry.cells]
         scores = list(_each(tasks, jobs, str(path), progress))
     order = {c.name: i for i, c in enumerate(entry.cells)}
     scores.sort(key=lambda s: order[s.cell])
-    host = prediction_band.host_noise_of_entry(profile.typed(entry.profile, entry.name), [c.drift for c in entry.cells],
-                                               refresh)
-    return MachineScore(entry.name, scores, time.perf_counter() - start, host=host)
+    host = prediction_band.host_noise_of_entry(typed, [c.drift for c in entry.cells], refresh)
+    return MachineScore(entry.name, scores, time.perf_counter() - start, host=host, placement=where)
 
 
 def _each(tasks: list[Task], jobs: int, profile: str,

@@ -33,7 +33,7 @@ the simulator's spread alone, and :attr:`HostNoise.source` / :func:`describe` sa
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -93,6 +93,7 @@ class Band:
     df: float
     host: bool
     level: float = LEVEL
+    other: float = 0.0  # the weight of the host's other placements mixed into it (mixture); 0: one placement
 
     def contains(self, x: float) -> bool:
         # a relative tolerance: runs that all agree give a band of one point, which their own values must meet
@@ -109,20 +110,78 @@ class Band:
 
     def to_json(self) -> dict[str, Any]:
         return {"low": self.low, "high": self.high, "center": self.center, "runs": self.runs, "scale": self.scale,
-                "df": None if math.isinf(self.df) else self.df, "host": self.host, "level": self.level}
+                "df": None if math.isinf(self.df) else self.df, "host": self.host, "level": self.level,
+                **({"other_placement": self.other} if self.other else {})}
 
 
 def predictive(metric: str, values: Iterable[float], host_sigma: float = 0.0, level: float = LEVEL) -> Band | None:
     """The band of one more run of ``metric`` given ``values`` (one per run; NaN, a run that never reached ε,
     left out); ``host_sigma`` is the host's σ (applied to :data:`TIME_BASED` metrics only). None with fewer
     than 2 finite values."""
+    c = _component(metric, values, host_sigma)
+    if c is None:
+        return None
+    q = float(special.ndtri((1 + level) / 2)) if math.isinf(c.df) else float(special.stdtrit(c.df, (1 + level) / 2))
+    back = math.exp if c.log else float
+    return Band(metric, back(c.mu - q * c.sd), back(c.mu + q * c.sd), back(c.mu), c.runs, "log" if c.log else "linear",
+                c.df, c.host, level)
+
+
+def mixture(metric: str, parts: Sequence[tuple[float, Iterable[float]]], host_sigma: float = 0.0,
+            level: float = LEVEL) -> Band | None:
+    """The band of one more run that is, with probability ``w``, a run like ``values`` for each ``(w, values)``
+    of ``parts`` (the host's placements, :mod:`simasgd.evaluation.placement`): the central ``level`` interval
+    of the mixture of their :func:`predictive` distributions. Its center and degrees of freedom are the first
+    part's (the calibrated placement's), and :attr:`Band.other` the weight of the others. A part with fewer
+    than 2 finite values drops out and the rest are reweighted; one part left gives :func:`predictive`'s band.
+    Every part on the log scale, or else every part on the linear one."""
+    values = [list(vals) for _, vals in parts]
+    first = _component(metric, values[0], host_sigma)
+    if first is None:  # no band for the calibrated placement
+        return None
+    kept = [i for i, (w, _) in enumerate(parts)
+            if i == 0 or (w > 0 and _component(metric, values[i], host_sigma) is not None)]
+    if len(kept) == 1:
+        return predictive(metric, values[0], host_sigma, level)
+    comps = [_component(metric, values[i], host_sigma) for i in kept]
+    log = all(c is not None and c.log for c in comps)
+    if not log:  # a zero among some part's runs: every part on the linear scale
+        comps = [_component(metric, values[i], host_sigma, force_linear=True) for i in kept]
+    total = sum(parts[i][0] for i in kept)
+    cs = [(parts[i][0] / total, c) for i, c in zip(kept, comps, strict=True) if c is not None]
+
+    def cdf(y: float) -> float:
+        return sum(w * _cdf(c, y) for w, c in cs)
+
+    lo, hi = _quantile(cdf, cs, (1 - level) / 2), _quantile(cdf, cs, (1 + level) / 2)
+    main = cs[0][1]
+    back = math.exp if log else float
+    return Band(metric, back(lo), back(hi), back(main.mu), main.runs, "log" if log else "linear", main.df,
+                main.host, level, other=1 - cs[0][0])
+
+
+@dataclass(frozen=True)
+class _Component:
+    """One predictive distribution: ``mu`` + ``sd`` × Student's t with ``df`` degrees of freedom, on the log scale
+    (``log``) or the linear one."""
+
+    mu: float
+    sd: float
+    df: float
+    log: bool
+    runs: int
+    host: bool
+
+
+def _component(metric: str, values: Iterable[float], host_sigma: float,
+               force_linear: bool = False) -> _Component | None:
     x = np.asarray([v for v in values if v is not None], dtype=float)
     x = x[np.isfinite(x)]
     r = len(x)
     if r < 2:
         return None
     host = host_sigma > 0 and metric in TIME_BASED
-    log = bool((x > 0).all())
+    log = bool((x > 0).all()) and not force_linear
     y = np.log(x) if log else x
     mu, s2 = float(y.mean()), float(y.var(ddof=1))
     sim = s2 * (1 + 1 / r)
@@ -130,20 +189,47 @@ def predictive(metric: str, values: Iterable[float], host_sigma: float = 0.0, le
     h2 = (host_sigma if log else host_sigma * abs(mu)) ** 2 if host else 0.0
     v = sim + h2
     df = math.inf if sim == 0 else v ** 2 / (sim ** 2 / (r - 1))
-    q = float(special.ndtri((1 + level) / 2)) if math.isinf(df) else float(special.stdtrit(df, (1 + level) / 2))
-    half = q * math.sqrt(v)
-    lo, hi = mu - half, mu + half
-    back = (math.exp if log else float)
-    return Band(metric, back(lo), back(hi), back(mu), r, "log" if log else "linear", df, host, level)
+    return _Component(mu, math.sqrt(v), df, log, r, host)
+
+
+def _cdf(c: _Component, y: float) -> float:
+    if c.sd == 0:
+        return 1.0 if y >= c.mu else 0.0
+    z = (y - c.mu) / c.sd
+    return float(special.ndtr(z)) if math.isinf(c.df) else float(special.stdtr(c.df, z))
+
+
+def _quantile(cdf: Callable[[float], float], cs: Sequence[tuple[float, _Component]], p: float) -> float:
+    """The ``p`` quantile of a mixture's ``cdf`` by bisection (it may step: a part whose runs all agree)."""
+    lo = min(c.mu - 1e3 * max(c.sd, abs(c.mu) * 1e-9, 1e-300) for _, c in cs)
+    hi = max(c.mu + 1e3 * max(c.sd, abs(c.mu) * 1e-9, 1e-300) for _, c in cs)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if cdf(mid) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(abs(lo), abs(hi), 1e-300):
+            break
+    return (lo + hi) / 2
 
 
 def bands(per_run: Mapping[str, Sequence[float]], host: HostNoise | None = None,
-          level: float = LEVEL) -> dict[str, Band]:
-    """:func:`predictive` of every metric of :data:`METRICS` in ``per_run`` (metric → one value per run)."""
+          level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
+          share: float = 0.0) -> dict[str, Band]:
+    """:func:`predictive` of every metric of :data:`METRICS` in ``per_run`` (metric → one value per run); with
+    ``other``, the same runs in the host's other placement, the :func:`mixture` of both, ``share`` of it
+    ``other``'s."""
     sigma = host.sigma if host is not None else 0.0
     out = {}
     for m in METRICS:
-        if m in per_run and (b := predictive(m, per_run[m], sigma, level)) is not None:
+        if m not in per_run:
+            continue
+        if other is not None and share > 0 and m in other:
+            b = mixture(m, [(1 - share, per_run[m]), (share, other[m])], sigma, level)
+        else:
+            b = predictive(m, per_run[m], sigma, level)
+        if b is not None:
             out[m] = b
     return out
 
@@ -328,10 +414,12 @@ class BandCheck:
 
 
 def check(predicted: Mapping[str, Sequence[float]], measured: Mapping[str, Sequence[float]],
-          host: HostNoise | None, level: float = LEVEL) -> dict[str, BandCheck]:
-    """Per metric, the band of ``predicted``'s runs (with ``host``) against ``measured``'s runs."""
+          host: HostNoise | None, level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
+          share: float = 0.0) -> dict[str, BandCheck]:
+    """Per metric, the band of ``predicted``'s runs (with ``host``; mixed with ``other``'s, the runs in the
+    host's other placement, at ``share``: :func:`bands`) against ``measured``'s runs."""
     out = {}
-    for m, b in bands(predicted, host, level).items():
+    for m, b in bands(predicted, host, level, other, share).items():
         ms = [float(v) for v in measured.get(m, []) if v is not None and math.isfinite(v)]
         if not ms:
             continue
