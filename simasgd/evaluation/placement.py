@@ -5,8 +5,8 @@ with the other vCPU's, or one on another die, where every line one worker writes
 several times more. The calibration's core-to-core probes see it (``[c2c] samples_ns``: most near the
 calibrated hand-off, some beyond :data:`simasgd.evaluation.drift.PLACEMENT_RATIO` of it), and so do the
 drift probes taken before measured runs. A run of one worker does not care; a run of two or more runs at
-the placement's speed, so its measured runs can fall into two modes (on the corpus's 2-vCPU entries, 0 of
-36 one-thread cells have runs more than 1.3× apart, and 36 of 115 cells of 2–8 threads do).
+the placement's speed, so its measured runs can fall into two modes (the corpus's cells:
+benchmarks/fidelity.md, "The host's placement in the bands").
 
 :class:`Placement` is that noise, calibrated from the probes and never from measured runs: the share of
 probes in the far placement, and how much slower than the calibrated one its hand-off is. :func:`moved` is
