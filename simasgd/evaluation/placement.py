@@ -89,7 +89,7 @@ def of_entry(profile: Profile, drifts: Iterable[Mapping[str, Any] | None]) -> Pl
 def moved(profile: Profile, factor: float) -> Profile:
     """``profile`` in a placement whose core-to-core hand-off is ``factor`` × the calibrated one: a lock's
     hand-off, a contended and a failed CAS × factor; the ``[coherence]`` rates of lines another core wrote
-    ÷ factor; the hand-off itself × factor. Tables it lacks stay absent."""
+    ÷ factor; the core-to-core hand-off (``[c2c] latency_ns``) × factor. Tables it lacks stay absent."""
     update: dict[str, Any] = {}
     if profile.coherence is not None:
         co = profile.coherence

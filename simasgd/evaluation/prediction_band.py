@@ -28,6 +28,10 @@ z = 1.645. With fewer than 2 runs there is no spread to estimate and no band.
 
 Where the result has no calibrated host (a preset machine, an older result without its profile) the band is
 the simulator's spread alone, and :attr:`HostNoise.source` / :func:`describe` say so.
+
+A host that moves the CPUs between placements (:mod:`simasgd.evaluation.placement`) makes a run of two or more
+workers one of two kinds. With the simulator's runs in each placement and the chance of the far one,
+:func:`mixture` gives the central interval of the mixture of the two predictive distributions above.
 """
 
 from __future__ import annotations
@@ -136,8 +140,7 @@ def mixture(metric: str, parts: Sequence[tuple[float, Iterable[float]]], host_si
     than 2 finite values drops out and the rest are reweighted; one part left gives :func:`predictive`'s band.
     Every part on the log scale, or else every part on the linear one."""
     values = [list(vals) for _, vals in parts]
-    first = _component(metric, values[0], host_sigma)
-    if first is None:  # no band for the calibrated placement
+    if _component(metric, values[0], host_sigma) is None:  # no band for the calibrated placement
         return None
     kept = [i for i, (w, _) in enumerate(parts)
             if i == 0 or (w > 0 and _component(metric, values[i], host_sigma) is not None)]
