@@ -38,7 +38,7 @@ def _samples(seed: int, n: int = 200, scale: float = 150e-6) -> list[float]:
 def _table(seed: int, batch: int = 16) -> dict[str, Any]:
     s = _samples(seed)
     return {"batch_size": batch, "samples_s": s, "median_s": float(np.median(s)), "mean_s": float(np.mean(s)),
-            "cycle_read_median_s": 3e-6, "gflops": 1.5,
+            "cycle_snapshot_median_s": 3e-6, "gflops": 1.5,
             "concurrent": {"k2": _samples(seed + 2, scale=170e-6), "k2_median_s": 170e-6, "k2_n": 400}}
 
 
@@ -137,7 +137,7 @@ def test_refresh_touches_only_this_workloads_gradient_times_and_copies() -> None
     t, t0 = fresh["gradient"][workload_key(WL)], doc["gradient"][workload_key(WL)]
     assert t["median_s"] == pytest.approx(1.5 * t0["median_s"]) and t["gflops"] == pytest.approx(1.0)
     assert t["concurrent"]["k2_median_s"] == pytest.approx(1.5 * 170e-6)
-    assert t["cycle_read_median_s"] == t0["cycle_read_median_s"]  # a model step, not the gradient
+    assert t["cycle_snapshot_median_s"] == t0["cycle_snapshot_median_s"]  # a model step, not the gradient
     assert t["concurrent"]["k2_n"] == 400  # a count of calls, not a time
     assert fresh["gradient"][workload_key(OTHER)] == doc["gradient"][workload_key(OTHER)]
     assert {k: v for k, v in fresh.items() if k != "gradient"} == {k: v for k, v in doc.items() if k != "gradient"}

@@ -129,7 +129,7 @@ def test_keys_no_backend_reads_are_refused_not_ignored(key: str) -> None:
 
 
 PRUNED = ["sim.gradient_interference", "sim.shared_speed", "sim.write_convoys", "sim.leashed_destinations",
-          "sim.socket_model"]
+          "sim.socket_model", "sim.steps_in_cycle"]
 
 
 @pytest.mark.parametrize("key", PRUNED)

@@ -31,7 +31,7 @@ from simasgd.formats import versioning
 FORMAT = "simasgd-profile"
 # The version moves with the tables: whenever a table or key the simulator reads is added, removed, renamed or
 # changes meaning. OLDEST_VERSION is the oldest version whose tables the simulator reads.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 OLDEST_VERSION = 1
 # The keys each version renamed (``table.key``: old → new), so that one quantity has one name from the
 # calibrator to the step it times: a read (a copy of θ), an update (θ −= η·g), a fresh-vector pass.
@@ -42,7 +42,9 @@ RENAMED: dict[int, dict[str, str]] = {
 }
 # The tables and keys a version does not have: in a profile of an older version they are ignored.
 DROPPED: dict[int, str] = {2: "`[passes]`, `[noise]` and the in-cycle gradient samples (`cycle_samples_s`, "
-                              "`concurrent.cycle_k<k>`)"}
+                              "`concurrent.cycle_k<k>`)",
+                           4: "the steps timed in a worker's cycle (`cycle_read_s`, `cycle_update_s`, "
+                              "`cycle_fresh_s` and their medians; the snapshot's stay)"}
 
 
 class ProfileError(ValueError):
@@ -185,9 +187,7 @@ class GradientTable(Table):
     (`simasgd.machines.profile.workload_key`). Measured by calling the workload's gradient kernel on random batches in
     a loop, BLAS on one thread. `simasgd calibrate --scenario FILE` adds the scenario's workload.
 
-    The `cycle_*` keys are a one-thread worker's steps timed inside its cycle, the first 5% dropped. Between
-    two steps the gradient's traffic passes through the caches, so these are slower than `[copy_by_size]`'s
-    warm rates where a worker's cycle does not fit the private cache (`[sim] steps_in_cycle`)."""
+    The `cycle_snapshot_*` keys are a step timed inside a one-thread worker's cycle, the first 5% dropped."""
 
     TITLE = "one table per workload and batch size"
     samples_s: list[float] | None = Field(None, description=(
@@ -204,14 +204,6 @@ class GradientTable(Table):
     dtype: str | None = Field(None, description="the workload's dtype")
     flops_per_sample: float | None = Field(None, description="the workload's flops per sample")
     gflops: float | None = Field(None, description="flops per sample × batch size / median / 10⁹")
-    cycle_read_s: list[float] | None = Field(None, description="the read copy ← θ, each cycle's")
-    cycle_read_median_s: float | None = Field(None, description="their median")
-    cycle_update_s: list[float] | None = Field(None, description=(
-        "the update θ −= η·g (which also leaves the new θ in the worker's copy, as the executor's lock loops do)"))
-    cycle_update_median_s: float | None = Field(None, description="their median")
-    cycle_fresh_s: list[float] | None = Field(None, description=(
-        "Leashed-SGD's build of θ − η·g into the other of two vectors"))
-    cycle_fresh_median_s: float | None = Field(None, description="their median")
     cycle_snapshot_s: list[float] | None = Field(None, description=(
         "the executor's loss snapshot timed in the same cycle: every 10th cycle copies the just-updated θ into "
         "the next slot of a ring built as the executor builds its own; a slot is written once a run or less, so "
@@ -266,10 +258,10 @@ class CoherenceTable(Table):
     again while the probes differ by more than 2× or are not in the placement of the table's first probe
     (`c2c_ns`).
 
-    The simulator prices a worker's read, update or fresh pass at these rates — or at the in-cycle time where
-    that is slower — when another worker began writing the model since this worker last touched it (`[sim]
-    coherence`, `coherence_recency`), and at its own lines' times otherwise. On one CPU the table is only
-    `reason = "..."`."""
+    The simulator prices a worker's read, update or fresh pass at these rates — or at the warm
+    `[copy_by_size]` time where that is slower — when another worker began writing the model since this
+    worker last touched it (`[sim] coherence`, `coherence_recency`), and at its own lines' times otherwise.
+    On one CPU the table is only `reason = "..."`."""
 
     TITLE = "reading and writing lines another core wrote last"
     sizes_bytes: list[int] | None = Field(None, description=(

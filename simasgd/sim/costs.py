@@ -103,10 +103,10 @@ class Platform:
         atomic passes (a Lopez master: ``θ ← θ − η·acc/(N−1)``, :func:`simasgd.numerics.update_rule.step_scaled`), and
         alone writes θ. On a cache model its read costs nothing apart (a given ``[timing] read`` is still
         drawn); its update runs at the rates of lines another core writes while a pass is under way as it
-        begins, else at its own warm rates (its lines stay in its cache), never at the in-cycle ones."""
+        begins, else at its own warm rates (its lines stay in its cache)."""
         if self.steps.caches is None:
             return
-        own, shared, _ = self.steps.rates({})
+        own, shared, _ = self.steps.rates()
         if own is None:  # never with a cache model: the rates of a worker's own lines
             return
         self._fused = w

@@ -31,7 +31,6 @@ from simasgd.sim.executor import executor_traits
 from simasgd.sim.profile_tables import (
     bookkeeping_s,
     profile_snapshot,
-    profile_steps,
     workload_table,
 )
 from simasgd.sim.tick import tick_params
@@ -133,9 +132,6 @@ NEEDS: dict[str, Need] = {
     "held_lines": Need(("coherence.held_read_gbs",)),
     "timer_tick": Need(("tick.period_s", "tick.hit_rate", "tick.pause_s"),
                        lambda m, sc: tick_params(m.profile) is not None, "gradient"),
-    "steps_in_cycle": Need((f"{WORKLOAD}cycle_read_median_s", f"{WORKLOAD}cycle_update_median_s",
-                            f"{WORKLOAD}cycle_fresh_median_s"),
-                           lambda m, sc: bool(profile_steps(m.profile, sc.workload))),
 }
 # Mechanisms with no switch: each acts wherever its figures are.
 UNSWITCHED: dict[str, Need] = {

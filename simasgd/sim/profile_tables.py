@@ -118,14 +118,6 @@ def _seconds(profile: Profile | None, workload: WorkloadConfig, keys: dict[Any, 
     return {c: float(v) for c, k in keys.items() if (v := getattr(table, k)) is not None and v > 0}
 
 
-def profile_steps(profile: Profile | None, workload: WorkloadConfig) -> dict[int, float]:
-    """The model's steps timed inside a one-thread worker's cycle for this workload (the gradient table of
-    the nearest batch size: ``cycle_read_median_s``, ``cycle_update_median_s``, ``cycle_fresh_median_s``,
-    docs/profile.md), by the streams they move; empty when the profile has none."""
-    return _seconds(profile, workload, {READ_COPIES: "cycle_read_median_s", UPDATE_COPIES: "cycle_update_median_s",
-                                        FRESH_COPIES: "cycle_fresh_median_s"})
-
-
 def profile_snapshot(profile: Profile | None, workload: WorkloadConfig) -> float | None:
     """Seconds of the executor's loss snapshot for this workload (``cycle_snapshot_median_s`` of the gradient
     table at the nearest batch size, docs/profile.md); None when the profile has none."""

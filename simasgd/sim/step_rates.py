@@ -27,7 +27,6 @@ from simasgd.sim.profile_tables import (
     cas_latency_s,
     handoff_s,
     profile_snapshot,
-    profile_steps,
 )
 from simasgd.spec.scenario import Scenario
 
@@ -43,7 +42,6 @@ class StepTables:
     caches: CacheModel | None    # cache-resident model buffers (None: through the memory model)
     model_bytes: int
     coherent: bool               # the model's lines may have been written by another core
-    in_cycle: bool               # [sim] steps_in_cycle: the steps as timed in a worker's cycle
     held: bool                   # [sim] held_lines: lines valid in two caches cost an invalidation
     private_copy_s: float | None  # a copy between two of a worker's own buffers
     cached_s: list[Rates | None]  # on the worker's own lines
@@ -58,11 +56,11 @@ class StepTables:
         caches = CacheModel.from_profile(machine.profile) if sc.sim.cache_model else None
         resident = caches if caches is not None and caches.in_cache(model_bytes, n) else None
         coherent = n > 1 and sc.sim.coherence
-        in_cycle, held = sc.sim.steps_in_cycle, sc.sim.held_lines
-        t = cls(resident, model_bytes, coherent, in_cycle, held,
+        held = sc.sim.held_lines
+        t = cls(resident, model_bytes, coherent, held,
                 None if resident is None else resident.read_s(model_bytes), [], [], [],
                 LastWriter(n, sc.sim.coherence_recency), False)
-        cached, shared, both = t.rates(profile_steps(machine.profile, sc.workload) if in_cycle else {})
+        cached, shared, both = t.rates()
         t.cached_s, t.shared_s, t.held_s = [cached] * n, [shared] * n, [both] * n
         # A gradient on a private copy evicts the model's lines from the worker's private cache when the copy
         # and the model do not fit it together (a 1 MB L2 and a 680 KB model; not a 2 MB L2)
@@ -70,19 +68,19 @@ class StepTables:
         t.evicts = coherent and held and private is not None and 2 * model_bytes > private
         return t
 
-    def rates(self, steps: Rates) -> tuple[Rates | None, Rates | None, Rates | None]:
+    def rates(self) -> tuple[Rates | None, Rates | None, Rates | None]:
         """Step times by streams moved, on a worker's own lines, on another core's, and on lines both hold
-        (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates, replaced by ``steps`` (timed in
-        a worker's cycle) where given; another core's lines cost the slower of those and ``[coherence]``'s
-        rate (they come from that core's cache or, where the cycle evicted them, from the next level: not
-        both), and so do held lines (``held_read_gbs``/``held_update_gbs``, when calibrated and ``[sim]
-        held_lines``). A fresh-vector pass (:data:`FRESH_COPIES`: Leashed-SGD's) is a step like the others:
-        its four streams at the rate of the lines it finds, held ones at the held update's rate (each write
-        must first invalidate the other's copy). (None, None, None) off the cache model."""
+        (:data:`~simasgd.sim.caches.HELD`): the warm ``[copy_by_size]`` rates; another core's lines cost the
+        slower of those and ``[coherence]``'s rate (they come from that core's cache or, where the cycle
+        evicted them, from the next level: not both), and so do held lines (``held_read_gbs``/
+        ``held_update_gbs``, when calibrated and ``[sim] held_lines``). A fresh-vector pass
+        (:data:`FRESH_COPIES`: Leashed-SGD's) is a step like the others: its four streams at the rate of the
+        lines it finds, held ones at the held update's rate (each write must first invalidate the other's
+        copy). (None, None, None) off the cache model."""
         c, s = self.caches, self.model_bytes
         if c is None:
             return None, None, None
-        own = {READ_COPIES: c.read_s(s), UPDATE_COPIES: c.update_s(s), FRESH_COPIES: c.update_into_s(s), **steps}
+        own = {READ_COPIES: c.read_s(s), UPDATE_COPIES: c.update_s(s), FRESH_COPIES: c.update_into_s(s)}
         if not self.coherent:
             return own, None, None
         shared = {READ_COPIES: max(own[READ_COPIES], c.read_s(s, True)),

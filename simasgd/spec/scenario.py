@@ -354,10 +354,6 @@ class SimConfig(Section):
     # are slowed together and keep their offset, as measured. False, or no [tick] = the samples drawn
     # as they are.
     timer_tick: bool = True
-    # Reads, updates and Leashed's fresh-vector pass at the times calibrated inside a one-thread worker's
-    # cycle (profile cycle_read/update/fresh_median_s): the gradient's traffic evicts part of the model's
-    # lines between steps; false = warm buffers timed back to back ([copy_by_size]).
-    steps_in_cycle: bool = True
 
 
 # [sim] keys since made traits of a backend's executor (simasgd/spec/traits.py): the trait each became. A scenario
@@ -373,6 +369,8 @@ _PRUNED = {
     "racing_writes": "an unlocked update runs at the rate of the lines it finds, as any update ([coherence])",
     "leashed_destinations": "Leashed-SGD's pass is timed like any update, by where the model's lines are "
                             "([coherence], held lines)",
+    "steps_in_cycle": "reads, updates and Leashed-SGD's pass run at the warm rates of [copy_by_size] on a worker's "
+                      "own lines, at [coherence]'s on lines another core wrote",
     "gradient_in_cycle": "gradients are drawn from the samples timed back to back ([gradient.<workload>] "
                          "samples_s; k at once: concurrent.k<k>)",
     "host_noise": "gradients are drawn from their calibrated samples, with the pauses the host made in them",

@@ -43,13 +43,11 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
     (grad,) = doc["gradient"].values()
     assert grad["batch_size"] == 16 and 0 < grad["p10_s"] <= grad["median_s"] <= grad["p90_s"]
     assert len(grad["samples_s"]) > 10 and min(grad["samples_s"]) > 0
-    # the model's steps timed inside a one-thread worker's cycle: each at least a memory latency,
-    # and far below a gradient of this model
-    for step in ("read", "update", "fresh"):
-        assert len(grad[f"cycle_{step}_s"]) > 10
-        assert m.local_latency_ns * 1e-9 < grad[f"cycle_{step}_median_s"] < grad["median_s"], step
-    # the loss snapshot: a copy into a ring slot in no cache, slower than the in-cycle read into a warm copy
-    assert len(grad["cycle_snapshot_s"]) >= 2 and grad["cycle_snapshot_median_s"] > grad["cycle_read_median_s"]
+    # the loss snapshot timed inside a one-thread worker's cycle: a copy of the model into a ring slot in no
+    # cache, at least a memory latency and below a gradient of this model; no other step of the cycle is kept
+    assert len(grad["cycle_snapshot_s"]) >= 2
+    assert m.local_latency_ns * 1e-9 < grad["cycle_snapshot_median_s"] < grad["median_s"]
+    assert not {f"cycle_{step}_{what}" for step in ("read", "update", "fresh") for what in ("s", "median_s")} & set(grad)
     import os
 
     if len(os.sched_getaffinity(0)) > 1:  # the same gradient with 2 independent threads at once

@@ -329,54 +329,15 @@ def test_simulated_steps_pay_coherence_only_after_another_writer(tmp_path: Path,
         np.testing.assert_allclose(u["t_write"] - u["t_grad_end"], model.update_s(s, True), rtol=1e-9)
 
 
-def _with_steps(path: Path, sc, read_s: float, update_s: float, fresh_s: float,
-                snapshot_s: float | None = None) -> None:
-    """A gradient table for the scenario's workload holding only the in-cycle step times (and the loss
-    snapshot's, if given)."""
+def _with_snapshot(path: Path, sc, snapshot_s: float | None = None, *extra: str) -> None:
+    """A gradient table for the scenario's workload: a sample, the loss snapshot's time if given, and ``extra``
+    lines."""
     from simasgd.machines.profile import workload_key
 
     snap = [] if snapshot_s is None else [f"cycle_snapshot_median_s = {snapshot_s!r}"]
     path.write_text(path.read_text() + "\n".join([
         f'[gradient."{workload_key(sc.workload)}"]', f"batch_size = {sc.workload.batch_size}", "samples_s = [1e-4]",
-        f"cycle_read_median_s = {read_s!r}", f"cycle_update_median_s = {update_s!r}",
-        f"cycle_fresh_median_s = {fresh_s!r}", *snap, ""]))
-
-
-@pytest.mark.parametrize("workers", [1, 2])
-@pytest.mark.slow
-def test_steps_in_the_cycle_replace_the_warm_rates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   workers: int) -> None:
-    """With the profile's in-cycle step times (`cycle_*_median_s`), a read and an update of one's own lines
-    take exactly those; of another core's lines, the slower of those and the coherence rate."""
-    from simasgd.numerics.workloads import build_workload
-    from simasgd.sim import backend
-
-    path = _profile(tmp_path, coherence=True)
-    sc = _hogwild(workers)
-    wl = build_workload(sc.workload, sc.seed, sc.base_dir)
-    s = wl.dim * np.dtype(wl.dtype).itemsize
-    model = CacheModel.from_profile(machine.load_profile(path).profile)
-    # the read slower than the coherent read, the update between the private and the coherent update
-    cyc_read, cyc_update = 1.7 * model.read_s(s, True), 0.5 * model.update_s(s, True)
-    assert model.update_s(s) < cyc_update < model.update_s(s, True)
-    _with_steps(path, sc, cyc_read, cyc_update, 3e-6)
-    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
-    read, _read_after, update, update_after = _steps(backend.run_once(sc, 0).updates)
-    np.testing.assert_allclose(read, cyc_read, rtol=1e-9)  # max(in-cycle, coherent) = in-cycle, shared or not
-    np.testing.assert_allclose(update, np.where(update_after, model.update_s(s, True), cyc_update), rtol=1e-9)
-    assert update_after.any() == (workers > 1)
-    # [sim] steps_in_cycle = false: the warm rates of [copy_by_size]
-    off = backend.run_once(_with_sim(sc, steps_in_cycle=False, coherence=False), 0).updates
-    np.testing.assert_allclose(off["t_grad_start"] - off["t_start"], model.read_s(s), rtol=1e-9)
-    # Leashed's pass takes the in-cycle fresh-vector time, then the CAS; a lone worker's (its gradient in
-    # the vector it builds) the in-cycle update's
-    lea = loader.from_dict({**_scenario(workers).to_dict(), "algorithm": {"name": "leashed"}}, base_dir=tmp_path)
-    u = backend.run_once(lea, 0).updates
-    u = u[u["retries"] == 0]
-    if workers == 1:
-        np.testing.assert_allclose((u["t_write"] - u["t_grad_end"]).to_numpy(), cyc_update + 90e-9, rtol=1e-9)
-    else:  # its own lines at the in-cycle fresh time, another core's at that or the slower coherence rate
-        assert ((u["t_write"] - u["t_grad_end"]).to_numpy() >= 3e-6 + 90e-9 - 1e-15).all()
+        *snap, *extra, ""]))
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -401,31 +362,24 @@ def test_a_leashed_pass_writes_a_fresh_vector_at_four_streams(tmp_path: Path, mo
     assert model.update_s(s) == pytest.approx(3 * s / rate, rel=1e-12)
 
 
-@pytest.mark.parametrize("in_cycle", [True, False])
-def test_the_lopez_master_steps_at_the_warm_update_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        in_cycle: bool) -> None:
+def test_the_lopez_master_steps_at_the_warm_update_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The master computes no gradient between its steps and alone writes θ; its step is one pass (θ ← θ −
-    η·acc/(N−1) reads the sum as it writes θ): each step takes the warm `[copy_by_size]` update, not the
-    slower in-cycle one its workers take, with or without `[sim] steps_in_cycle`. Passes that cost nothing
+    η·acc/(N−1) reads the sum as it writes θ): each step takes the warm `[copy_by_size]` update. Passes that cost nothing
     (adds and line moves of 1e-18 s) are never under way as a step begins, so its step rate is 1 / update,
     to within the run's ends."""
     from simasgd.numerics.workloads import build_workload
     from simasgd.sim import backend
 
     path = _profile(tmp_path, coherence=True)
-    sc = _with_sim(loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}}),
-                   steps_in_cycle=in_cycle)
+    sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}})
     wl = build_workload(sc.workload, sc.seed, sc.base_dir)
     s = wl.dim * np.dtype(wl.dtype).itemsize
     model = CacheModel.from_profile(machine.load_profile(path).profile)
-    _with_steps(path, sc, 3 * model.read_s(s, True), 3 * model.update_s(s, True), 3e-6)
+    _with_snapshot(path, sc)
     path.write_text(path.read_text() + "\n[cas]\nlatency_s = 1e-18\n\n[locks]\nhandoff_s = 1e-18\n")
     monkeypatch.setenv(machine.PROFILE_ENV, str(path))
     (run,) = backend.run_once(sc, 0).runs
     assert run.updates_per_s * model.update_s(s) == pytest.approx(1.0, rel=0.01)
-    if in_cycle:  # its worker's copy of θ, which the master keeps writing: the in-cycle read
-        u = backend.run_once(sc, 0).updates
-        assert (u["t_grad_start"] - u["t_start"]).min() >= 3 * model.read_s(s, True)
 
 
 @pytest.mark.parametrize("coherence", [True, False])
@@ -480,9 +434,9 @@ def test_a_leashed_pass_is_timed_by_where_the_lines_are(tmp_path: Path, monkeypa
 
 def test_a_profile_with_keys_of_removed_mechanisms_simulates_as_one_without(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keys nothing reads any more (Leashed's two-worker pass by destination, the host's shared speed) are
-    ignored: a profile calibrated while their mechanisms were in the model loads, and a Leashed run on it
-    is the run on the same profile without them, row for row."""
+    """Keys nothing reads any more (Leashed's two-worker pass by destination, the host's shared speed, the steps
+    timed in a worker's cycle) are ignored: a profile calibrated while their mechanisms were in the model
+    loads, and a Leashed run on it is the run on the same profile without them, row for row."""
     import pandas as pd
 
     from simasgd.machines.profile import workload_key
@@ -493,7 +447,9 @@ def test_a_profile_with_keys_of_removed_mechanisms_simulates_as_one_without(tmp_
     for old in (False, True):
         (tmp_path / str(old)).mkdir()
         path = _profile(tmp_path / str(old), coherence=True)
-        _with_steps(path, sc, 1e-6, 2e-6, 3e-6)
+        steps = ("cycle_read_median_s = 1e-06", "cycle_update_median_s = 2e-06", "cycle_fresh_median_s = 3e-06",
+                 "cycle_fresh_s = [3e-06, 3e-06]")
+        _with_snapshot(path, sc, None, *(steps if old else ()))
         if old:
             kinds = ("", "claimed_", "retry_", "kept_", "claimed_dropping_")
             removed = [f"cycle_fresh_k2_{k}median_s = 4e-05" for k in kinds] + [
@@ -512,7 +468,7 @@ SNAP_S = 40e-6  # the loss snapshot's copy, against 1e-4 s gradients and µs ste
 @pytest.mark.parametrize("algorithm", ["mutex", "hogwild", "leashed"])
 def test_the_worker_that_makes_every_kth_version_copies_it_into_the_loss_ring(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
-    """One worker: an update phase takes the in-cycle step (Leashed: the update over its gradient, then the
+    """One worker: an update phase takes the warm update (Leashed: the update over its gradient, then the
     CAS's line) and, when
     its version is a multiple of k = stop.eval_updates(), the profile's `cycle_snapshot_median_s` on top;
     an executor that takes no such snapshots (traits `snapshots = false`) never."""
@@ -520,9 +476,9 @@ def test_the_worker_that_makes_every_kth_version_copies_it_into_the_loss_ring(
 
     sc = loader.from_dict({**_scenario(1).to_dict(), "algorithm": {"name": algorithm}})
     path = _profile(tmp_path)
-    _with_steps(path, sc, 2e-6, 3e-6, 5e-6, SNAP_S)
-    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
-    step = 3e-6 + 90e-9 if algorithm == "leashed" else 3e-6
+    s, model = _prepared(monkeypatch, path, sc)
+    _with_snapshot(path, sc, SNAP_S)
+    step = model.update_s(s) + (90e-9 if algorithm == "leashed" else 0.0)
     k = sc.stop.eval_updates()
     for switch in (True, False):
         _traits(monkeypatch, snapshots=switch)
@@ -542,14 +498,15 @@ def test_a_mutex_holder_copies_the_snapshot_before_it_releases_the_lock(tmp_path
 
     sc = _with_sim(_scenario(2), coherence=False)
     path = _profile(tmp_path)
-    _with_steps(path, sc, 2e-6, 3e-6, 5e-6, SNAP_S)
-    monkeypatch.setenv(machine.PROFILE_ENV, str(path))
+    s, model = _prepared(monkeypatch, path, sc)
+    _with_snapshot(path, sc, SNAP_S)
+    update = model.update_s(s)
     u = backend.run_once(sc, 0).updates.sort_values("version").reset_index(drop=True)
     v, t_write = u["version"].to_numpy(), u["t_write"].to_numpy()
     due = (v % sc.stop.eval_updates() == 0) & (v < sc.stop.max_updates)
-    began = t_write - 3e-6 - SNAP_S * due  # each update's start: the lock is taken by then
+    began = t_write - update - SNAP_S * due  # each update's start: the lock is taken by then
     assert np.all(began[1:] >= t_write[:-1] - 1e-12)
-    assert np.all((t_write - u["t_grad_end"].to_numpy())[due] >= 3e-6 + SNAP_S - 1e-12)
+    assert np.all((t_write - u["t_grad_end"].to_numpy())[due] >= update + SNAP_S - 1e-12)
     # the next worker waited for the copy: some lock waits are at least the copy long
     assert (u["lock_wait_s"].to_numpy()[1:][due[:-1]] >= SNAP_S - 1e-12).any()
 
@@ -562,7 +519,7 @@ def test_a_lopez_master_pays_the_snapshot_every_kth_step(tmp_path: Path, monkeyp
     path = _profile(tmp_path)
     sc = loader.from_dict({**_scenario(2).to_dict(), "algorithm": {"name": "lopez"}})
     s, model = _prepared(monkeypatch, path, sc)
-    _with_steps(path, sc, 3 * model.read_s(s), 3 * model.update_s(s), 3e-6, SNAP_S)
+    _with_snapshot(path, sc, SNAP_S)
     step = model.update_s(s)
     for switch, each in ((True, step + SNAP_S / sc.stop.eval_updates()), (False, step)):
         _traits(monkeypatch, snapshots=switch)
