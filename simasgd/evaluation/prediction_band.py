@@ -140,16 +140,16 @@ def mixture(metric: str, parts: Sequence[tuple[float, Iterable[float]]], host_si
     than 2 finite values drops out and the rest are reweighted; one part left gives :func:`predictive`'s band.
     Every part on the log scale, or else every part on the linear one."""
     values = [list(vals) for _, vals in parts]
-    if _component(metric, values[0], host_sigma) is None:  # no band for the calibrated placement
+    each = [_component(metric, v, host_sigma) for v in values]
+    if each[0] is None:  # no band for the calibrated placement
         return None
-    kept = [i for i, (w, _) in enumerate(parts)
-            if i == 0 or (w > 0 and _component(metric, values[i], host_sigma) is not None)]
+    kept = [i for i, (w, _) in enumerate(parts) if i == 0 or (w > 0 and each[i] is not None)]
     if len(kept) == 1:
         return predictive(metric, values[0], host_sigma, level)
-    comps = [_component(metric, values[i], host_sigma) for i in kept]
-    log = all(c is not None and c.log for c in comps)
-    if not log:  # a zero among some part's runs: every part on the linear scale
+    comps = [each[i] for i in kept]
+    if not all(c is not None and c.log for c in comps):  # a zero among some part's runs: all on the linear scale
         comps = [_component(metric, values[i], host_sigma, force_linear=True) for i in kept]
+    log = comps[0] is not None and comps[0].log
     total = sum(parts[i][0] for i in kept)
     cs = [(parts[i][0] / total, c) for i, c in zip(kept, comps, strict=True) if c is not None]
 
