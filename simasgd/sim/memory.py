@@ -11,8 +11,6 @@ bottleneck of a remote copy; the home socket's controller is not charged twice).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import simpy
 
 from simasgd.machines.machine import Machine
@@ -62,32 +60,19 @@ Part = tuple[Bandwidth, float, float]  # a transfer's path, its bytes, and the s
 
 class Transfer(simpy.Event):
     """Bytes through one or more paths at once, each part starting after its delay; it succeeds when the last
-    part is through. One event a starting instant and none a part: a thread's work followed by its misses is
-    a delay, not a step of its own. Cancelled (k-sync's cancelled work), the parts not yet started never
-    start and the transfer never succeeds."""
+    part is through. A part waits in its path's calendar, not as an event of its own: a thread's work
+    followed by its misses is a delay, not a step. Cancelled (k-sync's cancelled work), the parts not yet
+    started never start and the transfer never succeeds."""
 
-    __slots__ = ("cancelled", "left")
+    __slots__ = ("cancelled", "left", "paths")
 
     def __init__(self, env: simpy.Environment, parts: list[Part]) -> None:
         super().__init__(env)
         self.left = len(parts)
         self.cancelled = False
-        starts: dict[float, list[Part]] = {}
-        for part in parts:
-            starts.setdefault(max(part[2], 0.0), []).append(part)
-        for delay, group in starts.items():
-            if delay == 0.0:
-                self._start(group)
-            else:
-                env.timeout(delay).callbacks.append(self._starter(group))
-
-    def _starter(self, parts: list[Part]) -> Callable[[simpy.Event], None]:
-        return lambda _ev: self._start(parts)
-
-    def _start(self, parts: list[Part]) -> None:
-        if not self.cancelled:
-            for path, nbytes, _delay in parts:
-                path.transfer(nbytes, self)
+        self.paths = [path for path, _nbytes, _delay in parts]
+        for path, nbytes, delay in parts:
+            path.transfer(nbytes, self, max(delay, 0.0))
 
     def succeed(self, value: object = None) -> Transfer:
         """A part is through (its path calls this); the transfer succeeds with the last."""
@@ -98,3 +83,5 @@ class Transfer(simpy.Event):
 
     def cancel(self) -> None:
         self.cancelled = True
+        for path in dict.fromkeys(self.paths):
+            path.withdraw(self)

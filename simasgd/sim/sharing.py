@@ -6,14 +6,21 @@ arrival and departure to subtract what it received costs n steps an event, n² f
 Instead the server keeps a virtual clock ``V``, the service one unit of weight has received since the
 start (dV/dt = the speed of a unit weight now). A job of ``size`` and weight ``w`` that arrives at
 ``V₀`` is done when ``V`` reaches ``V₀ + size / w``, whatever happens to the number of sharers
-meanwhile: its finish in virtual time is fixed on arrival and goes on a heap. An arrival or a
-departure advances ``V``; one timer is kept for the heap's top: O(log n) an event. An arrival only slows
-the others down, so the timer already set fires no later than the top's finish: it stays, fires early,
-finds nothing done and is set again — one event at the next departure instead of one at every arrival.
+meanwhile: its finish in virtual time is fixed on arrival and goes on a heap: O(log n) an arrival or a
+departure.
+
+Only a departure needs an event: someone waits on it. A job submitted to start later (a thread's misses,
+after its work and the memory's latency) waits in the server's calendar of arrivals; the arrivals before
+the next departure are taken by arithmetic, in order of time, when the server next looks (at a departure,
+or a submission). One timer is kept, for the next departure with the known arrivals counted in. A
+submission only slows the others down (or brings a smaller job that finishes first, which re-arms the
+timer), so the timer already set fires no later than the departure it was set for: it stays, fires early,
+finds nothing done and is set again.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -23,13 +30,17 @@ import simpy
 
 _EPS = 1e-12
 
+Job = tuple[float, int, float, simpy.Event]  # in service: (finish in V, order, weight, done)
+Arrival = tuple[float, int, float, float, simpy.Event]  # to start: (at, order, size, weight, done)
+
 
 class SharedServer:
     """A processor-sharing server: job ``i`` of weight ``wᵢ`` is served at ``wᵢ · speed(n, Σw)`` units/s.
 
     ``speed(n, total_weight)`` is the rate of a unit weight when ``n`` jobs of total weight ``Σw`` are in
-    service. ``tol_units(now)``: work left (in the job's own units) below which a job counts as done — the
-    clock's resolution at time ``now``, so that float rounding never re-arms a zero-length wait forever.
+    service; it never grows with ``n`` or ``Σw`` (a sharer only slows the others down). ``tol_units(now)``:
+    work left (in the job's own units) below which a job counts as done — the clock's resolution at time
+    ``now``, so that float rounding never re-arms a zero-length wait forever.
     """
 
     def __init__(self, env: simpy.Environment, speed: Callable[[int, float], float],
@@ -37,7 +48,8 @@ class SharedServer:
         self.env = env
         self._speed = speed
         self._tol = tol_units
-        self.heap: list[tuple[float, int, float, simpy.Event]] = []  # (finish in V, arrival order, weight, done)
+        self.heap: list[Job] = []
+        self.arrivals: list[Arrival] = []  # sorted by (at, order): jobs submitted to start later
         self.weight = 0.0
         self.virtual = 0.0  # V: service per unit weight since the start
         self.last = 0.0
@@ -46,46 +58,105 @@ class SharedServer:
         self._order = itertools.count()
 
     def __len__(self) -> int:
+        """Jobs in service now."""
+        self._settle()
         return len(self.heap)
 
     def speed(self) -> float:
         """Units/s of a unit weight now."""
+        self._settle()
         return self._speed(len(self.heap), self.weight)
 
-    def submit(self, size: float, weight: float = 1.0, done: simpy.Event | None = None) -> simpy.Event:
-        """A job of ``size`` units and ``weight``: ``done`` succeeds when it has been served."""
+    def submit(self, size: float, weight: float = 1.0, done: simpy.Event | None = None,
+               after: float = 0.0) -> simpy.Event:
+        """A job of ``size`` units and ``weight`` that starts ``after`` seconds from now: ``done`` succeeds
+        when it has been served."""
         done = done if done is not None else self.env.event()
-        if size <= 0:
+        if after > 0:
+            at = self.env.now + after
+            size = max(size, 0.0)
+            bisect.insort(self.arrivals, (at, next(self._order), size, weight, done))
+            if at + size / (weight * self._speed(1, weight)) >= self.timer_at:
+                return done  # it only slows the others down and ends no sooner than the live timer: that stays
+            self._settle()
+        elif size <= 0:
             return done.succeed()
-        self._advance()
-        heapq.heappush(self.heap, (self.virtual + size / weight, next(self._order), weight, done))
-        self.weight += weight
+        else:
+            self._settle()
+            heapq.heappush(self.heap, (self.virtual + size / weight, next(self._order), weight, done))
+            self.weight += weight
         self._rearm()
         return done
 
-    def _advance(self) -> None:
+    def withdraw(self, done: simpy.Event) -> float:
+        """Take the jobs of ``done`` that have not started yet off the calendar; the units they held."""
+        self._settle()
+        gone = [a for a in self.arrivals if a[4] is done]
+        if gone:
+            self.arrivals = [a for a in self.arrivals if a[4] is not done]
+            self.timer_at = math.inf  # the live timer counted them in: it may be late now
+            self.generation += 1
+            self._rearm()
+        return sum(a[2] for a in gone)
+
+    def _advance(self, t: float) -> None:
+        if self.heap and t > self.last:
+            self.virtual += (t - self.last) * self._speed(len(self.heap), self.weight)
+        if t > self.last:
+            self.last = t
+
+    def _settle(self) -> None:
+        """Admit the arrivals due by now, each at its instant, and bring ``V`` to now. No job departs
+        meanwhile: the timer is set for the first departure with these arrivals counted in."""
+        arrivals = self.arrivals
         now = self.env.now
-        if self.heap and now > self.last:
-            self.virtual += (now - self.last) * self.speed()
-        self.last = now
+        if arrivals and arrivals[0][0] <= now:
+            i = 0
+            while i < len(arrivals) and arrivals[i][0] <= now:
+                at, order, size, weight, done = arrivals[i]
+                self._advance(at)
+                heapq.heappush(self.heap, (self.virtual + size / weight, order, weight, done))
+                self.weight += weight
+                i += 1
+            del arrivals[:i]
+        self._advance(now)
+
+    def _next_departure(self) -> float:
+        """When the first job will be done, the arrivals before it counted in, were nothing else submitted."""
+        t, v = self.last, self.virtual
+        n, weight = len(self.heap), self.weight
+        top = self.heap[0][0] if n else math.inf
+        for at, _order, size, w, _done in self.arrivals:
+            if n:
+                speed = self._speed(n, weight)
+                departs = t + (top - v) / speed
+                if departs <= at:
+                    return departs
+                v += (at - t) * speed
+            t = at
+            n += 1
+            weight += w
+            top = min(top, v + size / w)
+        return t + (top - v) / self._speed(n, weight) if n else math.inf
 
     def _rearm(self) -> None:
         if not self.heap:
             self.weight = 0.0  # no drift from adding and removing weights carries into the next busy period
-            return
-        wait = max(0.0, (self.heap[0][0] - self.virtual) / self.speed())
-        if self.timer_at <= self.env.now + wait:
+            if not self.arrivals:
+                return
+        at = max(self._next_departure(), self.env.now)
+        if self.timer_at <= at:
             return  # the live timer fires first: it will look again then
         self.generation += 1
         gen = self.generation
-        self.timer_at = self.env.now + wait
-        self.env.timeout(wait).callbacks.append(lambda _ev: self._complete(gen))
+        self.timer_at = at
+        self.env.timeout(at - self.env.now).callbacks.append(lambda _ev: self._complete(gen))
 
     def _complete(self, gen: int) -> None:
         if gen != self.generation:
-            return  # superseded by an arrival that finishes first
+            return  # superseded by a job that finishes first
         self.timer_at = math.inf
-        self._advance()
+        self._settle()
         tol = self._tol(self.env.now)
         heap = self.heap
         while heap and (heap[0][0] - self.virtual) * heap[0][2] <= tol:
@@ -105,20 +176,25 @@ class Bandwidth:
         self.env = env
         self.rate = bytes_per_s
         self.cap = cap_bytes_per_s
-        self.bytes_moved = 0.0
+        self.bytes_moved = 0.0  # bytes of the transfers submitted, less those withdrawn before they started
         self.server = SharedServer(env, self._share, self._tolerance)
 
     def _share(self, n: int, _weight: float) -> float:
         return min(self.cap, self.rate / n) if n else self.cap
 
     def _tolerance(self, now: float) -> float:
-        return self.share() * _EPS * max(1.0, now) + 1e-6
+        return self._share(len(self.server.heap), 0.0) * _EPS * max(1.0, now) + 1e-6
 
     def share(self) -> float:
         """Bytes/s each transfer in flight gets now."""
         return self._share(len(self.server), 0.0)
 
-    def transfer(self, nbytes: float, done: simpy.Event | None = None) -> simpy.Event:
+    def transfer(self, nbytes: float, done: simpy.Event | None = None, after: float = 0.0) -> simpy.Event:
+        """``nbytes`` through the link, starting ``after`` seconds from now."""
         if nbytes > 0:
             self.bytes_moved += nbytes
-        return self.server.submit(float(nbytes), 1.0, done)
+        return self.server.submit(float(nbytes), 1.0, done, after)
+
+    def withdraw(self, done: simpy.Event) -> None:
+        """Transfers of ``done`` not started yet never start."""
+        self.bytes_moved -= self.server.withdraw(done)

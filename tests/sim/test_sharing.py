@@ -112,3 +112,100 @@ def test_a_job_of_nothing_is_done_at_once() -> None:
     env = simpy.Environment()
     link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e9)
     assert link.transfer(0).triggered and len(link.server) == 0
+
+
+def _finishes_ahead(server_submit_after, jobs: list[tuple[float, float, float]], env: simpy.Environment,
+                    lead: float) -> list[float]:
+    """Each job (arrival, size, weight) submitted ``lead`` seconds before its arrival (or at 0), to start then."""
+    ends = [np.nan] * len(jobs)
+
+    def job(i: int, start: float, size: float, weight: float) -> Generator[simpy.Event, object, None]:
+        told = max(0.0, start - lead)
+        yield env.timeout(told)
+        yield server_submit_after(size, weight, start - told)
+        ends[i] = env.now
+
+    for i, (start, size, weight) in enumerate(jobs):
+        env.process(job(i, start, size, weight))
+    env.run()
+    return ends
+
+
+@pytest.mark.parametrize("lead", [0.0, 0.4e-3, 5e-3, np.inf])
+def test_jobs_submitted_ahead_of_their_start_finish_as_if_submitted_at_it(lead: float) -> None:
+    # Arrivals taken from the calendar by arithmetic, known from a little to all the way ahead (lead ∞: every
+    # job submitted at 0), against the definition walked event by event.
+    rng = np.random.default_rng(11)
+    arrivals = np.sort(rng.exponential(0.5e-3, 300).cumsum())
+    sizes = rng.exponential(1e6, 300)
+    jobs = [(float(a), float(s), 1.0) for a, s in zip(arrivals, sizes, strict=True)]
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=2e9, cap_bytes_per_s=0.5e9)
+    ends = _finishes_ahead(lambda size, _w, after: link.transfer(size, after=after), jobs, env, lead)
+    assert ends == pytest.approx(_direct_walk(jobs, lambda n, _w: min(0.5e9, 2e9 / n)), rel=1e-9)
+    assert link.bytes_moved == pytest.approx(sizes.sum())
+
+
+def test_weighted_jobs_submitted_ahead_match_the_direct_walk() -> None:
+    rng = np.random.default_rng(5)
+    n = 150
+    jobs = [(float(a), float(s), float(f)) for a, s, f in
+            zip(np.sort(rng.uniform(0, 1e-3, n)), rng.exponential(1e9, n), rng.uniform(0.05, 1.0, n), strict=True)]
+    env = simpy.Environment()
+    sms = SMs(env, 1e13)
+    ends = _finishes_ahead(lambda size, w, after: sms.server.submit(size, w, after=after), jobs, env, 2e-4)
+    assert ends == pytest.approx(_direct_walk(jobs, lambda _n, tot: 1e13 * min(1.0, 1.0 / tot)), rel=1e-9)
+
+
+def test_a_short_job_submitted_later_finishes_first_and_the_long_one_as_the_walk_says() -> None:
+    # A (1 MB at 1 GB/s) starts at 0; at 0.1 ms B (10 kB) is submitted to start at 0.2 ms: it shares the link,
+    # ends at 0.2 ms + 2·10 kB / 1 GB/s = 0.22 ms; A has then 1 MB − 0.2 ms·1 GB/s − 10 kB left, alone.
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e12)
+    ends: dict[str, float] = {}
+
+    def a() -> Generator[simpy.Event, object, None]:
+        yield link.transfer(1e6)
+        ends["a"] = env.now
+
+    def b() -> Generator[simpy.Event, object, None]:
+        yield env.timeout(1e-4)
+        yield link.transfer(1e4, after=1e-4)
+        ends["b"] = env.now
+
+    env.process(a())
+    env.process(b())
+    env.run()
+    assert ends["b"] == pytest.approx(2.2e-4, rel=1e-12)
+    assert ends["a"] == pytest.approx(2.2e-4 + (1e6 - 2e5 - 1e4) / 1e9, rel=1e-12)
+
+
+def test_a_job_withdrawn_before_it_starts_slows_nobody() -> None:
+    # B is due at 0.5 ms and withdrawn at 0.2 ms: A runs alone, as if B had never been submitted; the live timer,
+    # set with B counted in, is replaced by one at A's own end.
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e12)
+    ends: dict[str, float] = {}
+    b = env.event()
+
+    def a() -> Generator[simpy.Event, object, None]:
+        yield link.transfer(1e6)
+        ends["a"] = env.now
+
+    def withdraw() -> Generator[simpy.Event, object, None]:
+        link.transfer(1e6, b, after=0.5e-3)
+        yield env.timeout(0.2e-3)
+        link.withdraw(b)
+
+    env.process(a())
+    env.process(withdraw())
+    env.run()
+    assert ends["a"] == pytest.approx(1e-3, rel=1e-12) and not b.triggered and link.bytes_moved == 1e6
+
+
+def test_a_job_of_nothing_submitted_ahead_is_done_at_its_start() -> None:
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e9)
+    done = link.transfer(0, after=2e-3)
+    env.run()
+    assert done.ok and env.now == pytest.approx(2e-3)
