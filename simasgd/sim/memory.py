@@ -14,7 +14,7 @@ from __future__ import annotations
 import simpy
 
 from simasgd.machines.machine import Machine
-from simasgd.sim.sharing import Bandwidth
+from simasgd.sim.sharing import Bandwidth, Completion
 
 
 class Memory:
@@ -58,11 +58,11 @@ class Memory:
 Part = tuple[Bandwidth, float, float]  # a transfer's path, its bytes, and the seconds from now before it starts
 
 
-class Transfer(simpy.Event):
+class Transfer(Completion):
     """Bytes through one or more paths at once, each part starting after its delay; it succeeds when the last
-    part is through. A part waits in its path's calendar, not as an event of its own: a thread's work
-    followed by its misses is a delay, not a step. Cancelled (k-sync's cancelled work), the parts not yet
-    started never start and the transfer never succeeds."""
+    part is through, in the step that found it so. A part waits in its path's calendar, not as an event of
+    its own: a thread's work followed by its misses is a delay, not a step. Cancelled (k-sync's cancelled
+    work), the parts not yet started never start and the transfer never succeeds."""
 
     __slots__ = ("cancelled", "left", "paths")
 
@@ -75,11 +75,17 @@ class Transfer(simpy.Event):
             path.transfer(nbytes, self, max(delay, 0.0))
 
     def succeed(self, value: object = None) -> Transfer:
-        """A part is through (its path calls this); the transfer succeeds with the last."""
+        """A part of nothing is through at once: the transfer succeeds, as an event, if it was the last."""
         self.left -= 1
         if self.left == 0:
             super().succeed(value)
         return self
+
+    def served(self) -> None:
+        """A part is through (its path's timer found it so); the transfer is with the last."""
+        self.left -= 1
+        if self.left == 0:
+            super().served()
 
     def cancel(self) -> None:
         self.cancelled = True

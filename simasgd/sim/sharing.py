@@ -159,11 +159,33 @@ class SharedServer:
         self._settle()
         tol = self._tol(self.env.now)
         heap = self.heap
+        served = []
         while heap and (heap[0][0] - self.virtual) * heap[0][2] <= tol:
             _finish, _order, weight, done = heapq.heappop(heap)
             self.weight -= weight
-            done.succeed()
-        self._rearm()
+            served.append(done)
+        self._rearm()  # before any waiter runs: one that submits again finds the server as it is now
+        for done in served:
+            if isinstance(done, Completion):
+                done.served()
+            else:
+                done.succeed()
+
+
+class Completion(simpy.Event):
+    """A job's done event whose waiters run in the step of the server's timer that found the job served: the
+    timer stands for the event, so a departure costs one event, not two (the timer's, then the done event's
+    at the same instant). Elsewhere it succeeds as any event does."""
+
+    __slots__ = ()
+
+    def served(self) -> None:
+        """The job is through: the waiters go on now, within the step that found it so."""
+        self._ok = True
+        self._value = None
+        callbacks, self.callbacks = self.callbacks, None  # type: ignore[assignment]  # processed, as SimPy marks it
+        for callback in callbacks:
+            callback(self)
 
 
 class Bandwidth:
