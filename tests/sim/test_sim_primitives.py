@@ -205,6 +205,26 @@ def test_a_transfer_starts_after_its_work_and_latency_and_ends_with_its_last_par
     assert t.ok and env.now == pytest.approx(2e-3 + 90e-9 + 0.2)
 
 
+def test_misses_after_work_cost_one_event_each_departure_their_waiters_run_in_it() -> None:
+    # Four threads, two a socket, each 1 GB after 2 ms of work: every one streams at a core's 10 GB/s (22 GB/s of
+    # the socket's memory, 16 of the link, a transfer), locals after 90 ns, remotes after 150 ns. The parts wait
+    # in their path's calendar, not as events, and each path's two equal transfers leave in one step that
+    # resumes both waiters: 4 process starts, 4 process ends, 2 departures.
+    env = Environment()
+    mem = Memory(env, PRESETS["xeon-e5-2687w-v2"], sockets=[0, 0, 1, 1])
+    ends: list[float] = []
+
+    def thread(w: int) -> object:
+        yield mem.move(w, 1e9, after=2e-3)
+        ends.append(env.now)
+
+    for w in range(4):
+        env.process(thread(w))
+    env.run()
+    assert ends == pytest.approx([2e-3 + 90e-9 + 0.1] * 2 + [2e-3 + 150e-9 + 0.1] * 2, rel=1e-12)
+    assert env.scheduled() == 4 + 4 + 2
+
+
 def test_a_transfer_cancelled_before_it_starts_moves_nothing_and_one_under_way_goes_through() -> None:
     env = simpy.Environment()
     mem = Memory(env, PRESETS["xeon-e5-2687w-v2"], sockets=[0, 1])
