@@ -2,7 +2,8 @@
 # The README's test command: set up (idempotent) and run the tests.
 #   bash scripts/test.sh           the whole suite
 #   bash scripts/test.sh --fast    the fast tier: every test not marked slow or hardware
-# Further arguments go to pytest (e.g. a test file, -x, -k).
+# Further arguments go to pytest (e.g. a test file, -x, -k; --store-durations refreshes tests/durations.json,
+# the files' seconds by which the workers take the longest first).
 # Tests run on every CPU (pytest-xdist, one file per worker so module fixtures compile once), except
 # those marked hardware: they time this machine's threads, so they run afterwards, alone.
 set -euo pipefail

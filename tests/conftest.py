@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import os
 
 # The cuda backend's tests (tests/cuda, and its pairs in tests/conformance) run under numba's CUDA
@@ -234,3 +236,45 @@ def load_benchmark(name: str) -> ModuleType:
 def benchmark_script_fixture() -> Callable[[str], ModuleType]:
     """``benchmark_script(name)``: ``benchmarks/<name>.py`` loaded as a module."""
     return load_benchmark
+
+
+# --- the longest files first --------------------------------------------------------------------------
+# scripts/test.sh hands each xdist worker a whole file (--dist loadfile), in the order collected: a long file
+# handed out last keeps one CPU busy while the others sit idle. tests/durations.json holds each file's
+# seconds from a whole run (`bash scripts/test.sh --store-durations`, hardware tests left out: they run
+# alone); a file it does not know goes first. The order of the tests within a file is kept.
+
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--store-durations", action="store_true",
+                     help="write each file's seconds (tests not marked hardware) into tests/durations.json")
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    known: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    items.sort(key=lambda item: -known.get(_file_of(item.nodeid), math.inf))
+
+
+_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "hardware" not in report.keywords:
+        _seconds[_file_of(report.nodeid)] = _seconds.get(_file_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if not config.getoption("--store-durations") or hasattr(config, "workerinput") or not _seconds:
+        return  # asked for, once, by the process that saw every report (xdist's controller, or a plain run)
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    known.update({f: round(s, 1) for f, s in _seconds.items()})
+    tmp = DURATIONS.with_suffix(".tmp")
+    tmp.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+    tmp.replace(DURATIONS)
