@@ -51,6 +51,7 @@ class SharedServer:
         self.heap: list[Job] = []
         self.arrivals: list[Arrival] = []  # sorted by (at, order): jobs submitted to start later
         self.weight = 0.0
+        self.rate = 0.0  # speed(n, Σw) of the jobs in service: set at each change of them, read at each advance
         self.virtual = 0.0  # V: service per unit weight since the start
         self.last = 0.0
         self.generation = 0
@@ -85,6 +86,7 @@ class SharedServer:
             self._settle()
             heapq.heappush(self.heap, (self.virtual + size / weight, next(self._order), weight, done))
             self.weight += weight
+            self.rate = self._speed(len(self.heap), self.weight)
         self._rearm()
         return done
 
@@ -100,9 +102,9 @@ class SharedServer:
         return sum(a[2] for a in gone)
 
     def _advance(self, t: float) -> None:
-        if self.heap and t > self.last:
-            self.virtual += (t - self.last) * self._speed(len(self.heap), self.weight)
         if t > self.last:
+            if self.heap:
+                self.virtual += (t - self.last) * self.rate
             self.last = t
 
     def _settle(self) -> None:
@@ -117,6 +119,7 @@ class SharedServer:
                 self._advance(at)
                 heapq.heappush(self.heap, (self.virtual + size / weight, order, weight, done))
                 self.weight += weight
+                self.rate = self._speed(len(self.heap), self.weight)
                 i += 1
             del arrivals[:i]
         self._advance(now)
@@ -126,9 +129,9 @@ class SharedServer:
         t, v = self.last, self.virtual
         n, weight = len(self.heap), self.weight
         top = self.heap[0][0] if n else math.inf
+        speed = self.rate
         for at, _order, size, w, _done in self.arrivals:
             if n:
-                speed = self._speed(n, weight)
                 departs = t + (top - v) / speed
                 if departs <= at:
                     return departs
@@ -137,7 +140,8 @@ class SharedServer:
             n += 1
             weight += w
             top = min(top, v + size / w)
-        return t + (top - v) / self._speed(n, weight) if n else math.inf
+            speed = self._speed(n, weight)
+        return t + (top - v) / speed if n else math.inf
 
     def _rearm(self) -> None:
         if not self.heap:
@@ -164,6 +168,8 @@ class SharedServer:
             _finish, _order, weight, done = heapq.heappop(heap)
             self.weight -= weight
             served.append(done)
+        if served:
+            self.rate = self._speed(len(heap), self.weight)
         self._rearm()  # before any waiter runs: one that submits again finds the server as it is now
         for done in served:
             if isinstance(done, Completion):
