@@ -27,6 +27,23 @@ def _finishes(server_submit, jobs: list[tuple[float, float, float]], env: simpy.
     return ends
 
 
+def _finishes_ahead(server_submit_after, jobs: list[tuple[float, float, float]], env: simpy.Environment,
+                    lead: float) -> list[float]:
+    """Each job (arrival, size, weight) submitted ``lead`` seconds before its arrival (or at 0), to start then."""
+    ends = [np.nan] * len(jobs)
+
+    def job(i: int, start: float, size: float, weight: float) -> Generator[simpy.Event, object, None]:
+        told = max(0.0, start - lead)
+        yield env.timeout(told)
+        yield server_submit_after(size, weight, start - told)
+        ends[i] = env.now
+
+    for i, (start, size, weight) in enumerate(jobs):
+        env.process(job(i, start, size, weight))
+    env.run()
+    return ends
+
+
 def _direct_walk(jobs: list[tuple[float, float, float]], speed) -> list[float]:
     """The definition, walked event by event: between two events every job in service receives
     weight × speed(n, Σw) units a second; the next event is the next arrival or the first finish."""
@@ -85,26 +102,38 @@ def test_staggered_arrivals_closed_form() -> None:
     assert ends[0] == pytest.approx(delta + b / r, rel=1e-12)
 
 
-def test_random_arrivals_match_the_direct_walk() -> None:
+@pytest.mark.parametrize("lead", [None, 0.4e-3, 5e-3, np.inf])
+def test_random_arrivals_match_the_direct_walk(lead: float | None) -> None:
+    # Each transfer started at its arrival (lead None) or submitted ahead of it, from a little to all the way
+    # (lead ∞: every one submitted at 0), to wait in the calendar and be taken in by arithmetic.
     rng = np.random.default_rng(7)
     arrivals = np.sort(rng.exponential(1e-3, 200).cumsum())
     sizes = rng.exponential(1e6, 200)
     jobs = [(float(a), float(s), 1.0) for a, s in zip(arrivals, sizes, strict=True)]
     env = simpy.Environment()
     link = Bandwidth(env, bytes_per_s=2e9, cap_bytes_per_s=0.5e9)
-    ends = _finishes(lambda size, _w: link.transfer(size), jobs, env)
+    if lead is None:
+        ends = _finishes(lambda size, _w: link.transfer(size), jobs, env)
+    else:
+        ends = _finishes_ahead(lambda size, _w, after: link.transfer(size, after=after), jobs, env, lead)
     assert ends == pytest.approx(_direct_walk(jobs, lambda n, _w: min(0.5e9, 2e9 / n)), rel=1e-9)
+    assert link.bytes_moved == pytest.approx(sizes.sum())
 
 
-def test_weighted_sharing_of_the_sms_matches_the_direct_walk() -> None:
-    # Kernels of occupancy f run at f·rate until Σf > 1, then at f·rate/Σf.
+@pytest.mark.parametrize("lead", [None, 2e-4])
+def test_weighted_sharing_of_the_sms_matches_the_direct_walk(lead: float | None) -> None:
+    # Kernels of occupancy f run at f·rate until Σf > 1, then at f·rate/Σf; each launched at its start (lead None)
+    # or submitted 0.2 ms ahead of it, to wait in the calendar.
     rng = np.random.default_rng(3)
     n = 120
     jobs = [(float(a), float(s), float(f)) for a, s, f in
             zip(np.sort(rng.uniform(0, 1e-3, n)), rng.exponential(1e9, n), rng.uniform(0.05, 1.0, n), strict=True)]
     env = simpy.Environment()
     sms = SMs(env, 1e13)
-    ends = _finishes(sms.run, jobs, env)
+    if lead is None:
+        ends = _finishes(sms.run, jobs, env)
+    else:
+        ends = _finishes_ahead(lambda size, w, after: sms.server.submit(size, w, after=after), jobs, env, lead)
     assert ends == pytest.approx(_direct_walk(jobs, lambda _n, tot: 1e13 * min(1.0, 1.0 / tot)), rel=1e-9)
 
 
@@ -112,49 +141,6 @@ def test_a_job_of_nothing_is_done_at_once() -> None:
     env = simpy.Environment()
     link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e9)
     assert link.transfer(0).triggered and len(link.server) == 0
-
-
-def _finishes_ahead(server_submit_after, jobs: list[tuple[float, float, float]], env: simpy.Environment,
-                    lead: float) -> list[float]:
-    """Each job (arrival, size, weight) submitted ``lead`` seconds before its arrival (or at 0), to start then."""
-    ends = [np.nan] * len(jobs)
-
-    def job(i: int, start: float, size: float, weight: float) -> Generator[simpy.Event, object, None]:
-        told = max(0.0, start - lead)
-        yield env.timeout(told)
-        yield server_submit_after(size, weight, start - told)
-        ends[i] = env.now
-
-    for i, (start, size, weight) in enumerate(jobs):
-        env.process(job(i, start, size, weight))
-    env.run()
-    return ends
-
-
-@pytest.mark.parametrize("lead", [0.0, 0.4e-3, 5e-3, np.inf])
-def test_jobs_submitted_ahead_of_their_start_finish_as_if_submitted_at_it(lead: float) -> None:
-    # Arrivals taken from the calendar by arithmetic, known from a little to all the way ahead (lead ∞: every
-    # job submitted at 0), against the definition walked event by event.
-    rng = np.random.default_rng(11)
-    arrivals = np.sort(rng.exponential(0.5e-3, 300).cumsum())
-    sizes = rng.exponential(1e6, 300)
-    jobs = [(float(a), float(s), 1.0) for a, s in zip(arrivals, sizes, strict=True)]
-    env = simpy.Environment()
-    link = Bandwidth(env, bytes_per_s=2e9, cap_bytes_per_s=0.5e9)
-    ends = _finishes_ahead(lambda size, _w, after: link.transfer(size, after=after), jobs, env, lead)
-    assert ends == pytest.approx(_direct_walk(jobs, lambda n, _w: min(0.5e9, 2e9 / n)), rel=1e-9)
-    assert link.bytes_moved == pytest.approx(sizes.sum())
-
-
-def test_weighted_jobs_submitted_ahead_match_the_direct_walk() -> None:
-    rng = np.random.default_rng(5)
-    n = 150
-    jobs = [(float(a), float(s), float(f)) for a, s, f in
-            zip(np.sort(rng.uniform(0, 1e-3, n)), rng.exponential(1e9, n), rng.uniform(0.05, 1.0, n), strict=True)]
-    env = simpy.Environment()
-    sms = SMs(env, 1e13)
-    ends = _finishes_ahead(lambda size, w, after: sms.server.submit(size, w, after=after), jobs, env, 2e-4)
-    assert ends == pytest.approx(_direct_walk(jobs, lambda _n, tot: 1e13 * min(1.0, 1.0 / tot)), rel=1e-9)
 
 
 def test_a_short_job_submitted_later_finishes_first_and_the_long_one_as_the_walk_says() -> None:
