@@ -266,7 +266,8 @@ _seconds: dict[str, float] = {}
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "hardware" not in report.keywords:
-        _seconds[_file_of(report.nodeid)] = _seconds.get(_file_of(report.nodeid), 0.0) + report.duration
+        file = _file_of(report.nodeid)
+        _seconds[file] = _seconds.get(file, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -63,11 +63,6 @@ class SharedServer:
         self._settle()
         return len(self.heap)
 
-    def speed(self) -> float:
-        """Units/s of a unit weight now."""
-        self._settle()
-        return self._speed(len(self.heap), self.weight)
-
     def submit(self, size: float, weight: float = 1.0, done: simpy.Event | None = None,
                after: float = 0.0) -> simpy.Event:
         """A job of ``size`` units and ``weight`` that starts ``after`` seconds from now: ``done`` succeeds
@@ -212,10 +207,6 @@ class Bandwidth:
 
     def _tolerance(self, now: float) -> float:
         return self._share(len(self.server.heap), 0.0) * _EPS * max(1.0, now) + 1e-6
-
-    def share(self) -> float:
-        """Bytes/s each transfer in flight gets now."""
-        return self._share(len(self.server), 0.0)
 
     def transfer(self, nbytes: float, done: simpy.Event | None = None, after: float = 0.0) -> simpy.Event:
         """``nbytes`` through the link, starting ``after`` seconds from now."""
