@@ -22,16 +22,17 @@ from spinner to spinner every context switch and nothing another thread can see 
 closed form (:class:`Rotation`), without events, and is brought up to date, float for float, only when it is
 looked at, joined, or the mutex comes free (then the spinner whose turn comes first takes it). So a turn
 costs arithmetic, not an event, and whole rounds go at once where they repeat; ``FAST_ROTATION`` off, every
-turn is an event.
+turn is an event (``WHOLE_ROUNDS`` off, every turn is taken one by one).
 
 SimPy runs the events of one instant in order of rank (priority, then the order they were made), and step
 times from a preset are constants, so the turns of many pools fall on the same instants. For a rotation to
 rank its turns as events would, a run of turns that end as soon as they begin keeps one rank on either
 path (:meth:`Cores._handed_on`), and the environment tells how far the current instant has got
 (:class:`simasgd.sim.primitives.Environment`). What a rotation does not keep is rounding: whole rounds at
-once multiply what turns add up, so CPU times can differ in their last bits, and where constant step times
-later make two spinners' CPU times tie exactly on one path and not on the other, the order they turn in
-differs from there on — with the same statistics (``tests/sim/test_sim_rotation.py``).
+once multiply what turns add up, so CPU times can differ in their last bits. Spinners whose CPU times tie, or
+come within that rounding of each other (constant step times make them: a preset's), turn in the order the
+rounding gives, not the order they queued in, from then on: another round robin of the same spinners, with
+the same statistics (``tests/sim/test_sim_rotation.py``).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from simasgd.sim.primitives import Environment, Mutex, Req
 Then = Callable[[float], Transfer]  # a memory transfer that starts so many seconds from now
 
 FAST_ROTATION = True  # a pool of spinners of a held mutex rotates in closed form (Rotation); tests compare without
+WHOLE_ROUNDS = True  # a periodic rotation's rounds go many at once (Cores._jump); tests compare turn by turn
 
 
 class CpuGrant(simpy.Event):
@@ -474,14 +476,14 @@ class Cores:
 
     def replay(self, rq: RunQueue, until: float) -> None:
         """Bring a rotating pool up to ``until``: its turns before then as events would leave them, whole
-        rounds at once where periodic and no two spinners are within rounding of each other."""
+        rounds at once where periodic (CPU times then as the multiplication rounds them)."""
         rot = rq.rotation
         assert rot is not None
         s, m = self.switch, len(rot.members)
         while rot.at < until:
             if rot.periodic:
                 rounds = int((until - rot.at) / s) // m - 1
-                if rounds > 0 and _apart(rot, rounds):
+                if rounds > 0 and WHOLE_ROUNDS:
                     self._jump(rq, rot, rounds)
                     continue
             self._turns(rq, rot, until, m)
@@ -663,17 +665,6 @@ def _unpark(th: Thread) -> None:
         th.rq.parked -= 1
 
 
-def _apart(rot: Rotation, rounds: int) -> bool:
-    """Whether ``rounds`` rounds may be taken at once: each spinner's gain multiplied, not added up turn by
-    turn, differs from it by rounding, and the CPU goes round in the order of the spinners' CPU times — of
-    one before its turn against another's after it, one round's gain higher. So no two of those may be
-    within the rounding of each other, or that rounding would decide who turns first."""
-    step = max(rot.step.values())
-    cpu = sorted([t.cpu_time for t in rot.members] + [t.cpu_time + rot.step[t] for t in rot.members])
-    margin = _TIE_ULPS * (rounds + 1) * math.ulp(abs(cpu[-1]) + rounds * step)
-    return all(b - a > margin for a, b in itertools.pairwise(cpu))
-
-
 def _check_round(rot: Rotation, th: Thread, forfeits: int, lifted: bool, gained: float) -> None:
     """Whether the rotation is periodic: a round in which every spinner turned once, each forfeiting as many
     slices and none placed behind the mean, ending with the CPU back at the spinner that began it, leaves
@@ -697,7 +688,6 @@ _EPS = 1e-12  # seconds: below SimPy's clock resolution at run lengths of second
 _LEFT = 1e-15  # seconds of a quantum left below which it is spent
 _MAX_FORFEITS = 64
 _RESUM = 256  # changes to a run queue's sums between two exact sums
-_TIE_ULPS = 64  # rounding steps a jump may differ by from adding up turn by turn, per round, with room
 _SPREAD = 16  # forfeits' worth of CPU time between a rotating pool's spinners, at most (each turn needs < 64)
 
 

@@ -2,14 +2,16 @@
 
 A pool whose runnable threads all spin on a held mutex hands its CPU from spinner to spinner every context
 switch; the simulator takes those turns by arithmetic, not events, until something can see them. Each case
-runs a seeded scenario with that fast path and without it (``cpu.FAST_ROTATION``): with random step times
-the rows must be the same — the same updates, staleness and versions, times equal to 1e-9 — with far fewer
-SimPy events; with constant step times (a preset's), turns on the instants of other pools' turns rank as
-events rank them, and where whole rounds at once round CPU times apart from turns, the statistics agree.
+runs a seeded scenario with that fast path and without it (``cpu.FAST_ROTATION``). Turn by turn
+(``cpu.WHOLE_ROUNDS`` off) the rows must be the same — the same updates, staleness and versions, times equal
+to 1e-9 — with far fewer SimPy events, and with constant step times (a preset's) turns on the instants of
+other pools' turns rank as events rank them. Whole rounds at once leave each spinner the CPU time its turns
+would, to rounding; where rounding then orders tied spinners another way, the statistics agree.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -86,19 +88,11 @@ def test_rotation_leaves_the_rows_events_leave(monkeypatch: pytest.MonkeyPatch, 
           f'machine.preset="{machine}"', *timing)
     if algorithm == "ssp":
         ov = (*ov, "algorithm.bound=2")
+    monkeypatch.setattr(cpu, "WHOLE_ROUNDS", False)  # whole rounds round ties their own way: the last tests
     events, n_events, _ = simulate(monkeypatch, False, ov)
     fast, n_fast, _ = simulate(monkeypatch, True, ov)
     assert_same_rows(events, fast)
     assert n_fast < 0.75 * n_events, (n_fast, n_events)  # the spinners' turns were taken without events
-
-
-def test_whole_rounds_at_once_leave_the_rows_turns_leave(monkeypatch: pytest.MonkeyPatch) -> None:
-    ov = ("workers.count=24", "stop.max_updates=1500", *LONG_HOLDS)
-    events, n_events, _ = simulate(monkeypatch, False, ov, seed=1)
-    fast, n_fast, work = simulate(monkeypatch, True, ov, seed=1)
-    assert work["jumped"] > 0.25 * n_events, (work, n_events)  # many turns went by in whole rounds
-    assert_same_rows(events, fast)
-    assert n_fast < 0.25 * n_events, (n_fast, n_events)
 
 
 def test_rotation_is_not_taken_for_a_read_write_lock(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,12 +143,11 @@ def test_turns_on_the_instants_of_other_pools_rank_as_events_rank_them(
         monkeypatch: pytest.MonkeyPatch, algorithm: str, workers: int, updates: int) -> None:
     """A preset's step times are constants, so the turns of many pools fall on the same instants, where SimPy
     runs events by rank: rotating pools take those turns by arithmetic and must rank them as events would.
-    Whole rounds at once are off here (they differ from turns by rounding, the next test's case)."""
-    ov = (f"algorithm.name={algorithm}", f"workers.count={workers}", 'machine.preset="xeon-e5-2698-v4"',
+    Whole rounds at once are off here (they differ from turns by rounding: the tests below)."""
+    bound = ("algorithm.bound=2",) if algorithm == "ssp" else ()
+    ov = (f"algorithm.name={algorithm}", *bound, f"workers.count={workers}", 'machine.preset="xeon-e5-2698-v4"',
           f"stop.max_updates={updates}")
-    if algorithm == "ssp":
-        ov = (*ov, "algorithm.bound=2")
-    monkeypatch.setattr(cpu, "_apart", lambda rot, rounds: False)
+    monkeypatch.setattr(cpu, "WHOLE_ROUNDS", False)
     events, n_events, _ = simulate(monkeypatch, False, ov)
     fast, n_fast, _ = simulate(monkeypatch, True, ov)
     assert_same_rows(events, fast)
@@ -167,18 +160,94 @@ def summary(rows: pd.DataFrame) -> tuple[float, float]:
     return float(applied.staleness.mean()), len(applied) / float(rows.t_write.max())
 
 
+TIES = [  # overrides, and the share of the event path's events that whole rounds must take away
+    (("algorithm.name=mutex", "workers.count=24", "stop.max_updates=1500", *LONG_HOLDS), 0.25),
+    (("algorithm.name=ssp", "algorithm.bound=2", "workers.count=96", 'machine.preset="xeon-e5-2687w-v2"',
+      "stop.max_updates=1000"), 0.5),
+    (("algorithm.name=mutex", "workers.count=96", 'machine.preset="xeon-e5-2687w-v2"', "stop.max_updates=1000"),
+     0.5),
+]
+
+
+@pytest.mark.parametrize(("ov", "share"), TIES, ids=["mutex-random", "ssp-preset", "mutex-preset"])
 @pytest.mark.slow
-def test_where_rounding_breaks_a_tie_the_other_way_the_statistics_are_those_of_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whole rounds at once multiply what turns add up, so CPU times can differ in their last bits; where
-    constant step times later make two spinners' CPU times tie exactly on one path only, seeded rows differ
-    from there on. Over seeds, the mean staleness and the update rate must agree within the sampling error
-    (Welch's two-sample difference, 4 standard errors)."""
-    ov = ("algorithm.name=ssp", "algorithm.bound=2", "workers.count=96", 'machine.preset="xeon-e5-2687w-v2"',
-          "stop.max_updates=1000")
+def test_whole_rounds_at_once_have_the_statistics_of_events(monkeypatch: pytest.MonkeyPatch,
+                                                             ov: tuple[str, ...], share: float) -> None:
+    """Whole rounds at once multiply what turns add up, so CPU times can differ in their last bits, and
+    spinners tie (a preset's constant step times; a forfeited slice is a constant too): those turn in the
+    order the rounding gives them from the jump on, and seeded rows differ from there. Over seeds, the mean
+    staleness and the update rate must agree with the event path's within the sampling error (Welch's
+    two-sample difference, 4 standard errors), with far fewer events."""
     seeds = range(6)
-    on = np.array([summary(simulate(monkeypatch, True, ov, s)[0]) for s in seeds])
-    off = np.array([summary(simulate(monkeypatch, False, ov, s)[0]) for s in seeds])
+    fast = [simulate(monkeypatch, True, ov, s) for s in seeds]
+    events = [simulate(monkeypatch, False, ov, s) for s in seeds]
+    n_fast, n_events = sum(n for _, n, _ in fast), sum(n for _, n, _ in events)
+    assert sum(work["jumped"] for _, _, work in fast) > share * n_events  # many turns went by in whole rounds
+    assert n_fast < share * n_events, (n_fast, n_events)
+    on = np.array([summary(rows) for rows, _, _ in fast])
+    off = np.array([summary(rows) for rows, _, _ in events])
     for i, name in enumerate(("mean staleness", "updates/s")):
         se = math.sqrt(on[:, i].var(ddof=1) / len(on) + off[:, i].var(ddof=1) / len(off))
         diff = on[:, i].mean() - off[:, i].mean()
         assert abs(diff) <= 4 * se, (name, on[:, i], off[:, i])
+
+
+def _state(cores: cpu.Cores, rq: cpu.RunQueue, rot: cpu.Rotation) -> dict[str, Any]:
+    """What a rotating pool's turns change: its spinners, its run queue, its sums and the rotation's clock."""
+    order = next(rq.pool.order)
+    rq.pool.order = itertools.count(order)  # looked at, not taken
+    return {"threads": {id(t): (t.cpu_time, t.since, t.queued, t.req, t.left) for t in rot.members},
+            "keys": {id(g): (g.key, g.at) for _, g in rq.pool.heap}, "heap": list(rq.pool.heap), "order": order,
+            "sums": (rq.members, rq.running, rq.cpu_sum, rq.since_sum, rq.changes),
+            "cur": (rot.cur.key, rot.cur.at) if rot.cur is not None else None,
+            "rot": (rot.cur, rot.at, set(rot.seen), rot.first, rot.forfeits, dict(rot.step), rot.periodic)}
+
+
+def _restore(rq: cpu.RunQueue, rot: cpu.Rotation, st: dict[str, Any]) -> None:
+    for t in rot.members:
+        t.cpu_time, t.since, t.queued, t.req, t.left = st["threads"][id(t)]
+    for _, g in st["heap"]:
+        g.key, g.at = st["keys"][id(g)]
+    cur = st["rot"][0]
+    cur.key, cur.at = st["cur"]
+    rq.pool.heap = list(st["heap"])
+    rq.pool.order = itertools.count(st["order"])
+    rq.members, rq.running, rq.cpu_sum, rq.since_sum, rq.changes = st["sums"]
+    rot.cur, rot.at, seen, rot.first, rot.forfeits, step, rot.periodic = st["rot"]
+    rot.seen, rot.step = set(seen), dict(step)
+
+
+@pytest.mark.parametrize("ov", [TIES[0][0], TIES[2][0]], ids=["mutex-random", "mutex-preset"])
+def test_a_jump_leaves_each_spinner_what_its_turns_leave_it(monkeypatch: pytest.MonkeyPatch,
+                                                            ov: tuple[str, ...]) -> None:
+    """At every jump of a run, the same rounds are also taken turn by turn from the same state: each spinner
+    must have the CPU time they leave it, to rounding, the pool's next turn must fall at the same time, the
+    run queue's sums and its order counter must agree, and the spinners must queue in an order of their CPU
+    times (ties may go either way)."""
+    jump, checked = cpu.Cores._jump, []
+
+    def checked_jump(cores: cpu.Cores, rq: cpu.RunQueue, rot: cpu.Rotation, rounds: int) -> None:
+        st = _state(cores, rq, rot)
+        turns = rounds * len(rot.members)
+        cores._turns(rq, rot, math.inf, turns)  # periodic already: no early stop
+        by_turns = _state(cores, rq, rot)
+        _restore(rq, rot, st)
+        jump(cores, rq, rot, rounds)
+        by_jump = _state(cores, rq, rot)
+        tol = 1e-12 * (1 + rounds)
+        for t in rot.members:
+            c1, c2 = by_turns["threads"][id(t)][0], by_jump["threads"][id(t)][0]  # CPU times
+            assert c2 == pytest.approx(c1, rel=tol, abs=0), (rounds, t.cpu_time)
+        assert by_jump["rot"][1] == pytest.approx(by_turns["rot"][1], rel=tol, abs=0)  # the next turn's time
+        assert by_jump["cur"][1] == pytest.approx(by_turns["cur"][1], rel=tol, abs=0)  # the current one's start
+        assert by_jump["order"] == by_turns["order"]
+        assert by_jump["sums"][:2] == by_turns["sums"][:2]
+        assert by_jump["sums"][2] == pytest.approx(by_turns["sums"][2], rel=tol, abs=0)
+        keys = sorted(k for k, _ in rq.pool.heap)
+        assert [k[0] for k in keys] == sorted(t.cpu_time for t in rot.members if t.queued)
+        checked.append(rounds)
+
+    monkeypatch.setattr(cpu.Cores, "_jump", checked_jump)
+    sc = loader.from_dict(loader.apply_overrides(BASE, ov))
+    backend.run_once(sc, 0)
+    assert len(checked) > 10 and max(checked) > 1, checked
