@@ -17,10 +17,11 @@ forfeits the rest of its slice (kernel commit 79104becf42b, "Forfeit vruntime on
 one, or at once to a descheduled lock holder. So waiters that meet contention leave the CPU to threads
 that can work, and descheduling lands at lock waits.
 
-A single-CPU pool whose runnable threads all spin on one held mutex, each yielding at once, passes its CPU
-from spinner to spinner every context switch and nothing another thread can see changes: it rotates in
-closed form (:class:`Rotation`), without events, and is brought up to date, float for float, only when it is
-looked at, joined, or the mutex comes free (then the spinner whose turn comes first takes it). So a turn
+A single-CPU pool whose runnable threads all spin on one held mutex (or all wait to write a read-write lock
+they cannot take), each yielding at once, passes its CPU from spinner to spinner every context switch and
+nothing another thread can see changes: it rotates in closed form (:class:`Rotation`), without events, and is
+brought up to date, float for float, only when it is looked at, joined, or the lock comes free (then the
+spinner whose turn comes first takes it). So a turn
 costs arithmetic, not an event, and whole rounds go at once where they repeat; ``FAST_ROTATION`` off, every
 turn is an event (``WHOLE_ROUNDS`` off, every turn is taken one by one).
 
@@ -48,11 +49,12 @@ from simpy.events import NORMAL
 
 from simasgd.machines.machine import Machine
 from simasgd.sim.memory import Transfer
-from simasgd.sim.primitives import Environment, Mutex, Req
+from simasgd.sim.primitives import Environment, Mutex, Req, RWLock, WriteRequest
 
 Then = Callable[[float], Transfer]  # a memory transfer that starts so many seconds from now
+Spun = Mutex | RWLock  # a lock whose spinners rotate: a mutex's, a read-write lock's writers
 
-FAST_ROTATION = True  # a pool of spinners of a held mutex rotates in closed form (Rotation); tests compare without
+FAST_ROTATION = True  # a pool of spinners of a held lock rotates in closed form (Rotation); tests compare without
 WHOLE_ROUNDS = True  # a periodic rotation's rounds go many at once (Cores._jump); tests compare turn by turn
 
 
@@ -155,7 +157,7 @@ class RunQueue:
         self.arrived = env.event()  # succeeds (and is re-armed) when a thread joins the run queue
         self.holder_out = env.event()  # succeeds (and is re-armed) when a lock holder loses its CPU
         self.holders_off = 0  # threads that hold a lock and no CPU
-        self.parked = 0  # spinners of a mutex that gave their CPU up and have not asked for the lock again
+        self.parked = 0  # spinners of a lock (Spun) that gave their CPU up and have not asked for it again
         self.rotation: Rotation | None = None  # set while the pool rotates in closed form
         # The runnable threads (queued or on a CPU) in sums, so that their mean CPU time costs O(1): their
         # number, their CPU time before the current turn, and the running ones' number and turn starts.
@@ -200,11 +202,11 @@ class Thread:
         self.cpu_time = 0.0  # CPU time received before the current turn (the fair scheduler's vruntime)
         self.since = 0.0  # when the current turn on a CPU began
         self.queued = False  # waiting in its pool's run queue
-        self.spins_on: Mutex | None = None  # the mutex it spins on, while parked (off its CPU or giving it up)
+        self.spins_on: Spun | None = None  # the lock it spins on, while parked (off its CPU or giving it up)
 
 
 class Rotation:
-    """A single-CPU pool whose runnable threads all spin on one held mutex and yield at once (no pauses
+    """A single-CPU pool whose runnable threads all spin on one held lock (Spun) and yield at once (no pauses
     between sched_yield calls): its CPU passes from spinner to spinner every context switch and nothing
     another thread can see changes. So it runs without events, a turn every context switch, and the pool is
     brought up to date (:meth:`Cores.replay`) only when someone looks at it, joins it, or the lock comes
@@ -213,7 +215,7 @@ class Rotation:
 
     __slots__ = ("at", "clock", "cur", "eid", "first", "forfeits", "lock", "members", "periodic", "seen", "step")
 
-    def __init__(self, lock: Mutex, members: list[Thread], eid: int) -> None:
+    def __init__(self, lock: Spun, members: list[Thread], eid: int) -> None:
         self.lock, self.members = lock, members
         self.eid = eid  # its turns' rank among the events of an instant: the one grant after grant kept by events
         self.cur: CpuGrant | None = None  # the spinner granted the CPU last
@@ -243,7 +245,7 @@ class Cores:
         # a rotation's turns must know whether they would have run yet in the instant it is at (Environment.ran)
         self.ranked = env if FAST_ROTATION and isinstance(env, Environment) else None
         self.forfeit = max(self.quantum, self.switch, _EPS)  # what a spinner forfeits on yield, its slice being whole
-        self.rotating: dict[Mutex, dict[RunQueue, None]] = {}  # the rotating pools of each mutex, in order
+        self.rotating: dict[Spun, dict[RunQueue, None]] = {}  # the rotating pools of each lock, in order
         queues_of: dict[int | None, RunQueue] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
@@ -439,7 +441,7 @@ class Cores:
             th.rq.holders_off += 1 if held else -1  # a thread off its CPU took its first lock or released its last
 
     def _may_rotate(self, th: Thread) -> None:
-        """``th``, a spinner of a held mutex, yields its CPU at once: if every runnable thread of its
+        """``th``, a spinner of a held lock (Spun), yields its CPU at once: if every runnable thread of its
         single-CPU pool is such a spinner, the pool rotates in closed form from this turn on. Their CPU times
         within a few slices of each other, each turn's forfeits bring its spinner past the runnable mean
         (and so past the least-served queued one): every later turn yields at once too."""
@@ -461,6 +463,8 @@ class Cores:
         rq.rotation = Rotation(lock, members, eid)
         self.rotating.setdefault(lock, {})[rq] = None
         lock.on_free = self._lock_free
+        if isinstance(lock, RWLock):
+            lock.on_release = self._turns_due
 
     def catch_up(self, rq: RunQueue) -> None:
         """Bring a rotating pool up to this moment: its turns that would have run by now, a turn at this very
@@ -602,34 +606,56 @@ class Cores:
         heapq.heappush(env._queue, (rot.at, NORMAL, rot.eid, g))
         env.reranked += 1
 
-    def _lock_free(self, lock: Mutex) -> None:
+    def _lock_free(self, lock: Spun) -> None:
         """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner
         of a rotating pool whose turn comes first (unless a thread running meanwhile does): the earliest turn
         not yet run, then the lowest rank. That pool alone is brought up to date and goes back to events from
-        that turn; the others rotate on, their next turns being later. A pool's turns fall a switch apart
-        whoever takes them, so each pool's next turn is found by adding switches to its clock, as its turns
-        add them, without taking the turns."""
+        that turn; the others rotate on, their next turns being later."""
         pools = self.rotating.get(lock)
         if not pools:
             return
-        env = self.ranked
-        assert env is not None  # only a ranked environment rotates
-        now, s = env.now, self.switch
         best, best_key = None, (math.inf, 0)
         for rq in pools:
             rot = rq.rotation
             assert rot is not None
-            t = rot.clock if rot.clock > rot.at else rot.at
-            while t < now:
-                t += s
-            if t == now and env.ran(now, (NORMAL, rot.eid)):
-                t += s
-            rot.clock = t
-            if (t, rot.eid) < best_key:
-                best, best_key = rq, (t, rot.eid)
+            key = (self._next_turn(rot), rot.eid)
+            if key < best_key:
+                best, best_key = rq, key
         assert best is not None
         self.catch_up(best)
         self._stop(best)
+
+    def _turns_due(self, lock: RWLock) -> None:
+        """A release of ``lock`` leaves it free for a writer, and the queue is served later in this instant:
+        every rotating pool with a turn still to run at this instant goes back to events from that turn, which
+        asks for the lock in between, as it would (only one can take it; the others find it taken)."""
+        pools = self.rotating.get(lock)
+        if not pools:
+            return
+        now, due = self.env.now, []
+        for rq in pools:
+            rot = rq.rotation
+            assert rot is not None
+            if self._next_turn(rot) == now:
+                due.append(rq)
+        for rq in due:
+            self.catch_up(rq)
+            self._stop(rq)
+
+    def _next_turn(self, rot: Rotation) -> float:
+        """The time of a rotating pool's first turn not yet run. Its turns fall a switch apart whoever takes
+        them, so it is found by adding switches to the pool's clock, as its turns add them, without taking the
+        turns."""
+        env = self.ranked
+        assert env is not None  # only a ranked environment rotates
+        now, s = env.now, self.switch
+        t = rot.clock if rot.clock > rot.at else rot.at
+        while t < now:
+            t += s
+        if t == now and env.ran(now, (NORMAL, rot.eid)):
+            t += s
+        rot.clock = t
+        return t
 
     def _preempted(self, th: Thread) -> None:
         if th.holds:
@@ -651,9 +677,10 @@ def _fire(rq: RunQueue, name: str) -> None:
 
 
 def _park(th: Thread, req: simpy.Event) -> None:
-    """A spinner gives its CPU up without the lock: while off it, it counts as a parked spinner of a mutex."""
-    lock = getattr(req, "lock", None)
-    if type(lock) is Mutex:
+    """A spinner gives its CPU up without the lock: while off it, it counts as a parked spinner of a mutex
+    or, as a writer, of a read-write lock (a reader may share the lock with those holding it: not rotated)."""
+    lock = getattr(req, "lock", None) if type(req) is not WriteRequest else req.resource
+    if type(lock) is Mutex or type(lock) is RWLock:
         th.spins_on = lock
         th.rq.parked += 1
 

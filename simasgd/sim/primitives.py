@@ -193,6 +193,12 @@ class RWLock(BaseResource):
         self.readers = 0
         self.writer: Put | None = None
         self.writers_waiting = 0
+        # Writers spinning on it that the scheduler rotates without events (simasgd.sim.cpu.Rotation) are in
+        # no queue. A release that leaves it free for a writer serves the queue only once the release is
+        # processed, later in the instant: ``on_release`` is told as it is made (a rotating turn before then
+        # asks in between, as its event would), ``on_free`` once the queue is served and left it free.
+        self.on_release: Callable[[RWLock], None] | None = None
+        self.on_free: Callable[[RWLock], None] | None = None
 
     # simpy's BoundClass.__get__ is typed for BoundClass instances only: the methods these bind, typed as
     # simpy.Resource types its own request/release
@@ -226,13 +232,24 @@ class RWLock(BaseResource):
             event.succeed()
         return True
 
+    @property
+    def free_for_writer(self) -> bool:
+        return self.writer is None and self.readers == 0
+
     def _do_get(self, event: RWRelease) -> bool:
         if event.request.write:
             self.writer = None
         else:
             self.readers -= 1
         event.succeed()
+        if self.on_release is not None and self.free_for_writer:
+            self.on_release(self)
+            event.callbacks.append(self._served)  # after the queue is served (Get's _trigger_put)
         return True
+
+    def _served(self, _event: simpy.Event) -> None:
+        if self.on_free is not None and self.free_for_writer:
+            self.on_free(self)
 
 
 class Barrier(BaseResource):
