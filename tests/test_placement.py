@@ -127,3 +127,91 @@ def test_one_placement_simulates_nothing_more(far_cell: store.Entry) -> None:
     t = score.score(near)  # no probe in a far placement: nothing to mix
     assert t.placement is not None and t.placement.share == 0.0
     assert all(c.runs is not None and "other" not in c.runs for c in t.cells)
+
+
+# --- run, show and compare: a simulated result's bands with the far placement -------------------------------
+
+def _scenario(tmp: Any, workers: int) -> Any:
+    path = tmp / f"mutex-n{workers}.toml"
+    path.write_text(f'name = "mutex-n{workers}"\nseed = 4\nrepeats = 3\n[workers]\ncount = {workers}\n'
+                    '[workload]\nmodel = "mlp"\nlayers = [64, 32, 10]\ndataset = "digits"\nbatch_size = 16\n'
+                    '[algorithm]\nname = "mutex"\n[sim]\nnumerics = false\n[stop]\nmax_updates = 400\n'
+                    '[machine]\npreset = "this"\n')
+    return path
+
+
+@pytest.fixture(scope="module")
+def placed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`simasgd run` of two workers on the calibrated profile (probes: 40% far), and with --one-placement; the
+    same scenario simulated on the moved profile directly, saved as a measured result (runs in the far
+    placement)."""
+    from typer.testing import CliRunner
+
+    from simasgd.cli import app
+
+    root = tmp_path_factory.mktemp("run-placed")
+    prof = profile.write(profile.typed(_profile()), root / "this.toml")
+    moved = profile.write(placement.moved(profile.typed(_profile()), FAR_NS / NEAR_NS), root / "far.toml")
+    runner = CliRunner()
+    out: dict[str, Any] = {"root": root}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(machine.PROFILE_ENV, str(prof))
+        mp.setenv("COLUMNS", "250")
+        for name, extra in (("both", []), ("one", ["--one-placement"])):
+            res = runner.invoke(app, ["run", str(_scenario(root, 2)), "-j", "1", "--out", str(root / name), *extra])
+            assert res.exit_code == 0, res.output
+            out[name] = res.output
+        res = runner.invoke(app, ["run", str(_scenario(root, 1)), "-j", "1", "--out", str(root / "lone")])
+        assert res.exit_code == 0, res.output
+        mp.setenv(machine.PROFILE_ENV, str(moved))
+        far = backends.run(loader.load(_scenario(root, 2)), "sim", repeats=3, jobs=1)
+        dataclasses.replace(far, backend="cpu").save(root / "measured")
+        out["far"] = far
+        mp.setenv(machine.PROFILE_ENV, str(prof))
+        res = runner.invoke(app, ["compare", "--results", str(root / "both"), str(root / "measured"),
+                                  "--out", str(root / "cmp")])
+        assert res.exit_code == 0, res.output
+        out["compare"] = res.output
+        out["show"] = runner.invoke(app, ["show", str(root / "both")]).output
+    return out
+
+
+def test_run_simulates_the_far_placement_too_and_its_bands_mix_both(placed: dict[str, Any]) -> None:
+    import json
+
+    from simasgd.evaluation import prediction_band as pb
+    from simasgd.runs.results import RunResult
+
+    root = placed["root"]
+    meta = json.loads((root / "both" / "summary.json").read_text())["metadata"]
+    where = meta["placement"]
+    assert where["share"] == pytest.approx(FAR_SHARE) and where["factor"] == pytest.approx(FAR_NS / NEAR_NS)
+    # the runs recorded for the far placement are the scenario's own on the moved profile
+    share, runs = pb.other_placement(RunResult.load(root / "both"))
+    assert share == pytest.approx(FAR_SHARE) and runs is not None
+    for m, values in pb.per_run_of(placed["far"]).items():
+        assert runs[m] == pytest.approx(values, rel=1e-9, nan_ok=True), m  # NaN: no ε without numerics
+    mixed = meta["bands"]["updates_per_s"]
+    one = json.loads((root / "one" / "summary.json").read_text())["metadata"]
+    assert "placement" not in one and "other_placement" not in one["bands"]["updates_per_s"]
+    assert mixed["other_placement"] == pytest.approx(FAR_SHARE)
+    # a hand-off ten times longer: the far runs are slower, below the calibrated placement's band alone
+    far_rates = where["runs"]["updates_per_s"]
+    assert max(far_rates) < one["bands"]["updates_per_s"]["low"]
+    assert mixed["low"] < min(far_rates) and mixed["high"] == pytest.approx(one["bands"]["updates_per_s"]["high"],
+                                                                            rel=0.2)
+    assert "slower placement" in placed["both"] and "slower placement" not in placed["one"]
+    lone = json.loads((root / "lone" / "summary.json").read_text())["metadata"]
+    assert "placement" not in lone  # one worker: no line moves between cores
+
+
+def test_show_and_compare_mix_the_far_placement_recorded_with_the_result(placed: dict[str, Any]) -> None:
+    import re
+
+    show = "".join(placed["show"].split())
+    assert "mixedwiththesamerunssimulatedinthefarplacement:40%of10core-to-coreprobes" in show
+    # compare: the measured runs, all in the far placement, fall inside the mixed updates/s band
+    text = "".join(placed["compare"].split())
+    assert "farplacement" in text
+    row = re.search(r"updates/s[^│|]*[│|][^│|]*[│|][^│|]*[│|]\s*(\d)/(\d)", placed["compare"])
+    assert row is not None and row.groups() == ("3", "3"), placed["compare"]

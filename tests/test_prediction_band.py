@@ -203,8 +203,8 @@ def test_run_and_show_print_the_band_and_the_results_carry_it(tmp_path: Path,
     shown = runner.invoke(app, ["show", str(out)])
     assert shown.exit_code == 0, shown.output
     text = "".join(shown.output.split())  # rich wraps cells and lines where the terminal ends
-    band = pb.Band(**{k: v for k, v in ups.items() if k != "df"} | {"metric": "updates_per_s",
-                                                                      "df": ups["df"] or math.inf})
+    band = pb.Band(**{k: v for k, v in ups.items() if k not in ("df", "other_placement")}
+                   | {"metric": "updates_per_s", "df": ups["df"] or math.inf, "other": ups.get("other_placement", 0.0)})
     assert "90%band" in text and "".join(band.text().split()) in text
     assert "fromthecalibration'sgradientsamples" in text
     assert pb.of_result(RunResult.load(out), pb.host_noise_for(RunResult.load(out)))["updates_per_s"] == band

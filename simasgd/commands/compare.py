@@ -46,6 +46,9 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
                                               "drifted more than 10%, the simulator runs at the re-timed speed (its "
                                               "gradient samples rescaled, in a copy of the profile in OUT). Off by "
                                               "default: why, in docs/model.md."),
+            one_placement: bool = typer.Option(False, "--one-placement",
+                                               help="The simulator's bands from the calibrated placement alone "
+                                                    "(as `simasgd run --one-placement`)."),
             ) -> None:
     """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures;
     against this host, whether a miss is model error or a calibration gone stale since (--refresh)."""
@@ -59,7 +62,7 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
         else:
             assert scenario is not None  # _result_folders refused a call with neither
             fid, res, where = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration,
-                                   refresh)
+                                   refresh, not one_placement)
         report = plots.write_report(where, fid, res, svg)
     print_fidelity(fid)
     print_bands(fid, res)
@@ -166,11 +169,13 @@ def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
         return
     a, b = results[p.label], results[r.label]
     simulated, host = prediction_band.inputs(a)  # its runs, and the host noise of the profile it ran on
+    share, other = prediction_band.other_placement(a)  # its runs in the far placement, whole (not cut)
     cut = analysis.common_version(a, b)
     if cut is not None:
         a, b = analysis.up_to_version(a, cut), analysis.up_to_version(b, cut)
     ref = prediction_band.per_run_of_stats(*run_stats(b))
-    checks = prediction_band.check(prediction_band.per_run_of_stats(*run_stats(a)), ref, host)
+    checks = prediction_band.check(prediction_band.per_run_of_stats(*run_stats(a)), ref, host, other=other,
+                                   share=share)
     if not checks:
         return
     table = Table(title=f"{p.label}'s {prediction_band.LEVEL:.0%} band of one more run against {r.label}'s runs")
@@ -181,7 +186,8 @@ def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
         table.add_row(prediction_band.LABELS[m], c.band.text(), runs, f"{c.inside}/{c.runs}")
     con = console()
     con.print(table)
-    con.print(prediction_band.describe(p.runs, host, simulated), markup=False, soft_wrap=True)
+    con.print(prediction_band.describe(p.runs, host, simulated, placement=prediction_band.far_placement(a)),
+              markup=False, soft_wrap=True)
 
 
 def print_drift(fid: Fidelity) -> None:
@@ -200,7 +206,8 @@ def print_drift(fid: Fidelity) -> None:
 
 
 def _run(scenario: Path, backends: str, out: Path | None, overrides: list[str], repeats: int | None,
-         quick_calibration: bool, refresh: bool = False) -> tuple[Fidelity, dict[str, RunResult], Path]:
+         quick_calibration: bool, refresh: bool = False,
+         placements: bool = True) -> tuple[Fidelity, dict[str, RunResult], Path]:
     from simasgd.evaluation import fidelity
     from simasgd.runs import progress
     from simasgd.spec import loader
@@ -213,7 +220,7 @@ def _run(scenario: Path, backends: str, out: Path | None, overrides: list[str], 
     with progress.bar(f"{sc.name} on {' and '.join(names)}", 2 * n * sc.stop.max_updates) as advance:
         fid, res = fidelity.run_and_compare(sc, names, out, repeats=repeats, advance=advance,
                                             quick_calibration=quick_calibration, calibrate=_calibrate,
-                                            refresh=refresh, probe=_probe)
+                                            refresh=refresh, probe=_probe, placements=placements)
     return fid, res, out
 
 

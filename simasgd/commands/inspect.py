@@ -90,7 +90,8 @@ def result_bands(result: RunResult) -> tuple[dict[str, Band], str | None]:
     bands = prediction_band.of_result(result, host)
     if not bands:
         return {}, None
-    return bands, prediction_band.describe(len(result.runs), host, simulated)
+    return bands, prediction_band.describe(len(result.runs), host, simulated,
+                                           placement=prediction_band.far_placement(result))
 
 
 def machine_line(result: RunResult) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,11 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
                                           help="Results folder (default: results/NAME-BACKEND)."),
         jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help=JOBS_HELP),
+        one_placement: bool = typer.Option(False, "--one-placement",
+                                           help="Bands from the calibrated placement alone. By default a simulated "
+                                                "run of two or more workers on a calibrated profile whose "
+                                                "core-to-core probes saw the CPUs in a slower placement is "
+                                                "simulated there too, and its bands mix both (docs/results.md)."),
         ) -> None:
     """Run a scenario on a backend and write the results folder."""
     from simasgd.commands.inspect import print_summary
@@ -76,8 +82,27 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         output_folder(out)  # before the run: a folder it could not write would lose the run at its end
         with progress.bar(f"{sc.name} on {backend}", n * sc.stop.max_updates) as advance:
             result = backends.run(sc, backend, repeats=n, out=out, advance=advance, jobs=jobs)
+        if not one_placement:
+            simulate_far(result, lambda advance: backends.run(sc, backend, repeats=n, jobs=jobs, advance=advance),
+                         f"{sc.name} on {backend}", n * sc.stop.max_updates)
         record_bands(result, out)
     print_summary(result, out)
+
+
+def simulate_far(result: Any, rerun: Callable[[Any], Any], what: str, total: int) -> None:
+    """The result's runs simulated again in the host's far placement, for its bands, where there is one
+    (:func:`simasgd.evaluation.prediction_band.simulate_far`): a line on stderr says so, and ``rerun(advance)``
+    runs under a progress bar of ``total`` updates."""
+    from simasgd.evaluation import prediction_band
+    from simasgd.runs import progress
+
+    def announced() -> Any:
+        print(f"{what}: the same runs in the host's slower placement of the CPUs, for the bands "
+              "(--one-placement: not)", file=sys.stderr)
+        with progress.bar(f"{what}, far placement", total) as advance:
+            return rerun(advance)
+
+    prediction_band.simulate_far(result, announced)
 
 
 def record_bands(result: Any, out: Path) -> None:

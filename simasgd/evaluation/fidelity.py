@@ -550,7 +550,7 @@ def _add_torch_gradients(path: Path, scenario: Scenario, quick: bool) -> None:
 def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *, repeats: int | None = None,
                     advance: Any = None, resamples: int = 1000, quick_calibration: bool = False,
                     calibrate: Calibrate | None = None, refresh: bool = False,
-                    probe: Probe | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
+                    probe: Probe | None = None, placements: bool = True) -> tuple[Fidelity, dict[str, RunResult]]:
     """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first).
 
     Where the simulator runs on the calibrated profile against this host, the gradient and the CPUs'
@@ -558,8 +558,10 @@ def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *,
     the measured side runs right after. With ``refresh``, a gradient drifted beyond ``drift.THRESHOLD`` is
     simulated at today's speed: on a copy of the profile, its gradient samples rescaled
     (``out/profile-refreshed.toml``; the profile itself is left as it is). ``metadata.drift`` records the
-    drift and its verdict: model error or a stale calibration."""
-    from simasgd.evaluation import drift
+    drift and its verdict: model error or a stale calibration. With ``placements``, a simulated side of two or
+    more workers on a calibrated profile whose probes saw a far placement is simulated there too, for its
+    bands (:func:`simasgd.evaluation.prediction_band.simulate_far`, recorded in ``out/<backend>/``)."""
+    from simasgd.evaluation import drift, prediction_band
     from simasgd.runs import backends as registry
 
     pred, ref = roles(backends)
@@ -573,6 +575,10 @@ def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *,
     for b in ((ref, pred) if found is not None else (pred, ref)):  # the probe right before the measured runs
         with drift.using_profile(fresh if b == "sim" else None):
             results[b] = registry.run(scenarios[b], b, repeats=repeats, out=out / b, advance=advance)
+    if placements:  # on the profile the result read (a refreshed one's copy included), moved
+        far = prediction_band.simulate_far(results[pred], lambda: registry.run(scenarios[pred], pred, repeats=repeats))
+        if far is not None:
+            prediction_band.record(out / pred, results[pred], prediction_band.inputs(results[pred])[1])
     fid = compare(results[pred], results[ref], resamples=resamples)
     fid.info["folders"] = {pred: str(out / pred), ref: str(out / ref)}
     if found is not None:

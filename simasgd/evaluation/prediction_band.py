@@ -46,6 +46,7 @@ import numpy as np
 from scipy import special
 
 if TYPE_CHECKING:
+    from simasgd.evaluation.placement import Placement
     from simasgd.machines.profile_model import Profile
     from simasgd.runs.results import RunResult
 
@@ -351,15 +352,71 @@ def _corpus_host(path: Path) -> HostNoise | None:
         return None
 
 
+def other_placement(result: RunResult) -> tuple[float, dict[str, list[float]] | None]:
+    """The share of the host's far placement and the result's runs simulated in it (NaN: one that did not reach
+    ε), as recorded with it (``metadata["placement"]``: :func:`simulate_far`); (0, None) where none was."""
+    rec = result.metadata.get("placement")
+    if not isinstance(rec, Mapping) or not isinstance(rec.get("runs"), Mapping):
+        return 0.0, None
+    return float(rec.get("share", 0.0)), {m: [math.nan if v is None else float(v) for v in vs]
+                                          for m, vs in rec["runs"].items()}
+
+
+def far_placement(result: RunResult) -> Placement | None:
+    """The host's far placement whose runs are recorded with ``result`` (:func:`other_placement`), else None."""
+    from simasgd.evaluation.placement import Placement
+
+    share, _ = other_placement(result)
+    return Placement.from_json(result.metadata["placement"]) if share > 0 else None
+
+
 def of_result(result: RunResult, host: HostNoise | None = None, level: float = LEVEL) -> dict[str, Band]:
-    return bands(per_run_of(result), host, level)
+    """The result's bands; mixed with its runs in the host's far placement where those were simulated."""
+    share, other = other_placement(result)
+    return bands(per_run_of(result), host, level, other, share)
+
+
+def simulate_far(result: RunResult, rerun: Callable[[], RunResult]) -> Placement | None:
+    """A simulated result of two or more workers on a calibrated profile whose core-to-core probes saw a far
+    placement (:func:`simasgd.evaluation.placement.of_entry`): ``rerun()`` simulates it again on that profile
+    moved there (:func:`simasgd.evaluation.placement.moved`), and those runs' metrics go into
+    ``result.metadata["placement"]`` for its bands. Returns the placement (None where there is none to
+    simulate: nothing is run)."""
+    import tempfile
+
+    from simasgd.evaluation import drift, placement
+    from simasgd.machines import profile
+
+    rec = result.metadata.get("profile")
+    workers = int((result.scenario.get("workers") or {}).get("count", 1))
+    if workers < 2 or not inputs(result)[0] or not isinstance(rec, Mapping) or not rec.get("path"):
+        return None
+    path = Path(str(rec["path"]))
+    try:
+        if not path.is_file() or (rec.get("sha256") and profile.digest(path) != rec["sha256"]):
+            return None
+        typed = profile.read(path)
+    except (OSError, profile.ProfileError):
+        return None
+    where = placement.of_entry(typed, [])
+    if where is None or where.share <= 0:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        far = Path(tmp) / "profile-far.toml"
+        far.write_text(profile.to_toml(placement.moved(typed, where.factor)))
+        with drift.using_profile(far):
+            runs = per_run_of(rerun())
+    result.metadata["placement"] = where.to_json() | {  # null: a run that did not reach ε (JSON has no NaN)
+        "runs": {m: [v if math.isfinite(v) else None for v in vs] for m, vs in runs.items()}}
+    return where
 
 
 def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dict[str, Band]:
     """Write ``result``'s bands (``metadata["bands"]``: metric → :meth:`Band.to_json`) and the host noise they
     used (``metadata["host_noise"]``, absent without one) into its results folder's ``summary.json``, and into
-    ``result.metadata``. Both are derived figures in the free-form metadata: the results format is unchanged,
-    and a folder without them gets the same bands on read (:func:`host_noise_for`)."""
+    ``result.metadata``, with its runs in the host's far placement where those were simulated
+    (``metadata["placement"]``). All are derived figures in the free-form metadata: the results format is
+    unchanged, and a folder without them gets the same bands on read (:func:`host_noise_for`)."""
     import json
 
     from simasgd.formats.atomicio import atomic_write_text
@@ -369,6 +426,8 @@ def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dic
     extra: dict[str, Any] = {"bands": {m: b.to_json() for m, b in found.items()}}
     if host is not None:
         extra["host_noise"] = host.to_json()
+    if "placement" in result.metadata:
+        extra["placement"] = result.metadata["placement"]
     path = Path(folder) / "summary.json"
     doc = read_versioned_json(path, FORMAT, FORMAT_VERSION, "results")
     doc["metadata"] = dict(doc.get("metadata") or {}) | extra
@@ -377,15 +436,20 @@ def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dic
     return found
 
 
-def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: float = LEVEL) -> str:
-    """One line: what the bands are made of."""
+def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: float = LEVEL,
+             placement: Placement | None = None) -> str:
+    """One line: what the bands are made of (``placement``: the host's far placement mixed in)."""
     head = f"{level:.0%} bands of one more run (Student's t on the log scale, {result_runs} runs)"
     if not simulated:
         return f"{head}: these runs' own spread, the host's noise in it"
     if host is None:
-        return f"{head}: the simulator's spread alone — no calibrated host noise for this result"
-    return (f"{head}: the simulator's spread and the host's noise on updates/s and time to ε, "
-            f"σ = {host.sigma:.3f} on the log scale, from {host.source}")
+        line = f"{head}: the simulator's spread alone — no calibrated host noise for this result"
+    else:
+        line = (f"{head}: the simulator's spread and the host's noise on updates/s and time to ε, "
+                f"σ = {host.sigma:.3f} on the log scale, from {host.source}")
+    if placement is not None:
+        line += f"; mixed with the same runs simulated in the far placement: {placement.text()}"
+    return line
 
 
 # --- judging bands against measured runs --------------------------------------------------------
