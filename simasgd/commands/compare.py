@@ -46,9 +46,9 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
                                               "drifted more than 10%, the simulator runs at the re-timed speed (its "
                                               "gradient samples rescaled, in a copy of the profile in OUT). Off by "
                                               "default: why, in docs/model.md."),
-            one_placement: bool = typer.Option(False, "--one-placement",
-                                               help="The simulator's bands from the calibrated placement alone "
-                                                    "(as `simasgd run --one-placement`)."),
+            placements: bool = typer.Option(True, "--placements/--one-placement",
+                                            help="The simulator's bands mix the host's far placement, as "
+                                                 "`simasgd run`'s; --one-placement: the calibrated one alone."),
             ) -> None:
     """Fidelity of the simulator: KS, Wasserstein, staleness/throughput/ε errors with CIs, a report and figures;
     against this host, whether a miss is model error or a calibration gone stale since (--refresh)."""
@@ -62,7 +62,7 @@ def compare(scenario: Path | None = typer.Argument(None, help="Scenario file (TO
         else:
             assert scenario is not None  # _result_folders refused a call with neither
             fid, res, where = _run(scenario, ",".join(backend), out, overrides, repeats, quick_calibration,
-                                   refresh, not one_placement)
+                                   refresh, placements)
         report = plots.write_report(where, fid, res, svg)
     print_fidelity(fid)
     print_bands(fid, res)

@@ -62,11 +62,11 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
                                           help="Results folder (default: results/NAME-BACKEND)."),
         jobs: int | None = typer.Option(None, "--jobs", "-j", min=1, metavar="N", help=JOBS_HELP),
-        one_placement: bool = typer.Option(False, "--one-placement",
-                                           help="Bands from the calibrated placement alone. By default a simulated "
-                                                "run of two or more workers on a calibrated profile whose "
-                                                "core-to-core probes saw the CPUs in a slower placement is "
-                                                "simulated there too, and its bands mix both (docs/results.md)."),
+        placements: bool = typer.Option(True, "--placements/--one-placement",
+                                        help="A simulated run of two or more workers on a calibrated profile whose "
+                                             "core-to-core probes saw the CPUs in a slower placement is simulated "
+                                             "there too, and its bands mix both (docs/results.md); "
+                                             "--one-placement: bands of the calibrated placement alone."),
         ) -> None:
     """Run a scenario on a backend and write the results folder."""
     from simasgd.commands.inspect import print_summary
@@ -82,7 +82,7 @@ def run(scenario: Path = typer.Argument(..., help="Scenario file (TOML)."),
         output_folder(out)  # before the run: a folder it could not write would lose the run at its end
         with progress.bar(f"{sc.name} on {backend}", n * sc.stop.max_updates) as advance:
             result = backends.run(sc, backend, repeats=n, out=out, advance=advance, jobs=jobs)
-        if not one_placement:
+        if placements:
             simulate_far(result, lambda advance: backends.run(sc, backend, repeats=n, jobs=jobs, advance=advance),
                          f"{sc.name} on {backend}", n * sc.stop.max_updates)
         record_bands(result, out)
