@@ -16,13 +16,13 @@ unset PYTHONDONTWRITEBYTECODE
 # One worker more than the CPUs: many tests wait on processes they start (sweeps, clusters, torchrun), and
 # with one a CPU the CPUs sat idle a tenth of the time.
 PYTEST=(.venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadfile)
-# The cpu executor's numba loops compiled once, before the workers would each compile them at once (a fresh
-# clone); a few seconds where the cache is warm.
-.venv/bin/python scripts/warm_cache.py --jobs "$(nproc)"
 if [ "${1:-}" = "--fast" ]; then
   shift
   exec "${PYTEST[@]}" -m "not slow and not hardware" "$@"
 fi
+# The cpu executor's numba loops compiled once, before the workers would each compile them at once (a fresh
+# clone); a few seconds where the cache is warm. Not for the fast tier: its tests compile none of them.
+.venv/bin/python scripts/warm_cache.py --jobs "$(nproc)"
 "${PYTEST[@]}" -m "not hardware" "$@"
 # exit status 5: the arguments selected no hardware test
 .venv/bin/python -m pytest -q -m hardware "$@" || [ $? -eq 5 ]
