@@ -214,8 +214,12 @@ class RWLock(BaseResource):
     def can_read(self) -> bool:
         return self.writer is None and not self.put_queue and not (self.writer_priority and self.writers_waiting)
 
+    @property
+    def free_for_writer(self) -> bool:
+        return self.writer is None and self.readers == 0
+
     def can_write(self) -> bool:
-        return self.writer is None and self.readers == 0 and not self.put_queue
+        return self.free_for_writer and not self.put_queue
 
     def _do_put(self, event: RWRequest) -> bool:
         if self.writer is not None:
@@ -231,10 +235,6 @@ class RWLock(BaseResource):
             self.readers += 1
             event.succeed()
         return True
-
-    @property
-    def free_for_writer(self) -> bool:
-        return self.writer is None and self.readers == 0
 
     def _do_get(self, event: RWRelease) -> bool:
         if event.request.write:
