@@ -318,8 +318,6 @@ def host_noise_for(result: RunResult) -> HostNoise | None:
     else the profile it ran on (``metadata["profile"]``) if that file is still the one it read (same sha256);
     None for a result that did not simulate a calibrated host (a measured one carries the host's noise in its
     runs already)."""
-    from simasgd.machines import profile
-
     meta = result.metadata
     if isinstance(meta.get("host_noise"), Mapping):
         return HostNoise.from_json(meta["host_noise"])
@@ -327,13 +325,23 @@ def host_noise_for(result: RunResult) -> HostNoise | None:
     corpus = (meta.get("machine") or {}).get("corpus") if isinstance(meta.get("machine"), Mapping) else None
     if (not isinstance(rec, Mapping) or not rec.get("path")) and corpus:
         return _corpus_host(Path(str(corpus)))
+    typed = profile_of(result)
+    return None if typed is None else calibration_spread(typed)
+
+
+def profile_of(result: RunResult) -> Profile | None:
+    """The profile ``result`` ran on (``metadata["profile"]``) if that file is still the one it read (same
+    sha256); else None."""
+    from simasgd.machines import profile
+
+    rec = result.metadata.get("profile")
     if not isinstance(rec, Mapping) or not rec.get("path"):
         return None
     path = Path(str(rec["path"]))
     try:
         if not path.is_file() or (rec.get("sha256") and profile.digest(path) != rec["sha256"]):
             return None
-        return calibration_spread(profile.read(path))
+        return profile.read(path)
     except (OSError, profile.ProfileError):
         return None
 
@@ -387,16 +395,9 @@ def simulate_far(result: RunResult, rerun: Callable[[], RunResult]) -> Placement
     from simasgd.evaluation import drift, placement
     from simasgd.machines import profile
 
-    rec = result.metadata.get("profile")
     workers = int((result.scenario.get("workers") or {}).get("count", 1))
-    if workers < 2 or not inputs(result)[0] or not isinstance(rec, Mapping) or not rec.get("path"):
-        return None
-    path = Path(str(rec["path"]))
-    try:
-        if not path.is_file() or (rec.get("sha256") and profile.digest(path) != rec["sha256"]):
-            return None
-        typed = profile.read(path)
-    except (OSError, profile.ProfileError):
+    typed = profile_of(result) if workers >= 2 and inputs(result)[0] else None
+    if typed is None:
         return None
     where = placement.of_entry(typed, [])
     if where is None or where.share <= 0:
