@@ -20,9 +20,6 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   exec "${PYTEST[@]}" -m "not slow and not hardware" "$@"
 fi
-# The cpu executor's numba loops compiled once, before the workers would each compile them at once (a fresh
-# clone); a few seconds where the cache is warm. Not for the fast tier: its tests compile none of them.
-.venv/bin/python scripts/warm_cache.py --jobs "$(nproc)"
 "${PYTEST[@]}" -m "not hardware" "$@"
 # exit status 5: the arguments selected no hardware test
 .venv/bin/python -m pytest -q -m hardware "$@" || [ $? -eq 5 ]

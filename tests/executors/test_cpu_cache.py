@@ -25,18 +25,20 @@ from simasgd.numerics.workloads.constant import ConstWorkload, const_grad
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# scripts/warm_cache.py, as scripts/test.sh runs it before the suite: every algorithm once on a tiny workload
-# (the quickstart's: the types of the digits MLP are those of every classification workload of the other
-# executor tests, so their loops load what this compiled), then the calibration's gradient timer; prints the
-# seconds spent in the warm-ups (compile or cache load) and, for every cached numba function of the executor,
-# how often this process loaded it from the cache (hits) and compiled it (misses).
+# Every algorithm once on a tiny workload (the quickstart's: the types of the digits MLP are those of every
+# classification workload of the other executor tests, so their loops load what this compiled), then the
+# calibration's gradient timer; prints the seconds spent in the warm-ups (compile or cache load) and, for
+# every cached numba function of the executor, how often this process loaded it from the cache (hits) and
+# compiled it (misses).
 SCRIPT = textwrap.dedent("""
     import json, sys, time
     from numba.core.dispatcher import Dispatcher
+    from executors.calibration import gradient
     from executors.cpu import runner
     from executors.cpu.wiring import IMPLEMENTATIONS
-    sys.path.insert(0, "scripts")
-    import warm_cache
+    from simasgd.spec.algorithms import ALGORITHMS
+    from simasgd.spec import loader
+    from simasgd.numerics.workloads import build_workload
 
     warm = 0.0
     _warm_up = runner.warm_up
@@ -46,9 +48,17 @@ SCRIPT = textwrap.dedent("""
         _warm_up(*a, **k)
         warm += time.perf_counter() - t
     runner.warm_up = timed
-    warm_cache.warm(sorted(IMPLEMENTATIONS))
+    for alg in IMPLEMENTATIONS:  # every algorithm of the cpu backend, at 2 workers where its definition allows
+        d = ALGORITHMS[alg]
+        sc = loader.from_dict({"name": "tiny", "seed": 1, "workers": {"count": max(d.min_workers, d.max_workers or 2)},
+                               "workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits",
+                                            "batch_size": 16},
+                               "algorithm": {"name": alg}, "optimizer": {"lr": 0.01},
+                               "stop": {"max_updates": 20, "max_time_s": 10}, "cpu": {"pin": False}})
+        wl = build_workload(sc.workload, sc.seed)
+        runner.run_workload(sc, 0, wl)
     t = time.perf_counter()
-    warm_cache.warm_gradient()
+    gradient.gradient_times(sc.workload, 0, None, 0.01)
     warm += time.perf_counter() - t
     stats = {}
     for name, module in list(sys.modules.items()):
