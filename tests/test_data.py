@@ -44,6 +44,26 @@ def test_digits_split_and_standardised() -> None:
     assert set(np.unique(ds.y)) == set(range(10))
 
 
+def test_digits_are_scikit_learns_read_without_importing_it() -> None:
+    """The arrays ``sklearn.datasets.load_digits`` gives, bit for bit; and a process that loads digits has not
+    imported scikit-learn (its import costs every such process about 2 s)."""
+    from sklearn.datasets import load_digits
+
+    from simasgd.numerics.workloads.data import _digits
+
+    X, y = _digits()
+    d = load_digits()
+    assert X.dtype == np.float64 and y.dtype == np.int64 and X.flags.c_contiguous
+    assert np.array_equal(X, d.data) and np.array_equal(y, d.target)
+    code = ("import sys\n"
+            "from simasgd.numerics.workloads import load_dataset\n"
+            "from simasgd.spec.scenario import WorkloadConfig\n"
+            "ds = load_dataset(WorkloadConfig(dataset='digits'), seed=1)\n"
+            "print(len(ds.y) + len(ds.y_test), sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1797", "[]"]
+
+
 def test_same_config_same_data_and_cached() -> None:
     a = load_dataset(WorkloadConfig(dataset="digits"), seed=2)
     assert load_dataset(WorkloadConfig(dataset="digits", model="logreg", batch_size=7), seed=2) is a
