@@ -129,6 +129,7 @@ def _cached(source: str, regression: bool, sparse: bool, dtype: str, test_fracti
     dt = np.dtype(dtype)
     test_given: tuple[np.ndarray, np.ndarray] | None = None
     csr: CSR | None = None
+    X: np.ndarray | None  # None: synthetic sparse rows, built as CSR (csr)
     if source == "digits":
         X, y = _digits()
         classes, name = 10, "digits"
@@ -146,17 +147,20 @@ def _cached(source: str, regression: bool, sparse: bool, dtype: str, test_fracti
     if test_given is None:
         tr, te = _split(len(y), test_fraction, seed)
         if source == "digits":  # standardise with training statistics only
+            assert X is not None
             mu, sd = X[tr].mean(axis=0), X[tr].std(axis=0)
             X = (X - mu) / np.where(sd == 0, 1.0, sd)
 
     n_feat = features if X is None else int(X.shape[1])
     if test_given is not None:  # MNIST's own t10k test set
+        assert X is not None
         X_tr, y_tr = _typed(X, dt, sparse), y
         X_te, y_te = _typed(test_given[0], dt, sparse), test_given[1]
     elif csr is not None:  # synthetic sparse rows are generated as CSR directly
         X_tr, X_te = _cast_csr(_csr_rows(csr, tr), dt), _cast_csr(_csr_rows(csr, te), dt)
         y_tr, y_te = y[tr], y[te]
     else:
+        assert X is not None  # dense rows: only synthetic sparse ones come as CSR
         X_tr, X_te = _typed(X[tr], dt, sparse), _typed(X[te], dt, sparse)
         y_tr, y_te = y[tr], y[te]
 
