@@ -181,8 +181,7 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
     scenario on digits."""
     spec = importlib.util.find_spec("sklearn")
     where = list(spec.submodule_search_locations or []) if spec is not None else []
-    path = next((Path(d) / "datasets" / "data" / "digits.csv.gz" for d in where
-                 if (Path(d) / "datasets" / "data" / "digits.csv.gz").is_file()), None)
+    path = next((p for d in where if (p := Path(d) / "datasets" / "data" / "digits.csv.gz").is_file()), None)
     if path is None:  # a scikit-learn laid out otherwise: its own loader finds the file
         from sklearn.datasets import load_digits
 
