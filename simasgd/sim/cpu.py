@@ -38,6 +38,7 @@ the same statistics (``tests/sim/test_sim_rotation.py``).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -132,6 +133,7 @@ class CpuPool:
         rot = th.rq.rotation
         if rot is not None:
             rot.cur, rot.at = g, now + self.switch  # the switch ends at the rotation's next turn: no event
+            rot.phases.place(th.rq, rot)
             return
         env = self.env
         g._ok, g._value = True, None
@@ -213,10 +215,12 @@ class Rotation:
     free. Once a round (every spinner one turn) ends as it began shifted in CPU time, all later rounds do,
     and whole rounds are taken at once."""
 
-    __slots__ = ("at", "clock", "cur", "eid", "first", "forfeits", "lock", "members", "periodic", "seen", "step")
+    __slots__ = ("at", "clock", "cur", "eid", "first", "forfeits", "lock", "members", "periodic", "phases", "seen",
+                 "step")
 
-    def __init__(self, lock: Spun, members: list[Thread], eid: int) -> None:
+    def __init__(self, lock: Spun, members: list[Thread], eid: int, phases: Phases) -> None:
         self.lock, self.members = lock, members
+        self.phases = phases  # the rotating pools of its lock, by the phase of their turns
         self.eid = eid  # its turns' rank among the events of an instant: the one grant after grant kept by events
         self.cur: CpuGrant | None = None  # the spinner granted the CPU last
         self.at = math.inf  # when its context switch ends: the next turn
@@ -226,6 +230,87 @@ class Rotation:
         self.forfeits = 0  # slices each forfeited in it
         self.step: dict[Thread, float] = {}  # CPU time each gained in its last turn of a clean round
         self.periodic = False  # the last round was a shift of the one before: so are all later ones
+
+
+class Phases:
+    """The rotating pools of one lock (Spun), in the order of their turns' phase: a turn's time modulo the
+    context switch. A rotating pool's turns fall a switch apart, so the pool whose turn comes first after a
+    moment is the one whose phase comes first after that moment's, and a lock coming free looks at that pool
+    and those within ``margin`` of it (:meth:`from_now`), not at every rotating pool. A phase is taken from
+    one turn's time; the turns after it, added up switch by switch, drift from it by their rounding (half an
+    ulp each at most), so every phase is taken again before the drift could reach ``margin / 2``."""
+
+    __slots__ = ("bound", "keys", "margin", "order", "phase", "pools", "seq", "since", "switch")
+
+    def __init__(self, switch: float) -> None:
+        self.switch = switch
+        self.margin = switch / 256  # wider finds more pools to look at; narrower, a drift bound reached sooner
+        self.keys: list[tuple[float, int]] = []  # (phase, seq), sorted
+        self.pools: dict[int, RunQueue] = {}  # the pool of each seq
+        self.seq: dict[RunQueue, int] = {}  # each pool's place in the order the pools began to rotate
+        self.phase: dict[RunQueue, float] = {}
+        self.since = math.inf  # the earliest turn a phase in ``keys`` was taken from
+        self.bound = math.inf  # the caller's latest turn of interest: pools whose turn must come later are not
+        self.order = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def place(self, rq: RunQueue, rot: Rotation) -> None:
+        """``rq``'s next turn is at ``rot.at``: its phase taken from it."""
+        if rq in self.seq:
+            self._drop(rq)
+        else:
+            self.seq[rq] = next(self.order)
+        self._put(rq, rot.at)
+
+    def remove(self, rq: RunQueue) -> None:
+        if rq in self.seq:
+            self._drop(rq)
+            del self.pools[self.seq.pop(rq)]
+
+    def from_now(self, cores: Cores) -> Generator[RunQueue, None, None]:
+        """The pools in the order of their phase from now on, from one a margin before now's: each one's next
+        turn comes no earlier than its phase's distance from now's less twice the margin, so they stop at the
+        first that must come after ``bound`` (the caller lowers it as it finds earlier turns)."""
+        env = cores.env
+        now, s, margin = env.now, self.switch, self.margin
+        if ((now - self.since) / s + 2) * math.ulp(now + s) > margin / 2:
+            self._refresh(cores)
+        keys, n = self.keys, len(self.keys)
+        p = math.fmod(now, s)
+        lo = p - margin
+        start = bisect.bisect_left(keys, (lo + s if lo < 0 else lo,))
+        for j in range(n):
+            phase, seq = keys[(start + j) % n]
+            if (phase - p + margin) % s - 2 * margin > self.bound - now:
+                return
+            yield self.pools[seq]
+
+    def _refresh(self, cores: Cores) -> None:
+        """Every phase taken again from the pool's next turn, as its turns add it up."""
+        pools = list(self.seq)
+        self.keys.clear()
+        self.since = math.inf
+        for rq in pools:
+            rot = rq.rotation
+            assert rot is not None
+            self._put(rq, cores._next_turn(rot))
+
+    def _put(self, rq: RunQueue, at: float) -> None:
+        phase = math.fmod(at, self.switch)
+        self.phase[rq] = phase
+        seq = self.seq[rq]
+        self.pools[seq] = rq
+        bisect.insort(self.keys, (phase, seq))
+        if at < self.since:
+            self.since = at
+
+    def _drop(self, rq: RunQueue) -> None:
+        key = (self.phase.pop(rq), self.seq[rq])
+        i = bisect.bisect_left(self.keys, key)
+        assert self.keys[i] == key
+        del self.keys[i]
 
 
 class Cores:
@@ -245,7 +330,7 @@ class Cores:
         # a rotation's turns must know whether they would have run yet in the instant it is at (Environment.ran)
         self.ranked = env if FAST_ROTATION and isinstance(env, Environment) else None
         self.forfeit = max(self.quantum, self.switch, _EPS)  # what a spinner forfeits on yield, its slice being whole
-        self.rotating: dict[Spun, dict[RunQueue, None]] = {}  # the rotating pools of each lock, in order
+        self.rotating: dict[Spun, Phases] = {}  # the rotating pools of each lock
         queues_of: dict[int | None, RunQueue] = {}
         load = Counter(cpus)
         self.threads: list[Thread] = []
@@ -460,8 +545,10 @@ class Cores:
             return
         # before th's CPU changes hands: no event for the next one
         self.ranked.rank_instants()
-        rq.rotation = Rotation(lock, members, eid)
-        self.rotating.setdefault(lock, {})[rq] = None
+        phases = self.rotating.get(lock)
+        if phases is None:
+            phases = self.rotating[lock] = Phases(self.switch)
+        rq.rotation = Rotation(lock, members, eid, phases)
         lock.on_free = self._lock_free
         if isinstance(lock, RWLock):
             lock.on_release = self._turns_due
@@ -597,7 +684,7 @@ class Cores:
         rot = rq.rotation
         assert rot is not None and rot.cur is not None
         rq.rotation = None
-        del self.rotating[rot.lock][rq]
+        rot.phases.remove(rq)
         env = self.ranked
         assert env is not None  # only a ranked environment rotates
         g = rot.cur
@@ -610,17 +697,20 @@ class Cores:
         """``lock`` was released with no spinner on a CPU waiting for it: the next to take it is the spinner
         of a rotating pool whose turn comes first (unless a thread running meanwhile does): the earliest turn
         not yet run, then the lowest rank. That pool alone is brought up to date and goes back to events from
-        that turn; the others rotate on, their next turns being later."""
-        pools = self.rotating.get(lock)
-        if not pools:
+        that turn; the others rotate on, their next turns being later. The pools are looked at in the order
+        of their turns' phase from now on (:class:`Phases`), so only those whose turn may come first are."""
+        phases = self.rotating.get(lock)
+        if phases is None or not phases.keys:
             return
-        best, best_key = None, (math.inf, 0)
-        for rq in pools:
+        best, best_key = None, (math.inf, 0, 0)
+        phases.bound = math.inf
+        for rq in phases.from_now(self):
             rot = rq.rotation
             assert rot is not None
-            key = (self._next_turn(rot), rot.eid)
+            key = (self._next_turn(rot), rot.eid, phases.seq[rq])
             if key < best_key:
                 best, best_key = rq, key
+            phases.bound = best_key[0]
         assert best is not None
         self.catch_up(best)
         self._stop(best)
@@ -629,11 +719,12 @@ class Cores:
         """A release of ``lock`` leaves it free for a writer, and the queue is served later in this instant:
         every rotating pool with a turn still to run at this instant goes back to events from that turn, which
         asks for the lock in between, as it would (only one can take it; the others find it taken)."""
-        pools = self.rotating.get(lock)
-        if not pools:
+        phases = self.rotating.get(lock)
+        if phases is None or not phases.keys:
             return
         now, due = self.env.now, []
-        for rq in pools:
+        phases.bound = now
+        for rq in phases.from_now(self):
             rot = rq.rotation
             assert rot is not None
             if self._next_turn(rot) == now:
