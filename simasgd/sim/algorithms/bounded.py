@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
@@ -31,22 +31,42 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+class Moved(simpy.Event):
+    """A move of some worker's clock, as the gate's sleepers see it: ``count`` sleepers wait on it, the first
+    of them having looked at the clocks when the slowest was at ``low``."""
+
+    __slots__ = ("count", "low")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self.count, self.low = 0, -1
+
+
 class Clocks:
     """Each worker's finished iterations, the slowest one's kept as they move (O(1) a tick: clocks only
-    grow, one at a time); an event that fires whenever one of them moves."""
+    grow, one at a time); an event that fires whenever one of them moves.
+
+    The gate's sleepers wake on each such event and look at the clocks again, in the order they went to
+    sleep; those still too far ahead sleep on the next one, behind whoever came meanwhile. Only a move of
+    the slowest clock can let one through, so at the others the sleepers are moved behind, in one step,
+    as looking again would leave them: a move costs O(1), not one wake-up a sleeper."""
 
     def __init__(self, env: simpy.Environment, n: int, bound: int) -> None:
         self.env, self.bound = env, bound
         self.c = [0] * n
         self.low = 0  # the slowest worker's clock
         self.at: Counter[int] = Counter({0: n})  # how many workers have each clock
-        self.moved = env.event()
+        # the sleepers in the order they wait: those of the oldest move not yet seen first
+        self.sleepers: deque[tuple[int, simpy.Event]] = deque()
+        self.moved = self._move()
 
     def gate(self, w: int, run: SimRun) -> Generator[simpy.Event, object, None]:
         """Sleep (off the CPU) while worker ``w`` is more than ``bound`` clocks ahead of the slowest."""
         while self.c[w] - self.low > self.bound:
             run.platform.block(w)
-            yield self.moved
+            wake = self.env.event()
+            self._sleep(w, wake)
+            yield wake
 
     def tick(self, w: int) -> None:
         c, at = self.c[w], self.at
@@ -57,8 +77,45 @@ class Clocks:
             del at[c]
             if c == self.low:
                 self.low = c + 1
-        moved, self.moved = self.moved, self.env.event()
+        moved, self.moved = self.moved, self._move()
         moved.succeed()
+
+    def _move(self) -> Moved:
+        ev = Moved(self.env)
+        ev.callbacks.append(self._look)  # type: ignore[union-attr]  # a fresh event has its list
+        return ev
+
+    def _sleep(self, w: int, wake: simpy.Event) -> None:
+        """``w`` sleeps on the latest move."""
+        moved = self.moved
+        if not moved.count:
+            moved.low = self.low
+        moved.count += 1
+        self.sleepers.append((w, wake))
+
+    def _look(self, moved: simpy.Event) -> None:
+        """The sleepers of ``moved`` look at the clocks again, in their order: those the gate lets through
+        go on in this step, the others sleep on the latest move."""
+        assert isinstance(moved, Moved)
+        n, sleepers = moved.count, self.sleepers
+        if not n:
+            return
+        if moved.low == self.low:  # the slowest clock has not moved since any of them looked
+            sleepers.rotate(-n)
+            latest = self.moved
+            if not latest.count:
+                latest.low = self.low
+            latest.count += n
+            return
+        for _ in range(n):
+            w, wake = sleepers.popleft()
+            if self.c[w] - self.low > self.bound:
+                self._sleep(w, wake)
+                continue
+            wake._ok, wake._value = True, None  # the sleeper goes on within this step, as SimPy would run it
+            callbacks, wake.callbacks = wake.callbacks, None
+            for callback in callbacks or ():
+                callback(wake)
 
 
 def start_ssp(run: SimRun) -> None:
