@@ -82,7 +82,7 @@ class Clocks:
 
     def _move(self) -> Moved:
         ev = Moved(self.env)
-        ev.callbacks.append(self._look)  # type: ignore[union-attr]  # a fresh event has its list
+        ev.callbacks.append(self._look)
         return ev
 
     def _sleep(self, w: int, wake: simpy.Event) -> None:
@@ -113,8 +113,8 @@ class Clocks:
                 self._sleep(w, wake)
                 continue
             wake._ok, wake._value = True, None  # the sleeper goes on within this step, as SimPy would run it
-            callbacks, wake.callbacks = wake.callbacks, None
-            for callback in callbacks or ():
+            callbacks, wake.callbacks = wake.callbacks, None  # type: ignore[assignment]  # processed, as SimPy marks it
+            for callback in callbacks:
                 callback(wake)
 
 
