@@ -21,12 +21,19 @@ dropped ones included), marginal: each cell runs twice, a short pilot and a long
 profile) is not counted. The long run is grown until it takes ``--budget`` seconds more than the pilot. The
 ratio column is the widest cell over the narrowest-worker cell of the same algorithm: the goal is ≤ 2.
 Ratios come from one run of this script; absolute times depend on the host and its load.
+
+``--repeats R`` times every cell R times at the size its first pass found, the worker counts of an algorithm
+one after another, in turn forwards and backwards, so that the two cells of a ratio are timed minutes
+apart at most and a drift of the host's speed weighs on both alike. A cell's figure is its median; the
+ratio is the median of the ratios of the same repeat, beside their range, and a cell whose repeats spread
+by more than ``UNSTABLE`` of their median is reported as unstable (pyperf's warning).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,7 +47,8 @@ from simasgd.sim import backend, primitives
 from simasgd.sim.backend import run_once
 from simasgd.spec import algorithms, loader
 
-SCHEMA, VERSION = "sim_scale", 2
+SCHEMA, VERSION = "sim_scale", 3
+UNSTABLE = 0.2  # a cell whose repeats' range exceeds this share of their median is unstable
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
 SHARED = ("mutex", "rwlock", "ssp", "k_sync", "k_async", "leashed", "sync", "backup", "lopez", "hogwild",
           "keuper", "simuparallel")
@@ -85,10 +93,7 @@ def timed(algorithm: str, workers: int, machine: str, network: str | None,
 def cell(algorithm: str, workers: int, machine: str, network: str | None, budget: float) -> dict[str, Any]:
     """Marginal wall ms per 1,000 attempts (pilot subtracted), with the attempts it was measured over."""
     pilot = 10
-    # the least of two pilots: the first run of a process also pays its imports and caches
-    (t_pilot, a_pilot, e_pilot), (t_again, _, _) = (timed(algorithm, workers, machine, network, pilot)
-                                                   for _ in range(2))
-    t_pilot = min(t_pilot, t_again)
+    t_pilot, a_pilot, e_pilot = _pilot(algorithm, workers, machine, network)
     updates = 2 * pilot
     for _ in range(8):  # grow the run until it is ``budget`` seconds longer than the pilot
         t_long, a_long, e_long = timed(algorithm, workers, machine, network, updates)
@@ -99,12 +104,58 @@ def cell(algorithm: str, workers: int, machine: str, network: str | None, budget
             updates *= 4  # too short to size from: start-up noise could dominate the difference
         else:
             updates = pilot + int(1.3 * (updates - pilot) * budget / extra)
-    more, events = a_long - a_pilot, e_long - e_pilot
-    ms = 1e6 * (t_long - t_pilot) / more if more > 0 else math.nan
     return {"algorithm": algorithm, "workers": workers, "machine": machine, "network": network,
-            "attempts": a_long, "wall_s": t_long, "ms_per_1000": ms,
+            "updates": updates, **_marginal((t_pilot, a_pilot, e_pilot), (t_long, a_long, e_long))}
+
+
+def again(row: dict[str, Any]) -> dict[str, Any]:
+    """``row``'s cell timed once more at the size its first pass found."""
+    args = (row["algorithm"], row["workers"], row["machine"], row["network"])
+    return _marginal(_pilot(*args), timed(*args, row["updates"]))
+
+
+def _pilot(algorithm: str, workers: int, machine: str, network: str | None) -> tuple[float, int, int]:
+    # the least of two pilots: the first run of a process also pays its imports and caches
+    (t, a, e), (t_again, _, _) = (timed(algorithm, workers, machine, network, 10) for _ in range(2))
+    return min(t, t_again), a, e
+
+
+def _marginal(pilot: tuple[float, int, int], long: tuple[float, int, int]) -> dict[str, Any]:
+    (t_pilot, a_pilot, e_pilot), (t_long, a_long, e_long) = pilot, long
+    more, events = a_long - a_pilot, e_long - e_pilot
+    return {"attempts": a_long, "wall_s": t_long,
+            "ms_per_1000": 1e6 * (t_long - t_pilot) / more if more > 0 else math.nan,
             "events_per_attempt": events / more if more > 0 else math.nan,
             "us_per_event": 1e6 * (t_long - t_pilot) / events if events > 0 else math.nan}
+
+
+def repeat(group: list[dict[str, Any]], repeats: int) -> None:
+    """Time the cells of one algorithm ``repeats`` times in all, in turn backwards and forwards; each row
+    keeps its samples and takes their median."""
+    for row in group:
+        row["samples"] = [{k: row[k] for k in ("ms_per_1000", "events_per_attempt", "us_per_event")}]
+    for r in range(1, repeats):
+        for row in (reversed(group) if r % 2 else group):
+            row["samples"].append({k: v for k, v in again(row).items() if k in row["samples"][0]})
+    for row in group:
+        summarize(row)
+
+
+def summarize(row: dict[str, Any]) -> None:
+    """A repeated cell's figures: its samples' medians, their spread, and whether that makes it unstable."""
+    for k in row["samples"][0]:
+        row[k] = statistics.median(s[k] for s in row["samples"])
+    ms = [s["ms_per_1000"] for s in row["samples"]]
+    row["spread"] = (max(ms) - min(ms)) / row["ms_per_1000"] if row["ms_per_1000"] > 0 else math.nan
+    row["unstable"] = bool(row["spread"] > UNSTABLE)
+
+
+def ratios(first: dict[str, Any], last: dict[str, Any]) -> list[float]:
+    """The widest cell over the narrowest, repeat by repeat (one ratio without repeats)."""
+    a, b = first.get("samples"), last.get("samples")
+    if not a or not b:
+        return [last["ms_per_1000"] / first["ms_per_1000"]]
+    return [y["ms_per_1000"] / x["ms_per_1000"] for x, y in zip(a, b, strict=True)]
 
 
 def table(rows: list[dict[str, Any]], workers: list[int]) -> str:
@@ -114,10 +165,14 @@ def table(rows: list[dict[str, Any]], workers: list[int]) -> str:
     lines = [head, "|---" * (len(workers) + 4) + "|"]
     for name in dict.fromkeys(r["algorithm"] for r in rows):
         of = {r["workers"]: r for r in rows if r["algorithm"] == name}
-        cells = [f"{of[n]['ms_per_1000']:,.1f} ms" if n in of else "—" for n in workers]
+        cells = [f"{of[n]['ms_per_1000']:,.1f} ms" + ("†" if of[n].get("unstable") else "") if n in of else "—"
+                 for n in workers]
         first, last = of.get(workers[0]), of.get(workers[-1])
         if first and last:
-            ratio = f"{last['ms_per_1000'] / first['ms_per_1000']:.1f}×"
+            each = ratios(first, last)
+            ratio = f"{statistics.median(each):.1f}×"
+            if len(each) > 1:
+                ratio += f" ({min(each):.1f}–{max(each):.1f})"
             events = f"{first['events_per_attempt']:.1f} → {last['events_per_attempt']:.1f}"
             cost = f"{first['us_per_event']:.1f} → {last['us_per_event']:.1f}"
         else:
@@ -135,6 +190,7 @@ def main() -> None:
     ap.add_argument("--network-machine", default="cluster-1024")
     ap.add_argument("--network", default="100g_ib")
     ap.add_argument("--budget", type=float, default=20.0, help="about this many wall seconds a cell's long run")
+    ap.add_argument("--repeats", type=int, default=1, help="time each cell this many times (median; see above)")
     ap.add_argument("--out", type=Path, default=None, help="record file (default results/sim_scale_<machine>.json)")
     args = ap.parse_args()
     commit = record.commit()  # the code that runs is the code of the start, whatever is committed meanwhile
@@ -143,21 +199,30 @@ def main() -> None:
     for names, machine, network in sections:
         for name in names:
             d = algorithms.ALGORITHMS[name]
+            group = []
             for n in args.workers:
                 if n < d.min_workers or (d.max_workers is not None and n > d.max_workers):
                     continue
                 r = cell(name, n, machine, network, args.budget)
-                rows.append(r)
+                group.append(r)
                 where = machine + (f" + {network}" if network else "")
                 print(f"{name:13s} {n:5d} workers on {where}: {r['ms_per_1000']:10.1f} ms / 1,000 attempts "
                       f"({r['attempts']:,} attempts, {r['wall_s']:.1f} s)", file=sys.stderr, flush=True)
+            if args.repeats > 1:
+                repeat(group, args.repeats)
+                for r in group:
+                    if r["unstable"]:
+                        print(f"WARNING: {name} at {r['workers']} workers is unstable: its {args.repeats} timings "
+                              f"spread by {r['spread']:.0%} of their median", file=sys.stderr, flush=True)
+            rows.extend(group)
     for names, machine, network in sections:
         part = [r for r in rows if r["machine"] == machine and r["network"] == network and r["algorithm"] in names]
         if part:
             print(f"\n{machine}" + (f", [network] preset = {network!r}" if network else ", shared memory") + "\n")
             print(table(part, args.workers))
     out = args.out or record.current_path(SCHEMA)
-    record.write(out, SCHEMA, VERSION, {"workers": args.workers, "budget_s": args.budget, "rows": rows}, commit_=commit)
+    record.write(out, SCHEMA, VERSION, {"workers": args.workers, "budget_s": args.budget, "repeats": args.repeats,
+                                        "rows": rows}, commit_=commit)
     print(f"\nrecord: {out}", file=sys.stderr)
 
 

@@ -1,6 +1,6 @@
 """The benchmark tools that benchmarks/*.md's methods use, each run at a tiny setting:
 ``fidelity_ablation.py`` (the corpus re-simulated with one mechanism turned, against its measured runs),
-``profile_keys.py`` (the keys and mechanisms the simulator reads on the corpus) and ``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record)."""
+``profile_keys.py`` (the keys and mechanisms the simulator reads on the corpus), ``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record) and ``sim_scale.py`` (the simulator's cost an attempt as workers grow, its cells repeated)."""
 
 from __future__ import annotations
 
@@ -96,3 +96,40 @@ def test_cuda_streams_predicts_per_stream_count_and_records_its_cells(
     assert cells["sync-2"]["gradients/s"] == pytest.approx(2 * cells["sync-2"]["updates/s"])
     assert "| hogwild | 2 |" in (out / "sim.md").read_text()
     assert json.loads((out / "cells.json").read_text())["schema"] == "cuda_streams"
+
+
+def test_sim_scale_repeats_each_cell_and_takes_the_ratio_within_a_repeat(
+        monkeypatch: pytest.MonkeyPatch, benchmark_script: Callable[[str], Any]) -> None:
+    """Each cell is timed ``repeats`` times at the size its first pass found, the worker counts in turn
+    backwards and forwards; a cell's figure is its samples' median, the ratio the median of the ratios of the
+    same repeat, and a cell whose samples spread past ``UNSTABLE`` of their median is flagged."""
+    scale = benchmark_script("sim_scale")
+    # wall seconds of a run: a fixed start-up and 1 ms an attempt at 16 workers, 3 ms at 64, the host getting
+    # slower from one call to the next (a drift both cells of a ratio must share)
+    calls: list[tuple[int, int]] = []
+
+    def timed(algorithm: str, workers: int, machine: str, network: str | None, updates: int) -> tuple[float, int, int]:
+        calls.append((workers, updates))
+        drift = 1 + 0.01 * len(calls)
+        per = {16: 1e-3, 64: 3e-3}[workers] * drift
+        return 0.5 + updates * per, updates, 2 * updates
+
+    monkeypatch.setattr(scale, "timed", timed)
+    group = [scale.cell("mutex", n, "m", None, budget=0.05) for n in (16, 64)]
+    sized = [(r["workers"], r["updates"]) for r in group]
+    first = len(calls)
+    scale.repeat(group, 3)
+    longs = [c for c in calls[first:] if c[1] != 10]
+    assert longs == [sized[1], sized[0], sized[0], sized[1]]  # backwards, then forwards, at the first sizes
+    for row in group:
+        assert len(row["samples"]) == 3
+        assert row["ms_per_1000"] == sorted(s["ms_per_1000"] for s in row["samples"])[1]
+        assert row["events_per_attempt"] == pytest.approx(2.0)
+    each = scale.ratios(*group)
+    assert len(each) == 3 and all(2.5 < r < 3.5 for r in each)
+    # the table shows the median ratio and its range
+    assert f"| {sorted(each)[1]:.1f}× ({min(each):.1f}–{max(each):.1f}) |" in scale.table(group, [16, 64])
+    assert not any(r["unstable"] for r in group)
+    group[0]["samples"][0]["ms_per_1000"] *= 2  # one timing twice the others: past UNSTABLE
+    scale.summarize(group[0])
+    assert group[0]["unstable"] and group[0]["spread"] > scale.UNSTABLE
