@@ -573,7 +573,9 @@ class Cores:
         s, m = self.switch, len(rot.members)
         while rot.at < until:
             if rot.periodic:
-                rounds = int((until - rot.at) / s) // m - 1
+                # the rounds that end a turn short of ``until`` at least (the division may round up a turn):
+                # the last turns go one by one, each compared with ``until`` as its event would be
+                rounds = (int((until - rot.at) / s) - 1) // m
                 if rounds > 0 and WHOLE_ROUNDS:
                     self._jump(rq, rot, rounds)
                     continue
