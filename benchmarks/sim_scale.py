@@ -48,6 +48,7 @@ from simasgd.sim.backend import run_once
 from simasgd.spec import algorithms, loader
 
 SCHEMA, VERSION = "sim_scale", 3
+PILOT = 10  # updates of the short run whose time is subtracted
 UNSTABLE = 0.2  # a cell whose repeats' range exceeds this share of their median is unstable
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
 SHARED = ("mutex", "rwlock", "ssp", "k_sync", "k_async", "leashed", "sync", "backup", "lopez", "hogwild",
@@ -92,9 +93,8 @@ def timed(algorithm: str, workers: int, machine: str, network: str | None,
 
 def cell(algorithm: str, workers: int, machine: str, network: str | None, budget: float) -> dict[str, Any]:
     """Marginal wall ms per 1,000 attempts (pilot subtracted), with the attempts it was measured over."""
-    pilot = 10
     t_pilot, a_pilot, e_pilot = _pilot(algorithm, workers, machine, network)
-    updates = 2 * pilot
+    updates = 2 * PILOT
     for _ in range(8):  # grow the run until it is ``budget`` seconds longer than the pilot
         t_long, a_long, e_long = timed(algorithm, workers, machine, network, updates)
         extra = t_long - t_pilot
@@ -103,7 +103,7 @@ def cell(algorithm: str, workers: int, machine: str, network: str | None, budget
         if extra < 0.2 * budget:
             updates *= 4  # too short to size from: start-up noise could dominate the difference
         else:
-            updates = pilot + int(1.3 * (updates - pilot) * budget / extra)
+            updates = PILOT + int(1.3 * (updates - PILOT) * budget / extra)
     return {"algorithm": algorithm, "workers": workers, "machine": machine, "network": network,
             "updates": updates, **_marginal((t_pilot, a_pilot, e_pilot), (t_long, a_long, e_long))}
 
@@ -116,7 +116,7 @@ def again(row: dict[str, Any]) -> dict[str, Any]:
 
 def _pilot(algorithm: str, workers: int, machine: str, network: str | None) -> tuple[float, int, int]:
     # the least of two pilots: the first run of a process also pays its imports and caches
-    (t, a, e), (t_again, _, _) = (timed(algorithm, workers, machine, network, 10) for _ in range(2))
+    (t, a, e), (t_again, _, _) = (timed(algorithm, workers, machine, network, PILOT) for _ in range(2))
     return min(t, t_again), a, e
 
 

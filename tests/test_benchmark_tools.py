@@ -119,7 +119,7 @@ def test_sim_scale_repeats_each_cell_and_takes_the_ratio_within_a_repeat(
     sized = [(r["workers"], r["updates"]) for r in group]
     first = len(calls)
     scale.repeat(group, 3)
-    longs = [c for c in calls[first:] if c[1] != 10]
+    longs = [c for c in calls[first:] if c[1] != scale.PILOT]
     assert longs == [sized[1], sized[0], sized[0], sized[1]]  # backwards, then forwards, at the first sizes
     for row in group:
         assert len(row["samples"]) == 3

@@ -87,11 +87,15 @@ class Clocks:
 
     def _sleep(self, w: int, wake: simpy.Event) -> None:
         """``w`` sleeps on the latest move."""
-        moved = self.moved
-        if not moved.count:
-            moved.low = self.low
-        moved.count += 1
+        self._wait(1)
         self.sleepers.append((w, wake))
+
+    def _wait(self, n: int) -> None:
+        """``n`` more sleepers on the latest move, having looked at the clocks now."""
+        latest = self.moved
+        if not latest.count:
+            latest.low = self.low
+        latest.count += n
 
     def _look(self, moved: simpy.Event) -> None:
         """The sleepers of ``moved`` look at the clocks again, in their order: those the gate lets through
@@ -102,10 +106,7 @@ class Clocks:
             return
         if moved.low == self.low:  # the slowest clock has not moved since any of them looked
             sleepers.rotate(-n)
-            latest = self.moved
-            if not latest.count:
-                latest.low = self.low
-            latest.count += n
+            self._wait(n)
             return
         for _ in range(n):
             w, wake = sleepers.popleft()
