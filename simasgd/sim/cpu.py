@@ -240,13 +240,12 @@ class Phases:
     one turn's time; the turns after it, added up switch by switch, drift from it by their rounding (half an
     ulp each at most), so every phase is taken again before the drift could reach ``margin / 2``."""
 
-    __slots__ = ("bound", "keys", "margin", "order", "phase", "pools", "seq", "since", "switch")
+    __slots__ = ("bound", "keys", "margin", "order", "phase", "seq", "since", "switch")
 
     def __init__(self, switch: float) -> None:
         self.switch = switch
         self.margin = switch / 256  # wider finds more pools to look at; narrower, a drift bound reached sooner
-        self.keys: list[tuple[float, int]] = []  # (phase, seq), sorted
-        self.pools: dict[int, RunQueue] = {}  # the pool of each seq
+        self.keys: list[tuple[float, int, RunQueue]] = []  # (phase, seq, pool), sorted (seq is unique)
         self.seq: dict[RunQueue, int] = {}  # each pool's place in the order the pools began to rotate
         self.phase: dict[RunQueue, float] = {}
         self.since = math.inf  # the earliest turn a phase in ``keys`` was taken from
@@ -267,7 +266,7 @@ class Phases:
     def remove(self, rq: RunQueue) -> None:
         if rq in self.seq:
             self._drop(rq)
-            del self.pools[self.seq.pop(rq)]
+            del self.seq[rq]
 
     def from_now(self, cores: Cores) -> Generator[RunQueue, None, None]:
         """The pools in the order of their phase from now on, from one a margin before now's: each one's next
@@ -282,10 +281,10 @@ class Phases:
         lo = p - margin
         start = bisect.bisect_left(keys, (lo + s if lo < 0 else lo,))
         for j in range(n):
-            phase, seq = keys[(start + j) % n]
+            phase, _seq, rq = keys[(start + j) % n]
             if (phase - p + margin) % s - 2 * margin > self.bound - now:
                 return
-            yield self.pools[seq]
+            yield rq
 
     def _refresh(self, cores: Cores) -> None:
         """Every phase taken again from the pool's next turn, as its turns add it up."""
@@ -300,15 +299,13 @@ class Phases:
     def _put(self, rq: RunQueue, at: float) -> None:
         phase = math.fmod(at, self.switch)
         self.phase[rq] = phase
-        seq = self.seq[rq]
-        self.pools[seq] = rq
-        bisect.insort(self.keys, (phase, seq))
+        bisect.insort(self.keys, (phase, self.seq[rq], rq))
         if at < self.since:
             self.since = at
 
     def _drop(self, rq: RunQueue) -> None:
-        key = (self.phase.pop(rq), self.seq[rq])
-        i = bisect.bisect_left(self.keys, key)
+        key = (self.phase.pop(rq), self.seq[rq], rq)
+        i = bisect.bisect_left(self.keys, key[:2])  # (phase, seq) comes before the entry it prefixes
         assert self.keys[i] == key
         del self.keys[i]
 
