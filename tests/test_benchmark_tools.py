@@ -1,6 +1,7 @@
 """The benchmark tools that benchmarks/*.md's methods use, each run at a tiny setting:
 ``fidelity_ablation.py`` (the corpus re-simulated with one mechanism turned, against its measured runs),
-``profile_keys.py`` (the keys and mechanisms the simulator reads on the corpus), ``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record) and ``sim_scale.py`` (the simulator's cost an attempt as workers grow, its cells repeated)."""
+``profile_keys.py`` (the keys and mechanisms the simulator reads on the corpus), ``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record), ``sim_scale.py`` (the simulator's cost an attempt as workers grow, its cells repeated) and ``sim_events.py``
+(where a run's events go: the sharing servers' timers by what each finds)."""
 
 from __future__ import annotations
 
@@ -133,3 +134,50 @@ def test_sim_scale_repeats_each_cell_and_takes_the_ratio_within_a_repeat(
     group[0]["samples"][0]["ms_per_1000"] *= 2  # one timing twice the others: past UNSTABLE
     scale.summarize(group[0])
     assert group[0]["unstable"] and group[0]["spread"] > scale.UNSTABLE
+
+
+def test_sim_events_tells_each_sharing_timer_by_what_it_found(benchmark_script: Callable[[str], Any]) -> None:
+    """One link of 1 byte/s shared equally (closed-form departures), three constructed cases: a timer that
+    fires before its job is through, one a sooner departure replaced, one that ends a part of a transfer."""
+    import simpy
+
+    from simasgd.sim.memory import Transfer
+    from simasgd.sim.sharing import Bandwidth
+
+    events = benchmark_script("sim_events")
+
+    def run(jobs: list[tuple[float, list[tuple[float, float]]]]) -> tuple[dict[str, int], list[float]]:
+        """``jobs``: (submitted at, [(bytes, delay) per part]); the counts and each transfer's end."""
+        env = simpy.Environment()
+        link = Bandwidth(env, 1.0, 1.0)
+        ends: list[float] = []
+
+        def job(at: float, parts: list[tuple[float, float]]) -> Any:
+            yield env.timeout(at)
+            yield Transfer(env, [(link, b, d) for b, d in parts])
+            ends.append(env.now)
+
+        tally = events.Tally()
+        with tally.installed():
+            for at, parts in jobs:
+                env.process(job(at, parts))
+            env.run()
+        return dict(tally.counts), ends
+
+    # 2 bytes at t = 0, due at 2; 10 bytes from t = 1 halve its rate: 1 byte left at 1/2 → done at 3 (the
+    # timer set for 2 fires early), and the 10 bytes end at 3 + (10 − 1) = 12
+    counts, ends = run([(0, [(2, 0)]), (1, [(10, 0)])])
+    assert counts == {"early": 1, "served": 2} and ends == pytest.approx([3, 12])
+    # 10 bytes at t = 0, due at 10; half a byte from t = 1 ends at 2, replacing that timer (stale at 10):
+    # 10 − 1 − 0.5 = 8.5 bytes left alone → done at 10.5
+    counts, ends = run([(0, [(10, 0)]), (1, [(0.5, 0)])])
+    assert counts == {"served": 2, "stale": 1} and ends == pytest.approx([2, 10.5])
+    # one transfer of two parts (1 and 3 bytes) from t = 0: the first part, submitted alone, sets a timer for
+    # 1, which the second part's share delays (early); it leaves at 2 and nobody resumes there; the second
+    # has 2 bytes left alone → done at 4
+    counts, ends = run([(0, [(1, 0), (3, 0)])])
+    assert counts == {"early": 1, "parts": 1, "served": 1} and ends == pytest.approx([4])
+    # the servers are as they were once the block ends
+    from simasgd.sim import sharing
+
+    assert sharing.SharedServer._complete.__name__ == "_complete"
