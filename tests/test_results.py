@@ -42,6 +42,21 @@ def test_staleness_is_derived_once() -> None:
     assert list(r.updates.dtypes.astype(str)) == list(UPDATE_COLUMNS.values())
 
 
+def test_tables_take_their_columns_dtypes_copied_and_refuse_what_does_not_convert() -> None:
+    version = np.arange(1, 4)
+    ups = updates_frame(2, np.int64(1), version, [0.0, 1.0, 1.0], [0, 1, 2], [1, 2, 3], applied=np.array([1, 0, 1]))
+    assert list(ups.dtypes.astype(str)) == list(UPDATE_COLUMNS.values())
+    assert list(ups["worker"]) == [1, 1, 1] and list(ups["run"]) == [2, 2, 2]  # scalars fill the column
+    assert list(ups["applied"]) == [True, False, True] and list(ups["staleness"]) == [0, 0, 1]
+    ups.loc[0, "t_read"] = 9.0  # its own arrays: writable, and the caller's untouched
+    assert ups.loc[0, "t_read"] == 9.0 and list(version) == [1, 2, 3]
+    curve = curve_frame(0, [0.0, 1.0], [0, 3], [2.0, 1.0])
+    assert list(curve.columns) == ["run", "t", "updates", "loss", "spread", "accuracy"]
+    assert curve["accuracy"].isna().all() and curve.index.equals(pd.RangeIndex(2))
+    with pytest.raises(ValueError, match="non-finite"):  # a missing worker is not an integer
+        updates_frame(0, [0.0, math.nan], [1, 2], [0, 1], [0, 1], [1, 2])
+
+
 def test_round_trip_every_field(tmp_path: Path) -> None:
     r = make_result()
     r.save(tmp_path / "r")

@@ -268,7 +268,7 @@ def updates_frame(run: int, worker: Any, version: Any, read_version: Any, t_read
         "t_grad_start": np.broadcast_to(t_grad_start, n), "t_grad_end": np.broadcast_to(t_grad_end, n),
         "distance": np.broadcast_to(distance, n),
     }
-    return _typed(pd.DataFrame(cols), UPDATE_COLUMNS)
+    return _frame(cols, UPDATE_COLUMNS)
 
 
 def empty_updates() -> pd.DataFrame:
@@ -278,9 +278,9 @@ def empty_updates() -> pd.DataFrame:
 def curve_frame(run: int, t: Any, updates: Any, loss: Any, spread: Any = math.nan,
                 accuracy: Any = math.nan) -> pd.DataFrame:
     t = np.asarray(t, dtype=np.float64)
-    return _typed(pd.DataFrame({"run": np.full(len(t), run), "t": t, "updates": updates, "loss": loss,
-                                "spread": np.broadcast_to(spread, len(t)),
-                                "accuracy": np.broadcast_to(accuracy, len(t))}), CURVE_COLUMNS)
+    return _frame({"run": np.full(len(t), run), "t": t, "updates": updates, "loss": loss,
+                   "spread": np.broadcast_to(spread, len(t)), "accuracy": np.broadcast_to(accuracy, len(t))},
+                  CURVE_COLUMNS)
 
 
 def spread_curve(updates: pd.DataFrame, curve: pd.DataFrame) -> np.ndarray:
@@ -311,11 +311,32 @@ def spread_curve(updates: pd.DataFrame, curve: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _frame(cols: dict[str, Any], columns: dict[str, str]) -> pd.DataFrame:
+    """A table of ``columns`` (each of its dtype, in that order) from one array (or scalar) a column: the
+    arrays are converted one by one, through pandas' ``astype`` (and its errors) where the dtype differs."""
+    n = len(next(iter(cols.values())))
+    typed = {}
+    for c, dtype in columns.items():
+        a = np.asarray(cols[c])
+        if a.ndim == 0:
+            a = np.broadcast_to(a, n)
+        typed[c] = a if a.dtype == dtype else pd.Series(a).astype(dtype).to_numpy()
+    return pd.DataFrame(typed, copy=True)
+
+
 def _typed(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """``columns`` of ``df``, in that order, each of its dtype, on a fresh index. A column already of its
+    dtype is taken as it is (pandas' ``astype`` of a whole frame costs a copy and a check a column, and
+    results are built often: a sweep's every task, a corpus score's every cell); the others go through
+    ``astype``, with its errors (a NaN where an integer belongs)."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ResultsError(f"table lacks columns {missing}")
-    return df[list(columns)].astype(columns).reset_index(drop=True)
+    typed = {}
+    for c, dtype in columns.items():
+        col = df[c]
+        typed[c] = col.to_numpy() if col.dtype == dtype else col.astype(dtype).to_numpy()
+    return pd.DataFrame(typed, copy=True)
 
 
 def _json_float(v: Any) -> Any:
