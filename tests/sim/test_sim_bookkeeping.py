@@ -39,7 +39,8 @@ def _hogwild(max_updates: int = 400, gradient: dict | None = None, sweep: str = 
         "name": "r", "seed": 5, "workers": {"count": 2, "placement": "uma"}, "machine": {"preset": "this"},
         "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 4000},
         "timing": {"gradient": gradient or {"dist": "deterministic", "mean_s": 1e-4}},
-        "algorithm": {"name": "hogwild", "sweep": sweep}, "stop": {"max_updates": max_updates, "max_time_s": 10},
+        "algorithm": {"name": "hogwild", "sweep": sweep}, "stop": {"max_updates": max_updates, "max_time_s": 10,
+                                                             "eval_every_updates": 10**9},
         "sim": {"numerics": True, "read_chunks": 16, **switches}})  # no snapshot's time in the profile: none
 
 
