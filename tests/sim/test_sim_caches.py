@@ -170,15 +170,17 @@ def _steps(u):
     u = u.sort_values(["worker", "t_start"]).reset_index(drop=True)
     starts = u["t_grad_end"].to_numpy()  # when each update began
     prev = u.groupby("worker")["t_grad_end"].shift(1).fillna(-1.0).to_numpy()
+    worker, t_start = u["worker"].to_numpy(), u["t_start"].to_numpy()
+    others = {w: starts[worker != w] for w in np.unique(worker)}
 
     def others_between(i: int, lo: float, hi: float) -> bool | None:
-        other = starts[u["worker"].to_numpy() != u["worker"][i]]
-        if np.any(np.isclose(other, lo, rtol=0, atol=1e-12)) or np.any(np.isclose(other, hi, rtol=0, atol=1e-12)):
+        other = others[worker[i]]
+        if np.any(np.abs(other - lo) <= 1e-12) or np.any(np.abs(other - hi) <= 1e-12):
             return None
         return bool(np.any((other > lo) & (other < hi)))
 
-    read_after = [others_between(i, prev[i], u["t_start"][i]) for i in range(len(u))]
-    update_after = [others_between(i, u["t_start"][i], starts[i]) for i in range(len(u))]
+    read_after = [others_between(i, prev[i], t_start[i]) for i in range(len(u))]
+    update_after = [others_between(i, t_start[i], starts[i]) for i in range(len(u))]
     keep = np.array([a is not None and b is not None for a, b in zip(read_after, update_after, strict=False)])
     read = (u["t_grad_start"] - u["t_start"]).to_numpy()[keep]
     update = (u["t_write"] - u["t_grad_end"]).to_numpy()[keep]
