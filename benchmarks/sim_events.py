@@ -8,8 +8,8 @@ counts are the seeded run's own, so unlike times they carry no noise of the host
 Each SimPy event of the run is one of:
 
 - a timer of a processor-sharing server (:mod:`simasgd.sim.sharing`: memory bandwidth, the inter-socket
-  link) that finds a job through (*served*); of those, the jobs that were one part of a transfer whose
-  other part is still under way (*parts*: nobody resumes at such a departure);
+  link) that finds a job through and resumes its waiter (*served*), or finds only parts of transfers whose
+  other part is still under way, so that nobody resumes (*parts*);
 - a timer that fires before any job is through, because submissions since it was set slowed its job down
   (*early*), or one that a later, sooner departure replaced (*stale*);
 - every other event (*other*: the workers' steps, the CPUs' grants, the locks).
@@ -35,7 +35,7 @@ KINDS = ("served", "parts", "early", "stale", "other")
 
 
 class Tally:
-    """What each timer of the sharing servers found, counted while it is installed (:meth:`install`)."""
+    """What each timer of the sharing servers found, counted while it is installed (:meth:`installed`)."""
 
     def __init__(self) -> None:
         self.counts: collections.Counter[str] = collections.Counter()

@@ -312,8 +312,10 @@ def spread_curve(updates: pd.DataFrame, curve: pd.DataFrame) -> np.ndarray:
 
 
 def _frame(cols: dict[str, Any], columns: dict[str, str]) -> pd.DataFrame:
-    """A table of ``columns`` (each of its dtype, in that order) from one array (or scalar) a column: the
-    arrays are converted one by one, through pandas' ``astype`` (and its errors) where the dtype differs."""
+    """A table of ``columns`` (each of its dtype, in that order) from one array (or scalar) a column. A column
+    already of its dtype is taken as it is, the others go through pandas' ``astype`` (and its errors: a NaN
+    where an integer belongs): converting a whole frame costs a copy and a check a column, and results are
+    built often (every backend's run, a sweep's every task, a corpus score's every cell)."""
     n = len(next(iter(cols.values())))
     typed = {}
     for c, dtype in columns.items():
@@ -325,18 +327,11 @@ def _frame(cols: dict[str, Any], columns: dict[str, str]) -> pd.DataFrame:
 
 
 def _typed(df: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
-    """``columns`` of ``df``, in that order, each of its dtype, on a fresh index. A column already of its
-    dtype is taken as it is (pandas' ``astype`` of a whole frame costs a copy and a check a column, and
-    results are built often: a sweep's every task, a corpus score's every cell); the others go through
-    ``astype``, with its errors (a NaN where an integer belongs)."""
+    """``columns`` of ``df``, in that order, each of its dtype, on a fresh index (:func:`_frame`)."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ResultsError(f"table lacks columns {missing}")
-    typed = {}
-    for c, dtype in columns.items():
-        col = df[c]
-        typed[c] = col.to_numpy() if col.dtype == dtype else col.astype(dtype).to_numpy()
-    return pd.DataFrame(typed, copy=True)
+    return _frame({c: df[c].to_numpy() for c in columns}, columns)
 
 
 def _json_float(v: Any) -> Any:
