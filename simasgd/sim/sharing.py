@@ -16,6 +16,14 @@ or a submission). One timer is kept, for the next departure with the known arriv
 submission only slows the others down (or brings a smaller job that finishes first, which re-arms the
 timer), so the timer already set fires no later than the departure it was set for: it stays, fires early,
 finds nothing done and is set again.
+
+Where the first job to leave is in service, the server keeps its finish in virtual time (``first``). A job
+submitted then that would end no sooner in virtual time — from ``V`` now, as ``V`` never runs back — is not
+the first to leave: from its start the two are served at one speed a unit weight, and the other has less
+left. A job only slows the others down, so the first departure is the same job, later: the timer stays,
+with no walk over the calendar. Without this, n threads sharing a server and submitting their misses ahead
+each walk the others' arrivals: n² steps. (Where the first to leave is still in the calendar, a job that
+starts before it may fill an idle spell and move its start in ``V``: there the walk decides.)
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ class SharedServer:
         self.last = 0.0
         self.generation = 0
         self.timer_at = math.inf  # when the live timer fires (inf: none)
+        self.first = math.inf  # the finish in V of the first to leave, where it is in service (else inf)
         self._order = itertools.count()
 
     def __len__(self) -> int:
@@ -82,6 +91,8 @@ class SharedServer:
             heapq.heappush(self.heap, (self.virtual + size / weight, next(self._order), weight, done))
             self.weight += weight
             self.rate = self._speed(len(self.heap), self.weight)
+        if self.virtual + size / weight >= self.first:
+            return done  # not the first to leave: the first departure is the same job, no sooner
         self._rearm()
         return done
 
@@ -120,28 +131,35 @@ class SharedServer:
         self._advance(now)
 
     def _next_departure(self) -> float:
-        """When the first job will be done, the arrivals before it counted in, were nothing else submitted."""
+        """When the first job will be done, the arrivals before it counted in, were nothing else submitted;
+        its finish in ``V`` kept as ``first`` if it is in service."""
         t, v = self.last, self.virtual
         n, weight = len(self.heap), self.weight
         top = self.heap[0][0] if n else math.inf
+        first = top
         speed = self.rate
         for at, _order, size, w, _done in self.arrivals:
             if n:
                 departs = t + (top - v) / speed
                 if departs <= at:
+                    self.first = first
                     return departs
                 v += (at - t) * speed
             t = at
             n += 1
             weight += w
-            top = min(top, v + size / w)
+            ends = v + size / w
+            if ends < top:
+                top, first = ends, math.inf
             speed = self._speed(n, weight)
+        self.first = first
         return t + (top - v) / speed if n else math.inf
 
     def _rearm(self) -> None:
         if not self.heap:
             self.weight = 0.0  # no drift from adding and removing weights carries into the next busy period
             if not self.arrivals:
+                self.first = math.inf
                 return
         at = max(self._next_departure(), self.env.now)
         if self.timer_at <= at:

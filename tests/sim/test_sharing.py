@@ -195,3 +195,78 @@ def test_a_job_of_nothing_submitted_ahead_is_done_at_its_start() -> None:
     done = link.transfer(0, after=2e-3)
     env.run()
     assert done.ok and env.now == pytest.approx(2e-3)
+
+
+
+@pytest.mark.parametrize("sizes", ["equal", "random"])
+def test_submissions_ahead_into_a_busy_link_cost_steps_linear_in_the_jobs(sizes: str) -> None:
+    # 256 threads each submit their misses 5 ms before they start (their work's length), into a link that
+    # 1 MB jobs arriving over 10 ms overload: most of them share it at once, and each submission lands with
+    # dozens of jobs in the calendar ahead of the first departure. Each job's finish is the direct walk's. The
+    # steps: the calls of the link's speed (one a job taken in, one a calendar entry looked at). A job that
+    # leaves no sooner in virtual time than the first departure looks at nothing: a few steps a job (3.5 at
+    # 128–1,024 jobs). Each submission walking the calendar up to the first departure costs n²/7 (36 a job
+    # at 256, 143 at 1,024).
+    n, lead = 256, 5e-3
+    rng = np.random.default_rng(11)
+    starts = np.sort(rng.uniform(0.0, 1e-2, n))
+    size = 1e6 * (np.ones(n) if sizes == "equal" else rng.uniform(0.5, 1.5, n))
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=2e9, cap_bytes_per_s=0.5e9)
+    steps = 0
+    share = link._share
+
+    def counted(k: int, w: float) -> float:
+        nonlocal steps
+        steps += 1
+        return share(k, w)
+
+    link.server._speed = counted
+    jobs = [(float(a), float(s), 1.0) for a, s in zip(starts, size, strict=True)]
+    ends = _finishes_ahead(lambda b, _w, after: link.transfer(b, after=after), jobs, env, lead)
+    assert ends == pytest.approx(_direct_walk(jobs, lambda k, _w: min(0.5e9, 2e9 / k)), rel=1e-9)
+    assert steps <= 8 * n, steps
+
+
+def test_a_job_that_fills_an_idle_spell_before_the_first_leaves_first() -> None:
+    # An idle link at 1 GB/s. B (1 MB) is submitted at 0 to start at 1 ms; then A (1 MB, the same size) to start
+    # at 0.2 ms. A runs alone for 0.8 ms (0.8 MB), then shares with B: its last 0.2 MB at 0.5 GB/s end at 1.4 ms;
+    # B, 0.2 MB through by then, has 0.8 MB left alone: it ends at 2.2 ms. (A's finish in virtual time equals
+    # the one B had alone, yet A leaves first: the idle spell it fills moves B's start in virtual time.)
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=1e9, cap_bytes_per_s=1e9)
+    b = link.transfer(1e6, after=1e-3)
+    a = link.transfer(1e6, after=0.2e-3)
+    ends: dict[str, float] = {}
+    a.callbacks.append(lambda _e: ends.setdefault("a", env.now))
+    b.callbacks.append(lambda _e: ends.setdefault("b", env.now))
+    env.run()
+    assert ends["a"] == pytest.approx(1.4e-3, rel=1e-12)
+    assert ends["b"] == pytest.approx(2.2e-3, rel=1e-12)
+
+
+@pytest.mark.parametrize("spacing", [0.3e-3, 1e-3, 3e-3])
+def test_submissions_ahead_in_any_order_match_the_direct_walk(spacing: float) -> None:
+    # Each job submitted a random lead (0–5 ms) before its start, so submissions come in another order than
+    # starts, into a link idle at times (3 ms apart), busy (1 ms) or overloaded (0.3 ms; jobs take 2 ms alone);
+    # about half the jobs are exactly one of three sizes (ties in virtual time), the others within 1% of one.
+    rng = np.random.default_rng(int(spacing * 1e5))
+    n = 300
+    starts = rng.exponential(spacing, n).cumsum()
+    sizes = rng.choice([1e6, 1e6, 0.5e6, 2e6], n) * rng.uniform(0.99, 1.01, n) ** rng.integers(0, 2, n)
+    leads = rng.uniform(0.0, 5e-3, n)
+    env = simpy.Environment()
+    link = Bandwidth(env, bytes_per_s=2e9, cap_bytes_per_s=0.5e9)
+    ends = [np.nan] * n
+
+    def thread(i: int) -> Generator[simpy.Event, object, None]:
+        told = max(0.0, starts[i] - leads[i])
+        yield env.timeout(told)
+        yield link.transfer(float(sizes[i]), after=float(starts[i] - told))
+        ends[i] = env.now
+
+    for i in range(n):
+        env.process(thread(i))
+    env.run()
+    jobs = [(float(a), float(s), 1.0) for a, s in zip(starts, sizes, strict=True)]
+    assert ends == pytest.approx(_direct_walk(jobs, lambda k, _w: min(0.5e9, 2e9 / k)), rel=1e-9)
