@@ -105,8 +105,13 @@ def test_a_group_is_judged_on_both_metrics() -> None:
     assert rate.tau == pytest.approx(1 / 3) and rate.machine == "a" and rate.simulated == "b" and rate.right is False
     assert time.tau == pytest.approx(1.0) and time.machine is None and time.simulated == "a" and time.right is None
     assert time.measured_best == "a"
+    # updates/s: every pair separated, the simulator right on a > c and b > c, wrong on a > b; one run of each
+    # orders them as the other runs do. Time to ε: a and b overlap, both separated from c, both right.
+    assert (rate.decided, rate.decided_right, rate.replica) == (3, 2, pytest.approx(1.0))
+    assert (time.decided, time.decided_right) == (2, 2)
     row = ranking.group_rows([g])[0]
-    assert row[:4] == ["m", "4", "16", "3"] and row[5] == "a / b ✗" and row[7] == "(a) / a"
+    assert row[:4] == ["m", "4", "16", "3"] and row[4:7] == ["+0.33 (+1.00)", "2/3", "a / b ✗"]
+    assert row[8:] == ["2/2", "(a) / a"]
     with pytest.raises(ValueError, match="several groups"):
         ranking.rank_group("m", [*cells, _cell("d", 1.0, [1.0], 1.0, [1.0], threads=8)])
 
@@ -123,7 +128,7 @@ def test_groups_and_the_machines_summary() -> None:
     assert s.tau_mean == pytest.approx(0.0) and s.tau_min == pytest.approx(-1.0) and not s.goal
     assert ranking.summary(groups[:1], "time_to_eps").goal
     rows = ranking.summary_rows({"m": groups})
-    assert rows == [["m", "2", "+0.00 (-1.00)", "1/2", "1/2", "+0.00 (-1.00)", "1/2", "1/2"]]
+    assert rows == [["m", "2", "+0.00 (-1.00)", "1/2, 2/2", "1/2", "1/2", "+0.00 (-1.00)", "1/2, 2/2", "1/2", "1/2"]]
 
 
 def test_speeds_of_a_cell_from_its_scenario_and_runs() -> None:
@@ -144,4 +149,51 @@ def test_the_machine_score_carries_its_ranking() -> None:
     doc = m.to_json()["ranking"]
     assert len(doc["groups"]) == 1 and doc["groups"][0]["updates_per_s"]["fastest_right"] is True
     assert doc["summary"]["time_to_eps"] == {"groups": 1, "tau_mean": 1.0, "tau_min": 1.0, "tau_met": 1,
-                                             "agreed": 1, "fastest_right": 1, "goal": True}
+                                             "agreed": 1, "fastest_right": 1, "goal": True,
+                                             "replica_tau_mean": 1.0, "replica_tau_met": 1, "decided_pairs": 1,
+                                             "decided_right": 1}
+
+
+def test_decided_pairs_are_those_the_runs_separate_either_way_round() -> None:
+    runs = {"a": [10.0, 11.0], "b": [9.0, 9.5], "c": [10.5, 12.0]}  # a and c overlap; both beat b
+    assert ranking.decided_pairs(runs, higher_is_faster=True) == [("a", "b"), ("c", "b")]
+    assert ranking.decided_pairs(runs, higher_is_faster=False) == [("b", "a"), ("b", "c")]
+    assert ranking.decided_pairs({"a": [1.0, math.inf], "b": [2.0, 2.5]}, higher_is_faster=False) == []
+
+
+def test_replica_tau_in_closed_form() -> None:
+    """A = 1, 2, 4 and B = 3, 5, 6: the others' means of A (3, 2.5, 1.5) all lie below B's (5.5, 4.5, 4), and
+    one run of A lies below one of B in 8 of the 9 choices (not 4 against 3): τ = (8 − 1) / 9."""
+    assert ranking.replica_tau({"a": [1.0, 2.0, 4.0], "b": [3.0, 5.0, 6.0]}) == pytest.approx(7 / 9)
+    assert ranking.replica_tau({"a": [10.0, 11.0], "b": [1.0, 2.0], "c": [5.0, 6.0]}) == pytest.approx(1.0)
+    assert math.isnan(ranking.replica_tau({"a": [1.0], "b": [2.0, 3.0]}))  # a single run has no others
+    assert math.isnan(ranking.replica_tau({"a": [1.0, 2.0]}))
+
+
+def test_replica_tau_of_algorithms_that_run_alike_is_zero_in_expectation() -> None:
+    """Algorithms whose runs come from one distribution: one run and the others' mean are independent, so τ
+    is 0 in expectation; over 300 such groups (5 algorithms, 3 runs) the mean lies within 3 standard errors."""
+    rng = np.random.default_rng(5)
+    taus = np.array([ranking.replica_tau({k: rng.normal(100, 5, 3).tolist() for k in "abcde"}) for _ in range(300)])
+    assert abs(taus.mean()) <= 3 * taus.std(ddof=1) / math.sqrt(len(taus))
+
+
+def test_replica_tau_past_the_limit_samples_choices_with_a_fixed_seed() -> None:
+    """7 algorithms of 4 runs: 16,384 choices, 4,096 drawn. The draw is the same each time, and within three
+    standard errors of the exhaustive mean (|τ| ≤ 1, so the error is at most 1/√4096 a standard error)."""
+    rng = np.random.default_rng(9)
+    runs = {k: (rng.normal(100, 5, 4) + 3 * i).tolist() for i, k in enumerate("abcdefg")}
+    sampled = ranking.replica_tau(runs)
+    assert sampled == ranking.replica_tau(runs)
+    assert abs(sampled - ranking.replica_tau(runs, limit=20_000)) <= 3 / math.sqrt(4096)
+
+
+def test_tau_b_by_rows_is_the_pairwise_tau_b_of_each_row() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 4, (50, 6)).astype(float)
+    y = rng.integers(0, 4, (50, 6)).astype(float)
+    x[0, :2] = y[1, 3:] = math.inf  # never reached ε: ties among themselves
+    x[2] = 1.0  # a row all tied: undefined
+    got = ranking._tau_b_rows(x, y)
+    want = [ranking.kendall_tau_b(a, b) for a, b in zip(x, y, strict=True)]
+    assert got == pytest.approx(want, nan_ok=True) and math.isnan(got[2])

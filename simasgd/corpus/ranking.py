@@ -18,11 +18,24 @@ runs each, the exact one-sided Mann–Whitney test at the 5% level and the small
 can reach. A bootstrap interval would be no better founded at three runs: it draws only from those three
 values, and its interval is narrower than the truth.
 
+Two more views of a group, from the machine's runs alone, say how much of τ the machine's own noise leaves
+to be had:
+
+- **Decided pairs** (:func:`decided_pairs`): the pairs of algorithms the machine's runs separate by the same
+  rule (every run of one faster than every run of the other), and of those, how many the simulator orders
+  the same way. A pair the runs do not separate counts in τ as much as one they do; there it is the runs'
+  scatter that τ scores.
+- **The replica τ** (:func:`replica_tau`): the τ-b of one run of each algorithm against the mean of its other
+  runs, averaged over every such choice of runs — what one more run of the machine, taken as the
+  prediction, would score. Not a bound: a prediction that scatters less than a run (a simulator's mean)
+  can pass it, as it can pass the replica share of the cell score.
+
 The goal (issue 51): the fastest right in every group where the machine agrees, τ ≥ 0.8.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +126,54 @@ def machine_fastest(runs: Mapping[str, Sequence[float]], higher_is_faster: bool)
     return best if beaten else None
 
 
+def decided_pairs(runs: Mapping[str, Sequence[float]], higher_is_faster: bool) -> list[tuple[str, str]]:
+    """The pairs (faster, slower) whose runs the machine separates: every run of the first strictly faster
+    than every run of the second (the rule of :func:`machine_fastest`, pair by pair)."""
+    sign = 1.0 if higher_is_faster else -1.0
+    names = [k for k, v in runs.items() if len(v)]
+    lo = {k: float(np.min(sign * np.asarray(runs[k], dtype=float))) for k in names}
+    hi = {k: float(np.max(sign * np.asarray(runs[k], dtype=float))) for k in names}
+    return [(a, b) for a in names for b in names if a != b and lo[a] > hi[b]]
+
+
+def replica_tau(runs: Mapping[str, Sequence[float]], limit: int = 4096) -> float:
+    """Kendall's τ-b of one run of each algorithm against the mean of the others' runs, over every choice of
+    one run per algorithm (``limit`` choices at most: beyond, that many drawn with a fixed seed, so that the
+    same runs give the same value); NaN where an algorithm has fewer than two runs or fewer than two
+    algorithms. ±∞ (never reached ε) stays ±∞ in a mean it enters."""
+    values = [np.asarray(v, dtype=float) for v in runs.values()]
+    if len(values) < 2 or any(len(v) < 2 for v in values):
+        return math.nan
+    sizes = [len(v) for v in values]
+    total = math.prod(sizes)
+    if total <= limit:
+        picks = np.array(list(itertools.product(*(range(n) for n in sizes))))
+    else:
+        rng = np.random.default_rng(0)
+        picks = np.stack([rng.integers(0, n, limit) for n in sizes], axis=1)
+    one = np.stack([v[picks[:, a]] for a, v in enumerate(values)], axis=1)
+    rest = np.stack([_rest_means(v)[picks[:, a]] for a, v in enumerate(values)], axis=1)
+    taus = _tau_b_rows(one, rest)
+    taus = taus[np.isfinite(taus)]
+    return float(taus.mean()) if len(taus) else math.nan
+
+
+def _rest_means(v: np.ndarray) -> np.ndarray:
+    """For each run, the mean of the others (an infinite one among them makes it infinite)."""
+    return np.array([float(np.mean(np.delete(v, i))) for i in range(len(v))])
+
+
+def _tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`kendall_tau_b` of each row of ``x`` against the same row of ``y``."""
+    i, j = np.triu_indices(x.shape[1], k=1)
+    sa = np.sign(np.greater(x[:, i], x[:, j]).astype(int) - np.less(x[:, i], x[:, j]).astype(int))
+    sb = np.sign(np.greater(y[:, i], y[:, j]).astype(int) - np.less(y[:, i], y[:, j]).astype(int))
+    pairs = len(i)
+    denom = np.sqrt((pairs - np.sum(sa == 0, axis=1)) * (pairs - np.sum(sb == 0, axis=1)).astype(float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, np.sum(sa * sb, axis=1) / np.where(denom > 0, denom, 1.0), np.nan)
+
+
 def simulated_fastest(means: dict[str, float], higher_is_faster: bool) -> str | None:
     """The algorithm whose simulated mean is strictly ahead of every other's; None at a tie for the lead."""
     if not means:
@@ -134,6 +195,9 @@ class Order:
     machine: str | None         # the fastest the machine's runs agree on (None: they do not agree)
     simulated: str | None       # the simulator's fastest (None: a tie for the lead)
     measured_best: str          # the fastest by measured mean, agreed or not
+    replica: float = math.nan   # the machine's own τ: one run of each against the others' mean
+    decided: int = 0            # pairs of algorithms the machine's runs separate
+    decided_right: int = 0      # of those, the pairs the simulator orders the same way (strictly)
 
     @property
     def right(self) -> bool | None:
@@ -142,7 +206,8 @@ class Order:
 
     def to_json(self) -> dict[str, Any]:
         return {"tau": _num(self.tau), "machine_fastest": self.machine, "simulated_fastest": self.simulated,
-                "measured_best": self.measured_best, "fastest_right": self.right}
+                "measured_best": self.measured_best, "fastest_right": self.right, "replica_tau": _num(self.replica),
+                "decided_pairs": self.decided, "decided_right": self.decided_right}
 
 
 @dataclass
@@ -171,8 +236,12 @@ def rank_group(machine: str, cells: Sequence[Speeds]) -> GroupRanking:
         runs = {n: c.measured[metric] for n, c in zip(names, cells, strict=True)}
         sign = 1.0 if higher else -1.0
         best = max(zip(names, meas, strict=True), key=lambda t: sign * t[1])[0] if cells else ""
+        simulated = dict(zip(names, sim, strict=True))
+        pairs = decided_pairs(runs, higher)
+        right = sum(sign * simulated[a] > sign * simulated[b] for a, b in pairs)
         out.orders[metric] = Order(kendall_tau_b(sim, meas), machine_fastest(runs, higher),
-                                   simulated_fastest(dict(zip(names, sim, strict=True)), higher), best)
+                                   simulated_fastest(simulated, higher), best, replica_tau(runs),
+                                   len(pairs), right)
     return out
 
 
@@ -194,6 +263,10 @@ class Summary:
     tau_met: int           # groups with τ ≥ TAU_GOAL
     agreed: int            # groups where the machine's runs agree which is fastest
     right: int             # of those, the simulator names it
+    replica_mean: float = math.nan   # the machine's own τ, over the groups where it is defined
+    replica_met: int = 0             # groups whose replica τ reaches TAU_GOAL
+    decided: int = 0                 # pairs the machine's runs separate, over the groups
+    decided_right: int = 0           # of those, ordered the same way by the simulator
 
     @property
     def goal(self) -> bool:
@@ -202,28 +275,37 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         return {"groups": self.groups, "tau_mean": _num(self.tau_mean), "tau_min": _num(self.tau_min),
-                "tau_met": self.tau_met, "agreed": self.agreed, "fastest_right": self.right, "goal": self.goal}
+                "tau_met": self.tau_met, "agreed": self.agreed, "fastest_right": self.right, "goal": self.goal,
+                "replica_tau_mean": _num(self.replica_mean), "replica_tau_met": self.replica_met,
+                "decided_pairs": self.decided, "decided_right": self.decided_right}
 
 
 def summary(groups: Sequence[GroupRanking], metric: str) -> Summary:
     taus = np.array([g.orders[metric].tau for g in groups], dtype=float)
     taus = taus[np.isfinite(taus)]
+    replicas = np.array([g.orders[metric].replica for g in groups], dtype=float)
+    replicas = replicas[np.isfinite(replicas)]
     verdicts = [g.orders[metric].right for g in groups]
     return Summary(len(taus), float(taus.mean()) if len(taus) else math.nan,
                    float(taus.min()) if len(taus) else math.nan, int(np.sum(taus >= TAU_GOAL)),
-                   sum(v is not None for v in verdicts), sum(v is True for v in verdicts))
+                   sum(v is not None for v in verdicts), sum(v is True for v in verdicts),
+                   float(replicas.mean()) if len(replicas) else math.nan, int(np.sum(replicas >= TAU_GOAL)),
+                   sum(g.orders[metric].decided for g in groups), sum(g.orders[metric].decided_right for g in groups))
 
 
 SHORT = {"updates_per_s": "upd/s", "time_to_eps": "time→ε"}
-GROUP_HEAD = ("machine", "threads", "B", "algorithms", "τ upd/s", "fastest upd/s: machine / sim",
-              "τ time→ε", "fastest time→ε: machine / sim")
-SUMMARY_HEAD = ("machine", "groups", "τ upd/s mean (min)", "τ upd/s ≥ 0.8", "fastest upd/s right",
-                "τ time→ε mean (min)", "τ time→ε ≥ 0.8", "fastest time→ε right")
+GROUP_HEAD = ("machine", "threads", "B", "algorithms", "τ upd/s (replica)", "decided pairs upd/s",
+              "fastest upd/s: machine / sim", "τ time→ε (replica)", "decided pairs time→ε",
+              "fastest time→ε: machine / sim")
+SUMMARY_HEAD = ("machine", "groups", "τ upd/s mean (min)", "τ upd/s ≥ 0.8: sim, replica", "decided pairs upd/s",
+                "fastest upd/s right", "τ time→ε mean (min)", "τ time→ε ≥ 0.8: sim, replica",
+                "decided pairs time→ε", "fastest time→ε right")
 
 
 def group_rows(groups: Sequence[GroupRanking]) -> list[list[str]]:
-    """Rows of :data:`GROUP_HEAD`: a fastest the machine does not agree on is shown as its best by mean, in
-    parentheses, and not judged."""
+    """Rows of :data:`GROUP_HEAD`: τ with the machine's own (replica) τ in parentheses; the decided pairs as
+    right / decided; a fastest the machine does not agree on shown as its best by mean, in parentheses, and
+    not judged."""
     rows = []
     for g in groups:
         row = [g.machine, str(g.threads), str(g.batch), str(len(g.algorithms))]
@@ -231,7 +313,8 @@ def group_rows(groups: Sequence[GroupRanking]) -> list[list[str]]:
             o = g.orders[metric]
             mark = "" if o.right is None else (" ✓" if o.right else " ✗")
             said = o.machine if o.machine is not None else f"({o.measured_best})"
-            row += [_tau(o.tau), f"{said} / {o.simulated or 'tie'}{mark}"]
+            row += [f"{_tau(o.tau)} ({_tau(o.replica)})", f"{o.decided_right}/{o.decided}",
+                    f"{said} / {o.simulated or 'tie'}{mark}"]
         rows.append(row)
     return rows
 
@@ -242,7 +325,8 @@ def summary_rows(by_machine: Mapping[str, Sequence[GroupRanking]]) -> list[list[
         row = [machine, str(len(groups))]
         for metric in METRICS:
             s = summary(groups, metric)
-            row += [f"{_tau(s.tau_mean)} ({_tau(s.tau_min)})", f"{s.tau_met}/{s.groups}", f"{s.right}/{s.agreed}"]
+            row += [f"{_tau(s.tau_mean)} ({_tau(s.tau_min)})", f"{s.tau_met}/{s.groups}, {s.replica_met}/{s.groups}",
+                    f"{s.decided_right}/{s.decided}", f"{s.right}/{s.agreed}"]
         rows.append(row)
     return rows
 
