@@ -128,7 +128,8 @@ def test_groups_and_the_machines_summary() -> None:
     assert s.tau_mean == pytest.approx(0.0) and s.tau_min == pytest.approx(-1.0) and not s.goal
     assert ranking.summary(groups[:1], "time_to_eps").goal
     rows = ranking.summary_rows({"m": groups})
-    assert rows == [["m", "2", "+0.00 (-1.00)", "1/2, 2/2", "1/2", "1/2", "+0.00 (-1.00)", "1/2, 2/2", "1/2", "1/2"]]
+    assert rows == [["m", "2", "+0.00 (-1.00); +1.00", "1/2, 2/2", "1/2", "1/2", "+0.00 (-1.00); +1.00", "1/2, 2/2",
+                     "1/2", "1/2"]]
 
 
 def test_speeds_of_a_cell_from_its_scenario_and_runs() -> None:
