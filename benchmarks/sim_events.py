@@ -13,6 +13,9 @@ Each SimPy event of the run is one of:
 - a timer that fires before any job is through, because submissions since it was set slowed its job down
   (*early*), or one that a later, sooner departure replaced (*stale*);
 - every other event (*other*: the workers' steps, the CPUs' grants, the locks).
+
+Beside the events, the sharing servers' *steps*: each look-up of a server's speed, one each time its sharers
+change (a job taken in, a departure) and one for each entry of its calendar looked at to set its timer.
 """
 
 from __future__ import annotations
@@ -41,12 +44,22 @@ class Tally:
         self.counts: collections.Counter[str] = collections.Counter()
         self.departures = 0  # parts through, in the timer being counted
         self.finals = 0  # of those, the last part of their transfer (a waiter resumes)
+        self.steps = 0  # look-ups of a server's speed
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Tally]:
-        """The servers' timer and the transfers' part-done hook wrapped to count, until the block ends."""
+        """The servers' timer, the speed of each server made meanwhile and the transfers' part-done hook
+        wrapped to count, until the block ends."""
         complete, part_done = sharing.SharedServer._complete, memory.Transfer.served
+        init = sharing.SharedServer.__init__
         tally = self
+
+        def counted_init(server: sharing.SharedServer, env: Any, speed: Any, tol_units: Any) -> None:
+            def counted_speed(n: int, weight: float) -> float:
+                tally.steps += 1
+                return speed(n, weight)
+
+            init(server, env, counted_speed, tol_units)
 
         def counted_complete(server: sharing.SharedServer, gen: int) -> None:
             if gen != server.generation:
@@ -63,11 +76,13 @@ class Tally:
             part_done(transfer)
 
         sharing.SharedServer._complete = counted_complete  # type: ignore[method-assign]
+        sharing.SharedServer.__init__ = counted_init  # type: ignore[method-assign]
         memory.Transfer.served = counted_part  # type: ignore[method-assign]
         try:
             yield self
         finally:
             sharing.SharedServer._complete = complete  # type: ignore[method-assign]
+            sharing.SharedServer.__init__ = init  # type: ignore[method-assign]
             memory.Transfer.served = part_done  # type: ignore[method-assign]
 
 
@@ -77,12 +92,14 @@ TALLY = Tally()
 def cell(algorithm: str, workers: int, machine: str, updates: int) -> dict[str, Any]:
     """One seeded run's events an attempt, by kind."""
     TALLY.counts.clear()
+    TALLY.steps = 0
     _wall, attempts, events = sim_scale.timed(algorithm, workers, machine, None, updates)
     timers = sum(TALLY.counts.values())
     row: dict[str, Any] = {"algorithm": algorithm, "workers": workers, "attempts": attempts, "events": events}
     row.update({k: TALLY.counts[k] / attempts for k in KINDS if k != "other"})
     row["other"] = (events - timers) / attempts
     row["total"] = events / attempts
+    row["steps"] = TALLY.steps / attempts
     return row
 
 
@@ -94,11 +111,11 @@ def size(algorithm: str, workers: int, machine: str, attempts: int) -> int:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| algorithm | workers | events an attempt | " + " | ".join(KINDS) + " |"
-    lines = [head, "|" + "---|" * (3 + len(KINDS))]
+    head = "| algorithm | workers | events an attempt | " + " | ".join(KINDS) + " | server steps an attempt |"
+    lines = [head, "|" + "---|" * (4 + len(KINDS))]
     for r in rows:
         lines.append(f"| {r['algorithm']} | {r['workers']:,} | {r['total']:.2f} | "
-                     + " | ".join(f"{r[k]:.2f}" for k in KINDS) + " |")
+                     + " | ".join(f"{r[k]:.2f}" for k in KINDS) + f" | {r['steps']:.2f} |")
     return "\n".join(lines)
 
 

@@ -147,9 +147,8 @@ def test_sim_events_tells_each_sharing_timer_by_what_it_found(benchmark_script: 
     events = benchmark_script("sim_events")
 
     def run(jobs: list[tuple[float, list[tuple[float, float]]]]) -> tuple[dict[str, int], list[float]]:
-        """``jobs``: (submitted at, [(bytes, delay) per part]); the counts and each transfer's end."""
-        env = simpy.Environment()
-        link = Bandwidth(env, 1.0, 1.0)
+        """``jobs``: (submitted at, [(bytes, delay) per part]); the counts and each transfer's end (the link
+        made while the tally is installed, so that its speed is counted)."""
         ends: list[float] = []
 
         def job(at: float, parts: list[tuple[float, float]]) -> Any:
@@ -159,15 +158,21 @@ def test_sim_events_tells_each_sharing_timer_by_what_it_found(benchmark_script: 
 
         tally = events.Tally()
         with tally.installed():
+            env = simpy.Environment()
+            link = Bandwidth(env, 1.0, 1.0)
             for at, parts in jobs:
                 env.process(job(at, parts))
             env.run()
+        steps.append(tally.steps)
         return dict(tally.counts), ends
 
+    steps: list[int] = []
     # 2 bytes at t = 0, due at 2; 10 bytes from t = 1 halve its rate: 1 byte left at 1/2 → done at 3 (the
-    # timer set for 2 fires early), and the 10 bytes end at 3 + (10 − 1) = 12
+    # timer set for 2 fires early), and the 10 bytes end at 3 + (10 − 1) = 12. The link's speed is looked
+    # up each time its sharers change, 4 times (two arrivals, two departures), and never to walk a calendar
+    # (no job was submitted ahead)
     counts, ends = run([(0, [(2, 0)]), (1, [(10, 0)])])
-    assert counts == {"early": 1, "served": 2} and ends == pytest.approx([3, 12])
+    assert counts == {"early": 1, "served": 2} and ends == pytest.approx([3, 12]) and steps == [4]
     # 10 bytes at t = 0, due at 10; half a byte from t = 1 ends at 2, replacing that timer (stale at 10):
     # 10 − 1 − 0.5 = 8.5 bytes left alone → done at 10.5
     counts, ends = run([(0, [(10, 0)]), (1, [(0.5, 0)])])
@@ -181,3 +186,4 @@ def test_sim_events_tells_each_sharing_timer_by_what_it_found(benchmark_script: 
     from simasgd.sim import sharing
 
     assert sharing.SharedServer._complete.__name__ == "_complete"
+    assert sharing.SharedServer.__init__.__name__ == "__init__"
