@@ -15,7 +15,8 @@ Each SimPy event of the run is one of:
 - every other event (*other*: the workers' steps, the CPUs' grants, the locks).
 
 Beside the events, the sharing servers' *steps*: each look-up of a server's speed, one each time its sharers
-change (a job taken in, a departure) and one for each entry of its calendar looked at to set its timer.
+change (a job taken in, a departure), one for each job submitted ahead (could it end before the live timer?)
+and one for each entry of its calendar looked at to set its timer.
 """
 
 from __future__ import annotations
