@@ -102,13 +102,7 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"kendall_tau_b: paired 1-d samples needed, got shapes {a.shape} and {b.shape}")
-    i, j = np.triu_indices(len(a), k=1)
-    sa = np.sign(np.greater(a[i], a[j]).astype(int) - np.less(a[i], a[j]).astype(int))
-    sb = np.sign(np.greater(b[i], b[j]).astype(int) - np.less(b[i], b[j]).astype(int))
-    pairs = len(i)
-    ties_x, ties_y = int(np.sum(sa == 0)), int(np.sum(sb == 0))
-    denom = math.sqrt((pairs - ties_x) * (pairs - ties_y))
-    return float(np.sum(sa * sb) / denom) if denom > 0 else math.nan
+    return float(_tau_b_rows(a[None, :], b[None, :])[0])
 
 
 def machine_fastest(runs: Mapping[str, Sequence[float]], higher_is_faster: bool) -> str | None:
@@ -118,12 +112,10 @@ def machine_fastest(runs: Mapping[str, Sequence[float]], higher_is_faster: bool)
     if len(runs) < 2:
         return None
     sign = 1.0 if higher_is_faster else -1.0
-    score = {k: sign * np.asarray(v, dtype=float) for k, v in runs.items()}  # higher is faster from here
-    means = {k: float(np.mean(v)) if len(v) else -math.inf for k, v in score.items()}
+    means = {k: sign * float(np.mean(v)) if len(v) else -math.inf for k, v in runs.items()}  # higher is faster
     best = max(means, key=lambda k: means[k])
-    worst_of_best = float(np.min(score[best])) if len(score[best]) else -math.inf
-    beaten = all(len(v) > 0 and worst_of_best > float(np.max(v)) for k, v in score.items() if k != best)
-    return best if beaten else None
+    decided = set(decided_pairs(runs, higher_is_faster))
+    return best if all((best, k) in decided for k in runs if k != best) else None
 
 
 def decided_pairs(runs: Mapping[str, Sequence[float]], higher_is_faster: bool) -> list[tuple[str, str]]:
