@@ -225,7 +225,7 @@ def test_corpus_score_pools_coverage_over_cells_and_metrics() -> None:
     assert doc["per_metric"]["updates_per_s"]["runs"] == 6 and doc["per_metric"]["updates_to_eps"]["runs"] == 0
     assert set(doc["per_cell"]) == {"a", "b"}
     row = band_table([m])[0]
-    assert len(row) == len(BAND_HEAD) and row[2].startswith(f"{m.band_coverage[0]}/9")
+    assert len(row) == len(BAND_HEAD) and row[2] == "none" and row[3].startswith(f"{m.band_coverage[0]}/9")
 
 
 # --- two placements of the host's CPUs: the band of a mixture -----------------------------------------------
@@ -283,3 +283,81 @@ def test_check_mixes_the_other_placement_only_where_given_a_share() -> None:
     both = pb.check(sim, measured, host, other=far, share=0.3)["updates_per_s"]
     assert one.inside == 2 and both.inside == 3 and both.band.other == pytest.approx(0.3)
     assert pb.check(sim, measured, host, other=far, share=0.0)["updates_per_s"].band == one.band
+
+
+# --- the model's own error, fitted on other machines ------------------------------------------------------
+
+def test_a_known_model_error_adds_its_variance_to_every_metric() -> None:
+    # Simulated runs that all agree: the band is exp(±z √(σ_host² + σ_model²)) around them on a time-based metric,
+    # exp(±z σ_model) on τ̄ (no host term), exactly; on the linear scale (a zero among the runs) σ_model is relative.
+    x0, host, model = 800.0, 0.06, 0.08
+    ups = pb.predictive("updates_per_s", [x0] * 3, host, model_sigma=model)
+    assert ups is not None and ups.model == model and math.isinf(ups.df)
+    assert ups.width == pytest.approx(2 * Z90 * math.hypot(host, model), rel=1e-12)
+    assert ups.center == pytest.approx(x0, rel=1e-12)
+    tau = pb.predictive("mean_staleness", [2.0] * 4, host, model_sigma=model)
+    assert tau is not None and tau.width == pytest.approx(2 * Z90 * model, rel=1e-12)
+    lin = pb.predictive("mean_staleness", [0.0, 2.0, 4.0], model_sigma=model)  # mean 2, sd 2, R = 3
+    plain = pb.predictive("mean_staleness", [0.0, 2.0, 4.0])
+    assert lin is not None and plain is not None and lin.scale == "linear"
+    v_sim, v_model = 4.0 * (1 + 1 / 3), (model * 2.0) ** 2
+    df = (v_sim + v_model) ** 2 / (v_sim ** 2 / 2)
+    assert lin.high - lin.center == pytest.approx(stats.t.ppf(0.95, df) * math.sqrt(v_sim + v_model), rel=1e-9)
+    assert plain.high - plain.center == pytest.approx(stats.t.ppf(0.95, 2) * math.sqrt(v_sim), rel=1e-9)
+
+
+def test_the_fitted_model_error_is_the_90th_percentile_of_a_known_lognormal_one() -> None:
+    # The simulator's runs agree within each cell (no spread of their own), the machine's are theirs times a
+    # lognormal factor of σ0 = 0.2: the least σ whose bands hold 90% of the measured runs is the 90th percentile of
+    # |log factor| over z, σ0 within its sampling error (the quantile's se: √(p(1-p)/n) over the density of |Y|
+    # there, 2φ(z)/σ0) and the grid's step. τ̄ runs measured as simulated need no model error.
+    rng = np.random.default_rng(11)
+    sigma0, cells, runs = 0.2, 1000, 3
+    centers = rng.uniform(100, 5000, size=cells)
+    cases = [pb.Case({"updates_per_s": [c] * runs, "mean_staleness": [1.5, 1.6, 1.7]},
+                     {"updates_per_s": list(c * np.exp(rng.normal(0, sigma0, runs))),
+                      "mean_staleness": [1.55, 1.6, 1.65]})
+             for c in centers]
+    fitted = pb.fit_model_error(cases, "constructed")
+    se = math.sqrt(0.9 * 0.1 / (cells * runs)) / (2 * stats.norm.pdf(Z90) / sigma0) / Z90
+    assert abs(fitted.of("updates_per_s") - sigma0) <= 3 * se + pb.MODEL_STEP, (fitted.sigma, se)
+    assert fitted.of("mean_staleness") == 0.0 and "time_to_eps" not in fitted.sigma
+    assert fitted.cells == cells and fitted.source == "constructed"
+    # the bands it gives hold 90% of the runs it was fitted on, and one step less does not
+    def share(s: float) -> float:
+        model = pb.ModelError({"updates_per_s": s}, "")
+        inside, total = pb.coverage(b for k in cases
+                                    if (b := pb.check(k.predicted, k.measured, None, model=model).get("updates_per_s")))
+        return inside / total
+    assert share(fitted.of("updates_per_s")) >= 0.9 > share(fitted.of("updates_per_s") - pb.MODEL_STEP)
+    back = pb.ModelError.from_json(json.loads(json.dumps(fitted.to_json())))
+    assert back == pb.ModelError(dict(fitted.sigma), fitted.source, fitted.cells)
+
+
+def test_each_machine_takes_the_model_error_of_the_others_cells() -> None:
+    from simasgd.corpus.score import CellScore, MachineScore, band_table, held_out_model_error
+
+    rng = np.random.default_rng(5)
+
+    def machine(name: str, factor_sigma: float) -> MachineScore:
+        cells = []
+        for i in range(60):
+            sim = list(1000.0 * np.exp(rng.normal(0, 0.01, 3)))
+            measured = list(1000.0 * np.exp(rng.normal(0, 0.01, 3) + rng.normal(0, factor_sigma)))
+            cells.append(CellScore(f"{name}{i}", runs={"sim": {"updates_per_s": sim},
+                                                        "measured": {"updates_per_s": measured}}))
+        return MachineScore(name, cells)
+
+    exact, off = machine("exact", 0.0), machine("off", 0.3)
+    before = exact.band_coverage
+    held_out_model_error([exact, off])
+    assert exact.model is not None and off.model is not None
+    assert exact.model.source == "fitted on off" and off.model.source == "fitted on exact"
+    # the exact machine's bands learn the other's misses (σ near 0.3), the other's nothing (its σ from the exact)
+    assert exact.model.of("updates_per_s") > 0.15 and off.model.of("updates_per_s") < 0.05
+    assert exact.band_coverage[0] >= before[0] and exact.band_sharpness > 3
+    assert band_table([exact])[0][2].split(" / ")[1] == f"{exact.model.of('updates_per_s'):.3f}"
+    assert exact.to_json()["bands"]["model_error"]["sigma_log"]["updates_per_s"] == exact.model.of("updates_per_s")
+    lone = machine("lone", 0.3)
+    held_out_model_error([lone])
+    assert lone.model is None

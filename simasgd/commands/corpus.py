@@ -98,6 +98,9 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               placements: bool = typer.Option(True, "--placements/--one-placement", help=(
                   "Bands of two or more workers mix in the host's far placement, where its core-to-core probes "
                   "saw one (each such cell simulated twice); --one-placement: the calibrated placement alone.")),
+              model_error: bool = typer.Option(True, "--model-error/--no-model-error", help=(
+                  "Each machine's bands take the model's error fitted on the other machines' cells (two or more "
+                  "machines scored); --no-model-error: the simulator's and the host's spreads alone.")),
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
@@ -126,11 +129,14 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     for e in entries:
         console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
         results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh, placements=placements))
+    if model_error:
+        score.held_out_model_error(results)
     _print(results, cells)
     _print_bands(results)
     _print_ranking(results)
     if out is not None:
         out.write_text(json.dumps({"overrides": sim, "refresh": refresh, "placements": placements,
+                                   "model_error": model_error,
                                    "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
 
@@ -185,7 +191,8 @@ def _print_bands(results: list[MachineScore]) -> None:
     """Per machine, the simulated 90% bands against the measured runs (simasgd.evaluation.prediction_band):
     coverage (the
     share of measured runs inside their band, every cell and metric) and sharpness (the band's width over the
-    measured runs' own 90% spread, median over cells), as Markdown; then what each machine's host noise is."""
+    measured runs' own 90% spread, median over cells), as Markdown; then what each machine's host noise and
+    model error are."""
     from simasgd.corpus import score
 
     lines = ["", "| " + " | ".join(score.BAND_HEAD) + " |", "|" + "---|" * len(score.BAND_HEAD)]
@@ -198,3 +205,6 @@ def _print_bands(results: list[MachineScore]) -> None:
         con.print(f"{r.machine}: host noise {what}", markup=False, soft_wrap=True)
         if r.placement is not None:
             con.print(f"{r.machine}: placement: {r.placement.text()}", markup=False, soft_wrap=True)
+        if r.model is not None:
+            con.print(f"{r.machine}: model error σ (log) {r.model.text()}, {r.model.source} ({r.model.cells} cells)",
+                      markup=False, soft_wrap=True)

@@ -50,15 +50,24 @@ class CellScore:
     # more workers), per metric, one value per run over the versions both made (band_runs)
     runs: dict[str, dict[str, list[float]]] | None = None
 
-    def band_checks(self, host: prediction_band.HostNoise | None,
-                    where: Placement | None = None) -> dict[str, prediction_band.BandCheck]:
+    def band_checks(self, host: prediction_band.HostNoise | None, where: Placement | None = None,
+                    model: prediction_band.ModelError | None = None) -> dict[str, prediction_band.BandCheck]:
         """The simulated runs' 90% bands (with the machine's ``host`` noise; with ``where``, mixed with the runs
-        in its far placement at its share) against the measured runs."""
-        if self.runs is None:
+        in its far placement at its share; with ``model``'s error) against the measured runs."""
+        case = self.case(host, where)
+        if case is None:
             return {}
+        return prediction_band.check(case.predicted, case.measured, case.host, other=case.other, share=case.share,
+                                     model=model)
+
+    def case(self, host: prediction_band.HostNoise | None,
+             where: Placement | None = None) -> prediction_band.Case | None:
+        """The cell's runs as its bands are judged on them (None: the cell was not simulated)."""
+        if self.runs is None:
+            return None
         other = self.runs.get("other") if where is not None else None
-        return prediction_band.check(self.runs["sim"], self.runs["measured"], host, other=other,
-                                     share=where.share if where is not None and other is not None else 0.0)
+        return prediction_band.Case(self.runs["sim"], self.runs["measured"], host, other,
+                                    where.share if where is not None and other is not None else 0.0)
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -79,9 +88,15 @@ class MachineScore:
     seconds: float = 0.0
     host: prediction_band.HostNoise | None = None  # the machine's host noise, its bands' (host_noise_of_entry)
     placement: Placement | None = None  # the host's far placement, mixed into the bands (placement.of_entry)
+    # the model's error in the bands, fitted on the other machines' cells (held_out_model_error); None: not in them
+    model: prediction_band.ModelError | None = None
 
     def band_checks(self) -> list[prediction_band.BandCheck]:
-        return [b for c in self.cells for b in c.band_checks(self.host, self.placement).values()]
+        return [b for c in self.cells for b in c.band_checks(self.host, self.placement, self.model).values()]
+
+    def cases(self) -> list[prediction_band.Case]:
+        """Every simulated cell's runs as its bands are judged on them."""
+        return [k for c in self.cells if (k := c.case(self.host, self.placement)) is not None]
 
     @property
     def band_coverage(self) -> tuple[int, int]:
@@ -96,14 +111,17 @@ class MachineScore:
     def bands_json(self) -> dict[str, Any]:
         inside, total = self.band_coverage
         per_metric = {m: {"inside": (cov := prediction_band.coverage(
-            cs := [b for c in self.cells if (b := c.band_checks(self.host, self.placement).get(m)) is not None]))[0],
+            cs := [b for c in self.cells
+                   if (b := c.band_checks(self.host, self.placement, self.model).get(m)) is not None]))[0],
             "runs": cov[1], "sharpness": _finite_or_none(prediction_band.sharpness(cs))}
             for m in prediction_band.METRICS}
         return {"level": prediction_band.LEVEL, "host_noise": None if self.host is None else self.host.to_json(),
                 "placement": None if self.placement is None else self.placement.to_json(),
+                "model_error": None if self.model is None else self.model.to_json(),
                 "inside": inside, "runs": total, "coverage": inside / total if total else None,
                 "sharpness": _finite_or_none(self.band_sharpness), "per_metric": per_metric,
-                "per_cell": {c.cell: {m: b.to_json() for m, b in c.band_checks(self.host, self.placement).items()}
+                "per_cell": {c.cell: {m: b.to_json()
+                                      for m, b in c.band_checks(self.host, self.placement, self.model).items()}
                              for c in self.cells if c.runs is not None}}
 
     @property
@@ -168,6 +186,18 @@ class MachineScore:
                               "speeds": None if c.speeds is None else c.speeds.to_json(),
                               "values": {k: (v if math.isfinite(v) else None) for k, v in c.values.items()}}
                              for c in self.cells]}
+
+
+def held_out_model_error(scores: list[MachineScore]) -> None:
+    """Each machine's bands take the model error fitted on every other machine's cells
+    (:func:`simasgd.evaluation.prediction_band.fit_model_error`): a band never learns from the runs it is judged
+    on. Nothing is set with fewer than two machines."""
+    if len(scores) < 2:
+        return
+    for s in scores:
+        others = [o for o in scores if o is not s]
+        cases = [k for o in others for k in o.cases()]
+        s.model = prediction_band.fit_model_error(cases, "fitted on " + ", ".join(o.machine for o in others))
 
 
 def judge(cell: Cell, sim: Any) -> CellScore:
@@ -371,13 +401,16 @@ def band_table(scores: list[MachineScore]) -> list[list[str]]:
         per = s.bands_json()["per_metric"]
         rows.append([s.machine, "none" if s.host is None else f"{s.host.sigma:.3f} ({s.host.samples} "
                      f"{'probes' if 'probe' in s.host.source else 'workloads'})",
+                     "none" if s.model is None else " / ".join(f"{s.model.of(m):.3f}" for m in prediction_band.METRICS),
                      f"{inside}/{total} = {inside / total:.0%}" if total else "n/a", _fmt_ratio(s.band_sharpness),
                      *(f"{p['inside'] / p['runs']:.0%}, {_fmt_ratio(p['sharpness'])}" if p["runs"] else "n/a"
                        for p in (per[m] for m in prediction_band.METRICS))])
     return rows
 
 
-BAND_HEAD = ("machine", "host σ (log)", "coverage", "sharpness",
+BAND_HEAD = ("machine", "host σ (log)",
+             "model σ (log): " + " / ".join(prediction_band.LABELS[m] for m in prediction_band.METRICS),
+             "coverage", "sharpness",
              *(f"{prediction_band.LABELS[m]}: coverage, sharpness" for m in prediction_band.METRICS))
 
 

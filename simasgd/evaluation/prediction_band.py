@@ -18,10 +18,15 @@ worker, is taken on its own scale and the host term below is relative to the run
   samples (:func:`calibration_spread`) or, where there are enough of them, from drift probes — the gradient
   re-timed right before measured runs (:func:`drift_spread`).
 
-The band is μ ± t · √V with V = σ_sim²·(1 + 1/R) + σ_host², back-transformed. With R small, σ_sim is
+A third term, ``m ~ N(0, σ_model²)`` on every metric, is the model's own error: what separates the simulator
+from a machine beyond both spreads above (a mechanism it lacks, a profile key that does not carry). It is
+fitted on machines other than the one predicted (:func:`fit_model_error`: the least σ_model whose bands hold
+the level of their measured runs), so a corpus machine's bands never learn from its own runs.
+
+The band is μ ± t · √V with V = σ_sim²·(1 + 1/R) + σ_host² + σ_model², back-transformed. With R small, σ_sim is
 itself uncertain, so the quantile is Student's t, with the Welch–Satterthwaite degrees of freedom
-df = V² / ((σ_sim²·(1 + 1/R))² / (R − 1)) (σ_host is taken as known: df → ∞ and t → z when the simulator's
-runs agree). For normal (log-normal) runs this interval holds a further run 90% of the time whatever R ≥ 2
+df = V² / ((σ_sim²·(1 + 1/R))² / (R − 1)) (σ_host and σ_model are taken as known: df → ∞ and t → z when the
+simulator's runs agree). For normal (log-normal) runs this interval holds a further run 90% of the time whatever R ≥ 2
 is; empirical quantiles of R runs cannot (R = 3 runs span a further run only (R − 1)/(R + 1) = 50% of the
 time). The price at small R is width: at R = 3 the t quantile with 2 degrees of freedom is 2.92 against
 z = 1.645. With fewer than 2 runs there is no spread to estimate and no band.
@@ -84,6 +89,32 @@ class HostNoise:
 
 
 @dataclass(frozen=True)
+class ModelError:
+    """The model's own error: per metric of :data:`METRICS` the σ of a factor between the simulator's runs and a
+    machine's beyond their spreads (log scale; relative to the runs' mean on a linear one), fitted on
+    ``cells`` cells of the machines ``source`` names (:func:`fit_model_error`)."""
+
+    sigma: Mapping[str, float]
+    source: str
+    cells: int = 0
+
+    def of(self, metric: str) -> float:
+        return float(self.sigma.get(metric, 0.0))
+
+    def text(self) -> str:
+        return ", ".join(f"{LABELS[m]} {self.sigma[m]:.3f}" for m in METRICS if m in self.sigma)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sigma_log": {m: self.sigma[m] for m in METRICS if m in self.sigma}, "source": self.source,
+                "cells": self.cells}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ModelError:
+        return cls({str(m): float(v) for m, v in dict(d["sigma_log"]).items()}, str(d.get("source", "")),
+                   int(d.get("cells", 0)))
+
+
+@dataclass(frozen=True)
 class Band:
     """A metric's central band: ``low`` ≤ ``center`` ≤ ``high``, from ``runs`` runs; ``scale`` is the scale it
     was built on, ``df`` the t quantile's degrees of freedom (inf: the normal's), ``host`` whether the host's
@@ -99,6 +130,7 @@ class Band:
     host: bool
     level: float = LEVEL
     other: float = 0.0  # the weight of the host's other placements mixed into it (mixture); 0: one placement
+    model: float = 0.0  # the model error's σ in it (ModelError); 0: none
 
     def contains(self, x: float) -> bool:
         # a relative tolerance: runs that all agree give a band of one point, which their own values must meet
@@ -116,24 +148,26 @@ class Band:
     def to_json(self) -> dict[str, Any]:
         return {"low": self.low, "high": self.high, "center": self.center, "runs": self.runs, "scale": self.scale,
                 "df": None if math.isinf(self.df) else self.df, "host": self.host, "level": self.level,
-                **({"other_placement": self.other} if self.other else {})}
+                **({"other_placement": self.other} if self.other else {}),
+                **({"model_sigma": self.model} if self.model else {})}
 
 
-def predictive(metric: str, values: Iterable[float], host_sigma: float = 0.0, level: float = LEVEL) -> Band | None:
+def predictive(metric: str, values: Iterable[float], host_sigma: float = 0.0, level: float = LEVEL,
+               model_sigma: float = 0.0) -> Band | None:
     """The band of one more run of ``metric`` given ``values`` (one per run; NaN, a run that never reached ε,
-    left out); ``host_sigma`` is the host's σ (applied to :data:`TIME_BASED` metrics only). None with fewer
-    than 2 finite values."""
-    c = _component(metric, values, host_sigma)
+    left out); ``host_sigma`` is the host's σ (applied to :data:`TIME_BASED` metrics only), ``model_sigma`` the
+    model error's (every metric). None with fewer than 2 finite values."""
+    c = _component(metric, values, host_sigma, model_sigma=model_sigma)
     if c is None:
         return None
     q = float(special.ndtri((1 + level) / 2)) if math.isinf(c.df) else float(special.stdtrit(c.df, (1 + level) / 2))
     back = math.exp if c.log else float
     return Band(metric, back(c.mu - q * c.sd), back(c.mu + q * c.sd), back(c.mu), c.runs, "log" if c.log else "linear",
-                c.df, c.host, level)
+                c.df, c.host, level, model=model_sigma)
 
 
 def mixture(metric: str, parts: Sequence[tuple[float, Iterable[float]]], host_sigma: float = 0.0,
-            level: float = LEVEL) -> Band | None:
+            level: float = LEVEL, model_sigma: float = 0.0) -> Band | None:
     """The band of one more run that is, with probability ``w``, a run like ``values`` for each ``(w, values)``
     of ``parts`` (the host's placements, :mod:`simasgd.evaluation.placement`): the central ``level`` interval
     of the mixture of their :func:`predictive` distributions. Its center and degrees of freedom are the first
@@ -141,15 +175,15 @@ def mixture(metric: str, parts: Sequence[tuple[float, Iterable[float]]], host_si
     than 2 finite values drops out and the rest are reweighted; one part left gives :func:`predictive`'s band.
     Every part on the log scale, or else every part on the linear one."""
     values = [list(vals) for _, vals in parts]
-    each = [_component(metric, v, host_sigma) for v in values]
+    each = [_component(metric, v, host_sigma, model_sigma=model_sigma) for v in values]
     if each[0] is None:  # no band for the calibrated placement
         return None
     kept = [i for i, (w, _) in enumerate(parts) if i == 0 or (w > 0 and each[i] is not None)]
     if len(kept) == 1:
-        return predictive(metric, values[0], host_sigma, level)
+        return predictive(metric, values[0], host_sigma, level, model_sigma)
     comps = [each[i] for i in kept]
     if not all(c is not None and c.log for c in comps):  # a zero among some part's runs: all on the linear scale
-        comps = [_component(metric, values[i], host_sigma, force_linear=True) for i in kept]
+        comps = [_component(metric, values[i], host_sigma, True, model_sigma) for i in kept]
     log = comps[0] is not None and comps[0].log
     total = sum(parts[i][0] for i in kept)
     cs = [(parts[i][0] / total, c) for i, c in zip(kept, comps, strict=True) if c is not None]
@@ -161,7 +195,7 @@ def mixture(metric: str, parts: Sequence[tuple[float, Iterable[float]]], host_si
     main = cs[0][1]
     back = math.exp if log else float
     return Band(metric, back(lo), back(hi), back(main.mu), main.runs, "log" if log else "linear", main.df,
-                main.host, level, other=1 - cs[0][0])
+                main.host, level, other=1 - cs[0][0], model=model_sigma)
 
 
 @dataclass(frozen=True)
@@ -178,7 +212,7 @@ class _Component:
 
 
 def _component(metric: str, values: Iterable[float], host_sigma: float,
-               force_linear: bool = False) -> _Component | None:
+               force_linear: bool = False, model_sigma: float = 0.0) -> _Component | None:
     x = np.asarray([v for v in values if v is not None], dtype=float)
     x = x[np.isfinite(x)]
     r = len(x)
@@ -191,7 +225,8 @@ def _component(metric: str, values: Iterable[float], host_sigma: float,
     sim = s2 * (1 + 1 / r)
     # on the linear scale the host's relative σ is taken at the runs' mean (first order)
     h2 = (host_sigma if log else host_sigma * abs(mu)) ** 2 if host else 0.0
-    v = sim + h2
+    m2 = (model_sigma if log else model_sigma * abs(mu)) ** 2
+    v = sim + h2 + m2
     df = math.inf if sim == 0 else v ** 2 / (sim ** 2 / (r - 1))
     return _Component(mu, math.sqrt(v), df, log, r, host)
 
@@ -220,19 +255,20 @@ def _quantile(cdf: Callable[[float], float], cs: Sequence[tuple[float, _Componen
 
 def bands(per_run: Mapping[str, Sequence[float]], host: HostNoise | None = None,
           level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
-          share: float = 0.0) -> dict[str, Band]:
+          share: float = 0.0, model: ModelError | None = None) -> dict[str, Band]:
     """:func:`predictive` of every metric of :data:`METRICS` in ``per_run`` (metric → one value per run); with
     ``other``, the same runs in the host's other placement, the :func:`mixture` of both, ``share`` of it
-    ``other``'s."""
+    ``other``'s; with ``model``, its σ of each metric in the band."""
     sigma = host.sigma if host is not None else 0.0
     out = {}
     for m in METRICS:
         if m not in per_run:
             continue
+        ms = model.of(m) if model is not None else 0.0
         if other is not None and share > 0 and m in other:
-            b = mixture(m, [(1 - share, per_run[m]), (share, other[m])], sigma, level)
+            b = mixture(m, [(1 - share, per_run[m]), (share, other[m])], sigma, level, ms)
         else:
-            b = predictive(m, per_run[m], sigma, level)
+            b = predictive(m, per_run[m], sigma, level, ms)
         if b is not None:
             out[m] = b
     return out
@@ -483,11 +519,11 @@ class BandCheck:
 
 def check(predicted: Mapping[str, Sequence[float]], measured: Mapping[str, Sequence[float]],
           host: HostNoise | None, level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
-          share: float = 0.0) -> dict[str, BandCheck]:
+          share: float = 0.0, model: ModelError | None = None) -> dict[str, BandCheck]:
     """Per metric, the band of ``predicted``'s runs (with ``host``; mixed with ``other``'s, the runs in the
-    host's other placement, at ``share``: :func:`bands`) against ``measured``'s runs."""
+    host's other placement, at ``share``; with ``model``'s error: :func:`bands`) against ``measured``'s runs."""
     out = {}
-    for m, b in bands(predicted, host, level, other, share).items():
+    for m, b in bands(predicted, host, level, other, share, model).items():
         ms = [float(v) for v in measured.get(m, []) if v is not None and math.isfinite(v)]
         if not ms:
             continue
@@ -495,6 +531,58 @@ def check(predicted: Mapping[str, Sequence[float]], measured: Mapping[str, Seque
         sharp = b.width / spread if spread > 0 else math.nan
         out[m] = BandCheck(m, b, sum(b.contains(v) for v in ms), len(ms), sharp)
     return out
+
+
+@dataclass(frozen=True)
+class Case:
+    """One cell's runs as a band is judged on them (:func:`check`): the simulator's, the machine's, and the host
+    noise and far placement its band takes."""
+
+    predicted: Mapping[str, Sequence[float]]
+    measured: Mapping[str, Sequence[float]]
+    host: HostNoise | None = None
+    other: Mapping[str, Sequence[float]] | None = None
+    share: float = 0.0
+
+
+MODEL_STEP = 0.005  # the model error's σ (log scale) is fitted to this step
+MODEL_MAX = 2.0  # and at most this: a factor of e^(1.645·2) ≈ 27 either way at the 90% level
+
+
+def fit_model_error(cases: Sequence[Case], source: str, level: float = LEVEL) -> ModelError:
+    """Per metric, the least σ_model whose bands (:func:`check`) hold at least ``level`` of ``cases``' measured
+    runs: 0 where the simulator's and the host's spreads already do; a metric no case judges is left out.
+
+    Scanned up from 0 in steps of 10 × :data:`MODEL_STEP`, then in steps of :data:`MODEL_STEP` below the first
+    that holds. Coverage need not grow with σ_model everywhere: a known term raises the Welch–Satterthwaite
+    degrees of freedom, so the t quantile shrinks as √V grows and a band of few runs can narrow a little before
+    it widens; the scan takes the first σ that holds."""
+    sigma: dict[str, float] = {}
+    for m in METRICS:
+        judged = [c for c in cases if m in c.predicted and m in c.measured]
+
+        def holds(s: float, m: str = m, judged: list[Case] = judged) -> bool | None:
+            inside = total = 0
+            for c in judged:
+                b = check({m: c.predicted[m]}, c.measured, c.host, level, c.other, c.share,
+                          ModelError({m: s}, "")).get(m)
+                if b is not None:
+                    inside, total = inside + b.inside, total + b.runs
+            return None if total == 0 else inside >= level * total
+
+        if (first := holds(0.0)) is None:
+            continue
+        found = 0.0 if first else _first_holding(holds)
+        sigma[m] = round(found, 6)
+    return ModelError(sigma, source, len(cases))
+
+
+def _first_holding(holds: Callable[[float], bool | None]) -> float:
+    steps = round(MODEL_MAX / MODEL_STEP)
+    hi = next((k for k in range(10, steps + 1, 10) if holds(k * MODEL_STEP)), None)
+    if hi is None:
+        return MODEL_MAX
+    return MODEL_STEP * next((k for k in range(hi - 9, hi) if holds(k * MODEL_STEP)), hi)
 
 
 def coverage(checks: Iterable[BandCheck]) -> tuple[int, int]:
