@@ -140,6 +140,35 @@ def test_cli_add_list_score(measured: tuple[RunResult, Path, Path], tmp_path: Pa
     assert doc["ceiling"] == pytest.approx(fidelity.self_prediction(result, 3))
     res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "--machine", "nope"])
     assert res.exit_code == 2 and "no machine named nope" in res.output
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "--write-model-error"])
+    assert res.exit_code == 2 and "fitted over two or more" in res.output
+
+
+def test_the_model_error_is_held_out_per_machine_and_written_over_all(measured: tuple[RunResult, Path, Path],
+                                                                      tmp_path: Path) -> None:
+    from simasgd.formats import model_error_file
+
+    _, prof, root = measured
+    corpus = tmp_path / "corpus"
+    for name in ("tiny", "twin"):
+        res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "--profile", str(prof),
+                                       "--machine", name, "--corpus", str(corpus)])
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-s", "coherence=false",
+                                   "--write-model-error"])
+    assert res.exit_code == 2 and "an ablation's error is not the model's" in res.output
+    out = tmp_path / "s.json"
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-j", "1", "--json", str(out),
+                                   "--write-model-error"])
+    assert res.exit_code == 0, res.output
+    machines = json.loads(out.read_text())["machines"]
+    assert [m["bands"]["model_error"]["source"] for m in machines] == ["fitted on twin", "fitted on tiny"]
+    written = model_error_file.read(model_error_file.path_in(corpus))
+    assert written.machines == ["tiny", "twin"] and written.cells == 2 and set(written.sigma_log) <= {
+        "mean_staleness", "updates_per_s", "updates_to_eps", "time_to_eps"}
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-j", "1", "--json", str(out),
+                                   "--no-model-error"])
+    assert res.exit_code == 0 and json.loads(out.read_text())["machines"][0]["bands"]["model_error"] is None
 
 
 # --- a cell whose gradient drifted before its runs: predicted as compare predicts it --------------------

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from simasgd.evaluation import prediction_band as pb
+from simasgd.formats import model_error_file as files
 from simasgd.machines import profile
 from simasgd.machines.profile_model import Profile
 
@@ -146,8 +147,10 @@ def test_check_counts_runs_inside_and_the_width_against_their_spread() -> None:
         float(np.median([c.sharpness for c in checks.values()])))
 
 
-def test_host_noise_follows_the_result_and_record_writes_it(tmp_path: Path) -> None:
+def test_host_noise_follows_the_result_and_record_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from simasgd.runs.results import RunResult, RunSummary, curve_frame, empty_updates
+
+    monkeypatch.setenv("SIMASGD_CORPUS", str(tmp_path / "no-corpus"))  # no fitted model error: the host's alone
 
     runs = [RunSummary(i, 100, t, 100, t, False, False, 1.0, 0.1, 2.0 + i / 10, 100, 100 / t)
             for i, t in enumerate([1.0, 1.1, 0.9])]
@@ -185,6 +188,11 @@ def test_run_and_show_print_the_band_and_the_results_carry_it(tmp_path: Path,
     prof = tmp_path / "profile.toml"
     prof.write_text(profile.to_toml(entry.profile))
     monkeypatch.setenv("SIMASGD_PROFILE", str(prof))
+    corpus = tmp_path / "corpus"  # a corpus whose fitted model error is known
+    corpus.mkdir()
+    files.write(files.path_in(corpus), files.ModelErrorDoc(level=0.9, sigma_log={"updates_per_s": 0.2}, cells=40,
+                                                           machines=["m1", "m2"], simulator_commit="abc"))
+    monkeypatch.setenv("SIMASGD_CORPUS", str(corpus))
     monkeypatch.setenv("COLUMNS", "200")  # rich would wrap the band's cell at a narrow terminal's end
     out = tmp_path / "r"
     runner = CliRunner()
@@ -197,17 +205,28 @@ def test_run_and_show_print_the_band_and_the_results_carry_it(tmp_path: Path,
     bands = doc["metadata"]["bands"]
     rates = [r["updates_per_s"] for r in doc["runs"]]
     assert bands["updates_per_s"]["low"] < min(rates) and max(rates) < bands["updates_per_s"]["high"]
-    # the host's term alone makes the updates/s band at least exp(±z σ) around its centre
+    # the host's and the model's terms alone make the updates/s band at least exp(±z √(σ_h² + σ_m²)) around its
+    # centre; τ̄ takes no model error where the fit has none for it
     ups = bands["updates_per_s"]
-    assert math.log(ups["high"] / ups["low"]) >= 2 * Z90 * want.sigma * (1 - 1e-9)
+    assert ups["model_sigma"] == 0.2 and "model_sigma" not in bands["mean_staleness"]
+    assert math.log(ups["high"] / ups["low"]) >= 2 * Z90 * math.hypot(want.sigma, 0.2) * (1 - 1e-9)
+    assert doc["metadata"]["model_error"]["sigma_log"] == {"updates_per_s": 0.2}
     shown = runner.invoke(app, ["show", str(out)])
     assert shown.exit_code == 0, shown.output
     text = "".join(shown.output.split())  # rich wraps cells and lines where the terminal ends
-    band = pb.Band(**{k: v for k, v in ups.items() if k not in ("df", "other_placement")}
-                   | {"metric": "updates_per_s", "df": ups["df"] or math.inf, "other": ups.get("other_placement", 0.0)})
+    band = pb.Band(**{k: v for k, v in ups.items() if k not in ("df", "other_placement", "model_sigma")}
+                   | {"metric": "updates_per_s", "df": ups["df"] or math.inf, "other": ups.get("other_placement", 0.0),
+                      "model": ups["model_sigma"]})
     assert "90%band" in text and "".join(band.text().split()) in text
     assert "fromthecalibration'sgradientsamples" in text
-    assert pb.of_result(RunResult.load(out), pb.host_noise_for(RunResult.load(out)))["updates_per_s"] == band
+    assert "themodel'serror" in text and "fittedonthecorpus's2machines(m1,m2,simulatorabc)" in text
+    back = RunResult.load(out)
+    host = pb.host_noise_for(back)
+    assert pb.of_result(back, host, model=pb.model_error_for(back, host))["updates_per_s"] == band
+    # the fit recorded with the result stands when the corpus's changes
+    files.path_in(corpus).unlink()
+    assert pb.model_error_for(back, host) == pb.ModelError({"updates_per_s": 0.2}, back.metadata["model_error"]["source"],
+                                                           40)
 
 
 def test_corpus_score_pools_coverage_over_cells_and_metrics() -> None:
@@ -361,3 +380,26 @@ def test_each_machine_takes_the_model_error_of_the_others_cells() -> None:
     lone = machine("lone", 0.3)
     held_out_model_error([lone])
     assert lone.model is None
+
+
+def test_the_model_error_file_round_trips_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "model_error.json"
+    doc = files.ModelErrorDoc(level=0.9, sigma_log={"mean_staleness": 0.05, "time_to_eps": 0.1}, machines=["a", "b"],
+                              cells=97, simulator_commit=None)
+    files.write(path, doc)
+    assert files.read(path) == doc
+    assert pb.corpus_model_error(tmp_path) == pb.ModelError({"mean_staleness": 0.05, "time_to_eps": 0.1},
+                                                            "fitted on the corpus's 2 machines (a, b)", 97)
+    assert pb.corpus_model_error(tmp_path / "elsewhere") is None
+    raw = json.loads(path.read_text())
+    for change, said in (({"format": "other"}, "format 'other'"), ({"format_version": 9}, "newer than"),
+                         ({"sigma_log": {"tau": 0.1}}, "sigma_log.tau"), ({"machines": []}, "machines"),
+                         ({"level": 1.5}, "level")):
+        path.write_text(json.dumps(raw | change))
+        with pytest.raises(files.ModelErrorFileError, match=said) as e:
+            files.read(path)
+        assert str(path) in str(e.value)
+        assert pb.corpus_model_error(tmp_path) is None  # a band without it, not a crash
+    path.write_text("{")
+    with pytest.raises(files.ModelErrorFileError, match="not a model error file"):
+        files.read(path)

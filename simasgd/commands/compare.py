@@ -169,13 +169,14 @@ def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
         return
     a, b = results[p.label], results[r.label]
     simulated, host = prediction_band.inputs(a)  # its runs, and the host noise of the profile it ran on
+    model = prediction_band.model_error_for(a, host) if simulated else None
     share, other = prediction_band.other_placement(a)  # its runs in the far placement, whole (not cut)
     cut = analysis.common_version(a, b)
     if cut is not None:
         a, b = analysis.up_to_version(a, cut), analysis.up_to_version(b, cut)
     ref = prediction_band.per_run_of_stats(*run_stats(b))
     checks = prediction_band.check(prediction_band.per_run_of_stats(*run_stats(a)), ref, host, other=other,
-                                   share=share)
+                                   share=share, model=model)
     if not checks:
         return
     table = Table(title=f"{p.label}'s {prediction_band.LEVEL:.0%} band of one more run against {r.label}'s runs")
@@ -186,8 +187,8 @@ def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
         table.add_row(prediction_band.LABELS[m], c.band.text(), runs, f"{c.inside}/{c.runs}")
     con = console()
     con.print(table)
-    con.print(prediction_band.describe(p.runs, host, simulated, placement=prediction_band.far_placement(a)),
-              markup=False, soft_wrap=True)
+    con.print(prediction_band.describe(p.runs, host, simulated, placement=prediction_band.far_placement(a),
+                                       model=model), markup=False, soft_wrap=True)
 
 
 def print_drift(fid: Fidelity) -> None:

@@ -101,6 +101,9 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               model_error: bool = typer.Option(True, "--model-error/--no-model-error", help=(
                   "Each machine's bands take the model's error fitted on the other machines' cells (two or more "
                   "machines scored); --no-model-error: the simulator's and the host's spreads alone.")),
+              write_model_error: bool = typer.Option(False, "--write-model-error", help=(
+                  "Fit the model's error on every machine scored and write it beside the corpus machines "
+                  "(model_error.json): the bands run, show and compare give a calibrated machine take it.")),
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
@@ -114,6 +117,8 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     where = corpus or default_corpus()
     if out is not None:
         output_file(out, "--json")  # before the scoring: minutes of simulation, then nowhere to write
+    if write_model_error and overrides:
+        refuse("--write-model-error with --set: an ablation's error is not the model's (score without --set)")
     room = capacity.thread_room()
     if room is not None and jobs > room:
         refuse(f"--jobs {jobs}: more processes than this machine lets this one start (at most {room})")
@@ -124,6 +129,8 @@ def score_cmd(corpus: Path | None = CorpusOpt,
                                     f"(`simasgd corpus list` shows them)")
         sim = dict(loader.parse_override(o.removeprefix("sim.")) for o in overrides)
         entries = [store.load(p) for p in paths]
+    if write_model_error and len(entries) < 2:
+        refuse(f"--write-model-error: {len(entries)} machine scored; the model's error is fitted over two or more")
     n = jobs or len(os.sched_getaffinity(0))
     results = []
     for e in entries:
@@ -131,6 +138,8 @@ def score_cmd(corpus: Path | None = CorpusOpt,
         results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh, placements=placements))
     if model_error:
         score.held_out_model_error(results)
+    if write_model_error:
+        _write_model_error(where, results)
     _print(results, cells)
     _print_bands(results)
     _print_ranking(results)
@@ -139,6 +148,22 @@ def score_cmd(corpus: Path | None = CorpusOpt,
                                    "model_error": model_error,
                                    "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
+
+
+def _write_model_error(corpus: Path, results: list[MachineScore]) -> None:
+    """The model's error fitted on every cell of every machine scored, written beside the corpus machines."""
+    from simasgd.evaluation import prediction_band
+    from simasgd.formats import model_error_file as files
+    from simasgd.runs.metadata import git_commit
+
+    names = [r.machine for r in results]
+    fitted = prediction_band.fit_model_error([k for r in results for k in r.cases()], "")
+    doc = files.ModelErrorDoc(level=prediction_band.LEVEL, sigma_log=fitted.sigma,  # type: ignore[arg-type]
+                              machines=names, cells=fitted.cells, simulator_commit=git_commit())
+    path = files.path_in(corpus)
+    files.write(path, doc)
+    console().print(f"model error σ (log) {fitted.text()}, fitted on {fitted.cells} cells of {', '.join(names)}: "
+                    f"{path}", markup=False, soft_wrap=True)
 
 
 def _progress(total: int):  # noqa: ANN202 (a closure over a counter)

@@ -87,11 +87,12 @@ def result_bands(result: RunResult) -> tuple[dict[str, Band], str | None]:
     from simasgd.evaluation import prediction_band
 
     simulated, host = prediction_band.inputs(result)
-    bands = prediction_band.of_result(result, host)
+    model = prediction_band.model_error_for(result, host) if simulated else None
+    bands = prediction_band.of_result(result, host, model=model)
     if not bands:
         return {}, None
     return bands, prediction_band.describe(len(result.runs), host, simulated,
-                                           placement=prediction_band.far_placement(result))
+                                           placement=prediction_band.far_placement(result), model=model)
 
 
 def machine_line(result: RunResult) -> str | None:

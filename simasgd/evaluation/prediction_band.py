@@ -414,10 +414,42 @@ def far_placement(result: RunResult) -> Placement | None:
     return Placement.from_json(result.metadata["placement"]) if share > 0 else None
 
 
-def of_result(result: RunResult, host: HostNoise | None = None, level: float = LEVEL) -> dict[str, Band]:
-    """The result's bands; mixed with its runs in the host's far placement where those were simulated."""
+def of_result(result: RunResult, host: HostNoise | None = None, level: float = LEVEL,
+              model: ModelError | None = None) -> dict[str, Band]:
+    """The result's bands; mixed with its runs in the host's far placement where those were simulated; with
+    ``model``'s error (:func:`model_error_for`)."""
     share, other = other_placement(result)
-    return bands(per_run_of(result), host, level, other, share)
+    return bands(per_run_of(result), host, level, other, share, model)
+
+
+def model_error_for(result: RunResult, host: HostNoise | None) -> ModelError | None:
+    """The model error that belongs with ``result``'s bands: the one recorded with it (``metadata["model_error"]``),
+    else, for a simulated calibrated host (``host`` given), the corpus's (:mod:`simasgd.formats.model_error_file`,
+    beside the corpus machines) where it has been fitted. None for a preset machine: the corpus measures the
+    model on calibrated machines, not on data sheets."""
+    meta = result.metadata
+    if isinstance(meta.get("model_error"), Mapping):
+        return ModelError.from_json(meta["model_error"])
+    if host is None:
+        return None
+    return corpus_model_error()
+
+
+def corpus_model_error(corpus: Path | None = None) -> ModelError | None:
+    """The corpus's fitted model error (None where it has none, or its file cannot be read)."""
+    from simasgd.formats import model_error_file as files
+    from simasgd.machines.machine import corpus_folder
+
+    path = files.path_in(corpus or corpus_folder())
+    if not path.is_file():
+        return None
+    try:
+        doc = files.read(path)
+    except files.ModelErrorFileError:
+        return None
+    commit = f", simulator {doc.simulator_commit[:12]}" if doc.simulator_commit else ""
+    source = f"fitted on the corpus's {len(doc.machines)} machines ({', '.join(doc.machines)}{commit})"
+    return ModelError({str(m): v for m, v in doc.sigma_log.items()}, source, doc.cells)
 
 
 def simulate_far(result: RunResult, rerun: Callable[[], RunResult]) -> Placement | None:
@@ -449,20 +481,24 @@ def simulate_far(result: RunResult, rerun: Callable[[], RunResult]) -> Placement
 
 
 def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dict[str, Band]:
-    """Write ``result``'s bands (``metadata["bands"]``: metric → :meth:`Band.to_json`) and the host noise they
-    used (``metadata["host_noise"]``, absent without one) into its results folder's ``summary.json``, and into
-    ``result.metadata``, with its runs in the host's far placement where those were simulated
-    (``metadata["placement"]``). All are derived figures in the free-form metadata: the results format is
-    unchanged, and a folder without them gets the same bands on read (:func:`host_noise_for`)."""
+    """Write ``result``'s bands (``metadata["bands"]``: metric → :meth:`Band.to_json`), the host noise and model
+    error they used (``metadata["host_noise"]``, ``metadata["model_error"]``, each absent without one) into its
+    results folder's ``summary.json``, and into ``result.metadata``, with its runs in the host's far placement
+    where those were simulated (``metadata["placement"]``). All are derived figures in the free-form metadata:
+    the results format is unchanged, and a folder without them gets the same bands on read
+    (:func:`host_noise_for`, :func:`model_error_for`) while the profile and the corpus's fit stay as they were."""
     import json
 
     from simasgd.formats.atomicio import atomic_write_text
     from simasgd.runs.results import FORMAT, FORMAT_VERSION, read_versioned_json
 
-    found = of_result(result, host)
+    model = model_error_for(result, host)
+    found = of_result(result, host, model=model)
     extra: dict[str, Any] = {"bands": {m: b.to_json() for m, b in found.items()}}
     if host is not None:
         extra["host_noise"] = host.to_json()
+    if model is not None:
+        extra["model_error"] = model.to_json()
     if "placement" in result.metadata:
         extra["placement"] = result.metadata["placement"]
     path = Path(folder) / "summary.json"
@@ -474,8 +510,9 @@ def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dic
 
 
 def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: float = LEVEL,
-             placement: Placement | None = None) -> str:
-    """One line: what the bands are made of (``placement``: the host's far placement mixed in)."""
+             placement: Placement | None = None, model: ModelError | None = None) -> str:
+    """One line: what the bands are made of (``placement``: the host's far placement mixed in; ``model``: the
+    model error in them)."""
     head = f"{level:.0%} bands of one more run (Student's t on the log scale, {result_runs} runs)"
     if not simulated:
         return f"{head}: these runs' own spread, the host's noise in it"
@@ -484,6 +521,8 @@ def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: f
     else:
         line = (f"{head}: the simulator's spread and the host's noise on updates/s and time to ε, "
                 f"σ = {host.sigma:.3f} on the log scale, from {host.source}")
+    if model is not None:
+        line += f"; the model's error, σ on the log scale {model.text()}, {model.source}"
     if placement is not None:
         line += f"; mixed with the same runs simulated in the far placement: {placement.text()}"
     return line
