@@ -204,7 +204,7 @@ step_topology() {
 step_many_cores() {
   local threads
   if [ -n "$TINY" ]; then
-    $PY benchmarks/many_cores.py "$WORK/many_cores" --threads 1 2 --algorithms mutex --max-updates 200 \
+    $PY benchmarks/many_cores.py "$WORK/many_cores" --threads 1 2 --algorithms mutex --max-updates 60 \
       --max-time-s 2 --no-score
   else
     read -r -a threads <<<"$(at_most "$(ncpus)" 1 2 4 8 16)"
@@ -219,7 +219,7 @@ step_salvage() {  # the cells measured before many_cores.py was cut, as the entr
 }
 step_ek() {
   if [ -n "$TINY" ]; then
-    $PY benchmarks/device_check.py ek-cells "$WORK/ek" --threads 2 --algorithms hogwild --updates 200 --samples 2000
+    $PY benchmarks/device_check.py ek-cells "$WORK/ek" --threads 2 --algorithms hogwild --updates 60 --samples 1000
   else
     read -r -a threads <<<"$(at_most "$(ncpus)" 7 8)"
     $PY benchmarks/device_check.py ek-cells "$WORK/ek" --threads "${threads[@]}" --updates 2000

@@ -48,8 +48,8 @@ def mlp_doc(tiny: bool) -> dict[str, Any]:
     return {"name": "gpu-check-mlp", "seed": 7, "workers": {"count": 1},
             "workload": {**wl, "dataset": "synthetic", "dtype": "float32"},
             "algorithm": {"name": "hogwild"}, "optimizer": {"lr": 0.01},
-            "stop": {"max_updates": 24 if tiny else 3_000_000, "max_time_s": 60 if tiny else 1.5,
-                     "eval_every_updates": 8 if tiny else 10_000_000}}
+            "stop": {"max_updates": 12 if tiny else 3_000_000, "max_time_s": 60 if tiny else 1.5,
+                     "eval_every_updates": 4 if tiny else 10_000_000}}
 
 
 def cnn_doc(tiny: bool) -> dict[str, Any]:
