@@ -403,3 +403,34 @@ def test_the_model_error_file_round_trips_and_refuses_what_it_cannot_read(tmp_pa
     path.write_text("{")
     with pytest.raises(files.ModelErrorFileError, match="not a model error file"):
         files.read(path)
+
+
+def test_each_algorithm_takes_its_own_model_error_where_it_had_cells_enough() -> None:
+    # Two algorithms the simulator gets exactly and one it misses by a lognormal factor of σ0: the fit gives the
+    # missed one about σ0 and the exact ones 0, where the pooled σ is in between; an algorithm with fewer than
+    # MIN_ALGORITHM_CELLS cells (or none) takes the pooled σ.
+    rng = np.random.default_rng(12)
+    sigma0 = 0.3
+
+    def cases(algorithm: str, n: int, factor: float) -> list[pb.Case]:
+        return [pb.Case({"updates_per_s": [100.0] * 3},
+                        {"updates_per_s": list(100.0 * np.exp(rng.normal(0, factor, 3)))}, algorithm=algorithm)
+                for _ in range(n)]
+
+    few = cases("rare", pb.MIN_ALGORITHM_CELLS - 1, sigma0)
+    fitted = pb.fit_model_error(cases("exact", 300, 0.0) + cases("exact2", 300, 0.0) + cases("off", 300, sigma0)
+                                + few, "constructed")
+    assert set(fitted.by_algorithm) == {"exact", "exact2", "off"}
+    se = math.sqrt(0.9 * 0.1 / 900) / (2 * stats.norm.pdf(Z90) / sigma0) / Z90
+    assert abs(fitted.of("updates_per_s", "off") - sigma0) <= 3 * se + pb.MODEL_STEP
+    assert fitted.of("updates_per_s", "exact") == 0.0 == fitted.of("updates_per_s", "exact2")
+    pooled = fitted.of("updates_per_s")
+    assert 0.0 < pooled < fitted.of("updates_per_s", "off")
+    assert fitted.of("updates_per_s", "rare") == pooled == fitted.of("updates_per_s", None)
+    assert fitted.of("mean_staleness", "off") == 0.0  # a metric nobody judged: no error
+    assert "(off's)" in fitted.text("off") and "(" not in fitted.text("rare")
+    # the bands a case takes are its algorithm's
+    case = few[0]
+    own = pb.check(case.predicted, case.measured, None, model=fitted, algorithm="off")["updates_per_s"]
+    assert own.band.model == fitted.of("updates_per_s", "off")
+    assert pb.ModelError.from_json(json.loads(json.dumps(fitted.to_json()))) == fitted

@@ -158,8 +158,9 @@ def _write_model_error(corpus: Path, results: list[MachineScore]) -> None:
 
     names = [r.machine for r in results]
     fitted = prediction_band.fit_model_error([k for r in results for k in r.cases()], "")
-    doc = files.ModelErrorDoc(level=prediction_band.LEVEL, sigma_log=fitted.sigma,  # type: ignore[arg-type]
-                              machines=names, cells=fitted.cells, simulator_commit=git_commit())
+    doc = files.ModelErrorDoc.model_validate({
+        "level": prediction_band.LEVEL, "sigma_log": fitted.sigma, "by_algorithm": fitted.by_algorithm,
+        "machines": names, "cells": fitted.cells, "simulator_commit": git_commit()})
     path = files.path_in(corpus)
     files.write(path, doc)
     console().print(f"model error σ (log) {fitted.text()}, fitted on {fitted.cells} cells of {', '.join(names)}: "
@@ -231,5 +232,6 @@ def _print_bands(results: list[MachineScore]) -> None:
         if r.placement is not None:
             con.print(f"{r.machine}: placement: {r.placement.text()}", markup=False, soft_wrap=True)
         if r.model is not None:
-            con.print(f"{r.machine}: model error σ (log) {r.model.text()}, {r.model.source} ({r.model.cells} cells)",
-                      markup=False, soft_wrap=True)
+            own = "; ".join(f"{a}: {r.model.text(a)}" for a in sorted(r.model.by_algorithm))
+            con.print(f"{r.machine}: model error σ (log) {r.model.text()}{'; by algorithm: ' + own if own else ''}; "
+                      f"{r.model.source} ({r.model.cells} cells)", markup=False, soft_wrap=True)

@@ -92,7 +92,8 @@ def result_bands(result: RunResult) -> tuple[dict[str, Band], str | None]:
     if not bands:
         return {}, None
     return bands, prediction_band.describe(len(result.runs), host, simulated,
-                                           placement=prediction_band.far_placement(result), model=model)
+                                           placement=prediction_band.far_placement(result), model=model,
+                                           algorithm=prediction_band.algorithm_of(result))
 
 
 def machine_line(result: RunResult) -> str | None:

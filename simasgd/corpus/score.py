@@ -49,6 +49,7 @@ class CellScore:
     # per side ("sim", "measured"; "other": the simulator's runs in the host's far placement, cells of two or
     # more workers), per metric, one value per run over the versions both made (band_runs)
     runs: dict[str, dict[str, list[float]]] | None = None
+    algorithm: str | None = None  # the cell's algorithm (its scenario's algorithm.name): whose model error it takes
 
     def band_checks(self, host: prediction_band.HostNoise | None, where: Placement | None = None,
                     model: prediction_band.ModelError | None = None) -> dict[str, prediction_band.BandCheck]:
@@ -58,7 +59,7 @@ class CellScore:
         if case is None:
             return {}
         return prediction_band.check(case.predicted, case.measured, case.host, other=case.other, share=case.share,
-                                     model=model)
+                                     model=model, algorithm=case.algorithm)
 
     def case(self, host: prediction_band.HostNoise | None,
              where: Placement | None = None) -> prediction_band.Case | None:
@@ -67,7 +68,7 @@ class CellScore:
             return None
         other = self.runs.get("other") if where is not None else None
         return prediction_band.Case(self.runs["sim"], self.runs["measured"], host, other,
-                                    where.share if where is not None and other is not None else 0.0)
+                                    where.share if where is not None and other is not None else 0.0, self.algorithm)
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -212,7 +213,13 @@ def judge(cell: Cell, sim: Any) -> CellScore:
     values = fidelity.point_metrics(hs, ss, hm, sm)
     return CellScore(cell.name, {k: values[k] for k in fidelity.GOALS},
                      fidelity.self_prediction_of(hm, sm, len(sim.runs)),
-                     bound=fidelity.bound_of(hm, sm), speeds=ranking.speeds_of(cell.scenario, ss, sm))
+                     bound=fidelity.bound_of(hm, sm), speeds=ranking.speeds_of(cell.scenario, ss, sm),
+                     algorithm=algorithm_of(cell))
+
+
+def algorithm_of(cell: Cell) -> str | None:
+    algorithm = cell.scenario.get("algorithm")
+    return str(algorithm["name"]) if isinstance(algorithm, dict) and "name" in algorithm else None
 
 
 def common_cut(cell: Cell, sim: Any) -> int | None:
@@ -276,7 +283,7 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
                 runs["other"] = band_runs(cell, far)["sim"]
         return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=runs)
     except Exception as e:  # one cell's failure is its row, the score goes on
-        return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed)
+        return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed, algorithm=algorithm_of(cell))
 
 
 def drift_ratio(cell: Cell) -> float | None:

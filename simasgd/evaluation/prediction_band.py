@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -92,26 +92,41 @@ class HostNoise:
 class ModelError:
     """The model's own error: per metric of :data:`METRICS` the σ of a factor between the simulator's runs and a
     machine's beyond their spreads (log scale; relative to the runs' mean on a linear one), fitted on
-    ``cells`` cells of the machines ``source`` names (:func:`fit_model_error`)."""
+    ``cells`` cells of the machines ``source`` names (:func:`fit_model_error`): ``sigma`` over every algorithm,
+    ``by_algorithm`` each algorithm's own where it had cells enough (the simulator misses some algorithms more
+    than others); an algorithm without one takes ``sigma``."""
 
     sigma: Mapping[str, float]
     source: str
     cells: int = 0
+    by_algorithm: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
-    def of(self, metric: str) -> float:
-        return float(self.sigma.get(metric, 0.0))
+    def of(self, metric: str, algorithm: str | None = None) -> float:
+        own = self.by_algorithm.get(algorithm) if algorithm is not None else None
+        return float((own if own is not None and metric in own else self.sigma).get(metric, 0.0))
 
-    def text(self) -> str:
-        return ", ".join(f"{LABELS[m]} {self.sigma[m]:.3f}" for m in METRICS if m in self.sigma)
+    def text(self, algorithm: str | None = None) -> str:
+        """The σ a result of ``algorithm`` takes (None: those over every algorithm)."""
+        sigma = {m: self.of(m, algorithm) for m in METRICS if m in self.sigma}
+        whose = f" ({algorithm}'s)" if algorithm in self.by_algorithm else ""
+        return ", ".join(f"{LABELS[m]} {v:.3f}" for m, v in sigma.items()) + whose
 
     def to_json(self) -> dict[str, Any]:
-        return {"sigma_log": {m: self.sigma[m] for m in METRICS if m in self.sigma}, "source": self.source,
-                "cells": self.cells}
+        return {"sigma_log": _in_order(self.sigma), "source": self.source, "cells": self.cells,
+                "by_algorithm": {a: _in_order(s) for a, s in sorted(self.by_algorithm.items())}}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ModelError:
-        return cls({str(m): float(v) for m, v in dict(d["sigma_log"]).items()}, str(d.get("source", "")),
-                   int(d.get("cells", 0)))
+        return cls(_floats(d["sigma_log"]), str(d.get("source", "")), int(d.get("cells", 0)),
+                   {str(a): _floats(s) for a, s in dict(d.get("by_algorithm") or {}).items()})
+
+
+def _in_order(sigma: Mapping[str, float]) -> dict[str, float]:
+    return {m: sigma[m] for m in METRICS if m in sigma}
+
+
+def _floats(d: Mapping[str, Any]) -> dict[str, float]:
+    return {str(m): float(v) for m, v in dict(d).items()}
 
 
 @dataclass(frozen=True)
@@ -255,16 +270,16 @@ def _quantile(cdf: Callable[[float], float], cs: Sequence[tuple[float, _Componen
 
 def bands(per_run: Mapping[str, Sequence[float]], host: HostNoise | None = None,
           level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
-          share: float = 0.0, model: ModelError | None = None) -> dict[str, Band]:
+          share: float = 0.0, model: ModelError | None = None, algorithm: str | None = None) -> dict[str, Band]:
     """:func:`predictive` of every metric of :data:`METRICS` in ``per_run`` (metric → one value per run); with
     ``other``, the same runs in the host's other placement, the :func:`mixture` of both, ``share`` of it
-    ``other``'s; with ``model``, its σ of each metric in the band."""
+    ``other``'s; with ``model``, its σ of each metric (``algorithm``'s where it has one) in the band."""
     sigma = host.sigma if host is not None else 0.0
     out = {}
     for m in METRICS:
         if m not in per_run:
             continue
-        ms = model.of(m) if model is not None else 0.0
+        ms = model.of(m, algorithm) if model is not None else 0.0
         if other is not None and share > 0 and m in other:
             b = mixture(m, [(1 - share, per_run[m]), (share, other[m])], sigma, level, ms)
         else:
@@ -419,7 +434,13 @@ def of_result(result: RunResult, host: HostNoise | None = None, level: float = L
     """The result's bands; mixed with its runs in the host's far placement where those were simulated; with
     ``model``'s error (:func:`model_error_for`)."""
     share, other = other_placement(result)
-    return bands(per_run_of(result), host, level, other, share, model)
+    return bands(per_run_of(result), host, level, other, share, model, algorithm_of(result))
+
+
+def algorithm_of(result: RunResult) -> str | None:
+    """The algorithm a result ran (its scenario's ``algorithm.name``), whose model error its bands take."""
+    algorithm = result.scenario.get("algorithm")
+    return str(algorithm["name"]) if isinstance(algorithm, Mapping) and "name" in algorithm else None
 
 
 def model_error_for(result: RunResult, host: HostNoise | None) -> ModelError | None:
@@ -449,7 +470,8 @@ def corpus_model_error(corpus: Path | None = None) -> ModelError | None:
         return None
     commit = f", simulator {doc.simulator_commit[:12]}" if doc.simulator_commit else ""
     source = f"fitted on the corpus's {len(doc.machines)} machines ({', '.join(doc.machines)}{commit})"
-    return ModelError({str(m): v for m, v in doc.sigma_log.items()}, source, doc.cells)
+    return ModelError({str(m): v for m, v in doc.sigma_log.items()}, source, doc.cells,
+                      {a: {str(m): v for m, v in s.items()} for a, s in doc.by_algorithm.items()})
 
 
 def simulate_far(result: RunResult, rerun: Callable[[], RunResult]) -> Placement | None:
@@ -510,9 +532,9 @@ def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dic
 
 
 def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: float = LEVEL,
-             placement: Placement | None = None, model: ModelError | None = None) -> str:
+             placement: Placement | None = None, model: ModelError | None = None, algorithm: str | None = None) -> str:
     """One line: what the bands are made of (``placement``: the host's far placement mixed in; ``model``: the
-    model error in them)."""
+    model error in them, ``algorithm``'s)."""
     head = f"{level:.0%} bands of one more run (Student's t on the log scale, {result_runs} runs)"
     if not simulated:
         return f"{head}: these runs' own spread, the host's noise in it"
@@ -522,7 +544,7 @@ def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: f
         line = (f"{head}: the simulator's spread and the host's noise on updates/s and time to ε, "
                 f"σ = {host.sigma:.3f} on the log scale, from {host.source}")
     if model is not None:
-        line += f"; the model's error, σ on the log scale {model.text()}, {model.source}"
+        line += f"; the model's error, σ on the log scale {model.text(algorithm)}, {model.source}"
     if placement is not None:
         line += f"; mixed with the same runs simulated in the far placement: {placement.text()}"
     return line
@@ -558,11 +580,13 @@ class BandCheck:
 
 def check(predicted: Mapping[str, Sequence[float]], measured: Mapping[str, Sequence[float]],
           host: HostNoise | None, level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
-          share: float = 0.0, model: ModelError | None = None) -> dict[str, BandCheck]:
+          share: float = 0.0, model: ModelError | None = None,
+          algorithm: str | None = None) -> dict[str, BandCheck]:
     """Per metric, the band of ``predicted``'s runs (with ``host``; mixed with ``other``'s, the runs in the
-    host's other placement, at ``share``; with ``model``'s error: :func:`bands`) against ``measured``'s runs."""
+    host's other placement, at ``share``; with ``model``'s error for ``algorithm``: :func:`bands`) against
+    ``measured``'s runs."""
     out = {}
-    for m, b in bands(predicted, host, level, other, share, model).items():
+    for m, b in bands(predicted, host, level, other, share, model, algorithm).items():
         ms = [float(v) for v in measured.get(m, []) if v is not None and math.isfinite(v)]
         if not ms:
             continue
@@ -582,20 +606,30 @@ class Case:
     host: HostNoise | None = None
     other: Mapping[str, Sequence[float]] | None = None
     share: float = 0.0
+    algorithm: str | None = None
 
 
 MODEL_STEP = 0.005  # the model error's σ (log scale) is fitted to this step
 MODEL_MAX = 2.0  # and at most this: a factor of e^(1.645·2) ≈ 27 either way at the 90% level
+MIN_ALGORITHM_CELLS = 5  # an algorithm's own σ is fitted on this many cells at least (a 90% quantile needs runs)
 
 
 def fit_model_error(cases: Sequence[Case], source: str, level: float = LEVEL) -> ModelError:
     """Per metric, the least σ_model whose bands (:func:`check`) hold at least ``level`` of ``cases``' measured
-    runs: 0 where the simulator's and the host's spreads already do; a metric no case judges is left out.
+    runs: 0 where the simulator's and the host's spreads already do; a metric no case judges is left out. Over
+    every case, and over each algorithm's with :data:`MIN_ALGORITHM_CELLS` cases or more.
 
     Scanned up from 0 in steps of 10 × :data:`MODEL_STEP`, then in steps of :data:`MODEL_STEP` below the first
     that holds. Coverage need not grow with σ_model everywhere: a known term raises the Welch–Satterthwaite
     degrees of freedom, so the t quantile shrinks as √V grows and a band of few runs can narrow a little before
     it widens; the scan takes the first σ that holds."""
+    names = sorted({c.algorithm for c in cases if c.algorithm is not None})
+    own = {a: _fit_sigma(of, level) for a in names
+           if len(of := [c for c in cases if c.algorithm == a]) >= MIN_ALGORITHM_CELLS}
+    return ModelError(_fit_sigma(cases, level), source, len(cases), own)
+
+
+def _fit_sigma(cases: Sequence[Case], level: float) -> dict[str, float]:
     sigma: dict[str, float] = {}
     for m in METRICS:
         judged = [c for c in cases if m in c.predicted and m in c.measured]
@@ -613,7 +647,7 @@ def fit_model_error(cases: Sequence[Case], source: str, level: float = LEVEL) ->
             continue
         found = 0.0 if first else _first_holding(holds)
         sigma[m] = round(found, 6)
-    return ModelError(sigma, source, len(cases))
+    return sigma
 
 
 def _first_holding(holds: Callable[[float], bool | None]) -> float:

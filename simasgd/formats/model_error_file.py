@@ -30,7 +30,8 @@ class ModelErrorFileError(ValueError):
 
 
 class ModelErrorDoc(BaseModel):
-    """The file as written: per metric the σ on the log scale, and what it was fitted on."""
+    """The file as written: per metric the σ on the log scale over every algorithm and each algorithm's own, and
+    what they were fitted on."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -38,6 +39,7 @@ class ModelErrorDoc(BaseModel):
     format_version: int = FORMAT_VERSION
     level: float = Field(gt=0, lt=1)
     sigma_log: dict[Metric, float]
+    by_algorithm: dict[str, dict[Metric, float]] = Field(default_factory=dict)
     machines: list[str] = Field(min_length=1)
     cells: int = Field(ge=1)
     simulator_commit: str | None = None
