@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -292,11 +293,13 @@ def test_repeatability_predicts_the_error_of_a_perfect_predictor(make_result):
     computed from the reference alone, must match that error's mean square: over 300 trials the mean of
     floor² − err² is zero to within 3 standard errors of the sample."""
     rng = np.random.default_rng(22)
+    rows = make_result([np.zeros(20, dtype=np.int64)] * 3, backend="cpu")  # every trial's rows: only rates differ
     d = []
     for _ in range(300):
         ref_rates = rng.normal(1000.0, 60.0, 3)
         pred_rates = rng.normal(1000.0, 60.0, 3)
-        ref = make_result([np.zeros(20, dtype=np.int64)] * 3, rates=list(ref_rates), backend="cpu")
+        ref = dataclasses.replace(rows, runs=[dataclasses.replace(s, updates_per_s=float(x), time_s=s.updates / x)
+                                              for s, x in zip(rows.runs, ref_rates, strict=True)])
         err = pred_rates.mean() / ref_rates.mean() - 1
         d.append(fidelity.repeatability(ref)["updates_per_s_rel_err"] ** 2 - err ** 2)
     d = np.asarray(d)
