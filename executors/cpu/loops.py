@@ -11,7 +11,7 @@ The gradient is ``kernels.loss_and_grad`` called as a global, so no Python runs
 between the read and the record and the loops load from numba's cache in every
 process; they are built in a closure over :data:`CODE_VERSION` (the kernels'
 and the update rule's source hashes) and a workload with its own kernel gets
-an uncached copy (:mod:`executors.kernel`). Every update goes through
+a copy of its own (:mod:`executors.kernel`). Every update goes through
 :mod:`simasgd.numerics.update_rule` (``shared.apply_update`` / ``seq_update``; HOGWILD! element-wise).
 
 Version counting is the measuring instrument: every applied update does an

@@ -7,8 +7,8 @@ algorithm-specific configuration words (``cfg_i``/``cfg_f``). The backend's
 algorithm list is this table's keys, and :mod:`.runner` reads nothing but
 the table, so adding an algorithm is its loop's file plus one row here. The
 loops call the kernel as a global; :func:`loop_for` gives the cached loop
-for the workloads' ``kernels.loss_and_grad`` and an uncached copy of it for
-any other kernel.
+for the workloads' ``kernels.loss_and_grad`` and a copy of it for any other
+kernel (cached apart where the kernel is: :mod:`executors.kernel`).
 """
 
 from __future__ import annotations

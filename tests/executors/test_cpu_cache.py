@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from numba import njit
 
 from executors.calibration import gradient
 from executors.cpu import lockfree, locks, lopez, wiring
@@ -77,6 +78,14 @@ def _name(dispatcher: Any) -> str:
     return f"{f.__module__}.{f.__qualname__}"
 
 
+def _version(dispatcher: Any) -> str:
+    """The function's ``kernels_version`` closure cell: part of numba's cache key."""
+    f = dispatcher.py_func
+    (version,) = [c.cell_contents for v, c in zip(f.__code__.co_freevars, f.__closure__, strict=True)
+                  if v == "kernels_version"]
+    return str(version)
+
+
 @pytest.mark.slow
 def test_a_second_process_loads_every_loop_from_the_cache() -> None:
     # The checkout's own cache, as a user's second run finds it: where an earlier process (a test, or a
@@ -101,12 +110,17 @@ def test_a_second_process_loads_every_loop_from_the_cache() -> None:
 
 
 def test_production_loops_are_cached_and_custom_kernels_get_the_same_code() -> None:
-    # Real workloads run the cached loops; a test kernel runs the same bytecode, uncached.
+    # Real workloads run the cached loops; a test kernel runs the same bytecode, cached apart: its own files
+    # (named by the kernel too), its own key (the kernel's name and file in the version cell).
     for name, loop in wiring.LOOPS.items():
         assert wiring.loop_for(name, kernels.loss_and_grad) is loop, name
         assert loop._cache.__class__.__name__ == "FunctionCache", name  # cache=True
         custom = wiring.loop_for(name, const_grad)
         assert custom is not loop and custom.py_func.__code__ is loop.py_func.__code__, name
+        assert custom._cache.__class__.__name__ == "FunctionCache", name
+        assert custom.py_func.__qualname__ == f"{loop.py_func.__qualname__}.const_grad", name
+        assert _version(custom).startswith(_version(loop) + "+"), name
+        assert "simasgd.numerics.workloads.constant.const_grad:" in _version(custom), name
         assert custom.py_func.__globals__["loss_and_grad"] is const_grad, name
         if "grad_over_theta" in loop.py_func.__code__.co_names:  # a kernel we do not know never gets θ as g
             assert custom.py_func.__globals__["grad_over_theta"] is never_over, name
@@ -115,3 +129,19 @@ def test_production_loops_are_cached_and_custom_kernels_get_the_same_code() -> N
     over = {n for n, loop in wiring.LOOPS.items() if "grad_over_theta" in loop.py_func.__code__.co_names}
     assert {"mutex", "rwlock", "hogwild", "ssp", "param_server"} <= over, over
     assert ConstWorkload().kernel is const_grad
+
+
+def test_a_kernel_built_in_a_function_gets_an_uncached_copy() -> None:
+    # Its closure's values are in no file: a cache key from its name and file would not tell two of them apart.
+    def make(g: float) -> Any:
+        @njit(cache=True)
+        def own(theta: Any, X: Any, y: Any, idx: Any, grad_out: Any, shape: Any) -> float:
+            grad_out[:] = g
+            return 0.0
+        return own
+
+    for name, loop in wiring.LOOPS.items():
+        custom = wiring.loop_for(name, make(1.0))
+        assert custom._cache.__class__.__name__ == "NullCache", name
+        assert custom.py_func.__qualname__ == loop.py_func.__qualname__, name
+        assert custom.py_func.__closure__ is loop.py_func.__closure__, name

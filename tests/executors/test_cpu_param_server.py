@@ -46,7 +46,7 @@ def test_reaches_epsilon_on_least_squares(case: str) -> None:
     assert run.extra["bytes_per_row"] == expected
 
 
-@pytest.mark.slow  # compiles the loop for the constant kernel (uncached): ~10 s the first time in a process
+@pytest.mark.slow  # compiles the loop for the constant kernel: ~10 s where no earlier process cached it
 @pytest.mark.parametrize("shards,onebit", [(4, False), (3, True)])
 def test_every_push_lands_once_in_every_shard(shards: int, onebit: bool, scenario: Callable[..., Any],
                                               jitter_kernel: Any) -> None:

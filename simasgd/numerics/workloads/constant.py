@@ -10,7 +10,7 @@ never returns it): tests hand it to a backend (``executors.cpu.runner.
 run_workload``) or substitute it for ``build_workload``.
 
 The kernels are separate numba functions, so a cpu loop computing with them
-is an uncached copy (``executors/kernel.py``), compiled once per process.
+is a copy cached apart from the loop (``executors/kernel.py``).
 """
 
 from __future__ import annotations
