@@ -140,7 +140,7 @@ def test_cli_add_list_score(measured: tuple[RunResult, Path, Path], tmp_path: Pa
     assert doc["ceiling"] == pytest.approx(fidelity.self_prediction(result, 3))
     res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "--machine", "nope"])
     assert res.exit_code == 2 and "no machine named nope" in res.output
-    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "--write-model-error"])
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "--write-fit"])
     assert res.exit_code == 2 and "fitted over two or more" in res.output
 
 
@@ -155,11 +155,11 @@ def test_the_model_error_is_held_out_per_machine_and_written_over_all(measured: 
                                        "--machine", name, "--corpus", str(corpus)])
         assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-s", "coherence=false",
-                                   "--write-model-error"])
+                                   "--write-fit"])
     assert res.exit_code == 2 and "an ablation's error is not the model's" in res.output
     out = tmp_path / "s.json"
     res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-j", "1", "--json", str(out),
-                                   "--write-model-error"])
+                                   "--write-fit"])
     assert res.exit_code == 0, res.output
     machines = json.loads(out.read_text())["machines"]
     assert [m["bands"]["model_error"]["source"] for m in machines] == ["fitted on twin", "fitted on tiny"]

@@ -98,12 +98,12 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               placements: bool = typer.Option(True, "--placements/--one-placement", help=(
                   "Bands of two or more workers mix in the host's far placement, where its core-to-core probes "
                   "saw one (each such cell simulated twice); --one-placement: the calibrated placement alone.")),
-              model_error: bool = typer.Option(True, "--model-error/--no-model-error", help=(
-                  "Each machine's bands take the model's error fitted on the other machines' cells (two or more "
-                  "machines scored); --no-model-error: the simulator's and the host's spreads alone.")),
-              write_model_error: bool = typer.Option(False, "--write-model-error", help=(
-                  "Fit the model's error on every machine scored and write it beside the corpus machines "
-                  "(model_error.json): the bands run, show and compare give a calibrated machine take it.")),
+              no_model_error: bool = typer.Option(False, "--no-model-error", help=(
+                  "Bands of the simulator's and the host's spreads alone; by default each machine's bands take "
+                  "the model's error fitted on the other machines' cells (two or more machines scored).")),
+              write_fit: bool = typer.Option(False, "--write-fit", help=(
+                  "Fit the model's error on every machine scored and write it beside the corpus machines, where "
+                  "the bands of run, show and compare for a calibrated machine take it.")),
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
@@ -117,8 +117,8 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     where = corpus or default_corpus()
     if out is not None:
         output_file(out, "--json")  # before the scoring: minutes of simulation, then nowhere to write
-    if write_model_error and overrides:
-        refuse("--write-model-error with --set: an ablation's error is not the model's (score without --set)")
+    if write_fit and overrides:
+        refuse("--write-fit with --set: an ablation's error is not the model's (score without --set)")
     room = capacity.thread_room()
     if room is not None and jobs > room:
         refuse(f"--jobs {jobs}: more processes than this machine lets this one start (at most {room})")
@@ -129,28 +129,28 @@ def score_cmd(corpus: Path | None = CorpusOpt,
                                     f"(`simasgd corpus list` shows them)")
         sim = dict(loader.parse_override(o.removeprefix("sim.")) for o in overrides)
         entries = [store.load(p) for p in paths]
-    if write_model_error and len(entries) < 2:
-        refuse(f"--write-model-error: {len(entries)} machine scored; the model's error is fitted over two or more")
+    if write_fit and len(entries) < 2:
+        refuse(f"--write-fit: {len(entries)} machine scored; the model's error is fitted over two or more")
     n = jobs or len(os.sched_getaffinity(0))
     results = []
     for e in entries:
         console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
         results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh, placements=placements))
-    if model_error:
+    if not no_model_error:
         score.held_out_model_error(results)
-    if write_model_error:
-        _write_model_error(where, results)
+    if write_fit:
+        _write_fit(where, results)
     _print(results, cells)
     _print_bands(results)
     _print_ranking(results)
     if out is not None:
         out.write_text(json.dumps({"overrides": sim, "refresh": refresh, "placements": placements,
-                                   "model_error": model_error,
+                                   "model_error": not no_model_error,
                                    "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
 
 
-def _write_model_error(corpus: Path, results: list[MachineScore]) -> None:
+def _write_fit(corpus: Path, results: list[MachineScore]) -> None:
     """The model's error fitted on every cell of every machine scored, written beside the corpus machines."""
     from simasgd.evaluation import prediction_band
     from simasgd.formats import model_error_file as files

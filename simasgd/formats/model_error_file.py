@@ -1,6 +1,6 @@
 """The model error file (``corpus/model_error.json``): the simulator's own error, fitted on every corpus machine.
 
-``simasgd corpus score --write-model-error`` fits it (:func:`simasgd.evaluation.prediction_band.fit_model_error`
+``simasgd corpus score --write-fit`` fits it (:func:`simasgd.evaluation.prediction_band.fit_model_error`
 over the cells of every machine scored) and writes it beside the corpus entries; the bands that ``run``,
 ``show`` and ``compare`` give a simulated calibrated machine take it from there. It holds the simulator commit
 it was fitted with: a model that changed since is shown beside it, not refused (the error moves with the model,
