@@ -167,8 +167,14 @@ def test_the_model_error_is_held_out_per_machine_and_written_over_all(measured: 
     assert written.machines == ["tiny", "twin"] and written.cells == 2 and set(written.sigma_log) <= {
         "mean_staleness", "updates_per_s", "updates_to_eps", "time_to_eps"}
     res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-j", "1", "--json", str(out),
-                                   "--no-model-error"])
-    assert res.exit_code == 0 and json.loads(out.read_text())["machines"][0]["bands"]["model_error"] is None
+                                   "--no-model-error", "--runs", "4", "-m", "tiny"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    bands = doc["machines"][0]["bands"]
+    assert doc["runs"] == 4 and bands["model_error"] is None
+    # the simulator's band from 4 runs, judged against the 3 measured
+    assert {b["updates_per_s"]["band"]["runs"] for b in bands["per_cell"].values()} == {4}
+    assert bands["per_metric"]["updates_per_s"]["runs"] == 3
 
 
 # --- a cell whose gradient drifted before its runs: predicted as compare predicts it --------------------

@@ -104,6 +104,9 @@ def score_cmd(corpus: Path | None = CorpusOpt,
               write_fit: bool = typer.Option(False, "--write-fit", help=(
                   "Fit the model's error on every machine scored and write it beside the corpus machines, where "
                   "the bands of run, show and compare for a calibrated machine take it.")),
+              runs: int | None = typer.Option(None, "--runs", min=2, help=(
+                  "The simulator's runs of a cell (default: as many as were measured); more give its spread, "
+                  "and so its bands, more exactly.")),
               cells: bool = typer.Option(False, "--cells", help="Also print every cell's errors."),
               out: Path | None = typer.Option(None, "--json", help="Write the scores to this JSON file.")) -> None:
     """Re-simulate every cell of every machine with today's model; per machine the cells that meet all four
@@ -135,7 +138,8 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     results = []
     for e in entries:
         console().print(f"{e.name}: {len(e.cells)} cells, {n} processes", markup=False)
-        results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh, placements=placements))
+        results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh, placements=placements,
+                                   sim_runs=runs))
     if not no_model_error:
         score.held_out_model_error(results)
     if write_fit:
@@ -145,7 +149,7 @@ def score_cmd(corpus: Path | None = CorpusOpt,
     _print_ranking(results)
     if out is not None:
         out.write_text(json.dumps({"overrides": sim, "refresh": refresh, "placements": placements,
-                                   "model_error": not no_model_error,
+                                   "model_error": not no_model_error, "runs": runs,
                                    "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
 

@@ -242,10 +242,11 @@ def band_runs(cell: Cell, sim: Any) -> dict[str, dict[str, list[float]]]:
             "measured": prediction_band.per_run_of_stats(*cell.stats(cut))}
 
 
-def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> Any:
+def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0, runs: int | None = None) -> Any:
     """The cell's scenario as today's simulator runs it on the entry's profile, ``overrides`` applied to [sim]
     (``seed_offset`` added to the seed of its timing draws: another draw of the machine's timing, with the
-    measured runs' data, θ₀ and minibatches, against the same measured runs)."""
+    measured runs' data, θ₀ and minibatches, against the same measured runs), as many runs as were measured
+    or ``runs`` (the first of them the same either way)."""
     from simasgd.spec import loader
 
     doc = dict(cell.scenario)
@@ -253,12 +254,13 @@ def scenario_of(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0) -> 
     timing = {"timing_seed": int(doc.get("seed", 0)) + seed_offset} if seed_offset else {}
     doc["sim"] = kept | timing | overrides
     doc["machine"] = dict(doc.get("machine") or {}) | {"preset": "this"}
-    doc["repeats"] = len(cell.runs)
+    doc["repeats"] = runs or len(cell.runs)
     return loader.from_dict(doc, base_dir=Path.cwd())
 
 
 def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
-                  refreshed: float | None = None, other: str | None = None) -> CellScore:
+                  refreshed: float | None = None, other: str | None = None,
+                  sim_runs: int | None = None) -> CellScore:
     """Simulate one cell on ``SIMASGD_PROFILE``'s profile and judge it; a failure is the cell's error. With
     ``refreshed``, on a copy whose gradient samples are × that ratio (``drift.write_refreshed``, as compare).
     With ``other`` (the profile in the host's far placement, :func:`placement.moved`), a cell of two or more
@@ -268,18 +270,18 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
     from simasgd.runs import backends
 
     try:
-        sc = scenario_of(cell, overrides, seed_offset)
+        sc = scenario_of(cell, overrides, seed_offset, sim_runs)
         with tempfile.TemporaryDirectory() as tmp:
             fresh = None if refreshed is None else drift.write_refreshed(machine.profile_path(), sc, refreshed,
                                                                           Path(tmp))
             with drift.using_profile(fresh):
-                sim = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim")
+                sim = backends.run(sc, "sim", repeats=sc.repeats, out=Path(tmp) / "sim")
             runs = band_runs(cell, sim)
             if other is not None and sc.workers.count >= 2:
                 moved = Path(other) if refreshed is None else drift.write_refreshed(Path(other), sc, refreshed,
                                                                                     Path(tmp) / "other")
                 with drift.using_profile(moved):
-                    far = backends.run(sc, "sim", repeats=len(cell.runs), out=Path(tmp) / "sim-other")
+                    far = backends.run(sc, "sim", repeats=sc.repeats, out=Path(tmp) / "sim-other")
                 runs["other"] = band_runs(cell, far)["sim"]
         return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=runs)
     except Exception as e:  # one cell's failure is its row, the score goes on
@@ -297,7 +299,7 @@ def drift_ratio(cell: Cell) -> float | None:
     return d.ratio if d.drifted else None
 
 
-Task = tuple[Cell, dict[str, Any], int, "float | None", "str | None"]
+Task = tuple[Cell, dict[str, Any], int, "float | None", "str | None", "int | None"]
 
 
 def _init(profile_path: str) -> None:
@@ -310,11 +312,12 @@ def _task(args: Task) -> CellScore:
 
 def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
           progress: Callable[[CellScore], None] | None = None, seed_offset: int = 0,
-          refresh: bool = False, placements: bool = True) -> MachineScore:
+          refresh: bool = False, placements: bool = True, sim_runs: int | None = None) -> MachineScore:
     """Every cell of ``entry`` re-simulated with ``overrides`` on [sim], in ``jobs`` processes (``seed_offset``:
     :func:`scenario_of`; ``refresh``: a drifted cell on the profile refreshed to its re-timed gradient;
     ``placements``: a cell of two or more workers simulated in the host's far placement too, where its probes
-    saw one, for the bands — the goals judge the calibrated placement alone)."""
+    saw one, for the bands — the goals judge the calibrated placement alone; ``sim_runs``: the simulator's runs
+    of a cell, as many as were measured by default)."""
     from simasgd.machines.profile import to_toml
 
     start = time.perf_counter()
@@ -328,7 +331,7 @@ def score(entry: Entry, overrides: dict[str, Any] | None = None, jobs: int = 1,
             other = Path(tmp) / "profile-far.toml"
             other.write_text(to_toml(placement.moved(typed, where.factor)))
         tasks: list[Task] = [(c, overrides or {}, seed_offset, drift_ratio(c) if refresh else None,
-                              None if other is None else str(other)) for c in entry.cells]
+                              None if other is None else str(other), sim_runs) for c in entry.cells]
         scores = list(_each(tasks, jobs, str(path), progress))
     order = {c.name: i for i, c in enumerate(entry.cells)}
     scores.sort(key=lambda s: order[s.cell])
