@@ -218,8 +218,8 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "none"
     assert any("device_check.sh" in w for w in why) and any("amd_epyc_16cpu.json.gz" in w for w in why)
-    # the one on disk was written by gpu_check.py alone (no device_check key), so an H200 is due once more
-    assert dc.pending(record.RESULTS, REPO / "corpus", "h200", "amd_epyc_16cpu")[0] == "gpu"
+    # the one on disk was written by device_check.sh's gpu part on a lent H200: its cores part is due there
+    assert dc.pending(record.RESULTS, REPO / "corpus", "h200", "amd_epyc_16cpu")[0] == "cores"
 
 
 def test_a_gpu_check_process_cut_short_leaves_no_section_unsaid(
