@@ -214,12 +214,7 @@ def judge(cell: Cell, sim: Any) -> CellScore:
     return CellScore(cell.name, {k: values[k] for k in fidelity.GOALS},
                      fidelity.self_prediction_of(hm, sm, len(sim.runs)),
                      bound=fidelity.bound_of(hm, sm), speeds=ranking.speeds_of(cell.scenario, ss, sm),
-                     algorithm=algorithm_of(cell))
-
-
-def algorithm_of(cell: Cell) -> str | None:
-    algorithm = cell.scenario.get("algorithm")
-    return str(algorithm["name"]) if isinstance(algorithm, dict) and "name" in algorithm else None
+                     algorithm=prediction_band.algorithm_name(cell.scenario))
 
 
 def common_cut(cell: Cell, sim: Any) -> int | None:
@@ -285,7 +280,8 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
                 runs["other"] = band_runs(cell, far)["sim"]
         return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=runs)
     except Exception as e:  # one cell's failure is its row, the score goes on
-        return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed, algorithm=algorithm_of(cell))
+        return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed,
+                         algorithm=prediction_band.algorithm_name(cell.scenario))
 
 
 def drift_ratio(cell: Cell) -> float | None:

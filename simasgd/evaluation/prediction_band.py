@@ -438,8 +438,13 @@ def of_result(result: RunResult, host: HostNoise | None = None, level: float = L
 
 
 def algorithm_of(result: RunResult) -> str | None:
-    """The algorithm a result ran (its scenario's ``algorithm.name``), whose model error its bands take."""
-    algorithm = result.scenario.get("algorithm")
+    """The algorithm a result ran, whose model error its bands take."""
+    return algorithm_name(result.scenario)
+
+
+def algorithm_name(scenario: Mapping[str, Any]) -> str | None:
+    """A scenario document's ``algorithm.name`` (None where it names none)."""
+    algorithm = scenario.get("algorithm")
     return str(algorithm["name"]) if isinstance(algorithm, Mapping) and "name" in algorithm else None
 
 
