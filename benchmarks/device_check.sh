@@ -32,7 +32,8 @@
 # details go to OUT/<part>.log. Exit status 1 if a section failed, else 0. At most 8 files under OUT a part.
 #
 # Environment: PYTHON (default python3; simasgd runs from this checkout, PYTHONPATH=$PWD; packages the machine
-# lacks can travel as wheels in .whl/, installed into /tmp/site first), DEVICE_CHECK_TINY=1 (the rehearsal of
+# lacks can travel as wheels in .whl/, installed into /tmp/site first: benchmarks/device_wheels.sh builds that
+# folder here; numpy's removed row_stack is aliased there for numba-cuda), DEVICE_CHECK_TINY=1 (the rehearsal of
 # tests/test_device_check.py: numba's CUDA simulator and gpu_check.py --tiny, the anchor on the CPU; 1-2 threads,
 # mutex only, 2 processes, 1 run), DEVICE_CHECK_ONLY=a,b (only these sections: the others say skipped),
 # DEVICE_CHECK_EK=1 (Ek's cell even on one NUMA node).
@@ -58,6 +59,12 @@ trap 'rm -f "$PRELOG"' EXIT
 if compgen -G ".whl/*.whl" >/dev/null; then
   timeout 120 $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl >>"$PRELOG" 2>&1 && export PYTHONPATH=/tmp/site:$PWD
+fi
+# numba-cuda 0.30 calls np.row_stack, which numpy 2.5 removed: every kernel launch fails without this alias
+if ! timeout 60 $PY -c "import numpy; numpy.row_stack" >/dev/null 2>&1; then
+  mkdir -p /tmp/site && printf '%s\n' 'import numpy as _np' 'if not hasattr(_np, "row_stack"):' \
+    '    _np.row_stack = _np.vstack' >/tmp/site/sitecustomize.py && export PYTHONPATH=/tmp/site:$PWD \
+    && echo "numpy without row_stack: aliased to vstack for numba-cuda (/tmp/site/sitecustomize.py)" >>"$PRELOG"
 fi
 if [ -z "$PART" ]; then
   PART=$(timeout 60 $PY benchmarks/device_check.py pending 2>>"$PRELOG")
