@@ -86,9 +86,12 @@ def gpu_done(results: Path, kind: str) -> tuple[bool, str]:
     return True, f"{path} (device_check.sh, {doc.get('date')})"
 
 
-def cores_done(corpus: Path, machine: str) -> tuple[bool, str]:
-    path = corpus / f"{machine}.json.gz"
-    return (True, f"{path} is in the corpus") if path.exists() else (False, f"{path} is absent")
+def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
+    """Done when the machine's corpus entry and its contention record (benchmarks/contention.py) are both in."""
+    for path in (corpus / f"{machine}.json.gz", results / f"contention_{machine}.json"):
+        if not path.exists():
+            return False, f"{path} is absent"
+    return True, f"{machine}'s corpus entry and contention record are in the repository"
 
 
 def pending(results: Path, corpus: Path, kind: str, machine: str) -> tuple[str, list[str]]:
@@ -101,7 +104,7 @@ def pending(results: Path, corpus: Path, kind: str, machine: str) -> tuple[str, 
         why.append(f"gpu: {w}")
         if not done:
             return "gpu", why
-    done, w = cores_done(corpus, machine)
+    done, w = cores_done(results, corpus, machine)
     why.append(f"cores: {w}")
     return ("none" if done else "cores"), why
 

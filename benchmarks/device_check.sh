@@ -13,17 +13,20 @@
 # cores  the topology (lscpu, numactl --hardware, /sys/devices/system/node) into OUT/topology.txt;
 #        benchmarks/many_cores.py (mutex, HOGWILD!, Leashed-SGD persistence 1, Lopez at 1-16 threads: the
 #        corpus entry OUT/<machine>.json.gz, for corpus/; scored later, off the machine: simasgd corpus score);
+#        benchmarks/contention.py (k threads updating one θ; the lock's copy and update with k - 1 spinning:
+#        OUT/contention_<machine>.json);
 #        Ek's UMA-vs-NUMA cell measured (device_check.py ek-cells, beside benchmarks/ek_numa.py's simulated one:
 #        OUT/ek_numa_<machine>.json) only where the machine has two NUMA nodes; `simasgd calibrate --network`,
 #        then benchmarks/dist_fidelity.py at 2, 4 and 8 processes, rank r pinned to a core of its own, 3 runs.
-#        Writes OUT/cores.log, OUT/topology.txt, OUT/<machine>.json.gz, OUT/cores-files.tar.gz (the cells'
-#        results folders, the profile, many_cores' table) and, with two NUMA nodes, OUT/ek_numa_<machine>.json.
+#        Writes OUT/cores.log, OUT/topology.txt, OUT/<machine>.json.gz, OUT/contention_<machine>.json,
+#        OUT/cores-files.tar.gz (the cells' results folders, the profile, many_cores' table) and, with two NUMA
+#        nodes, OUT/ek_numa_<machine>.json.
 #
 # With no part named it runs the first part whose records are not in the repository (benchmarks/device_check.py
 # says which and why): gpu when there is a GPU and benchmarks/results/gpu_check_<gpu>.json (<gpu>: h100, h200,
 # the first word with a digit of the GPU's name) was not written by this script's gpu part; else cores when
-# corpus/<machine>.json.gz (many_cores.py's name: CPU family and CPU count, e.g. amd_epyc_16cpu) is absent; else
-# nothing (exit 0). So one lending runs `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands:
+# corpus/<machine>.json.gz (many_cores.py's name: CPU family and CPU count, e.g. amd_epyc_16cpu) or
+# benchmarks/results/contention_<machine>.json is absent; else nothing (exit 0). So one lending runs `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands:
 # one command may run 10 minutes), and a part whose section failed is run again alone.
 #
 # Sections run in priority order, each under `timeout` within what is left of the part's deadline
@@ -219,6 +222,15 @@ step_many_cores() {
       --no-score
   fi
 }
+step_contention() {  # k threads on one θ: concurrent updates, and the lock's copy-and-update (no gradient)
+  local threads
+  if [ -n "$TINY" ]; then
+    $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads 1 2 --passes 12 --dim 4096
+  else
+    read -r -a threads <<<"$(at_most "$(ncpus)" 1 2 4 8 16)"
+    $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads "${threads[@]}"
+  fi
+}
 step_salvage() {  # the cells measured before many_cores.py was cut, as the entry it would have written
   compgen -G "$WORK/many_cores/cells/*/cpu/summary.json" >/dev/null || { echo "no measured cell"; return 1; }
   $PY -m simasgd.cli corpus add "$WORK/many_cores/cells" --profile "$WORK/many_cores/this.toml" \
@@ -247,13 +259,14 @@ cores_part() {
   PROFILE=$WORK/many_cores/this.toml  # many_cores.py calibrates it; calibrate --network adds [network]
   mkdir -p "$WORK/many_cores"
   export MACHINE PROFILE SIMASGD_JOBS=1  # the simulated repeats in the measuring process: no pool to spawn
-  export -f step_topology step_many_cores step_salvage step_ek step_network step_dist ncpus at_most
+  export -f step_topology step_many_cores step_contention step_salvage step_ek step_network step_dist ncpus at_most
   say "machine: $MACHINE, $(ncpus) CPUs, $(numa_nodes) NUMA nodes"
   section topology 0 30 bash -c step_topology
   section many_cores 60 230 bash -c step_many_cores
   if [ "$RC" -gt 0 ]; then section many_cores_salvage 10 60 bash -c step_salvage; fi
   compgen -G "$WORK/many_cores/corpus/*.json.gz" >/dev/null && mv "$WORK"/many_cores/corpus/*.json.gz "$OUT/"
   rmdir "$WORK/many_cores/corpus" 2>/dev/null
+  section contention 15 45 bash -c step_contention
   if [ "$(numa_nodes)" -ge 2 ] || [ "${DEVICE_CHECK_EK:-0}" = 1 ]; then
     section ek_numa 30 120 bash -c step_ek
     [ -f "$WORK/ek/ek_numa_measured.json" ] && mv "$WORK/ek/ek_numa_measured.json" "$OUT/ek_numa_$MACHINE.json"

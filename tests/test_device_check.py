@@ -36,7 +36,7 @@ GPU_CHECK = ("gradients", "constant", "hogwild_mlp", "to_eps", "to_eps_cpu", "st
              "algorithms_mlp", "lopez_table")
 GPU_SECTIONS = {"env", "gpu_check_a", "calibrate_gpu", "torch_anchor", "gpu_check_b", "record",
                 *(f"gpu_check.{s}" for s in GPU_CHECK)}
-CORES_SECTIONS = {"topology", "many_cores", "ek_numa", "calibrate_network", "dist_fidelity"}
+CORES_SECTIONS = {"topology", "many_cores", "contention", "ek_numa", "calibrate_network", "dist_fidelity"}
 
 
 def run_part(part: str, out: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], float, dict[str, Any]]:
@@ -128,7 +128,12 @@ def test_cores_part_measures_the_corpus_entry_ek_and_pinned_dist(tmp_path: Path,
     files = assert_files_fit(tmp_path)
     machine = benchmark_script("many_cores").machine_name()
     assert {f.name for f in files} == {"cores.log", "topology.txt", f"{machine}.json.gz", "cores-files.tar.gz",
-                                       f"ek_numa_{machine}.json"}
+                                       f"ek_numa_{machine}.json", f"contention_{machine}.json"}
+    contention = record.read(tmp_path / f"contention_{machine}.json", "contention", 1)
+    assert [(r["op"], r["threads"]) for r in contention["rows"]] == [(op, k) for op in ("update", "locked")
+                                                                     for k in (1, 2)]
+    assert all(0 < r["median_us"] <= r["p90_us"] and r["passes"] == 10 * r["threads"] for r in contention["rows"])
+    assert all(0 < r["lock_busy"] <= 1.05 for r in contention["rows"] if r["op"] == "locked")
 
     topology = (tmp_path / "topology.txt").read_text()
     assert "## lscpu" in topology and "## numactl --hardware" in topology and "node0: cpus" in topology
@@ -214,10 +219,14 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     assert due("h100") == "gpu"  # another GPU kind has its own record
     assert due("none") == "cores"  # no GPU here: the gpu part cannot be due
     (corpus / "amd_epyc_16cpu.json.gz").write_bytes(b"")
+    assert due() == "cores"  # the entry without the contention record of the same machine
+    part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
+    assert any("contention_amd_epyc_16cpu.json is absent" in w for w in why)
+    record.write(results / "contention_amd_epyc_16cpu.json", "contention", 1, {"rows": []})
     assert due() == "none" and due("none") == "none"
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "none"
-    assert any("device_check.sh" in w for w in why) and any("amd_epyc_16cpu.json.gz" in w for w in why)
+    assert any("device_check.sh" in w for w in why) and any("amd_epyc_16cpu's corpus entry" in w for w in why)
     # the one on disk was written by device_check.sh's gpu part on a lent H200: its cores part is due there
     assert dc.pending(record.RESULTS, REPO / "corpus", "h200", "amd_epyc_16cpu")[0] == "cores"
 
