@@ -7,8 +7,9 @@ update, as ``executors/gpu/kernels.py`` runs it. What the blocks share:
   blocks to the SMs in turn). Alone on its SM a block computes its gradient at
   ``block.gradient_flops_per_s`` (the workload's flops per block-second, measured per workload:
   ``simasgd.machines.profile.workload_key``);
-  the blocks on one SM share its sustained rate ``efficiency × clock × fp32_lanes_per_sm × 2``, each
-  getting ``min(its own rate, the SM's rate × its share)`` (:class:`simasgd.sim.gpu.SMs`, one per SM);
+  the blocks on one SM share its sustained rate ``efficiency × clock × fp32_lanes_per_sm × 2`` (at least
+  a lone block's rate), each getting ``min(its own rate, the SM's rate × its share)``
+  (:class:`simasgd.sim.gpu.SMs`, one per SM);
 - **device memory**: a read (θ into the worker's copy: 2 vectors moved at ``block.copy_bytes_per_s``
   alone) and an update (the step over θ: θ, g and θ' moved, and the velocity in and out with momentum,
   at ``block.step_bytes_per_s`` alone) go through ``mem_bandwidth_gbs``, shared the same way;
@@ -113,8 +114,10 @@ class ResidentPlatform(GpuPlatform):
         self.costs = costs
         if costs.gradient_cv is not None:  # measured on this GPU: a block's own spread, not a CPU's default
             self.cv = costs.gradient_cv
-        sm_rate = sm_flops_per_s(gpu)
         self.block_flops = costs.gradient_flops_per_s[kind]
+        # An SM sustains at least what one block was measured computing on it alone: `efficiency` (a short
+        # FMA kernel, its launch and synchronisation included) can fall below a lone block of a tuned kernel
+        sm_rate = max(sm_flops_per_s(gpu), self.block_flops)
         self.grad_share = min(1.0, self.block_flops / sm_rate)
         self.sm_of = [w % gpu.sms for w in range(self.n)]
         self.sm_servers = {s: SMs(env, sm_rate) for s in set(self.sm_of)}

@@ -136,6 +136,18 @@ def test_an_sm_runs_blocks_side_by_side_up_to_its_sustained_rate(gpu_profile: An
     assert rate == pytest.approx(n / t, rel=0.01)
 
 
+def test_an_sm_sustains_at_least_a_lone_blocks_measured_rate(gpu_profile: Any) -> None:
+    # `efficiency` giving an SM half a block's rate (the H200 profile's short FMA kernel against the tuned
+    # gradient): one worker still runs at its measured phases, two on one SM share one block's rate.
+    gpu_profile(sm_share=2.0)
+    read, grad, update = _phases()
+    r = backends.load("sim").run_once(_scenario(1, seconds=200 * (read + grad + update)), 0)
+    assert _steady(r, 0.0)[0] == pytest.approx(1 / (read + grad + update), rel=0.01)
+    n, t = 2 * SMS, read + 2 * grad + update
+    r = backends.load("sim").run_once(_scenario(n, seconds=200 * t), 0)
+    assert _steady(r, 2 * t)[0] == pytest.approx(n / t, rel=0.01)
+
+
 @pytest.mark.parametrize("n", [1, 2, 8])
 def test_streams_are_bounded_by_the_host_lock(gpu_profile: Any, n: int) -> None:
     # Each attempt: the launch call h under the host threads' one lock, the rest of the launch latency,
