@@ -77,16 +77,26 @@ def block_table(cells: list[dict[str, Any]]) -> dict[str, Any]:
                                ph["read"], ph["gradient"], ph["update"], sc.optimizer.momentum)
 
     first = rate("mlp", mlp, res)
-    return {"threads": 128, "copy_bytes_per_s": first["copy_bytes_per_s"],
-            "step_bytes_per_s": first["step_bytes_per_s"],
-            "host_launch_s": streams["meta"]["launch"]["host_launch_us_per_attempt"] * 1e-6,
+    block = {"threads": 128, "copy_bytes_per_s": first["copy_bytes_per_s"],
+             "step_bytes_per_s": first["step_bytes_per_s"],
+             "host_launch_s": streams["meta"]["launch"]["host_launch_us_per_attempt"] * 1e-6}
+    if res.get("gradient_cv") is not None:  # the lone block's own spread, where the record keeps it
+        block["gradient_cv"] = res["gradient_cv"]
+    return {**block,
             "gradient_flops_per_s": {_key("mlp"): first["gradient_flops_per_s"],
                                      _key("cnn"): rate("cnn", cnn, res_cnn)["gradient_flops_per_s"]}}
 
 
 def write_profile(block: dict[str, Any], out: Path) -> None:
     """The measured ``[gpu]`` table plus the block rates, as a profile the simulator reads (``this-gpu``)."""
-    lines = [PROFILE.read_text().rstrip(), "",
+    # the profile's own [gpu.block] tables (calibrate --gpu) give way to the 1-worker cells' rates
+    kept, skip = [], False
+    for line in PROFILE.read_text().splitlines():
+        if line.startswith("["):
+            skip = line.strip().startswith("[gpu.block")
+        if not skip:
+            kept.append(line)
+    lines = ["\n".join(kept).rstrip(), "",
              "# A block's rates alone, from the 1-worker cells of gpu_check_h200.json",
              "# (benchmarks/gpu_model_score.py: read, update and gradient phase medians; streams' host launch)",
              "[gpu.block]"]
@@ -139,12 +149,13 @@ def score(cell: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| section | algorithm | workers | updates/s measured | sim | err | τ̄ measured | sim | err | KS | goals |\n"
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    head = ("| section | algorithm | mode | workers | updates/s measured | sim | err | τ̄ measured | sim | err | KS "
+            "| goals |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     body = []
     for r in rows:
         gl = "".join("✓" if r["goals"][k] else "✗" for k in ("tau", "ks", "updates_per_s"))
-        body.append(f"| {r['section']} | {r['algorithm']} | {r['workers']} | {r['measured_updates_per_s']:,.0f} | "
+        body.append(f"| {r['section']} | {r['algorithm']} | {r['mode']} | {r['workers']} | "
+                    f"{r['measured_updates_per_s']:,.0f} | "
                     f"{r['sim_updates_per_s']:,.0f} | {100 * r['updates_per_s_rel_err']:+.1f}% | "
                     f"{r['measured_mean_staleness']:.2f} | {r['sim_mean_staleness']:.2f} | "
                     f"{100 * r['mean_staleness_rel_err']:+.1f}% | {r['ks']:.2f} | {gl} |")
@@ -159,10 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=0.5, help="simulated seconds per cell (CNN: 10×)")
     ap.add_argument("--max-workers", type=int, default=10_000)
     ap.add_argument("--gradient-cv", type=float, default=None,
-                    help="a what-if: the block's gradient spread, which the measured cells do not record "
-                         "(calibrate --gpu measures it); default: the scenario's [sim] gradient_cv")
+                    help="a what-if: the block's gradient spread; default: the 1-worker MLP cell's "
+                         "gradient_cv (the scenario's [sim] gradient_cv where the record has none)")
     a = ap.parse_args(argv)
-    cells = [c for p in a.measured for c in record.read(p, gpu_check.SCHEMA, gpu_check.SCHEMA_VERSION)["cells"]
+    docs = [record.read(p, gpu_check.SCHEMA, gpu_check.SCHEMA_VERSION) for p in a.measured]
+    cells = [c for d in docs for c in d["cells"]
              if c.get("backend", "gpu") == "gpu" and "error" not in c]  # not the host's cpu cells (to-eps-cpu)
     block = block_table(cells)
     if a.gradient_cv is not None:
@@ -175,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows.append(score(c, a.seconds * (10 if c["model"] == "cnn" else 1)))
         r = rows[-1]
-        print(f"{r['section']:15s} {r['algorithm']:8s} {r['workers']:4d}  ups {r['updates_per_s_rel_err']:+.3f}  "
+        print(f"{r['section']:15s} {r['algorithm']:8s} {r['mode']:9s} {r['workers']:4d}  ups {r['updates_per_s_rel_err']:+.3f}  "
               f"tau {r['mean_staleness_rel_err']:+.3f}  ks {r['ks']:.3f}  {r['goals']}  ({r['sim_wall_s']:.1f} s)",
               flush=True)
     lo, hi = GOAL_RANGE
@@ -183,13 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     met = sum(r["all_goals"] for r in scored)
     summary = {"cells_1_to_64": len(scored), "all_goals_met": met, "share": met / max(1, len(scored)),
                "goals_met": {k: sum(r["goals"][k] for r in scored) for k in ("tau", "ks", "updates_per_s")},
-               "gradient_cv": "assumed (what-if)" if a.gradient_cv is not None else "the scenario's [sim] gradient_cv",
+               "gradient_cv": "assumed (what-if)" if a.gradient_cv is not None else
+               "the 1-worker cell's" if "gradient_cv" in block else "the scenario's [sim] gradient_cv",
                "goal_share": 0.9, "self_prediction": None,
                "note": "one measured run per cell: self_prediction cannot be computed; judged against the goals"}
     print(table(rows))
     print(json.dumps(summary))
 
-    record.write(a.out, SCHEMA, SCHEMA_VERSION, {"device": "NVIDIA H200", "measured": "2026-11-27",
+    record.write(a.out, SCHEMA, SCHEMA_VERSION, {"device": docs[0]["env"]["device"]["device"],
+                                                  "measured": [d["date"] for d in docs],
                                                   "measured_files": [p.name for p in a.measured],
                                                   "block": block, "summary": summary, "cells": rows})
     return 0
