@@ -101,15 +101,17 @@ def run_workload(sc: Scenario, run: int, wl: Any) -> RunResult:
     theta0 = wl.init_theta(seeds.rng(sc.seed, run, seeds.Role.INIT))
     layout = Layout.of(sc, theta0.shape[0])
     cpus: list[int | None] = [None] * layout.world
+    transport: list[int] | None = None
     if sc.cpu.pin:  # rank r on the placement's r-th CPU, the servers first ("os": unpinned)
         cpus, warnings = placement.plan(layout.world, sc.workers.placement)
         for msg in warnings:
             print(f"warning: {msg}", file=sys.stderr)
+        transport = transport_cpus(cpus, sorted(os.sched_getaffinity(0)))
     ctx: Any = mp.get_context(START_METHOD)
     results, errors = ctx.SimpleQueue(), ctx.SimpleQueue()
     port = free_port()
     procs = [ctx.Process(target=_rank_main, name=f"simasgd-dist-rank-{r}", daemon=True,
-                         args=(sc, run, wl, r, layout.world, port, results, errors, cpus[r]))
+                         args=(sc, run, wl, r, layout.world, port, results, errors, cpus[r], transport))
              for r in range(layout.world)]
     for p in procs:
         p.start()
@@ -118,16 +120,37 @@ def run_workload(sc: Scenario, run: int, wl: Any) -> RunResult:
     finally:
         _end(procs, sc.cpu.join_timeout_s)
     result = collect.result(sc, run, wl, theta0, reports, NAME, "loopback")
-    result.metadata["placement"] = {"cpus": [c if c is not None else -1 for c in cpus]}
+    result.metadata["placement"] = {"cpus": [c if c is not None else -1 for c in cpus],
+                                    "transport_cpus": transport if transport is not None else []}
     return result
 
 
+def transport_cpus(cpus: list[int | None], allowed: list[int]) -> list[int]:
+    """Where a pinned run's transport threads run: the allowed CPUs no rank computes on, where there are at least
+    two of them; else all the allowed CPUs.
+
+    A rank is pinned by its main thread, the one that computes its gradients and calls send, recv and the
+    collectives (``cpu.pin``: a worker on a core of its own). gloo's threads — the device's event loop
+    (``gloo_tcp_loop``), the process group's collective threads (``pt_gloo_runloop``), rank 0's store — go
+    elsewhere: the event loop handles a socket's events only under its pair's lock and, when it cannot take the
+    lock (a send or a collective holding it), it returns to ``epoll_wait``, which reports the same event at
+    once. On the lock holder's own CPU that loop keeps the holder off the CPU until the scheduler's slice ends
+    (milliseconds: ``[scheduler] quantum_s``), so a run with every thread of a rank on one core measured
+    stalls of a slice, not the transport (benchmarks/README_dist.md). Two CPUs at least, so that the event
+    loop and a collective thread of one rank need not share one."""
+    ranks = {c for c in cpus if c is not None}
+    spare = [c for c in allowed if c not in ranks]
+    return spare if len(spare) >= 2 else list(allowed)
+
+
 def _rank_main(sc: Scenario, run: int, wl: Any, rank: int, world: int, port: int, results: Any, errors: Any,
-               cpu: int | None = None) -> None:
+               cpu: int | None = None, transport: list[int] | None = None) -> None:
     try:
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
+        if cpu is not None:  # the threads init starts inherit the transport's CPUs; then this thread its own
+            os.sched_setaffinity(0, set(transport) if transport else {cpu})
         init(sc, rank, world, port)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread only (Linux), the rank's main thread
         out = run_rank(sc, run, wl)
         if out is not None:
             results.put(out)

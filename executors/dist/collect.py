@@ -62,6 +62,7 @@ def result(sc: Scenario, run: int, wl: Any, theta0: np.ndarray, reports: list[di
     if not math.isfinite(summary.final_loss):
         summary.crashed = True
     ranks = [{"rank": r["rank"], "role": r["role"], "host": r["host"], "affinity": r["affinity"],
+              "threads": r.get("threads", {}),
               "messages_sent": r["sent"][0],
               "bytes_sent": r["sent"][1], "messages_received": r["received"][0],
               "bytes_received": r["received"][1], **r["extra"]}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -213,10 +214,28 @@ class Rank:
 
     def report(self) -> dict[str, Any]:
         return {"rank": self.rank, "role": self.layout.role(self.rank), "host": socket.gethostname(),
-                "affinity": sorted(os.sched_getaffinity(0)),
+                "affinity": sorted(os.sched_getaffinity(0)), "threads": threads(),
                 "rows": self.rows.arrays(),
                 "snaps": self.snaps, "final": self.final, "combine": self.combine, "extra": self.extra,
                 "sent": list(self.sent), "received": list(self.received)}
+
+
+def threads() -> dict[str, list[int]]:
+    """This process's threads other than the calling one, by name (several of one name: their CPUs joined), and
+    the CPUs each may run on (``Cpus_allowed_list``): where a pinned rank's transport threads were. Empty where
+    /proc cannot say."""
+    out: dict[str, set[int]] = {}
+    me = str(threading.get_native_id())
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            if tid == me:
+                continue
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            out.setdefault(name, set()).update(os.sched_getaffinity(int(tid)))
+    except OSError:
+        return {}
+    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
 def header_elements(dtype: Any) -> int:
