@@ -10,8 +10,10 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
 - **the server's link under N senders**: N ranks send rank 0 messages of ``SERVER_BYTES`` as fast as
   it takes them; ``server[N]`` is the bytes/s rank 0 received, and ``server_bandwidth_gbps`` the
   most of them;
-- **all-reduce**: ``all_reduce(SUM)`` of a float32 vector for N = 2..``max_ranks`` and each size;
-  the median time.
+- **all-reduce**: ``all_reduce(SUM)`` of a float32 vector for N = 2..``max_ranks`` (and up to
+  :data:`ALLREDUCE_RANKS` where the host has a CPU for each) and each size; the median time. The simulator
+  charges a ``sync`` round this (:class:`simasgd.sim.network.AllreduceTable`), extended beyond the measured
+  ranks along the ring's 2(N−1) steps, so a host that can run 8 ranks measures 8.
 
 Each rank runs one intra-op thread. The numbers describe this host's loopback under whatever else
 runs on it (``loadavg`` is recorded with them), not a NIC: on a cluster, run it there (two or more
@@ -36,6 +38,7 @@ FIT_FROM = 1048576      # the bandwidth's fit: sizes whose transfer outlasts a w
 MOVE_BYTES = 1 << 29    # a size's repeats move at most this much (the large ones: a few round trips)
 SERVER_BYTES = 262144
 ALLREDUCE_SIZES = (4096, 65536, 1048576)
+ALLREDUCE_RANKS = 8     # the all-reduce's rank counts go this far where the host has as many CPUs
 
 
 def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -54,7 +57,7 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
         server[str(n)] = float(_spawn(n + 1, _fan_in, (SERVER_BYTES, 10 if quick else 60)))
     log("all-reduce by ranks and size")
     allreduce: dict[str, list[float]] = {}
-    for n in range(2, max_ranks + 1):
+    for n in range(2, max(max_ranks, min(ALLREDUCE_RANKS, len(os.sched_getaffinity(0)))) + 1):
         allreduce[str(n)] = [float(x) for x in _spawn(n, _allreduce, (ALLREDUCE_SIZES, 10 if quick else 50))]
     return {
         "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,

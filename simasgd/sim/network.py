@@ -15,7 +15,14 @@ A ring all-reduce of ``m`` bytes over ``p`` nodes (``sync``) costs
 ``2(p−1)·(latency + m/(p·bandwidth))`` (Patarasuk & Yuan 2009: bandwidth
 optimal; Wongpanich et al. §3.2 use it, hierarchically beyond 1K nodes):
 every node sends and receives ``2(p−1)/p·m`` bytes, so it is charged to
-every NIC at once, as one timeout.
+every NIC at once, as one timeout. With ``preset = "this"`` (and no latency or
+bandwidth of its own) the all-reduce is the measured one instead
+(:class:`AllreduceTable`: ``calibrate --network``'s ``all_reduce(SUM)`` medians by
+rank count and size): a collective's step costs what gloo's does — a hand-off to
+the process group's thread, gloo's ring of 2p segments, the reduction — several
+one-way latencies a step where it was measured (benchmarks/README_dist.md), more
+than the one-way latency alone charges. Ranks between or beyond those measured
+follow the ring's step count, ``t = a + b·2(p−1)`` fitted to the measured ranks.
 
 Message sizes (:func:`model_bytes`, :func:`gradient_bytes`): the model or a
 gradient is ``d × itemsize`` bytes; a 1-bit gradient is
@@ -58,12 +65,77 @@ Proc = Generator[simpy.Event, Any, None]
 
 
 @dataclass(frozen=True)
+class AllreduceTable:
+    """``all_reduce(SUM)`` as ``calibrate --network`` measured it: ``seconds[i][j]`` the median time over
+    ``ranks[i]`` ranks of ``sizes[j]`` bytes (the profile's ``[network.allreduce]``).
+
+    :meth:`seconds_for`: at a measured rank count the measured time; at any other, the least-squares line
+    ``a + b·2(p−1)`` over the measured rank counts (the ring's steps: gloo's all-reduce is a ring, its time
+    grows with them). Between two measured sizes linear in bytes; below the smallest the smallest's time (a
+    small collective is latency-bound); above the largest that time plus the ring's bytes beyond it,
+    ``2(p−1)/p·Δm`` at ``bandwidth_Bps``."""
+
+    sizes: tuple[int, ...]
+    ranks: tuple[int, ...]
+    seconds: tuple[tuple[float, ...], ...]
+
+    @classmethod
+    def of(cls, table: Any) -> AllreduceTable | None:
+        """From the profile's table (a model with ``bytes``, ``ranks``, ``seconds``, or a dict); None where it is
+        missing, empty or ragged."""
+        def get(k: str) -> Any:
+            return table.get(k) if isinstance(table, dict) else getattr(table, k, None)
+
+        raw_b, raw_r, raw_s = get("bytes"), get("ranks"), get("seconds")
+        if not raw_b or not raw_r or not raw_s:
+            return None
+        sizes, ranks = tuple(int(b) for b in raw_b), tuple(int(r) for r in raw_r)
+        seconds = tuple(tuple(float(x) for x in row) for row in raw_s)
+        if len(seconds) != len(ranks) or any(len(row) != len(sizes) for row in seconds) or min(ranks) < 2:
+            return None
+        order = sorted(range(len(sizes)), key=lambda j: sizes[j])
+        return cls(tuple(sizes[j] for j in order), ranks, tuple(tuple(row[j] for j in order) for row in seconds))
+
+    def line(self, j: int) -> tuple[float, float]:
+        """(a, b) of ``t = a + b·2(p−1)`` at size ``j``, least squares over the measured rank counts (one count:
+        the line through the origin)."""
+        x = [2.0 * (r - 1) for r in self.ranks]
+        y = [row[j] for row in self.seconds]
+        if len(set(x)) < 2:
+            return 0.0, y[0] / x[0]
+        mx, my = sum(x) / len(x), sum(y) / len(y)
+        b = sum((xi - mx) * (yi - my) for xi, yi in zip(x, y, strict=True)) / sum((xi - mx) ** 2 for xi in x)
+        return my - b * mx, b
+
+    def at_size(self, j: int, parties: int) -> float:
+        if parties in self.ranks:
+            return self.seconds[self.ranks.index(parties)][j]
+        a, b = self.line(j)
+        return max(0.0, a + b * 2 * (parties - 1))
+
+    def seconds_for(self, nbytes: float, parties: int, bandwidth_Bps: float) -> float:
+        if parties < 2:
+            return 0.0
+        s = self.sizes
+        if nbytes <= s[0]:
+            return self.at_size(0, parties)
+        if nbytes >= s[-1]:
+            extra = 2 * (parties - 1) / parties * (nbytes - s[-1]) / bandwidth_Bps
+            return self.at_size(len(s) - 1, parties) + extra
+        j = next(k for k in range(1, len(s)) if nbytes <= s[k])
+        lo, hi = self.at_size(j - 1, parties), self.at_size(j, parties)
+        return lo + (hi - lo) * (nbytes - s[j - 1]) / (s[j] - s[j - 1])
+
+
+@dataclass(frozen=True)
 class Links:
-    """Resolved ``[network]``: bytes/s of a worker's NIC and the server's, one-way latency in s."""
+    """Resolved ``[network]``: bytes/s of a worker's NIC and the server's, one-way latency in s, and the measured
+    all-reduce where the transport was measured (``preset = "this"``)."""
 
     bandwidth_Bps: float
     server_bandwidth_Bps: float
     latency_s: float
+    allreduce: AllreduceTable | None = None
 
 
 def resolve(cfg: Any) -> Links | None:
@@ -75,7 +147,9 @@ def resolve(cfg: Any) -> Links | None:
     if gbps is None:
         return None
     server = cfg.server_bandwidth_gbps if cfg.server_bandwidth_gbps is not None else (server_base or gbps)
-    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6)
+    table = (measured_allreduce() if cfg.preset == MEASURED and cfg.latency_us is None and cfg.bandwidth_gbps is None
+             else None)  # a latency or bandwidth of the scenario's own is another network than the one measured
+    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table)
 
 
 def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
@@ -94,6 +168,15 @@ def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
                          f'calibrate --network --out {p}`')
     server = net.server_bandwidth_gbps
     return (float(net.bandwidth_gbps), float(net.latency_us)), None if server is None else float(server)
+
+
+def measured_allreduce(path: Any = None) -> AllreduceTable | None:
+    """The profile's measured all-reduce (``[network.allreduce]``), or None where it has none (a profile
+    calibrated before ``calibrate --network`` measured it: the ring formula then)."""
+    from simasgd.machines import profile
+
+    net = profile.read(path or profile_path()).network
+    return None if net is None else AllreduceTable.of(net.allreduce)
 
 
 def profile_path() -> Path:
@@ -190,7 +273,10 @@ class Network:
                 yield self.env.timeout(nbytes / min(self.bandwidth(src), self.bandwidth(dst)))
 
     def allreduce_s(self, nbytes: float, parties: int) -> float:
-        """Seconds of a ring all-reduce of ``nbytes`` over ``parties`` nodes (module docstring)."""
+        """Seconds of an all-reduce of ``nbytes`` over ``parties`` nodes: the measured one where the links carry
+        it, else the ring's formula (module docstring)."""
         if self.links is None or parties < 2:
             return 0.0
+        if self.links.allreduce is not None:
+            return self.links.allreduce.seconds_for(nbytes, parties, self.links.bandwidth_Bps)
         return 2 * (parties - 1) * (self.links.latency_s + nbytes / (parties * self.links.bandwidth_Bps))
