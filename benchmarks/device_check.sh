@@ -17,7 +17,8 @@
 #        OUT/contention_<machine>.json);
 #        Ek's UMA-vs-NUMA cell measured (device_check.py ek-cells, beside benchmarks/ek_numa.py's simulated one:
 #        OUT/ek_numa_<machine>.json) only where the machine has two NUMA nodes; `simasgd calibrate --network`,
-#        then benchmarks/dist_fidelity.py at 2, 4 and 8 processes, rank r pinned to a core of its own, 3 runs.
+#        then benchmarks/dist_fidelity.py at 2, 4 and 8 processes (param_server with 1 and 2 shards, easgd, eawild,
+#        keuper, sync), rank r pinned to a core of its own, 3 runs.
 #        Writes OUT/cores.log, OUT/topology.txt, OUT/<machine>.json.gz, OUT/contention_<machine>.json,
 #        OUT/cores-files.tar.gz (the cells' results folders, the profile, many_cores' table) and, with two NUMA
 #        nodes, OUT/ek_numa_<machine>.json.
@@ -250,7 +251,7 @@ step_dist() {
     $PY benchmarks/dist_fidelity.py --profile "$PROFILE" --processes 2 --repeats 1 --pin
   else
     $PY benchmarks/dist_fidelity.py --profile "$PROFILE" --processes "$(at_most "$(ncpus)" 2 4 8 | tr ' ' ,)" \
-      --repeats 3 --pin
+      --repeats 3 --pin --algorithms all --out "$WORK/dist_fidelity"
   fi
 }
 cores_part() {

@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows.append(score(c, a.seconds * (10 if c["model"] == "cnn" else 1)))
         r = rows[-1]
-        print(f"{r['section']:15s} {r['algorithm']:8s} {r['mode']:9s} {r['workers']:4d}  ups {r['updates_per_s_rel_err']:+.3f}  "
+        print(f"{r['section']:15s} {r['algorithm']:8s} {r['mode']:9s} {r['workers']:4d}  "
+              f"ups {r['updates_per_s_rel_err']:+.3f}  "
               f"tau {r['mean_staleness_rel_err']:+.3f}  ks {r['ks']:.3f}  {r['goals']}  ({r['sim_wall_s']:.1f} s)",
               flush=True)
     lo, hi = GOAL_RANGE

@@ -15,6 +15,7 @@ module of this package (format: docs/profile.md):
 ``[scheduler]``                    :mod:`.scheduler`
 ``[cache]``                        :mod:`.topology`
 ``[coherence]``                    :mod:`.coherence`
+``[contention]``                   :mod:`.contention` (not used by the simulator yet)
 ``[tick]``                         :mod:`.tick`
 ``[peak]``                         :mod:`.peak` (not used by the simulator)
 ``[gpu]``                          :mod:`.gpu` (``simasgd calibrate --gpu``)
@@ -35,6 +36,7 @@ import numpy as np
 from executors import c2c
 from executors.calibration import coherence as coh_mod
 from executors.calibration.bookkeeping import bookkeeping_table
+from executors.calibration.contention import contention
 from executors.calibration.copies import copy_bandwidth, copy_by_size, copy_sizes
 from executors.calibration.gradient import gradient_times
 from executors.calibration.locks import cas_figures, lock_figures
@@ -116,7 +118,7 @@ def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:
 
 
 def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
-    """[cache], [copy_by_size], [coherence], [tick] and the kernel's scheduler parameters.
+    """[cache], [copy_by_size], [coherence], [contention], [tick] and the kernel's scheduler parameters.
 
     Seconds in all (a tenth of that when quick): the copies and coherence the longest, then the tick.
     """
@@ -131,9 +133,11 @@ def _machine_tables(quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     log("coherence")
     coh = c2c.measured_rows(coh_mod.coherence, [s for s in sizes if 64 << 10 <= s <= top], 2.5 * scale,
                             dict(zip(by_size["sizes_bytes"], by_size["read_gbs"], strict=True)))  # in one placement
+    log("contention")
+    cont = contention(1 << 20, 40 if quick else 200)
     log("timer tick")
     tick = tick_table(max(0.2, 1.0 * scale))  # 250 periods of a 250 Hz timer
-    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "tick": tick,
+    return {"cache": cache, "copy_by_size": by_size, "coherence": coh, "contention": cont, "tick": tick,
             "scheduler": scheduler_params()}
 
 

@@ -284,6 +284,28 @@ class CoherenceTable(Table):
     reason: str | None = Field(None, description="why the table is empty (one usable CPU)")
 
 
+class ContentionTable(Table):
+    """Not used by the simulator yet: a step on one shared float64 θ of `bytes` while k threads, pinned one a
+    CPU, work on it (`executors/calibration/contention.py`), the measurement a many-core memory model needs
+    beside `[coherence]`'s two-CPU one. `update`: every thread applies θ -= lr·g to θ, pass after pass;
+    `locked`: every thread takes the executors' spin lock, copies θ into its own buffer, applies the update,
+    releases. Each figure over `passes` passes a thread (the first two dropped)."""
+
+    TITLE = "a step on θ with k cores on it"
+    bytes: int | None = Field(None, description="θ's size (1 MiB)")
+    passes: int | None = Field(None, description="passes a thread a count (40 when quick)")
+    threads: list[int] | None = Field(None, description="k: 1, 2, 4, … up to the CPUs, and the CPU count")
+    update_s: list[float] | None = Field(None, description="median pass of `update` at each k")
+    update_p90_s: list[float] | None = Field(None, description="its 90th percentile")
+    locked_hold_s: list[float] | None = Field(None, description=(
+        "median hold of the lock in `locked` (acquired to released: the copy and the update) at each k"))
+    locked_hold_p90_s: list[float] | None = Field(None, description="its 90th percentile")
+    locked_per_s: list[float] | None = Field(None, description="`locked`'s passes a second, all threads")
+    locked_busy: list[float] | None = Field(None, description=(
+        "the lock's busy share: the holds after the first release over the time to the last (1: the lock is "
+        "the limit)"))
+
+
 class C2cTable(Table):
     """A token handed back and forth between two threads pinned to the first two usable CPUs through one
     word: the one-way hand-off in ns (median of three probes of 10,000 hand-offs). On a virtual machine the
@@ -516,6 +538,7 @@ class Profile(Table):
     copy_by_size: CopyBySizeTable | None = None
     cache: CacheTable | None = None
     coherence: CoherenceTable | None = None
+    contention: ContentionTable | None = None
     c2c: C2cTable | None = None
     locks: LocksTable | None = None
     cas: CasTable | None = None
@@ -635,6 +658,7 @@ def _plain(value: Any) -> Any:
 TABLES: dict[str, type[Table]] = {
     "profile": Head, "machine": MachineTable, "calibration": CalibrationTable, "gradient": GradientTable,
     "copy": CopyTable, "copy_by_size": CopyBySizeTable, "cache": CacheTable, "coherence": CoherenceTable,
-    "c2c": C2cTable, "locks": LocksTable, "cas": CasTable, "memory": MemoryTable, "executor": ExecutorTable,
-    "scheduler": SchedulerTable, "tick": TickTable, "network": NetworkTable, "peak": PeakTable, "gpu": GpuTable,
+    "contention": ContentionTable, "c2c": C2cTable, "locks": LocksTable, "cas": CasTable, "memory": MemoryTable,
+    "executor": ExecutorTable, "scheduler": SchedulerTable, "tick": TickTable, "network": NetworkTable,
+    "peak": PeakTable, "gpu": GpuTable,
 }

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from executors.calibration import calibrate as cal
-from executors.calibration import coherence, copies, scheduler, topology
+from executors.calibration import coherence, contention, copies, scheduler, topology
 from executors.calibration.timing import run_threads
 from simasgd.machines import machine
 
@@ -135,6 +135,32 @@ def test_coherence_reason_on_one_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(t) == {"reason"}
 
 
+# --- [contention] ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("cpus", "ks"), [(1, [1]), (2, [1, 2]), (6, [1, 2, 4, 6]), (16, [1, 2, 4, 8, 16])])
+def test_contention_thread_counts_double_up_to_the_cpus(cpus: int, ks: list[int]) -> None:
+    assert contention.thread_counts(cpus) == ks
+
+
+def test_contention_refuses_an_unknown_loop_by_name() -> None:
+    with pytest.raises(ValueError, match="'copy' is not 'update' or 'locked'"):
+        contention.measure("copy", 1, CPUS, 64, 3)
+
+
+@pytest.mark.hardware
+def test_contention_a_row_per_thread_count_and_a_lock_never_busier_than_always(tables: dict[str, Any]) -> None:
+    t = tables["contention"]
+    assert t["bytes"] == 1 << 20 and t["passes"] == 40
+    assert t["threads"] == contention.thread_counts(len(CPUS))
+    for key in ("update", "locked_hold"):
+        med, p90 = t[f"{key}_s"], t[f"{key}_p90_s"]
+        assert len(med) == len(p90) == len(t["threads"]), key
+        assert all(math.isfinite(m) and 0 < m <= p for m, p in zip(med, p90, strict=True)), (key, med, p90)
+    # the holds over the span they lie in: above 1 two threads would have held the lock at once
+    assert all(0 < b <= 1.05 for b in t["locked_busy"]), t["locked_busy"]
+    assert all(r > 0 for r in t["locked_per_s"])
+
+
 # --- the profile file -----------------------------------------------------------------------------
 
 @pytest.mark.hardware
@@ -152,7 +178,7 @@ def test_quick_tables_round_trip_through_the_profile(tables: dict[str, Any], tmp
     assert "latency_s" not in doc["scheduler"]
     assert doc["scheduler"]["kernel"] in ("eevdf", "cfs", "unknown")
     assert doc["scheduler"]["params_source"] in ("kernel", "measured")
-    for name in ("cache", "copy_by_size", "coherence"):
+    for name in ("cache", "copy_by_size", "coherence", "contention"):
         assert doc[name] == tables[name], name
     assert doc["tick"] == tables["tick"]
 
