@@ -30,10 +30,6 @@ UPDATES = 200                 # the update budget of every run (epsilon left out
 # 200 steps would end most runs before the worker's first gradient lands.
 UPDATES_BY_APPLIES = {"latest_sum": 50 * UPDATES}
 UPDATES_ON = {"cuda": 60, "gpu": 16}  # where a run is slow: the cuda and gpu backends run under numba's CUDA simulator
-DIM = 16                      # θ's elements (the constant workload's); θ[0] is what the tests read
-# The cuda backend's element-wise kernels launch a thread an element, each a Python thread under the simulator;
-# any width runs the same kernels in one block (THREADS = 32 there), so fewer elements assert the same.
-DIM_ON = {"cuda": 4}
 MOMENTUM = 0.5
 REAL_THREADS = {"cpu"}        # backends whose workers are OS threads
 
@@ -111,7 +107,7 @@ def outcome(jitter_kernel: Any) -> Any:
         key = (algorithm, backend, variant, params)
         if key not in _done:
             sc = scenario_for(algorithm, backend, variant, params)
-            wl = ConstWorkload(dim=DIM_ON.get(backend, DIM), kernel=jitter_kernel, loss_kernel=first_loss)
+            wl = ConstWorkload(dim=16, kernel=jitter_kernel, loss_kernel=first_loss)
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr("simasgd.numerics.workloads.build_workload", lambda cfg, seed, base_dir=None: wl)
                 result = backends.load(backend).run_once(sc, 0)
