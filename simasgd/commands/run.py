@@ -39,6 +39,28 @@ def say_machine(scenario: object, backend: str) -> None:
     whose = getattr(impl, "simulated_traits", None)
     if whose is not None:
         console(stderr=True).print(describe_traits(whose(scenario)), markup=False, soft_wrap=True)
+    if which is not None:
+        line = beyond_measured(scenario)
+        if line:
+            console(stderr=True).print(line, markup=False, soft_wrap=True)
+
+
+def beyond_measured(scenario: Any) -> str | None:
+    """:func:`simasgd.evaluation.validated.note` for a simulated CPU machine (a GPU's model is its own); None
+    where the machine cannot be resolved (the run says why)."""
+    from simasgd.evaluation.validated import note
+    from simasgd.machines.machine import is_gpu, resolve
+    from simasgd.spec.algorithms import NETWORKED
+
+    if is_gpu(scenario.machine):
+        return None
+    try:
+        m = resolve(scenario.machine)
+    except (ValueError, OSError):  # an unknown preset, a missing or bad profile: the run refuses it by name
+        return None
+    name = scenario.algorithm.name
+    return note(scenario.workers.count, m.sockets * m.cores_per_socket, name,
+                name in NETWORKED or bool(m.nodes))
 
 
 def note_one_at_a_time(backend: str, jobs: int | None) -> None:
