@@ -2,7 +2,7 @@
 
 The fidelity corpus (``corpus/``, benchmarks/fidelity.md) measures the model against real threads. It meets
 most of its ceiling on the 2-CPU machines and little on the 16-core one: there a step on θ costs more with
-more cores working on θ, which the model does not have yet. A simulated run of a shared-memory algorithm
+more cores running, which the model does not have yet. A simulated run of a shared-memory algorithm
 with more workers computing at once than that gets a note saying so before it starts."""
 
 from __future__ import annotations
