@@ -141,14 +141,16 @@ class Links:
 def resolve(cfg: Any) -> Links | None:
     """The scenario's ``[network]`` (``scenario.NetworkConfig``) as numbers; None for shared memory.
     ``preset = "this"``: the calibrated profile's measured transport (:func:`measured`)."""
-    base, server_base = (measured() if cfg.preset == MEASURED else (PRESETS[cfg.preset], None))
+    net = _measured_table() if cfg.preset == MEASURED else None
+    base, server_base = (_transport(net) if net is not None else (PRESETS[cfg.preset], None))
     gbps = cfg.bandwidth_gbps if cfg.bandwidth_gbps is not None else (base[0] if base else None)
     lat_us = cfg.latency_us if cfg.latency_us is not None else (base[1] if base else 0.0)
     if gbps is None:
         return None
     server = cfg.server_bandwidth_gbps if cfg.server_bandwidth_gbps is not None else (server_base or gbps)
-    table = (measured_allreduce() if cfg.preset == MEASURED and cfg.latency_us is None and cfg.bandwidth_gbps is None
-             else None)  # a latency or bandwidth of the scenario's own is another network than the one measured
+    # a latency or bandwidth of the scenario's own is another network than the one measured
+    own = cfg.latency_us is not None or cfg.bandwidth_gbps is not None
+    table = AllreduceTable.of(net.allreduce) if net is not None and not own else None
     return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table)
 
 
@@ -156,6 +158,13 @@ def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
     """((Gb/s, one-way µs), the server link's Gb/s) from the profile's ``[network]`` table, written by
     ``simasgd calibrate --network`` (the transport of backend ``dist``); the presets stay for networks
     not measured. A clear error where the profile or its table is missing."""
+    return _transport(_measured_table(path))
+
+
+def _measured_table(path: Any = None) -> Any:
+    """The profile's ``[network]`` table, read once for the transport and its all-reduce
+    (``[network.allreduce]``: None in a profile calibrated before it was measured, the ring formula then);
+    a clear error where the profile or the table is missing."""
     from simasgd.machines import profile
 
     p = path or profile_path()
@@ -166,17 +175,12 @@ def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
     if net is None or net.bandwidth_gbps is None or net.latency_us is None:
         raise ValueError(f'[network] preset = "this": {p} has no measured [network] table; run `simasgd '
                          f'calibrate --network --out {p}`')
+    return net
+
+
+def _transport(net: Any) -> tuple[tuple[float, float], float | None]:
     server = net.server_bandwidth_gbps
     return (float(net.bandwidth_gbps), float(net.latency_us)), None if server is None else float(server)
-
-
-def measured_allreduce(path: Any = None) -> AllreduceTable | None:
-    """The profile's measured all-reduce (``[network.allreduce]``), or None where it has none (a profile
-    calibrated before ``calibrate --network`` measured it: the ring formula then)."""
-    from simasgd.machines import profile
-
-    net = profile.read(path or profile_path()).network
-    return None if net is None else AllreduceTable.of(net.allreduce)
 
 
 def profile_path() -> Path:
