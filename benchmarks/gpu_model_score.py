@@ -88,22 +88,16 @@ def block_table(cells: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_profile(block: dict[str, Any], out: Path) -> None:
-    """The measured ``[gpu]`` table plus the block rates, as a profile the simulator reads (``this-gpu``)."""
-    # the profile's own [gpu.block] tables (calibrate --gpu) give way to the 1-worker cells' rates
-    kept, skip = [], False
-    for line in PROFILE.read_text().splitlines():
-        if line.startswith("["):
-            skip = line.strip().startswith("[gpu.block")
-        if not skip:
-            kept.append(line)
-    lines = ["\n".join(kept).rstrip(), "",
-             "# A block's rates alone, from the 1-worker cells of gpu_check_h200.json",
-             "# (benchmarks/gpu_model_score.py: read, update and gradient phase medians; streams' host launch)",
-             "[gpu.block]"]
-    lines += [f"{k} = {v!r}" for k, v in block.items() if not isinstance(v, dict)]
-    lines += ["", "[gpu.block.gradient_flops_per_s]"]
-    lines += [f"{k} = {v!r}" for k, v in block["gradient_flops_per_s"].items()]
-    out.write_text("\n".join(lines) + "\n")
+    """The measured profile with its ``[gpu.block]`` (calibrate --gpu's) replaced by the 1-worker cells' block
+    rates (read, update and gradient phase medians; streams' host launch), as a profile the simulator reads
+    (``this-gpu``)."""
+    import tomllib
+
+    from simasgd.machines import profile
+
+    doc = tomllib.loads(PROFILE.read_text())
+    doc["gpu"]["block"] = block
+    profile.write(doc, out)
 
 
 def simulate(cell: dict[str, Any], seconds: float) -> Any:
