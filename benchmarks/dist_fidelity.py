@@ -62,19 +62,15 @@ def half_ms(theta, X, y, idx, grad_out, shape):  # the kernels' signature
 
 
 def parse_algorithm(spec: str) -> tuple[str, dict[str, Any]]:
-    """``name[:key=value[:key=value...]]`` -> (name, parameters); values as int, float or the string."""
+    """``name[:key=value[:key=value...]]`` -> (name, parameters); each value read as ``-s`` reads one (a TOML
+    value, else the text)."""
+    from simasgd.spec.loader import parse_value
+
     name, *kvs = spec.split(":")
     params: dict[str, Any] = {}
     for kv in kvs:
         k, _, v = kv.partition("=")
-        for cast in (int, float):
-            try:
-                params[k] = cast(v)
-                break
-            except ValueError:
-                continue
-        else:
-            params[k] = v
+        params[k] = parse_value(v)
     return name, params
 
 
@@ -187,8 +183,9 @@ def main() -> None:
                       flush=True)
             sim_all, real_all = merge(sims), merge(reals)
             if args.out is not None:
-                sim_all.save(args.out / f"{spec.replace(':', '-').replace('=', '')}-{p}" / "sim")
-                real_all.save(args.out / f"{spec.replace(':', '-').replace('=', '')}-{p}" / "dist")
+                folder = args.out / f"{spec.replace(':', '-').replace('=', '')}-{p}"
+                sim_all.save(folder / "sim")
+                real_all.save(folder / "dist")
             ceiling, met, pm = judge(sim_all, real_all, args.repeats)
             cells.append((spec, p, ceiling, met))
             print(f"| {spec} | {p} | cell | ceiling {_share(ceiling)} | sim meets: {'yes' if met else 'no'} | "
