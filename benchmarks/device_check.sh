@@ -27,8 +27,9 @@
 # says which and why): gpu when there is a GPU and benchmarks/results/gpu_check_<gpu>.json (<gpu>: h100, h200,
 # the first word with a digit of the GPU's name) was not written by this script's gpu part; else cores when
 # corpus/<machine>.json.gz (many_cores.py's name: CPU family and CPU count, e.g. amd_epyc_16cpu) or
-# benchmarks/results/contention_<machine>.json is absent; else nothing (exit 0). So one lending runs `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands:
-# one command may run 10 minutes), and a part whose section failed is run again alone.
+# benchmarks/results/contention_<machine>.json is absent; else nothing (exit 0). So one lending runs
+# `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands: one command may run 10 minutes),
+# and a part whose section failed is run again alone.
 #
 # Sections run in priority order, each under `timeout` within what is left of the part's deadline
 # (DEVICE_CHECK_DEADLINE, 330 s; a section's processes are killed 10 s after its timeout), and each prints one
