@@ -16,16 +16,18 @@ from simasgd.spec.scenario import Scenario
 pytest.importorskip("torch.distributed")
 
 
-def dist_scenario(algorithm: str, workers: int = 2, updates: int = 120, slowdown: float = 1.0,
+def dist_scenario(algorithm: str, workers: int = 2, updates: int = 120, slowdown: float = 1.0, pin: bool = False,
                   **params: Any) -> Scenario:
-    """A small scenario; ``slowdown`` > 1 makes worker 0 a straggler that takes that many times its gradient."""
+    """A small scenario; ``slowdown`` > 1 makes worker 0 a straggler that takes that many times its gradient;
+    ``pin``: rank r on the r-th CPU of placement ``uma`` (``cpu.pin``)."""
     strag = {"stragglers": {"count": 1, "slowdown": slowdown}} if slowdown > 1 else {}
+    placement = "uma" if pin else "os"
     return loader.from_dict({
-        "name": f"dist-{algorithm}", "seed": 5, "workers": {"count": workers, "placement": "os", **strag},
+        "name": f"dist-{algorithm}", "seed": 5, "workers": {"count": workers, "placement": placement, **strag},
         "workload": {"model": "least_squares", "batch_size": 1},  # replaced by a known-gradient workload
         "algorithm": {"name": algorithm, **params}, "optimizer": {"lr": LR},
         "stop": {"max_updates": updates, "max_time_s": 30.0, "eval_every_updates": 20},
-        "cpu": {"pin": False, "join_timeout_s": 10.0}})
+        "cpu": {"pin": pin, "join_timeout_s": 10.0}})
 
 
 @njit(nogil=True, cache=True)

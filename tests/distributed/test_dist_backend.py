@@ -111,9 +111,7 @@ def test_backup_discards_the_straggler_and_applies_n_a_round(scenario: Any, run_
 def test_pinned_ranks_run_on_the_placement_s_cpus_servers_first(scenario: Any, run_dist: Any) -> None:
     from executors.cpu import placement
 
-    sc = scenario("param_server", workers=1, updates=20)
-    sc = sc.model_copy(update={"cpu": sc.cpu.model_copy(update={"pin": True}),
-                               "workers": sc.workers.model_copy(update={"placement": "uma"})})
+    sc = scenario("param_server", workers=1, updates=20, pin=True)
     r = run_dist(sc)
     want = placement.plan(2, "uma")[0]
     assert r.metadata["placement"]["cpus"] == want

@@ -27,9 +27,7 @@ def test_transport_cpus_are_the_spare_ones_when_two_or_more(cpus: list[int], all
 def test_a_pinned_rank_s_gloo_threads_run_off_the_ranks_cores(scenario: Any, run_dist: Any) -> None:
     from executors.cpu import placement
 
-    sc = scenario("sync", workers=2, updates=20)
-    sc = sc.model_copy(update={"cpu": sc.cpu.model_copy(update={"pin": True}),
-                               "workers": sc.workers.model_copy(update={"placement": "uma"})})
+    sc = scenario("sync", workers=2, updates=20, pin=True)
     r = run_dist(sc)
     ranks_cpus = placement.plan(2, "uma")[0]
     want = transport_cpus(ranks_cpus, sorted(os.sched_getaffinity(0)))
