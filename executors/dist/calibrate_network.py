@@ -13,7 +13,15 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
 - **all-reduce**: ``all_reduce(SUM)`` of a float32 vector for N = 2..``max_ranks`` (and up to
   :data:`ALLREDUCE_RANKS` where the host has a CPU for each) and each size; the median time. The simulator
   charges a ``sync`` round this (:class:`simasgd.sim.network.AllreduceTable`), extended beyond the measured
-  ranks along the ring's 2(N−1) steps, so a host that can run 8 ranks measures 8.
+  ranks along the ring's 2(N−1) steps, so a host that can run 8 ranks measures 8;
+- **the server loop**: 2 ranks, rank 0 running ``dist``'s own parameter server (``param_server.serve``, one
+  shard), rank 1 pushing a gradient of :data:`LOOP_DIM` float64 and waiting for the reply, as a worker with a
+  gradient that costs nothing; the median round trip, and the median time of the server's update step
+  (``update_rule.step`` on the shard) timed apart in the server's process. ``handling_us``, what a rank spends
+  on a message it receives beyond the transport, is half of what the round trip takes over two one-way
+  transfers (``latency_us`` + bytes / the slower link's bandwidth, as the simulator charges them) and that
+  step (:func:`simasgd.sim.network.handling_from_round_trip`): the simulator charges it to the receiving
+  rank's CPU, a server's serialised with its updates.
 
 Each rank runs one intra-op thread. The numbers describe this host's loopback under whatever else
 runs on it (``loadavg`` is recorded with them), not a NIC: on a cluster, run it there (two or more
@@ -39,6 +47,7 @@ MOVE_BYTES = 1 << 29    # a size's repeats move at most this much (the large one
 SERVER_BYTES = 262144
 ALLREDUCE_SIZES = (4096, 65536, 1048576)
 ALLREDUCE_RANKS = 8     # the all-reduce's rank counts go this far where the host has as many CPUs
+LOOP_DIM = 4810         # the server loop's shard: the Wongpanich MLP's size (38.5 KB float64), benchmarks' model
 
 
 def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -59,9 +68,19 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     allreduce: dict[str, list[float]] = {}
     for n in range(2, max(max_ranks, min(ALLREDUCE_RANKS, len(os.sched_getaffinity(0)))) + 1):
         allreduce[str(n)] = [float(x) for x in _spawn(n, _allreduce, (ALLREDUCE_SIZES, 10 if quick else 50))]
+    log("round trips through the parameter server's loop")
+    rounds = 50 if quick else 400
+    round_trip, step, nbytes = _spawn(2, _server_loop, (LOOP_DIM, rounds))
+    server_gbps = max(server.values()) * 8 / 1e9 if server else bw
+    slower = min(bw, server_gbps) if np.isfinite(bw) else server_gbps
+    from simasgd.sim.network import handling_from_round_trip
+
+    handling = handling_from_round_trip(round_trip, one_way[0], nbytes, slower * 1e9 / 8, step)
     return {
         "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,
-        "server_bandwidth_gbps": max(server.values()) * 8 / 1e9 if server else bw,
+        "server_bandwidth_gbps": server_gbps, "handling_us": handling * 1e6,
+        "server_loop": {"bytes": int(nbytes), "round_trip_s": float(round_trip), "update_s": float(step),
+                        "rounds": rounds},
         "p2p": {"bytes": list(sizes), "one_way_s": one_way},
         "server": {"bytes": SERVER_BYTES, "senders": [int(k) for k in server],
                    "bytes_per_s": list(server.values())},
@@ -152,6 +171,60 @@ def _fan_in(rank: int, world: int, nbytes: int, reps: int) -> float:
         for _ in range(reps):
             dist.send(t, 0)
     return reps * (world - 1) * nbytes / ((time.perf_counter_ns() - t0) * 1e-9)
+
+
+def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, float, int]:
+    """Rank 0 serves as ``dist``'s parameter server does (``param_server.serve``, its own code); rank 1 pushes
+    ``rounds`` gradients (after 20 to warm up) and times each push's send to its reply's arrival. Rank 0 returns
+    (the median round trip, the median of its update step timed apart afterwards, a message's bytes)."""
+    import torch.distributed as dist
+
+    from executors.dist import param_server as ps
+    from executors.dist.world import Layout, Rank, message_buffer
+    from simasgd.numerics import update_rule
+    from simasgd.spec import loader
+
+    warm = 20
+    sc = loader.from_dict({"name": "calibrate-network", "algorithm": {"name": "param_server"},
+                           "workers": {"count": 1}, "optimizer": {"lr": 1e-9},
+                           "stop": {"max_updates": warm + rounds, "max_time_s": 600.0}})
+    me = Rank(sc, 0, None, rank, Layout("param_server", 1, 1), np.dtype(np.float64), t0_ns=time.perf_counter_ns())
+    theta = np.zeros(dim)
+    times: list[int] = []
+    if rank == 0:
+        ps.serve(me, theta)
+    else:
+        g = np.full(dim, 1e-3)
+        me.send(0, ps.PULL, 0, size=dim)
+        me.recv(0, theta, with_payload=(ps.OK,))
+        for i in range(warm + rounds + 1):  # the last push is refused: the server leaves its loop
+            t0 = time.perf_counter_ns()
+            me.send(0, ps.PUSH, 0, i, payload=g)
+            me.recv(0, theta, with_payload=(ps.OK,))
+            if warm <= i < warm + rounds:
+                times.append(time.perf_counter_ns() - t0)
+    dist.barrier()
+    got = _median_from(1, times)
+    if rank != 0:
+        return 0.0, 0.0, 0
+    v, g = np.zeros(0), np.full(dim, 1e-3)
+    steps = []
+    for i in range(rounds + 10):
+        t0 = time.perf_counter_ns()
+        update_rule.step(theta, v, g, 1e-9, 0.0, 0, False)
+        if i >= 10:
+            steps.append(time.perf_counter_ns() - t0)
+    return got * 1e-9, float(np.median(steps)) * 1e-9, int(message_buffer(np.float64, dim).nbytes)
+
+
+def _median_from(src: int, values: list[int]) -> float:
+    """The median of rank ``src``'s ``values``, sent to every rank (a broadcast of one float64)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(np.median(values)) if values else 0.0], dtype=torch.float64)
+    dist.broadcast(t, src)
+    return float(t[0])
 
 
 def _allreduce(rank: int, world: int, sizes: tuple[int, ...], reps: int) -> list[float]:

@@ -436,11 +436,24 @@ class AllreduceTable(Table):
     seconds: list[list[float]] | None = Field(None, description="median times, by rank count and size")
 
 
+class ServerLoopTable(Table):
+    """Round trips through `dist`'s parameter server, the measurement `handling_us` is taken from."""
+
+    bytes: int | None = Field(None, description="a message's size (header and payload)")
+    round_trip_s: float | None = Field(None, description=(
+        "the median time from a push's send to its reply's arrival at the worker"))
+    update_s: float | None = Field(None, description=(
+        "the median time of the server's update step on the shard alone (`update_rule.step`), in that process"))
+    rounds: int | None = Field(None, description="round trips timed")
+
+
 class NetworkTable(Table):
     """Ranks forked on this host and joined as the `dist` backend joins them (gloo over TCP on loopback), one
     intra-op thread each. `[network] preset = "this"` in a scenario takes `latency_us`, `bandwidth_gbps` and
-    `server_bandwidth_gbps` from here. The figures describe this host's loopback under whatever else runs on
-    it, not a NIC: on a cluster, measure there."""
+    `server_bandwidth_gbps` from here, and `handling_us` where present; a profile without it (from a calibrator
+    that did not measure it) leaves the ranks' CPUs out of the network model: a message costs no rank's CPU, a
+    server's update is free. The figures describe this host's loopback under whatever else runs on it, not a
+    NIC: on a cluster, measure there."""
 
     TITLE = "the `dist` backend's transport (`simasgd calibrate --network`)"
     transport: str | None = Field(None, description='what was measured (`"gloo, TCP loopback (127.0.0.1)"`)')
@@ -451,10 +464,17 @@ class NetworkTable(Table):
         "bytes / bandwidth)"))
     server_bandwidth_gbps: float | None = Field(None, description=(
         "the most bytes/s one rank received while N others sent to it as fast as it took them"))
+    handling_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
+        "CPU time a rank spends on each message it receives, beyond the transport: half of what a round trip "
+        "through the backend's parameter-server loop (`[network.server_loop]`, 2 ranks) takes over two one-way "
+        "transfers (`latency_us` + bytes / the slower link's bandwidth) and the server's update step. The "
+        "simulator charges it to the receiving rank, a server's or centre's serialised with its updates"))
     p2p: P2pTable | None = Field(None, description="`bytes`, `one_way_s`: the ping-pong's message sizes and times")
     server: ServerTable | None = Field(None, description="`bytes`, `senders`, `bytes_per_s`: the server test")
     allreduce: AllreduceTable | None = Field(None, description=(
         "`bytes`, `ranks`, `seconds`: `all_reduce(SUM)` of a float32 vector: sizes, ranks, median times"))
+    server_loop: ServerLoopTable | None = Field(None, description=(
+        "`bytes`, `round_trip_s`, `update_s`, `rounds`: the round trips `handling_us` is taken from"))
     loadavg: list[float] | None = Field(None, description="the host's load around it")
     cpus: int | None = Field(None, description="usable CPUs")
     seconds: float | None = Field(None, description="how long it took")

@@ -33,7 +33,7 @@ from simasgd.machines.machine import Machine, place
 from simasgd.sim import sockets
 from simasgd.sim.caches import HELD, OTHERS, OWN
 from simasgd.sim.cpu import Cores
-from simasgd.sim.draws import Sampler
+from simasgd.sim.draws import Sampler, timing_dist
 from simasgd.sim.gradients import GradientDraws, given_steps
 from simasgd.sim.memory import Memory, Transfer
 from simasgd.sim.nodes import NodeMemory
@@ -96,6 +96,8 @@ class Platform:
         self.gradients = GradientDraws.build(sc, machine, run, cpus, self.socket_shares, flops_per_sample)
         self._grad = self.gradients.draws
         self._read, self._update = given_steps(sc, run, dim)
+        given = timing_dist(sc.timing.update, sc.base_dir, "timing.update")
+        self._update_mean = None if given is None else float(given.mean)
         self._fast = [not t.sliced and not self.gradients.miss[w] for w, t in enumerate(self.cores.threads)]
 
     def fuses_read(self, w: int) -> None:
@@ -164,6 +166,24 @@ class Platform:
         if first:
             self._begin(w, writes=True)
         return self._step(w, s, UPDATE_COPIES, part, seconds, first)
+
+    def server_update_s(self, part: float = 1.0) -> float:
+        """Seconds of θ ← θ − η·g over ``part`` of θ by a rank that alone holds it — a parameter server's shard, an
+        elastic centre, each a process of its own over a network — priced as this platform prices a worker's
+        update of its own lines: a given ``[timing] update``'s mean; else worker 0's own-lines rate (the
+        calibrated ``[copy_by_size]`` table, or a preset's L3 rate, on the model's home socket), its part that
+        misses the L3 at one core's bandwidth; else one core alone streaming the update's bytes (the memory
+        model without contention: local latency + bytes / min(a core's, the socket's bandwidth)). A number, not
+        an event: the server's CPU (:meth:`simasgd.sim.network.Network.handle`) holds for it, serialised with
+        the messages it handles, and no worker's core is charged."""
+        if self._update_mean is not None:
+            return self._update_mean * part
+        m, nbytes = self.machine, UPDATE_COPIES * self.model_bytes * part
+        stream_Bps = min(m.core_bandwidth_gbs, m.mem_bandwidth_gbs) * 1e9
+        own = self.steps.cached_s[0]
+        if own is not None and UPDATE_COPIES in own:
+            return own[UPDATE_COPIES] * part + self._model_miss[0] * nbytes / stream_Bps
+        return m.local_latency_ns * 1e-9 + nbytes / stream_Bps
 
     def bookkeeping(self, w: int) -> simpy.Event | None:
         """The executor's own work between a worker's bump of the version and its next read of it (the
@@ -290,4 +310,10 @@ class Platform:
 
     def block(self, w: int) -> None:
         self.cores.block(w)
+
+
+def server_update_s(p: object, part: float = 1.0) -> float:
+    """:meth:`Platform.server_update_s` where the machine is CPUs; 0 on a GPU's platform, whose model prices no
+    server process."""
+    return p.server_update_s(part) if isinstance(p, Platform) else 0.0
 

@@ -24,6 +24,19 @@ one-way latencies a step where it was measured (benchmarks/README_dist.md), more
 than the one-way latency alone charges. Ranks between or beyond those measured
 follow the ring's step count, ``t = a + b·2(p−1)`` fitted to the measured ranks.
 
+A message's cost to the ranks. The latency above holds no CPU, so with it alone a server that handles
+every push in Python is never its own bottleneck. Where ``calibrate --network`` measured ``handling_us``
+(:func:`handling_from_round_trip`: a round trip through ``dist``'s server loop at 2 ranks, less two one-way
+transfers and the server's update step), the rank that receives a message spends that much CPU time on it
+(:meth:`Network.handle`), one message at a time (a rank's one thread, ``cpu``), and a server's or centre's update of
+θ is priced on the same CPU as the machine prices an update of that many parameters
+(:meth:`simasgd.sim.costs.Platform.server_update_s`). The algorithms then send the messages ``dist``'s ranks send
+(a server's reply is its worker's next pull, EA-wild's requests and acknowledgements are messages of a header,
+:data:`HEADER_BYTES`): a server with n workers saturates at 1/(handling + update) pushes a second, and one worker's
+round trip is two transfers, two handlings and the update. A profile without ``handling_us`` (from a
+calibrator that did not measure it), and every preset, leave the ranks' CPUs out: messages cost no rank's CPU,
+a server's update is free, and the algorithms' messages are the simpler ones of their own docstrings.
+
 Message sizes (:func:`model_bytes`, :func:`gradient_bytes`): the model or a
 gradient is ``d × itemsize`` bytes; a 1-bit gradient is
 :func:`simasgd.numerics.compression.message_bytes`. What one row of ``updates.parquet``
@@ -62,6 +75,7 @@ from simasgd.machines.networks import MEASURED, PRESETS
 from simasgd.numerics import compression
 
 Proc = Generator[simpy.Event, Any, None]
+HEADER_BYTES = 32  # a message's header in backend dist (four int64 words); alone, a request or an acknowledgement
 
 
 @dataclass(frozen=True)
@@ -129,13 +143,15 @@ class AllreduceTable:
 
 @dataclass(frozen=True)
 class Links:
-    """Resolved ``[network]``: bytes/s of a worker's NIC and the server's, one-way latency in s, and the measured
-    all-reduce where the transport was measured (``preset = "this"``)."""
+    """Resolved ``[network]``: bytes/s of a worker's NIC and the server's, one-way latency in s, the measured
+    all-reduce where the transport was measured (``preset = "this"``), and the seconds of a rank's CPU a received
+    message costs (the profile's ``handling_us``; None where it was not measured: no rank's CPU is modelled)."""
 
     bandwidth_Bps: float
     server_bandwidth_Bps: float
     latency_s: float
     allreduce: AllreduceTable | None = None
+    handling_s: float | None = None
 
 
 def resolve(cfg: Any) -> Links | None:
@@ -151,7 +167,9 @@ def resolve(cfg: Any) -> Links | None:
     # a latency or bandwidth of the scenario's own is another network than the one measured
     own = cfg.latency_us is not None or cfg.bandwidth_gbps is not None
     table = AllreduceTable.of(net.allreduce) if net is not None and not own else None
-    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table)
+    # a rank's CPU per message is the host's, not the link's: it holds under a latency or bandwidth of the scenario's
+    handling = None if net is None or net.handling_us is None else float(net.handling_us) * 1e-6
+    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling)
 
 
 def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
@@ -188,6 +206,17 @@ def profile_path() -> Path:
     read here without importing :mod:`simasgd.machines.machine`, which imports the scenario, which imports this module
     (tests/distributed/test_calibrate_network.py holds the two to the same answer)."""
     return Path(os.environ.get("SIMASGD_PROFILE", "profiles/this.toml"))
+
+
+def handling_from_round_trip(round_trip_s: float, latency_s: float, nbytes: float, bandwidth_Bps: float,
+                             update_s: float) -> float:
+    """The seconds a rank spends on a message it receives (``handling_us``), from a round trip through ``dist``'s
+    parameter-server loop at 2 ranks: a push of ``nbytes`` and its reply are two one-way transfers as the network
+    model charges them (``latency_s`` + ``nbytes`` / ``bandwidth_Bps``, the slower link's), the server's update
+    ``update_s``, and two messages handled — the server's of the push and the worker's of the reply; so half the
+    rest (0 where the transfers and the update already take the whole round trip)."""
+    transfers = 2 * (latency_s + nbytes / bandwidth_Bps)
+    return max(0.0, (round_trip_s - transfers - update_s) / 2)
 
 
 def model_bytes(dim: int, itemsize: int) -> int:
@@ -248,11 +277,31 @@ class Network:
         nodes = workers + servers
         self.out = [simpy.Resource(env, 1) for _ in range(nodes)]
         self.inn = [simpy.Resource(env, 1) for _ in range(nodes)]
+        self.cpu = [simpy.Resource(env, 1) for _ in range(nodes)]  # each rank's one thread that handles messages
         self.bytes_sent = [0] * nodes
 
     @property
     def enabled(self) -> bool:
         return self.links is not None
+
+    @property
+    def handles(self) -> bool:
+        """Messages cost the ranks that receive them CPU time (the profile measured ``handling_us``), and a
+        server's or centre's update costs its CPU: the algorithms then run the messages as the ``dist``
+        backend's ranks do (module docstring)."""
+        return self.links is not None and self.links.handling_s is not None
+
+    @property
+    def handling_s(self) -> float:
+        """Seconds of the receiving rank's CPU per message (0 where not measured)."""
+        return 0.0 if self.links is None or self.links.handling_s is None else self.links.handling_s
+
+    def handle(self, node: int, work_s: float = 0.0) -> Proc:
+        """Rank ``node`` takes a message it received (``yield from``): its CPU, one message at a time in arrival
+        order, for :attr:`handling_s` plus ``work_s`` (a server's update of θ)."""
+        with self.cpu[node].request() as r:
+            yield r
+            yield self.env.timeout(self.handling_s + work_s)
 
     def bandwidth(self, node: int) -> float:
         assert self.links is not None

@@ -36,10 +36,22 @@ def test_calibrate_network_writes_a_table_the_simulator_reads(tmp_path: Path, mo
     cpus = len(os.sched_getaffinity(0))  # the all-reduce goes to 8 ranks where there are CPUs for them
     assert net["allreduce"]["ranks"] == list(range(2, max(4, min(8, cpus)) + 1))
     assert all(len(r) == 3 for r in net["allreduce"]["seconds"])
+    loop = net["server_loop"]
+    assert loop["round_trip_s"] > 0 and loop["update_s"] > 0 and net["handling_us"] >= 0
     monkeypatch.setenv("SIMASGD_PROFILE", str(out))
     links = network.resolve(_scenario().network)  # type: ignore[attr-defined]
     assert links is not None and links.latency_s == pytest.approx(net["latency_us"] * 1e-6)
+    assert links.handling_s == pytest.approx(net["handling_us"] * 1e-6)
     assert math.isnan(net["bandwidth_gbps"]) or links.bandwidth_Bps == pytest.approx(net["bandwidth_gbps"] * 1e9 / 8)
+
+
+def test_the_server_loop_is_timed_through_the_backend_s_own_server() -> None:
+    """Two ranks, rank 0 in ``param_server.serve``: a round trip, the update step timed apart, a message's bytes
+    (the header's 4 int64 words and the shard); the server leaves its loop when its last push is refused."""
+    from executors.dist.calibrate_network import _server_loop, _spawn
+
+    round_trip, step, nbytes = _spawn(2, _server_loop, (64, 10))
+    assert round_trip > step > 0 and nbytes == 32 + 64 * 8
 
 
 def test_preset_this_takes_the_measured_numbers_and_the_scenario_overrides_them(

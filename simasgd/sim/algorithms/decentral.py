@@ -15,7 +15,14 @@ its own state θ_w, starting from the run's θ0.
   towards that state), once. The loss curve evaluates node 0 (Alg. 5 returns
   w¹). A message costs, with ``[network]``, the network model's transfer
   (the sender does not wait: RDMA one-sided writes), else a copy of the model
-  on the sender's CPU (shared memory).
+  on the sender's CPU (shared memory). Where a message costs the rank that
+  receives it CPU time (the profile measured ``[network] handling_us``), the
+  send is ``dist``'s (executors/dist/decentral.py): it returns once the
+  transfer is through, and the receiver's thread that takes states
+  (``Inbox``) then handles it on that rank's CPU before the state is there to
+  merge; that thread's time is not taken from the receiver's gradient. Not
+  modelled: ``dist``'s version counter, one round trip to the process group's
+  store a step.
 
 Rows: one per step, ``version`` = the global count of steps, ``read_version``
 = version − 1 (a gradient is on the worker's own current state: staleness 0).
@@ -128,7 +135,12 @@ def own_worker(env: simpy.Environment, w: int, run: SimRun, states: States | Non
         if exchange and steps % exchange == 0:
             j = int(peers.integers(0, run.n - 1))
             j += j >= w  # a random node other than w
-            if network is not None and network.enabled:
+            if network is not None and network.handles:  # the sender waits for its transfer
+                msg = None if states is None else states.theta[w].copy()
+                p.block(w)
+                yield from network.send(w, j, p.model_bytes)
+                env.process(_take(network, j, states, msg))
+            elif network is not None and network.enabled:
                 msg = None if states is None else states.theta[w].copy()
                 env.process(_send(network, w, j, states, msg, p.model_bytes))
             else:  # shared memory: the sender copies its state into the receiver's buffer
@@ -139,6 +151,13 @@ def own_worker(env: simpy.Environment, w: int, run: SimRun, states: States | Non
 
 def _send(network: Any, w: int, j: int, states: States | None, msg: np.ndarray | None, nbytes: float) -> Proc:
     yield from network.send(w, j, nbytes)
+    if states is not None and msg is not None:
+        states.deliver(msg, j)
+
+
+def _take(network: Any, j: int, states: States | None, msg: np.ndarray | None) -> Proc:
+    """Node ``j``'s receiving thread takes a state that arrived (its CPU's handling), then it is there to merge."""
+    yield from network.handle(j)
     if states is not None and msg is not None:
         states.deliver(msg, j)
 

@@ -35,6 +35,21 @@ began (DESIGN's definition; deterministic round-robin: n − 1), ``distance`` =
 (``[network]``), an exchange is a pull of x̃ from the server and a push of
 x_j to it (:mod:`simasgd.sim.network`); without, a read and an update of the
 shared centre on the worker's CPU.
+
+Where a message costs the rank that receives it CPU time (the profile measured ``[network] handling_us``:
+``Network.handles``), an exchange is the messages ``dist``'s ranks send (executors/dist/elastic.py, ``centre``
+and ``_exchange``), each handled on the receiving rank's CPU, the centre's one message at a time
+(``Network.handle``) and its update of x̃ priced as the machine prices an update of d parameters
+(``costs.server_update_s``):
+
+- ``easgd``: the worker sends x_j, then waits for its turn (the centre receives from the leaders round-robin);
+  the centre takes it, replies with x̃ as it is, then updates x̃ and passes the turn; the worker takes the reply
+  and moves by that x̃.
+- ``eawild``: a pull request (a header alone) and its reply x̃, the worker's move, then the push of x_j and its
+  acknowledgement (a header alone); the centre takes each message as it arrives, whoever sent it, and applies a
+  push to x̃ as it then is, whole (one process applies it: no other exchange runs meanwhile).
+
+Not priced there: the centre's loss snapshots (a copy of x̃ every ``stop.eval_every_updates``).
 """
 
 from __future__ import annotations
@@ -46,7 +61,9 @@ import simpy
 
 from simasgd.numerics import update_rule
 from simasgd.sim import network as net
+from simasgd.sim.costs import server_update_s
 from simasgd.sim.engine import SimRun, WorkerPlatform
+from simasgd.sim.numerics import Model
 
 Proc = Generator[simpy.Event, object, None]
 
@@ -62,6 +79,7 @@ class Elastic:
         self.turn = 0                      # easgd: the leader whose exchange is next
         self.waiting: dict[int, simpy.Event] = {}  # a leader waiting for its turn -> what wakes it
         self.net = net.for_run(run)
+        self.update_s = server_update_s(run.platform) if self.net.handles else 0.0  # the centre's x̃ += α(x_j − x̃)
         m = run.model
         self.x = {w: m.theta.copy() for w in self.leaders} if m is not None else {}
         self.v = {w: np.zeros_like(m.theta) for w in self.leaders} if m is not None and m.momentum else {}
@@ -81,6 +99,8 @@ def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
     ``prev``: (read version, time) of the worker's previous exchange; None at its first."""
     p, m, nw = run.platform, run.model, el.net
     nbytes = p.model_bytes
+    if nw.handles:
+        return (yield from _exchange_ranks(env, w, run, el, prev))
     if el.locked:
         me = el.leaders.index(w)
         t0 = env.now
@@ -132,6 +152,76 @@ def _exchange(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
     if el.locked:
         el.pass_token()
     return rv, t_read
+
+
+def _exchange_ranks(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
+                    prev: tuple[int, float] | None) -> Generator[simpy.Event, object, tuple[int, float]]:
+    """:func:`_exchange` as ``dist``'s ranks run it where messages cost their CPUs (module docstring)."""
+    p, m, nw = run.platform, run.model, el.net
+    nbytes, centre = p.model_bytes, nw.server
+    t0 = env.now
+    if el.locked:
+        yield from nw.send(w, centre, nbytes)      # x_j, then the centre's turn
+        me = el.leaders.index(w)
+        while el.turn != me:
+            p.block(w)
+            el.waiting[me] = ev = env.event()
+            yield ev
+        with nw.cpu[centre].request() as r:
+            yield r
+            yield env.timeout(nw.handling_s)       # the centre takes x_j; its reply, x̃ as it is, leaves now
+            rv, t_read = run.version, env.now
+            sent, dist = _move(el, m, w)
+            reply = env.process(nw.send(centre, w, nbytes))
+            yield env.timeout(el.update_s)         # then it updates x̃
+            _pull(el, m, sent)
+            _row(run, w, prev, rv, t_read, env.now - t0, dist)
+            el.pass_token()
+        p.block(w)
+        yield reply
+        yield from nw.handle(w)
+        return rv, t_read
+    p.block(w)
+    yield from nw.send(w, centre, net.HEADER_BYTES)  # the pull request, a header alone
+    yield from nw.handle(centre)
+    rv, t_read = run.version, env.now
+    sent, dist = _move(el, m, w)                   # the reply carries x̃ as it is now: the worker moves by it
+    yield from nw.send(centre, w, nbytes)
+    yield from nw.handle(w)
+    yield from nw.send(w, centre, net.HEADER_BYTES + nbytes)  # the push of x_j as it was
+    yield from nw.handle(centre, el.update_s)
+    _pull(el, m, sent)                             # x̃ as it is when the centre applies it
+    _row(run, w, prev, rv, t_read, 0.0, dist)
+    yield from nw.send(centre, w, net.HEADER_BYTES)  # the acknowledgement
+    yield from nw.handle(w)
+    return rv, t_read
+
+
+def _move(el: Elastic, m: Model | None, w: int) -> tuple[np.ndarray | None, float]:
+    """The worker's move by the centre as it is now: (x_j as it was, ‖x_j − x̃‖); (None, NaN) without numerics."""
+    if m is None:
+        return None, float("nan")
+    x, centre = el.x[w], m.theta
+    sent = x.copy()
+    x -= el.alpha * (sent - centre)
+    return sent, float(np.linalg.norm(sent - centre))
+
+
+def _pull(el: Elastic, m: Model | None, sent: np.ndarray | None) -> None:
+    """The centre moves towards the x_j it got: x̃ += α(x_j − x̃)."""
+    if m is not None and sent is not None:
+        m.theta += el.alpha * (sent - m.theta)
+
+
+def _row(run: SimRun, w: int, prev: tuple[int, float] | None, rv: int, t_read: float, wait: float,
+         dist: float) -> None:
+    """The exchange's row, as :func:`_exchange` records it (read version: the previous exchange's + 1; at the
+    first, which carries no gradient, the version before this one: staleness 0)."""
+    prev_rv, prev_t = (run.version, t_read) if prev is None else (prev[0] + 1, prev[1])
+    i = run.rec.n
+    run.applied(w, prev_rv, prev_t, wait=wait)
+    if run.rec.n > i:
+        run.rec.distance[i] = dist
 
 
 def _local_step(env: simpy.Environment, w: int, run: SimRun, el: Elastic) -> Proc:

@@ -18,6 +18,17 @@ shard landed; each shard's step divides the gradient by
 — with one shard exactly the row's staleness. With ``[network]``, pulls and
 pushes are messages through the servers' NICs (:mod:`simasgd.sim.network`);
 without, copies of the shared θ on the worker's CPU.
+
+Where a message costs the rank that receives it CPU time (the profile measured ``[network] handling_us``:
+``Network.handles``), the cycle is the one ``dist``'s ranks run (executors/dist/param_server.py, ``serve`` and
+``work``), because each server is then one process handling one message at a time: the worker sends its push
+to every shard at once; server s takes the pushes in arrival order on its CPU (``Network.handle``: the message's
+handling and the update of its shard, priced as the machine prices an update of that many parameters,
+``costs.server_update_s``) and replies with the shard after that step — the worker's next pull, so there is no
+pull of its own after the first (a request of a push's size, as ``work`` sends it); the worker takes the replies
+in shard order, each a message it handles. The row's version is the one shard S−1's step made (``dist`` takes the
+last shard's count), its ``t_write`` that step's time. Not priced: the server's loss snapshots (a copy of its
+shard every ``stop.eval_every_updates``).
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ import simpy
 
 from simasgd.numerics import compression
 from simasgd.sim import network as net
+from simasgd.sim.costs import server_update_s
 from simasgd.sim.engine import SimRun
 from simasgd.sim.primitives import Mutex
 
@@ -61,6 +73,9 @@ class Server:
 def ps_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
     p, m, nw = run.platform, run.model, srv.net
     S = srv.shards
+    if nw.handles:
+        yield from _ranks_worker(env, w, run, srv)
+        return
     yield from run.start(w)
     while True:
         run.begin(w)
@@ -101,6 +116,67 @@ def ps_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
         snap = run.snapshot(w, run.applied(w, rv, t_read, wait=wait))
         if snap is not None:  # the loss ring's copy (the executor takes it under the last shard's lock)
             yield snap
+
+
+class _Read:
+    """What a worker's replies carry: the version of θ its next gradient is taken at, and when it was taken."""
+
+    __slots__ = ("t", "version")
+
+    def __init__(self) -> None:
+        self.version, self.t = 0, 0.0
+
+
+def _ranks_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
+    """Worker ``w``'s cycles where messages cost the ranks' CPUs (module docstring): the first pull, then a
+    gradient and a push to every shard at once, the replies taken in shard order."""
+    p, m, nw = run.platform, run.model, srv.net
+    dim = max(1, p.dim)
+    update = [server_update_s(p, (part.stop - part.start) / dim) for part in srv.parts]
+    read = _Read()
+    yield from run.start(w)
+    run.begin(w)
+    pushed: tuple[int, float] | None = None  # (read version, time) of the gradient being pushed
+    while True:
+        rounds = [env.process(_shard_round(env, w, s, run, srv, update[s], pushed, read))
+                  for s in range(len(srv.parts))]
+        p.block(w)  # the worker sleeps in its receives
+        for r in rounds:  # the replies, in shard order: each a message this rank handles
+            yield r
+            yield from nw.handle(w)
+        if pushed is not None:
+            run.begin(w)
+        rv, t_read = read.version, read.t
+        run.computing(w)
+        if m is not None:
+            m.gradient(w)
+            if srv.onebit:
+                compression.quantize(m.grad[w], srv.residual[w], m.grad[w])
+        yield p.gradient(w)
+        run.computed(w)
+        pushed = (rv, t_read)
+
+
+def _shard_round(env: simpy.Environment, w: int, s: int, run: SimRun, srv: Server, update_s: float,
+                 pushed: tuple[int, float] | None, read: _Read) -> Proc:
+    """One message to server ``s`` and its reply: the push of the gradient read at ``pushed`` (None: the first
+    pull's request), taken on the server's CPU and, for a push, applied to the shard; the reply carries the
+    shard as it then is (into the worker's buffer) back to the worker. The last shard's step is the row."""
+    m, nw, part = run.model, srv.net, srv.parts[s]
+    node = nw.servers[s]
+    yield from nw.send(w, node, srv.push_bytes[s])
+    yield from nw.handle(node, update_s if pushed is not None else 0.0)
+    if pushed is not None:  # no event between the CPU's release and here: the server's next message is later
+        rv, t_read = pushed
+        if m is not None:
+            m.step(m.grad[w], run.version - rv, part if srv.shards > 1 else None)
+        if s == srv.shards - 1:
+            run.applied(w, rv, t_read)
+    if s == srv.shards - 1:
+        read.version, read.t = run.version, env.now
+    if m is not None:
+        m.snapshot(w, part)
+    yield from nw.send(node, w, srv.pull_bytes[s])
 
 
 def start_param_server(run: SimRun) -> None:
