@@ -6,7 +6,9 @@
 Both sides run one scenario a cell: ``[network] preset = "this"`` (the profile's measured ``[network]``,
 ``simasgd calibrate --network``; measured first into ``--profile`` when that file lacks it), a deterministic
 0.5 ms gradient (``timing.gradient`` for the simulator; for ``dist``, a kernel that busy-waits 0.5 ms,
-:func:`half_ms`), a 4810-parameter float64 model (38.5 KB messages), ``--updates`` updates, at each process
+:func:`half_ms`), a ``--dim``-parameter float64 model (4810: 38.5 KB messages; the simulator's is a least-squares
+model of that many parameters, :func:`sim_workload`, so that its messages and updates are that size),
+``--updates`` updates, at each process
 count of ``--processes`` (servers included: ``param_server:shards=2`` has two, easgd and eawild a centre,
 sync and keuper none; a cell with fewer workers than its algorithm needs is skipped, and said so). The
 algorithms (``--algorithms``: registry names with ``:key=value`` parameters; default param_server, easgd and
@@ -28,7 +30,11 @@ cell's two results folders (``DIR/<algorithm>-<processes>/{sim,dist}``).
 Under each run's row an indented line gives the transport threads' CPUs and the median time a row spends
 after its gradient, on each side (an exchange, an all-reduce; for param_server the measured row ends when
 the reply reaches the worker, the simulated one when the server applies the push): where the two differ,
-that is the part of the cycle the network model gets wrong.
+that is the part of the cycle the network model gets wrong; then the measured gradient's median (the 0.5 ms
+kernel and the Python around it) and when the first update was written (a run's start-up: its first pull and
+first gradient in fresh processes), both in the measured updates/s and neither in the simulated.
+
+``benchmarks/dist_fidelity_rescore.py`` scores a committed results file (these lines) against a profile offline.
 """
 
 from __future__ import annotations
@@ -80,7 +86,16 @@ def servers(name: str, params: dict[str, Any]) -> int:
     return int(params.get("shards", 1)) if name == "param_server" else SERVED.get(name, 1)
 
 
-def scenario(algorithm: str, processes: int, dim: int, pin: bool = False, updates: int = 400,
+def sim_workload(dim: int | None) -> dict[str, Any]:
+    """The simulator's workload: least squares on synthetic rows of ``dim − 1`` features (``dim`` parameters with
+    the bias: its messages and updates are the measured model's size; 64 rows, enough for a batch of 1); None:
+    least squares on the digits (65 parameters, 520-byte messages), what a results file whose ``[network]:``
+    line names no model size was simulated with (``dist_fidelity_rescore.py`` re-runs it so)."""
+    base = {"model": "least_squares", "batch_size": 1}
+    return base if dim is None else base | {"dataset": "synthetic", "features": dim - 1, "samples": 64}
+
+
+def scenario(algorithm: str, processes: int, dim: int | None, pin: bool = False, updates: int = 400,
              params: dict[str, Any] | None = None) -> Any:
     from simasgd.spec import loader
 
@@ -89,7 +104,7 @@ def scenario(algorithm: str, processes: int, dim: int, pin: bool = False, update
         "name": "dist-fidelity", "seed": 1,
         "workers": {"count": processes - servers(algorithm, params), "placement": "uma" if pin else "os"},
         "machine": {"preset": "xeon-e5-2687w-v2"},  # the simulator's CPU model; the network is measured
-        "workload": {"model": "least_squares", "batch_size": 1}, "algorithm": {"name": algorithm, **params},
+        "workload": sim_workload(dim), "algorithm": {"name": algorithm, **params},
         "optimizer": {"lr": 1e-6}, "timing": {"gradient": {"dist": "deterministic", "mean_s": 5e-4}},
         "network": {"preset": "this"}, "stop": {"max_updates": updates, "max_time_s": 20.0},
         "cpu": {"pin": pin}})
@@ -109,6 +124,20 @@ def outside_gradient_s(r: Any) -> float:
     d = (u["t_write"] - u["t_grad_end"]).to_numpy(float)
     d = d[np.isfinite(d)]
     return float(np.median(d)) if len(d) else math.nan
+
+
+def gradient_s(r: Any) -> float:
+    """The median of a run's gradients (``t_grad_end − t_grad_start``; NaN where not recorded)."""
+    u = r.updates
+    d = (u["t_grad_end"] - u["t_grad_start"]).to_numpy(float)
+    d = d[np.isfinite(d)]
+    return float(np.median(d)) if len(d) else math.nan
+
+
+def first_write_s(r: Any) -> float:
+    """When a run's first update was written, from its start (NaN without rows)."""
+    t = r.updates["t_write"].to_numpy(float)
+    return float(np.nanmin(t)) if len(t) else math.nan
 
 
 def judge(sim: Any, real: Any, repeats: int) -> tuple[float | None, bool, dict[str, float]]:
@@ -148,9 +177,11 @@ def main() -> None:
     os.environ["SIMASGD_PROFILE"] = args.profile
     net = doc["network"]
     ar = net.get("allreduce") or {}
+    handling = net.get("handling_us")
     print(f"[network]: latency {net['latency_us']:.0f} us, {net['bandwidth_gbps']:.1f} Gb/s, server "
           f"{net['server_bandwidth_gbps']:.2f} Gb/s, all-reduce measured at ranks {ar.get('ranks', [])}, "
-          f"loadavg {os.getloadavg()[0]:.1f}, {len(os.sched_getaffinity(0))} CPUs")
+          f"handling {'not measured' if handling is None else f'{handling:.1f} us'}, sim model {args.dim} "
+          f"parameters, loadavg {os.getloadavg()[0]:.1f}, {len(os.sched_getaffinity(0))} CPUs")
     print("| algorithm | processes | run | sim updates/s | dist updates/s | sim / dist - 1 | sim τ̄ | dist τ̄ "
           "| ranks' CPUs |", flush=True)
     wl = ConstWorkload(dim=args.dim, kernel=half_ms, loss_kernel=mean_loss)
@@ -179,8 +210,9 @@ def main() -> None:
                       f"{s.updates_per_s / r.updates_per_s - 1:+.0%} | {s.mean_staleness:.2f} | "
                       f"{r.mean_staleness:.2f} | {cpus} |", flush=True)
                 print(f"    transport CPUs {tcpus or 'any'}; after the gradient, median: sim "
-                      f"{outside_gradient_s(sim) * 1e6:.0f} µs, dist {outside_gradient_s(real) * 1e6:.0f} µs",
-                      flush=True)
+                      f"{outside_gradient_s(sim) * 1e6:.0f} µs, dist {outside_gradient_s(real) * 1e6:.0f} µs; "
+                      f"dist gradient median {gradient_s(real) * 1e6:.0f} µs, first update at "
+                      f"{first_write_s(real) * 1e3:.1f} ms", flush=True)
             sim_all, real_all = merge(sims), merge(reals)
             if args.out is not None:
                 folder = args.out / f"{spec.replace(':', '-').replace('=', '')}-{p}"

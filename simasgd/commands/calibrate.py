@@ -116,4 +116,4 @@ def _calibrate_network(out: Path, quick: bool) -> None:
     fmt.write(doc, out)
     console().print(f"wrote [network] to {out}: {net['transport']}, latency {net['latency_us']:.1f} µs, "
                     f"{net['bandwidth_gbps']:.2f} Gb/s point to point, server link {net['server_bandwidth_gbps']:.2f} "
-                    f"Gb/s", markup=False)
+                    f"Gb/s, a message's handling {net['handling_us']:.1f} µs", markup=False)
