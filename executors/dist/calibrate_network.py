@@ -21,7 +21,16 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
   on a message it receives beyond the transport, is half of what the round trip takes over two one-way
   transfers (``latency_us`` + bytes / the slower link's bandwidth, as the simulator charges them) and that
   step (:func:`simasgd.sim.network.handling_from_round_trip`): the simulator charges it to the receiving
-  rank's CPU, a server's serialised with its updates.
+  rank's CPU, a server's serialised with its updates;
+- **the server loop under N senders** (``[network.server_loop.by_senders]``, read by nothing yet): the same
+  ``serve`` driven by N worker ranks at once for N in :data:`QUEUE_SENDERS` where the host has N + 1 CPUs, each
+  worker pushing its next gradient as soon as its reply arrives, rank r's main thread pinned to a CPU of its own
+  and gloo's threads to the rest, as the backend pins them (``cpu.pin``); per N, the pushes the server applied a
+  second, the median round trip the workers saw, and the server process's CPU time per push (all its threads, and
+  its main thread alone: ``serve`` itself), over a window of :data:`QUEUE_ROUNDS` pushes per worker after
+  :data:`QUEUE_WARM` each. With N ≥ 2 the server never waits for a worker, so 1 / ``messages_per_s`` is what a
+  push costs it; a round trip is then about N of those by queueing alone. Whether that cost grows with N is the
+  question it answers (benchmarks/README_dist.md).
 
 Each rank runs one intra-op thread. The numbers describe this host's loopback under whatever else
 runs on it (``loadavg`` is recorded with them), not a NIC: on a cluster, run it there (two or more
@@ -48,6 +57,9 @@ SERVER_BYTES = 262144
 ALLREDUCE_SIZES = (4096, 65536, 1048576)
 ALLREDUCE_RANKS = 8     # the all-reduce's rank counts go this far where the host has as many CPUs
 LOOP_DIM = 4810         # the server loop's shard: the Wongpanich MLP's size (38.5 KB float64), benchmarks' model
+QUEUE_SENDERS = (1, 2, 4, 7)  # the server loop driven by N workers at once (7: dist_fidelity's 8 processes)
+QUEUE_WARM, QUEUE_ROUNDS = 20, 100  # pushes per worker before the timed window, and in it (quick: 10, 25)
+QUEUE_DEADLINE_S = 20.0  # an N's ranks, start-up included (about 1 s each on 16 cores)
 
 
 def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -71,6 +83,8 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     log("round trips through the parameter server's loop")
     rounds = 50 if quick else 400
     round_trip, step, nbytes = _spawn(2, _server_loop, (LOOP_DIM, rounds))
+    log("the server loop under N senders at once")
+    by_senders = server_queue(quick, log=log)
     server_gbps = max(server.values()) * 8 / 1e9 if server else bw
     slower = min(bw, server_gbps) if np.isfinite(bw) else server_gbps
     from simasgd.sim.network import handling_from_round_trip
@@ -80,7 +94,7 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
         "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,
         "server_bandwidth_gbps": server_gbps, "handling_us": handling * 1e6,
         "server_loop": {"bytes": int(nbytes), "round_trip_s": float(round_trip), "update_s": float(step),
-                        "rounds": rounds},
+                        "rounds": rounds, **({"by_senders": by_senders} if by_senders else {})},
         "p2p": {"bytes": list(sizes), "one_way_s": one_way},
         "server": {"bytes": SERVER_BYTES, "senders": [int(k) for k in server],
                    "bytes_per_s": list(server.values())},
@@ -91,16 +105,51 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     }
 
 
-def _spawn(world: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """Run ``fn(rank, world, *args)`` in ``world`` forked ranks joined on loopback; rank 0's return value."""
+def server_queue(quick: bool = False, senders: tuple[int, ...] = QUEUE_SENDERS,
+                 log: Callable[[str], None] = lambda s: None) -> dict[str, Any] | None:
+    """``[network.server_loop.by_senders]``: :func:`_queued_loop` for each N of ``senders`` whose N + 1 ranks have
+    a CPU each (none: None), the ranks pinned as the backend pins them. Read by nothing, so it never costs the
+    table the simulator reads: an N whose ranks fail or outlast :data:`QUEUE_DEADLINE_S` ends the sweep with the
+    rows measured before it (logged)."""
+    from executors.cpu import placement
+    from executors.dist.backend import transport_cpus
+
+    t0 = time.perf_counter()
+    allowed = sorted(os.sched_getaffinity(0))
+    warm, rounds = (10, 25) if quick else (QUEUE_WARM, QUEUE_ROUNDS)
+    rows = []
+    for n in [n for n in senders if n + 1 <= len(allowed)]:
+        cpus, _ = placement.plan(n + 1, "uma")
+        try:
+            rows.append(_spawn(n + 1, _queued_loop, (LOOP_DIM, warm, rounds), (cpus, transport_cpus(cpus, allowed)),
+                               deadline_s=QUEUE_DEADLINE_S))
+        except RuntimeError as e:
+            log(f"the server loop under {n} senders not measured ({e}); kept N < {n}")
+            break
+    if not rows:
+        return None
+    return {"senders": [r["senders"] for r in rows], "round_trip_s": [r["round_trip_s"] for r in rows],
+            "messages_per_s": [r["messages_per_s"] for r in rows],
+            "cpu_per_message_s": [r["cpu_per_message_s"] for r in rows],
+            "main_cpu_per_message_s": [r["main_cpu_per_message_s"] for r in rows],
+            "rounds": rounds, "pinned": True, "seconds": time.perf_counter() - t0}
+
+
+def _spawn(world: int, fn: Callable[..., Any], args: tuple[Any, ...],
+           pins: tuple[list[int | None], list[int]] | None = None, deadline_s: float = 300.0) -> Any:
+    """Run ``fn(rank, world, *args)`` in ``world`` forked ranks joined on loopback; rank 0's return value. With
+    ``pins`` (each rank's CPU, the transport's CPUs) rank r's main thread runs on its CPU and the threads the
+    process group starts on the transport's, as the backend pins a run (``backend._rank_main``)."""
     import torch.multiprocessing as mp
 
     ctx: Any = mp.get_context("fork")
     out, port = ctx.SimpleQueue(), free_port()
-    procs = [ctx.Process(target=_main, args=(r, world, port, fn, args, out), daemon=True) for r in range(world)]
+    procs = [ctx.Process(target=_main, daemon=True, args=(r, world, port, fn, args, out,
+                                                          (pins[0][r], pins[1]) if pins else None))
+             for r in range(world)]
     for p in procs:
         p.start()
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + deadline_s
     while out.empty():
         if any(p.exitcode not in (None, 0) for p in procs) or time.monotonic() > deadline:
             for p in procs:
@@ -115,13 +164,19 @@ def _spawn(world: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return value
 
 
-def _main(rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...], out: Any) -> None:
+def _main(rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...], out: Any,
+          pin: tuple[int | None, list[int]] | None = None) -> None:
     import torch
     import torch.distributed as dist
 
     try:
         torch.set_num_threads(1)
+        cpu = pin[0] if pin else None
+        if pin is not None and cpu is not None:  # init's threads inherit the transport's CPUs; then this thread its own
+            os.sched_setaffinity(0, set(pin[1]) or {cpu})
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})  # pid 0: the calling thread only (Linux)
         value = fn(rank, world, *args)
         dist.barrier()
         if rank == 0:
@@ -215,6 +270,67 @@ def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, f
         if i >= 10:
             steps.append(time.perf_counter_ns() - t0)
     return got * 1e-9, float(np.median(steps)) * 1e-9, int(message_buffer(np.float64, dim).nbytes)
+
+
+def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int) -> dict[str, Any]:
+    """Rank 0 serves (``param_server.serve``, one shard) ``world − 1`` workers that push as fast as their replies
+    come back, until it refuses them after ``(warm + rounds)`` pushes per worker. The window: from the push that
+    made version ``warm·N`` to the one that made ``(warm + rounds)·N``, every worker still pushing; its wall
+    time and CPU times are read in the server's loop itself (at the snapshot ``serve`` takes after each push).
+    A worker times its pushes after its own first ``warm`` that the server applied. Rank 0 returns the row."""
+    import torch
+    import torch.distributed as dist
+
+    from executors.dist import param_server as ps
+    from executors.dist.world import Layout, Rank
+    from simasgd.spec import loader
+
+    class Marked(Rank):
+        """The server's clocks at two versions, read where ``serve`` snapshots θ after a push."""
+
+        marks: dict[int, tuple[int, int, int]]
+
+        def snapshot(self, version: int, theta: np.ndarray) -> None:
+            if version in (first, last):
+                self.marks[version] = (time.perf_counter_ns(), time.process_time_ns(), time.thread_time_ns())
+            super().snapshot(version, theta)
+
+    n = world - 1
+    first, last = warm * n, (warm + rounds) * n
+    sc = loader.from_dict({"name": "calibrate-network-queue", "algorithm": {"name": "param_server"},
+                           "workers": {"count": n}, "optimizer": {"lr": 1e-9},
+                           "stop": {"max_updates": last, "max_time_s": 600.0}})
+    me = Marked(sc, 0, None, rank, Layout("param_server", n, 1), np.dtype(np.float64), t0_ns=time.perf_counter_ns())
+    me.marks = {}
+    theta = np.zeros(dim)
+    cap = (warm + rounds) * n  # a worker's timed pushes at most (the server applies `last` in all)
+    times = np.full(cap, np.nan)
+    dist.barrier()
+    if rank == 0:
+        ps.serve(me, theta)
+    else:
+        g = np.full(dim, 1e-3)
+        me.send(0, ps.PULL, rank - 1, size=dim)
+        _, hdr = me.recv(0, theta, with_payload=(ps.OK,))
+        i = k = 0
+        while int(hdr[0]) == ps.OK:  # not OK: the others made every push before this worker's first pull
+            t0 = time.perf_counter_ns()
+            me.send(0, ps.PUSH, rank - 1, i, payload=g)
+            _, hdr = me.recv(0, theta, with_payload=(ps.OK,))
+            if int(hdr[0]) != ps.OK:
+                break
+            if i >= warm and k < cap:
+                times[k], k = (time.perf_counter_ns() - t0) * 1e-9, k + 1
+            i += 1
+    got = [torch.zeros(cap, dtype=torch.float64) for _ in range(world)]
+    dist.all_gather(got, torch.from_numpy(times))
+    if rank != 0:
+        return {}
+    (w0, p0, t0), (w1, p1, t1) = me.marks[first], me.marks[last]
+    pushes = last - first
+    seen = torch.cat(got[1:]).numpy()
+    return {"senders": n, "round_trip_s": float(np.nanmedian(seen)), "messages_per_s": pushes / ((w1 - w0) * 1e-9),
+            "cpu_per_message_s": (p1 - p0) * 1e-9 / pushes, "main_cpu_per_message_s": (t1 - t0) * 1e-9 / pushes}
 
 
 def _median_from(src: int, values: list[int]) -> float:

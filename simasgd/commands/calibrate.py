@@ -117,3 +117,13 @@ def _calibrate_network(out: Path, quick: bool) -> None:
     console().print(f"wrote [network] to {out}: {net['transport']}, latency {net['latency_us']:.1f} µs, "
                     f"{net['bandwidth_gbps']:.2f} Gb/s point to point, server link {net['server_bandwidth_gbps']:.2f} "
                     f"Gb/s, a message's handling {net['handling_us']:.1f} µs", markup=False)
+    queue = net["server_loop"].get("by_senders")
+    if queue:  # the question a many-core host answers (benchmarks/README_dist.md): a push's cost against N
+        console().print("the server loop under N senders ([network.server_loop.by_senders], read by nothing yet):",
+                        markup=False, soft_wrap=True)
+        rows = zip(queue["senders"], queue["messages_per_s"], queue["round_trip_s"], queue["cpu_per_message_s"],
+                   queue["main_cpu_per_message_s"], strict=True)
+        for n, rate, rt, cpu, main in rows:
+            console().print(f"  N {n}: {rate:.0f} pushes/s ({1e6 / rate:.0f} µs each), round trip {rt * 1e6:.0f} µs, "
+                            f"server CPU {cpu * 1e6:.0f} µs a push (main thread {main * 1e6:.0f})", markup=False,
+                            soft_wrap=True)

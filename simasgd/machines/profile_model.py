@@ -21,10 +21,10 @@ import os
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from simasgd.formats import versioning
 
@@ -436,6 +436,51 @@ class AllreduceTable(Table):
     seconds: list[list[float]] | None = Field(None, description="median times, by rank count and size")
 
 
+PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class ServerBySendersTable(Table):
+    """The same server loop driven by N worker ranks at once, for N = 1, 2, 4, 7 where the host has N + 1 CPUs:
+    each worker pushes its next gradient as soon as its reply arrives (a gradient that costs nothing), rank r's
+    main thread on a CPU of its own and gloo's threads on the others, as the backend pins a run (`cpu.pin`). The
+    window is `rounds` pushes per worker, after a warm-up, every worker pushing throughout. Not read by the
+    simulator (one host's curve; `handling_us` stays the 2-rank figure). With N = 1 the server waits for the
+    worker between pushes (1 / `messages_per_s` is about the round trip); with N ≥ 2 a push is waiting whenever
+    it is done with one, so 1 / `messages_per_s` is what a push costs it, and a round trip is about N of those
+    by queueing alone: a per-message cost that does not depend on the queue keeps 1 / `messages_per_s` and
+    `cpu_per_message_s` flat from N = 2 on. One list entry per N, in the order of `senders`."""
+
+    senders: list[Annotated[int, Field(ge=1)]] = Field(description="N, the workers pushing at once")
+    round_trip_s: list[PositiveFinite] = Field(description=(
+        "the median time from a push's send to its reply's arrival, over every worker's pushes in the window"))
+    messages_per_s: list[PositiveFinite] = Field(description=(
+        "pushes the server applied a second in the window (its wall clock, read inside `serve`)"))
+    cpu_per_message_s: list[PositiveFinite] | None = Field(None, description=(
+        "the server process's CPU time per push in the window, all its threads (gloo's transport threads too)"))
+    main_cpu_per_message_s: list[PositiveFinite] | None = Field(None, description=(
+        "the same for its main thread alone: `serve`'s loop, gloo's receive and send calls, the update"))
+    rounds: int | None = Field(None, ge=1, description="pushes per worker in the window")
+    pinned: bool | None = Field(None, description="each rank's main thread on a CPU of its own")
+    seconds: float | None = Field(None, description="how long it took, every N's start-up included")
+
+    @field_validator("senders")
+    @classmethod
+    def _each_n_once(cls, senders: list[int]) -> list[int]:
+        if not senders:
+            raise ValueError("one N at least")
+        if sorted(set(senders)) != senders:
+            raise ValueError("N must increase, each N once")
+        return senders
+
+    @field_validator("round_trip_s", "messages_per_s", "cpu_per_message_s", "main_cpu_per_message_s")
+    @classmethod
+    def _one_per_n(cls, values: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        senders = info.data.get("senders")  # absent where it was refused itself
+        if values is not None and senders is not None and len(values) != len(senders):
+            raise ValueError(f"{len(values)} values for the {len(senders)} of `senders` {senders}: one per N")
+        return values
+
+
 class ServerLoopTable(Table):
     """Round trips through `dist`'s parameter server, the measurement `handling_us` is taken from."""
 
@@ -445,6 +490,8 @@ class ServerLoopTable(Table):
     update_s: float | None = Field(None, description=(
         "the median time of the server's update step on the shard alone (`update_rule.step`), in that process"))
     rounds: int | None = Field(None, description="round trips timed")
+    by_senders: ServerBySendersTable | None = Field(None, description=(
+        "`[network.server_loop.by_senders]` below: the same loop under N senders at once"))
 
 
 class NetworkTable(Table):
@@ -474,7 +521,8 @@ class NetworkTable(Table):
     allreduce: AllreduceTable | None = Field(None, description=(
         "`bytes`, `ranks`, `seconds`: `all_reduce(SUM)` of a float32 vector: sizes, ranks, median times"))
     server_loop: ServerLoopTable | None = Field(None, description=(
-        "`bytes`, `round_trip_s`, `update_s`, `rounds`: the round trips `handling_us` is taken from"))
+        "`bytes`, `round_trip_s`, `update_s`, `rounds`: the round trips `handling_us` is taken from; "
+        "`by_senders`: the same loop under N senders at once"))
     loadavg: list[float] | None = Field(None, description="the host's load around it")
     cpus: int | None = Field(None, description="usable CPUs")
     seconds: float | None = Field(None, description="how long it took")

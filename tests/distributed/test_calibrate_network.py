@@ -38,6 +38,8 @@ def test_calibrate_network_writes_a_table_the_simulator_reads(tmp_path: Path, mo
     assert all(len(r) == 3 for r in net["allreduce"]["seconds"])
     loop = net["server_loop"]
     assert loop["round_trip_s"] > 0 and loop["update_s"] > 0 and net["handling_us"] >= 0
+    fits = [n for n in (1, 2, 4, 7) if n + 1 <= cpus]  # the server loop under N senders: N + 1 ranks, a CPU each
+    assert loop["by_senders"]["senders"] == fits and len(loop["by_senders"]["round_trip_s"]) == len(fits)
     monkeypatch.setenv("SIMASGD_PROFILE", str(out))
     links = network.resolve(_scenario().network)  # type: ignore[attr-defined]
     assert links is not None and links.latency_s == pytest.approx(net["latency_us"] * 1e-6)
@@ -52,6 +54,85 @@ def test_the_server_loop_is_timed_through_the_backend_s_own_server() -> None:
 
     round_trip, step, nbytes = _spawn(2, _server_loop, (64, 10))
     assert round_trip > step > 0 and nbytes == 32 + 64 * 8
+
+
+def test_the_server_loop_under_one_sender_is_measured_pinned_through_serve() -> None:
+    """N = 1 of ``[network.server_loop.by_senders]`` (the only N a 2-CPU host fits): a row the profile takes; the
+    server process's CPU time per push holds its main thread's."""
+    from executors.dist.calibrate_network import server_queue
+
+    row = server_queue(quick=True, senders=(1,))
+    assert row is not None and row["senders"] == [1] and row["pinned"] and row["rounds"] == 25
+    assert row["round_trip_s"][0] > 0 and row["messages_per_s"][0] > 0
+    assert row["cpu_per_message_s"][0] >= row["main_cpu_per_message_s"][0] > 0
+    assert profile.Profile.from_doc({"network": {"server_loop": {"by_senders": row}}}, "x.toml").network is not None
+
+
+def test_the_server_loop_measures_only_the_senders_the_host_has_a_cpu_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executors.dist import calibrate_network as cn
+
+    monkeypatch.setattr(cn.os, "sched_getaffinity", lambda pid: {0})  # one CPU: no N + 1 ranks fit, nothing spawned
+    assert cn.server_queue(quick=True) is None
+
+
+def test_a_failed_n_ends_the_sweep_with_the_rows_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is read by nothing: a sender count whose ranks fail or hang costs its own row and the larger
+    N's, never the [network] table the simulator reads."""
+    from executors.dist import calibrate_network as cn
+
+    row = {"senders": 1, "round_trip_s": 1e-3, "messages_per_s": 900.0, "cpu_per_message_s": 1e-4,
+           "main_cpu_per_message_s": 9e-5}
+
+    def spawn(world: int, *args: object, **kw: object) -> object:
+        if world > 2:
+            raise RuntimeError("calibrate --network: a rank of _queued_loop failed or hung")
+        return row
+
+    monkeypatch.setattr(cn.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(cn, "_spawn", spawn)
+    said: list[str] = []
+    got = cn.server_queue(log=said.append)
+    assert got is not None and got["senders"] == [1] and got["round_trip_s"] == [1e-3]
+    assert said == ["the server loop under 2 senders not measured (calibrate --network: a rank of _queued_loop "
+                    "failed or hung); kept N < 2"]
+
+
+BY_SENDERS = {"senders": [1, 2, 4], "round_trip_s": [3e-4, 4e-4, 8e-4], "messages_per_s": [3300.0, 7000.0, 6500.0],
+              "cpu_per_message_s": [1e-4, 1.2e-4, 1.3e-4], "main_cpu_per_message_s": [9e-5, 1e-4, 1.1e-4],
+              "rounds": 100, "pinned": True, "seconds": 2.5}
+
+
+def test_the_by_senders_table_round_trips_through_a_profile_file(tmp_path: Path) -> None:
+    out = tmp_path / "this.toml"
+    profile.write({"network": {"latency_us": 40.0, "server_loop": {"bytes": 38512, "by_senders": BY_SENDERS}}}, out)
+    loop = profile.read(out).network.server_loop  # type: ignore[union-attr]
+    assert loop is not None and loop.by_senders is not None and loop.by_senders.model_dump() == BY_SENDERS
+    assert profile.read(out).to_doc()["network"]["server_loop"]["by_senders"] == BY_SENDERS
+
+
+def test_a_profile_without_the_by_senders_table_keeps_loading() -> None:
+    committed = Path(__file__).resolve().parents[2] / "benchmarks/results/profile_intel_xeon_16cpu.toml"
+    net = profile.read(committed).network
+    assert net is not None and (net.server_loop is None or net.server_loop.by_senders is None)
+    loop = profile.Profile.from_doc({"network": {"server_loop": {"bytes": 8, "round_trip_s": 1e-3}}}, "x.toml")
+    assert loop.network.server_loop.by_senders is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("change, refusal", [
+    ({"round_trip_s": [3e-4, 4e-4]}, r"round_trip_s: .*2 values for the 3 of `senders`"),
+    ({"cpu_per_message_s": [1e-4]}, r"cpu_per_message_s: .*1 values for the 3"),
+    ({"messages_per_s": [3300.0, 0.0, 6500.0]}, r"messages_per_s\[1\]: .*greater than 0"),
+    ({"round_trip_s": [3e-4, float("inf"), 8e-4]}, r"round_trip_s\[1\]: .*finite"),
+    ({"main_cpu_per_message_s": [-1e-4, 1e-4, 1e-4]}, r"main_cpu_per_message_s\[0\]: .*greater than 0"),
+    ({"senders": [1, 4, 2]}, r"senders: .*N must increase"),
+    ({"senders": [0, 1, 2]}, r"senders\[0\]: .*greater than or equal to 1"),
+    ({"senders": None}, r"senders: "),
+    ({"messages_per_s": None}, r"messages_per_s: Field required"),
+])
+def test_the_by_senders_table_is_refused_by_file_and_key(change: dict[str, object], refusal: str) -> None:
+    table = {k: v for k, v in {**BY_SENDERS, **change}.items() if v is not None}
+    with pytest.raises(profile.ProfileError, match=r"^mine\.toml: \[network.server_loop.by_senders\] " + refusal):
+        profile.Profile.from_doc({"network": {"server_loop": {"by_senders": table}}}, "mine.toml")
 
 
 def test_preset_this_takes_the_measured_numbers_and_the_scenario_overrides_them(
