@@ -16,8 +16,9 @@
 #        benchmarks/contention.py (k threads updating one θ; the lock's copy and update with k - 1 spinning:
 #        OUT/contention_<machine>.json);
 #        Ek's UMA-vs-NUMA cell measured (device_check.py ek-cells, beside benchmarks/ek_numa.py's simulated one:
-#        OUT/ek_numa_<machine>.json) only where the machine has two NUMA nodes; `simasgd calibrate --network`,
-#        then benchmarks/dist_fidelity.py at 2, 4 and 8 processes (param_server with 1 and 2 shards, easgd, eawild,
+#        OUT/ek_numa_<machine>.json) only where the machine has two NUMA nodes; `simasgd calibrate --network`
+#        (with the server loop under 1, 2, 4, 7 senders: [network.server_loop.by_senders] in the profile, a line
+#        per N in cores.log; benchmarks/README_dist.md says how it is read), then benchmarks/dist_fidelity.py at 2, 4 and 8 processes (param_server with 1 and 2 shards, easgd, eawild,
 #        keuper, sync), rank r pinned to a core of its own, 3 runs.
 #        Writes OUT/cores.log, OUT/topology.txt, OUT/<machine>.json.gz, OUT/contention_<machine>.json,
 #        OUT/cores-files.tar.gz (the cells' results folders, the profile, many_cores' table) and, with two NUMA
