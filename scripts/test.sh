@@ -14,8 +14,9 @@ export MPLBACKEND=Agg
 # read it (setup.sh installs the test extras without compiling them).
 unset PYTHONDONTWRITEBYTECODE
 # One worker more than the CPUs: many tests wait on processes they start (sweeps, clusters, torchrun), and
-# with one a CPU the CPUs sat idle a tenth of the time.
-PYTEST=(.venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadfile)
+# with one a CPU the CPUs sat idle a tenth of the time. --no-loadscope-reorder: the files go out in the order
+# tests/conftest.py sorted them (the longest first, by tests/durations.json), not xdist's own by test count.
+PYTEST=(.venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist loadfile --no-loadscope-reorder)
 if [ "${1:-}" = "--fast" ]; then
   shift
   exec "${PYTEST[@]}" -m "not slow and not hardware" "$@"
