@@ -28,9 +28,9 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
   and gloo's threads to the rest, as the backend pins them (``cpu.pin``); per N, the pushes the server applied a
   second, the median round trip the workers saw, and the server process's CPU time per push (all its threads, and
   its main thread alone: ``serve`` itself), over a window of :data:`QUEUE_ROUNDS` pushes per worker after
-  :data:`QUEUE_WARM` each. With N ≥ 2 the server never waits for a worker, so 1 / ``messages_per_s`` is what a
-  push costs it; a round trip is then about N of those by queueing alone. Whether that cost grows with N is the
-  question it answers (benchmarks/README_dist.md).
+  :data:`QUEUE_WARM` each. With N ≥ 2 a push is waiting whenever the server is done with one, so
+  1 / ``messages_per_s`` is what a push costs it; a round trip is then about N of those by queueing alone.
+  Whether that cost grows with N is the question it answers (benchmarks/README_dist.md).
 
 Each rank runs one intra-op thread. The numbers describe this host's loopback under whatever else
 runs on it (``loadavg`` is recorded with them), not a NIC: on a cluster, run it there (two or more
