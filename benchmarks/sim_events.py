@@ -16,9 +16,7 @@ Each SimPy event of the run is one of:
 
 Beside the events, the sharing servers' *steps*: each look-up of a server's speed, one each time its sharers
 change (a job taken in, a departure), one for each job submitted ahead (could it end before the live timer?)
-and one for each entry of its calendar looked at to set its timer. And the *turns* of rotating pools taken one
-by one (:class:`simasgd.sim.cpu.Rotation`: spinners of a held lock handing their CPU on, by arithmetic, not
-events; whole rounds, and parts of one, of a periodic rotation go at once and are not counted).
+and one for each entry of its calendar looked at to set its timer.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import sim_scale
 
-from simasgd.sim import cpu, memory, sharing
+from simasgd.sim import memory, sharing
 
 KINDS = ("served", "parts", "early", "stale", "other")
 
@@ -48,14 +46,12 @@ class Tally:
         self.departures = 0  # parts through, in the timer being counted
         self.finals = 0  # of those, the last part of their transfer (a waiter resumes)
         self.steps = 0  # look-ups of a server's speed
-        self.turns = 0  # turns of rotating pools taken one by one
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Tally]:
         """The servers' timer, the speed of each server made meanwhile and the transfers' part-done hook
         wrapped to count, until the block ends."""
         complete, part_done = sharing.SharedServer._complete, memory.Transfer.served
-        check_round = cpu._check_round
         init = sharing.SharedServer.__init__
         tally = self
 
@@ -80,18 +76,12 @@ class Tally:
             tally.finals += transfer.left == 1
             part_done(transfer)
 
-        def counted_turn(rot: cpu.Rotation, th: cpu.Thread, forfeits: int, lifted: bool, gained: float) -> None:
-            tally.turns += 1  # every turn taken one by one ends with this check
-            check_round(rot, th, forfeits, lifted, gained)
-
-        cpu._check_round = counted_turn
         sharing.SharedServer._complete = counted_complete  # type: ignore[method-assign]
         sharing.SharedServer.__init__ = counted_init  # type: ignore[method-assign]
         memory.Transfer.served = counted_part  # type: ignore[method-assign]
         try:
             yield self
         finally:
-            cpu._check_round = check_round
             sharing.SharedServer._complete = complete  # type: ignore[method-assign]
             sharing.SharedServer.__init__ = init  # type: ignore[method-assign]
             memory.Transfer.served = part_done  # type: ignore[method-assign]
@@ -103,7 +93,7 @@ TALLY = Tally()
 def cell(algorithm: str, workers: int, machine: str, updates: int) -> dict[str, Any]:
     """One seeded run's events an attempt, by kind."""
     TALLY.counts.clear()
-    TALLY.steps = TALLY.turns = 0
+    TALLY.steps = 0
     _wall, attempts, events = sim_scale.timed(algorithm, workers, machine, None, updates)
     timers = sum(TALLY.counts.values())
     row: dict[str, Any] = {"algorithm": algorithm, "workers": workers, "attempts": attempts, "events": events}
@@ -111,7 +101,6 @@ def cell(algorithm: str, workers: int, machine: str, updates: int) -> dict[str, 
     row["other"] = (events - timers) / attempts
     row["total"] = events / attempts
     row["steps"] = TALLY.steps / attempts
-    row["turns"] = TALLY.turns / attempts
     return row
 
 
@@ -123,12 +112,11 @@ def size(algorithm: str, workers: int, machine: str, attempts: int) -> int:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| algorithm | workers | events an attempt | " + " | ".join(KINDS)
-            + " | server steps an attempt | turns an attempt |")
-    lines = [head, "|" + "---|" * (5 + len(KINDS))]
+    head = "| algorithm | workers | events an attempt | " + " | ".join(KINDS) + " | server steps an attempt |"
+    lines = [head, "|" + "---|" * (4 + len(KINDS))]
     for r in rows:
         lines.append(f"| {r['algorithm']} | {r['workers']:,} | {r['total']:.2f} | "
-                     + " | ".join(f"{r[k]:.2f}" for k in KINDS) + f" | {r['steps']:.2f} | {r['turns']:.2f} |")
+                     + " | ".join(f"{r[k]:.2f}" for k in KINDS) + f" | {r['steps']:.2f} |")
     return "\n".join(lines)
 
 

@@ -569,7 +569,7 @@ class Cores:
         assert rot is not None
         s, m = self.switch, len(rot.members)
         if not rot.periodic and WHOLE_ROUNDS and rot.at < until and self._clean_round(rq, rot):
-            rot.periodic, rot.forfeits = True, 1
+            rot.periodic = True
             rot.seen.clear()
             rot.step = dict.fromkeys(rot.members, self.forfeit + s)
         while rot.at < until:
@@ -729,24 +729,20 @@ class Cores:
 
     def _part(self, rq: RunQueue, rot: Rotation, turns: int) -> None:
         """``turns`` (fewer than a round) turns of a periodic rotation at once: its spinners turn in the order
-        of their run-queue keys, the current one first, each gaining its slices forfeited and its switch as
-        its turn adds them up; the clock (turn after turn), the grants, their arrival order and the run
-        queue's sums move on as the turns leave them. What is saved is the decisions, known from the round."""
+        of their run-queue keys, the current one first, each gaining its round's CPU time; the clock (turn
+        after turn), the grants, their arrival order and the run queue's sums move on as the turns leave
+        them."""
         s, pool = self.switch, rq.pool
         cur = rot.cur
         assert cur is not None and 0 < turns < len(rot.members)
         grants = [cur] + [g for _key, g in sorted(pool.heap)]
         base = next(pool.order)
         pool.order = itertools.count(base + turns)
-        t, f, k = rot.at, self.forfeit, rot.forfeits
+        t = rot.at
         for i in range(turns):
             g, nxt = grants[i], grants[i + 1]
             th = g.th
-            c = th.cpu_time
-            for _ in range(k):  # as the turn adds it up, so CPU times that tie there tie here
-                c += f
-            c += t - th.since
-            th.cpu_time = c
+            th.cpu_time += rot.step[th]
             th.queued, th.req = True, None
             g.key, g.at = (th.cpu_time, t, base + i), -1.0
             th2 = nxt.th
