@@ -568,21 +568,13 @@ class Cores:
         rot = rq.rotation
         assert rot is not None
         s, m = self.switch, len(rot.members)
-        if not rot.periodic and WHOLE_ROUNDS and rot.at < until and self._clean_round(rq, rot):
-            rot.periodic = True
-            rot.seen.clear()
-            rot.step = dict.fromkeys(rot.members, self.forfeit + s)
         while rot.at < until:
-            if rot.periodic and WHOLE_ROUNDS:
-                # the turns that end a turn short of ``until`` at least (the division may round up a turn), in
-                # whole rounds, then in part of one: the last go one by one, each compared with ``until`` as
-                # its event would be
-                ahead = int((until - rot.at) / s) - 1
-                if ahead >= m:
-                    self._jump(rq, rot, ahead // m)
-                    continue
-                if ahead > 0:
-                    self._part(rq, rot, ahead)
+            if rot.periodic:
+                # the rounds that end a turn short of ``until`` at least (the division may round up a turn):
+                # the last turns go one by one, each compared with ``until`` as its event would be
+                rounds = (int((until - rot.at) / s) - 1) // m
+                if rounds > 0 and WHOLE_ROUNDS:
+                    self._jump(rq, rot, rounds)
                     continue
             self._turns(rq, rot, until, m)
 
@@ -684,79 +676,6 @@ class Cores:
         pool.heap = heap
         rq.cpu_sum = math.fsum(t.cpu_time for t in rot.members)
         rq.since_sum = cur.th.since
-        rq.changes = (rq.changes + 2 * turns) % _RESUM
-
-    def _clean_round(self, rq: RunQueue, rot: Rotation) -> bool:
-        """Whether the next round is clean (:func:`_check_round`), by arithmetic on the spinners' CPU times, not
-        by taking its turns: in the order of their run-queue keys, each forfeits one slice and no more, is not
-        placed behind the mean, and lands beyond everyone yet to turn, the first back on the CPU after the last.
-        The inequalities on the run queue's sums must hold by a margin wider than the rounding of those sums,
-        so the turns' own floats take the same branches; the CPU times each turn leaves, which order the next
-        round (ties by the turns' order, as their keys break them), are taken as the turns take them. A round
-        that is a shift of a clean one is clean, so every later round is."""
-        cur = rot.cur
-        assert cur is not None
-        m = rq.members
-        if m < 2:
-            return False
-        first = cur.th
-        cs = [first.cpu_time] + [key[0] for key, _g in sorted(rq.pool.heap)]
-        s, f, q = self.switch, self.forfeit, self.quantum
-        total = math.fsum(cs)
-        margin = max(1e-3 * s, 64 * m * math.ulp(abs(total) + m * (f + s)))
-        last = cs[-1]
-        t, since = rot.at, first.since
-        after = []
-        for i, c in enumerate(cs):
-            gap = t - since
-            others = total - c
-            if c + gap > (others + c + gap) / m + _EPS - margin:  # it would not forfeit a slice
-                return False
-            if c + f + gap <= (others + c + f + gap) / m + _EPS + margin:  # it would forfeit a second
-                return False
-            a = c + f
-            a += gap  # as the turn adds it up
-            if others / (m - 1) - q >= a - margin:  # placed behind the mean on joining again
-                return False
-            if i < m - 1 and a < last:  # not beyond everyone yet to turn (a tie: the later request is beyond)
-                return False
-            after.append(a)
-            total += f + gap
-            since, t = t, t + s
-        # the next round in the same order: the first back on the CPU after the last (a tie goes to the one
-        # that turned first), and so on, as the CPU times the turns leave order them
-        return all(x <= y for x, y in itertools.pairwise(after))
-
-    def _part(self, rq: RunQueue, rot: Rotation, turns: int) -> None:
-        """``turns`` (fewer than a round) turns of a periodic rotation at once: its spinners turn in the order
-        of their run-queue keys, the current one first, each gaining its round's CPU time; the clock (turn
-        after turn), the grants, their arrival order and the run queue's sums move on as the turns leave
-        them."""
-        s, pool = self.switch, rq.pool
-        cur = rot.cur
-        assert cur is not None and 0 < turns < len(rot.members)
-        grants = [cur] + [g for _key, g in sorted(pool.heap)]
-        base = next(pool.order)
-        pool.order = itertools.count(base + turns)
-        t = rot.at
-        for i in range(turns):
-            g, nxt = grants[i], grants[i + 1]
-            th = g.th
-            th.cpu_time += rot.step[th]
-            th.queued, th.req = True, None
-            g.key, g.at = (th.cpu_time, t, base + i), -1.0
-            th2 = nxt.th
-            nxt.at = th2.since = t
-            th2.queued, th2.req, th2.left = False, nxt, self.quantum
-            t += s
-        new = grants[turns]
-        heap = [(g.key, g) for g in grants if g is not new]
-        heapq.heapify(heap)
-        pool.heap = heap
-        rot.cur, rot.at = new, t
-        rot.seen.clear()  # a round being checked turn by turn starts again from here
-        rq.cpu_sum = math.fsum(th.cpu_time for th in rot.members)
-        rq.since_sum = new.th.since
         rq.changes = (rq.changes + 2 * turns) % _RESUM
 
     def _stop(self, rq: RunQueue) -> None:
