@@ -6,6 +6,12 @@ copy and update θ with k − 1 threads spinning); this runs the same loops at a
 ``many_cores.py``'s MLP, 680 KB), for the many-core entry beside it (benchmarks/fidelity.md):
 
     .venv/bin/python benchmarks/contention.py --out OUT/contention.json [--threads 1 2 4 8 16] [--dim 85002]
+        [--beside [--beside-passes 1000] [--layers 64 256 256 10] [--batch 16]]
+
+``--beside`` adds the same two steps with gradients computed beside them (``contention.beside``: k threads
+computing that MLP's gradients at their own copies of θ, taking turns at one timed step on the shared θ) and
+every gradient's time, the record's ``beside`` table: per k the median and p90 of the update, the lock's
+hold (copy and update) and the gradient. Schema 3 (2: no ``beside`` table possible).
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # record
 
 import record
 
-from executors.calibration.contention import contention
+from executors.calibration.contention import BATCH, LAYERS, beside, contention
 
-SCHEMA, SCHEMA_VERSION = "contention", 2
+SCHEMA, SCHEMA_VERSION = "contention", 3  # 3: the optional ``beside`` table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, nargs="*", default=[1, 2, 4, 8, 16])
     p.add_argument("--dim", type=int, default=85002)
     p.add_argument("--passes", type=int, default=200, help="passes a thread a cell")
+    p.add_argument("--beside", action="store_true", help="also the steps with gradients computed beside them")
+    p.add_argument("--beside-passes", type=int, default=1000, help="timed steps of each kind a k, all threads")
+    p.add_argument("--layers", type=int, nargs="+", default=list(LAYERS), help="the MLP beside (digits: 64 … 10)")
+    p.add_argument("--batch", type=int, default=BATCH)
     args = p.parse_args(argv)
     cpus = len(os.sched_getaffinity(0))
     left = sorted(k for k in args.threads if k > cpus)
@@ -45,7 +55,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {k} | {1e6 * table['update_s'][i]:.1f}, {1e6 * table['update_p90_s'][i]:.1f} | "
               f"{1e6 * table['locked_hold_s'][i]:.1f}, {1e6 * table['locked_hold_p90_s'][i]:.1f} | "
               f"{table['locked_per_s'][i]:.0f} | {table['locked_busy'][i]:.2f} |")
-    record.write(args.out, SCHEMA, SCHEMA_VERSION, {"cpus": cpus, "seconds": time.perf_counter() - t0, **table})
+    payload = {"cpus": cpus, **table}
+    if args.beside:
+        t1 = time.perf_counter()
+        near = beside(args.beside_passes, table["threads"], args.layers, args.batch)
+        print(f"\nbeside gradients of the MLP {'-'.join(map(str, near['layers']))} (B = {near['batch']}, θ "
+              f"{near['bytes'] / 1e3:.0f} KB), one thread a turn at the step, {time.perf_counter() - t1:.1f} s:")
+        print("| threads | update µs (median, p90) | hold µs (median, p90) | gradient µs (median, p90) | steps "
+              "| gradients | s |")
+        print("|---|---|---|---|---|---|---|")
+        for i, k in enumerate(near["threads"]):
+            print(f"| {k} | {1e6 * near['update_s'][i]:.1f}, {1e6 * near['update_p90_s'][i]:.1f} | "
+                  f"{1e6 * near['hold_s'][i]:.1f}, {1e6 * near['hold_p90_s'][i]:.1f} | "
+                  f"{1e6 * near['gradient_s'][i]:.1f}, {1e6 * near['gradient_p90_s'][i]:.1f} | "
+                  f"{near['steps'][i]} | {near['gradients'][i]} | {near['seconds'][i]:.2f} |")
+        payload["beside"] = near
+    payload["seconds"] = time.perf_counter() - t0
+    record.write(args.out, SCHEMA, SCHEMA_VERSION, payload)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)")
     return 0
 

@@ -14,8 +14,13 @@
   tiny): a record of ``gpu_check.py`` alone lacks what the part adds (the anchor, the calibration, the host's
   time to ε), so its GPU is due once more;
 - else ``cores`` when ``corpus/<machine>.json.gz`` is absent, ``<machine>`` being ``many_cores.py``'s name of
-  this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``);
+  this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``), or when
+  ``benchmarks/results/contention_<machine>.json`` is absent or has no ``beside`` table (``contention.py
+  --beside``, schema 3; a schema-2 record predates it): with the entry in, that section alone is due (below);
 - else ``none``: both are in the repository; name a part to run it again.
+
+The command prints the part, and ``cores:contention`` where the cores part's corpus entry is in and only its
+contention record is due: ``device_check.sh OUT`` then runs that section alone (as ``DEVICE_CHECK_ONLY``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import record  # noqa: E402 - beside this file
 
 GPU_SCHEMA, GPU_SCHEMA_VERSION = "gpu_check", 1  # gpu_check.py's (not imported: it needs numpy)
 EK_SCHEMA, EK_SCHEMA_VERSION = "ek_numa_measured", 1
+CONTENTION_SCHEMA, CONTENTION_SCHEMA_VERSION = "contention", 3  # contention.py's (not imported: it needs numba)
 STATUS = re.compile(r"^\[status\] (?P<section>[\w.-]+): (?P<word>ok|failed|skipped) \((?P<detail>.*)\)$")
 
 
@@ -87,11 +93,26 @@ def gpu_done(results: Path, kind: str) -> tuple[bool, str]:
 
 
 def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
-    """Done when the machine's corpus entry and its contention record (benchmarks/contention.py) are both in."""
-    for path in (corpus / f"{machine}.json.gz", results / f"contention_{machine}.json"):
-        if not path.exists():
-            return False, f"{path} is absent"
-    return True, f"{machine}'s corpus entry and contention record are in the repository"
+    """Done when the machine's corpus entry and its contention record (benchmarks/contention.py) with the
+    steps beside gradients (its ``beside`` table) are both in."""
+    entry, path = corpus / f"{machine}.json.gz", results / f"contention_{machine}.json"
+    for p in (entry, path):
+        if not p.exists():
+            return False, f"{p} is absent"
+    try:
+        doc = record.read(path, CONTENTION_SCHEMA, CONTENTION_SCHEMA_VERSION)
+    except record.RecordError as e:
+        return False, str(e)
+    if "beside" not in doc:
+        return False, (f"{path} has no beside table (schema {doc['schema_version']}): the contention section is "
+                       f"due")
+    return True, f"{machine}'s corpus entry and contention record (with the beside table) are in the repository"
+
+
+def only_sections(part: str, corpus: Path, machine: str) -> str:
+    """The sections of a due part that are all it needs (``contention`` for a cores part whose corpus entry is
+    in: its record is what is missing), or empty: the whole part."""
+    return "contention" if part == "cores" and (corpus / f"{machine}.json.gz").exists() else ""
 
 
 def pending(results: Path, corpus: Path, kind: str, machine: str) -> tuple[str, list[str]]:
@@ -241,7 +262,7 @@ def ek_cells(out: Path, threads: list[int], algorithms: list[str], updates: int,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("pending", help="the part due here: gpu, cores or none (why on stderr)")
+    p = sub.add_parser("pending", help="the part due here: gpu, cores[:SECTIONS] or none (why on stderr)")
     p.add_argument("--results", type=Path, default=record.RESULTS)
     p.add_argument("--corpus", type=Path, default=ROOT / "corpus")
     p.add_argument("--gpu", default=None, help="the GPU's kind (default: nvidia-smi's first GPU)")
@@ -269,10 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "pending":
         kind = a.gpu or gpu_kind(gpu_name())
-        part, why = pending(a.results, a.corpus, kind, a.machine or machine_name())
+        machine = a.machine or machine_name()
+        part, why = pending(a.results, a.corpus, kind, machine)
         for w in why:
             print(f"  {w}", file=sys.stderr)
-        print(part)
+        only = only_sections(part, a.corpus, machine)
+        print(f"{part}:{only}" if only else part)
     elif a.cmd == "gpu-kind":
         print(gpu_kind(gpu_name()))
     elif a.cmd == "machine":

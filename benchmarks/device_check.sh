@@ -13,8 +13,9 @@
 # cores  the topology (lscpu, numactl --hardware, /sys/devices/system/node) into OUT/topology.txt;
 #        benchmarks/many_cores.py (mutex, HOGWILD!, Leashed-SGD persistence 1, Lopez at 1-16 threads: the
 #        corpus entry OUT/<machine>.json.gz, for corpus/; scored later, off the machine: simasgd corpus score);
-#        benchmarks/contention.py (k threads updating one θ; the lock's copy and update with k - 1 spinning:
-#        OUT/contention_<machine>.json);
+#        benchmarks/contention.py --beside (k threads updating one θ; the lock's copy and update with k - 1
+#        spinning; then the same two steps taken in turn while the other k - 1 threads compute the MLP's
+#        gradients, each gradient timed: OUT/contention_<machine>.json, ~30 s on 16 cores);
 #        Ek's UMA-vs-NUMA cell measured (device_check.py ek-cells, beside benchmarks/ek_numa.py's simulated one:
 #        OUT/ek_numa_<machine>.json) only where the machine has two NUMA nodes; `simasgd calibrate --network`
 #        (with the server loop under 1, 2, 4, 7 senders: [network.server_loop.by_senders] in the profile, a line
@@ -28,9 +29,10 @@
 # says which and why): gpu when there is a GPU and benchmarks/results/gpu_check_<gpu>.json (<gpu>: h100, h200,
 # the first word with a digit of the GPU's name) was not written by this script's gpu part; else cores when
 # corpus/<machine>.json.gz (many_cores.py's name: CPU family and CPU count, e.g. amd_epyc_16cpu) or
-# benchmarks/results/contention_<machine>.json is absent; else nothing (exit 0). So one lending runs
-# `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands: one command may run 10 minutes),
-# and a part whose section failed is run again alone.
+# benchmarks/results/contention_<machine>.json is absent or has no beside table (then, the entry being in,
+# its contention section alone runs, as with DEVICE_CHECK_ONLY=contention); else nothing (exit 0). So one
+# lending runs `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands: one command may run
+# 10 minutes), and a part whose section failed is run again alone.
 #
 # Sections run in priority order, each under `timeout` within what is left of the part's deadline
 # (DEVICE_CHECK_DEADLINE, 330 s; a section's processes are killed 10 s after its timeout), and each prints one
@@ -73,10 +75,15 @@ if ! timeout 60 $PY -c "import numpy; numpy.row_stack" >/dev/null 2>&1; then
     && echo "numpy without row_stack: aliased to vstack for numba-cuda (/tmp/site/sitecustomize.py)" >>"$PRELOG"
 fi
 if [ -z "$PART" ]; then
-  PART=$(timeout 60 $PY benchmarks/device_check.py pending 2>>"$PRELOG")
+  DUE=$(timeout 60 $PY benchmarks/device_check.py pending 2>>"$PRELOG")
   sed 's/^/  /' "$PRELOG" | tail -n 5
+  PART=${DUE%%:*}
   case "$PART" in
-    gpu|cores) echo "[device_check] no part named: the $PART part is due" ;;
+    gpu|cores) echo "[device_check] no part named: the $PART part is due"
+               if [ "$DUE" != "$PART" ] && [ -z "$ONLY" ]; then  # "cores:contention": the rest is in
+                 ONLY=${DUE#*:}
+                 echo "[device_check] of it only $ONLY: the rest is in the repository (as DEVICE_CHECK_ONLY=$ONLY)"
+               fi ;;
     none) echo "[device_check] nothing due: both parts' records are in the repository; name a part to rerun it"
           exit 0 ;;
     *) echo "[device_check] cannot tell which part is due (benchmarks/device_check.py pending failed)"; exit 2 ;;
@@ -225,13 +232,15 @@ step_many_cores() {
       --no-score
   fi
 }
-step_contention() {  # k threads on one θ: concurrent updates, and the lock's copy-and-update (no gradient)
+step_contention() {  # k threads on one θ: concurrent updates, the lock's copy-and-update; then beside gradients
   local threads
   if [ -n "$TINY" ]; then
-    $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads 1 2 --passes 12 --dim 4096
+    $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads 1 2 --passes 12 --dim 4096 \
+      --beside --beside-passes 12 --layers 64 8 10
   else
     read -r -a threads <<<"$(at_most "$(ncpus)" 1 2 4 8 16)"
-    $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads "${threads[@]}"
+    $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads "${threads[@]}" \
+      --beside --beside-passes 1000
   fi
 }
 step_salvage() {  # the cells measured before many_cores.py was cut, as the entry it would have written
@@ -269,7 +278,7 @@ cores_part() {
   if [ "$RC" -gt 0 ]; then section many_cores_salvage 10 60 bash -c step_salvage; fi
   compgen -G "$WORK/many_cores/corpus/*.json.gz" >/dev/null && mv "$WORK"/many_cores/corpus/*.json.gz "$OUT/"
   rmdir "$WORK/many_cores/corpus" 2>/dev/null
-  section contention 15 45 bash -c step_contention
+  section contention 30 120 bash -c step_contention
   if [ "$(numa_nodes)" -ge 2 ] || [ "${DEVICE_CHECK_EK:-0}" = 1 ]; then
     section ek_numa 30 120 bash -c step_ek
     [ -f "$WORK/ek/ek_numa_measured.json" ] && mv "$WORK/ek/ek_numa_measured.json" "$OUT/ek_numa_$MACHINE.json"

@@ -129,11 +129,15 @@ def test_cores_part_measures_the_corpus_entry_ek_and_pinned_dist(tmp_path: Path,
     machine = benchmark_script("many_cores").machine_name()
     assert {f.name for f in files} == {"cores.log", "topology.txt", f"{machine}.json.gz", "cores-files.tar.gz",
                                        f"ek_numa_{machine}.json", f"contention_{machine}.json"}
-    contention = record.read(tmp_path / f"contention_{machine}.json", "contention", 2)
+    contention = record.read(tmp_path / f"contention_{machine}.json", "contention", 3)
     assert contention["threads"] == [1, 2] and contention["bytes"] == 8 * 4096
     for key in ("update", "locked_hold"):
         assert all(0 < m <= p for m, p in zip(contention[f"{key}_s"], contention[f"{key}_p90_s"], strict=True))
     assert all(0 < b <= 1.05 for b in contention["locked_busy"]) and min(contention["locked_per_s"]) > 0
+    beside = contention["beside"]  # the steps in turn beside gradients (tests/test_contention_beside.py)
+    assert beside["threads"] == [1, 2] and beside["layers"] == [64, 8, 10]
+    for key in ("update", "hold", "gradient"):
+        assert all(0 < m <= p for m, p in zip(beside[f"{key}_s"], beside[f"{key}_p90_s"], strict=True))
 
     topology = (tmp_path / "topology.txt").read_text()
     assert "## lscpu" in topology and "## numactl --hardware" in topology and "node0: cpus" in topology
@@ -223,6 +227,8 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert any("contention_amd_epyc_16cpu.json is absent" in w for w in why)
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 2, {"threads": []})
+    assert due() == "cores"  # a record from before the beside table (schema 2)
+    record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3, {"threads": [], "beside": {}})
     assert due() == "none" and due("none") == "none"
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "none"

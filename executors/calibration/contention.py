@@ -10,11 +10,25 @@ guest: HOGWILD!'s update 40 µs alone, 261 µs with 16 writers; mutex's copy-and
   threads spinning); the lock's hold, acquired to released, is timed, and the passes a second counted.
 
 Every timed loop is a nogil numba function on the executor's clock. Format: docs/profile.md.
+
+:func:`beside` (``benchmarks/contention.py --beside``, not part of the profile) times the same two steps with
+gradients computed beside them: k threads pinned one a CPU, each computing real gradients of an MLP (the
+many-core entry's 64-256-256-10 at B = 16 on digits: the workloads' ``kernels.loss_and_grad``, the cpu
+executor's) at its own copy of θ, and taking turns at the step: round r is thread r mod k's, which, after
+the gradient it was computing, times one step on the shared θ (``update``, or the lock's copy-and-update in
+``hold``: whole rotations of one, then of the other) with its own gradient, and hands the turn on. So at
+most one thread steps at a time while the other k − 1 compute gradients: what changes with k is only what
+the gradients beside the step do to it (shared caches, memory traffic, the clock with more cores busy).
+Each thread in turn, as in the runs: the stepper has just computed a gradient (its caches hold the
+gradient's working set, not θ), θ's lines come from the core that stepped before it, and no one CPU's
+place in the host decides the figure; at k = 1 it is a one-thread run's cycle, gradient then step. Every
+gradient is timed too: one slower at larger k with nothing shared but the machine is the clock.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +39,9 @@ from executors import atomics as A
 from executors.calibration.copies import LR, _update
 from executors.calibration.timing import run_threads
 from executors.cpu.shared import LINE, N_CFG_F, N_CFG_I, N_SLOTS, S_LOCK, lock_release, word_lock
+from executors.kernel import with_kernel
 from simasgd.numerics.memops import copy_into
+from simasgd.numerics.workloads.kernels import SOURCE_HASH, loss_and_grad
 
 WARM = 2  # a thread's first passes, dropped: its buffers and the lock's line are cold
 
@@ -73,6 +89,7 @@ def measure(op: str, k: int, cpus: Sequence[int], n: int, passes: int) -> dict[s
     each: the median and p90 of a pass (s) and, for ``locked``, the passes a second and the lock's busy share."""
     if op not in ("update", "locked"):
         raise ValueError(f"contention: op {op!r} is not 'update' or 'locked'")
+    _enough_cpus(k, cpus)
     theta, g = np.ones(n), np.full(n, 1e-9)
     start = np.zeros(LINE, dtype=np.int64)
     outs = [np.zeros(passes + WARM, dtype=np.int64) for _ in range(k)]
@@ -95,6 +112,13 @@ def measure(op: str, k: int, cpus: Sequence[int], n: int, passes: int) -> dict[s
     return row
 
 
+def _enough_cpus(k: int, cpus: Sequence[int]) -> None:
+    """Refuse k threads on fewer CPUs: one a CPU is what every figure here assumes."""
+    if not 1 <= k <= len(cpus):
+        raise ValueError(f"contention: {k} threads need {k} CPUs, one a thread; this process may use "
+                         f"{len(cpus)} ({', '.join(map(str, cpus))})")
+
+
 def thread_counts(cpus: int) -> list[int]:
     """1, 2, 4, … up to the CPUs, and the CPU count itself."""
     ks = [1 << i for i in range(cpus.bit_length()) if 1 << i <= cpus]
@@ -113,3 +137,130 @@ def contention(nbytes: int, passes: int, threads: Sequence[int] | None = None) -
             "update_s": [r["median_s"] for r in upd], "update_p90_s": [r["p90_s"] for r in upd],
             "locked_hold_s": [r["median_s"] for r in lck], "locked_hold_p90_s": [r["p90_s"] for r in lck],
             "locked_per_s": [r["per_s"] for r in lck], "locked_busy": [r["busy"] for r in lck]}
+
+
+# --------------------------------------------------------------------------- the steps beside gradients
+
+LAYERS = (64, 256, 256, 10)  # the many-core entry's MLP (benchmarks/many_cores.py): 85,002 float64, θ 680 KB
+BATCH = 16
+UPDATE, HOLD = 0, 1  # the step a rotation times: rotation q times UPDATE where q is even, HOLD where odd
+WARM_ROTATIONS = 2  # one of each step dropped: the first turns find θ, the lock and the buffers cold
+
+
+def _make_beside(kernels_version: str = SOURCE_HASH) -> Any:
+    """The beside loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+
+    @njit(nogil=True, cache=True)
+    def beside_loop(i: int, k: int, theta: np.ndarray, own: np.ndarray, g: np.ndarray, X: np.ndarray,
+                    y: np.ndarray, shape: np.ndarray, n_rows: int, batch: int, seed: int, turn: np.ndarray,
+                    ctrl: np.ndarray, cfg_i: np.ndarray, cfg_f: np.ndarray, start: np.ndarray,
+                    step_ns: np.ndarray, grad_ns: np.ndarray, n_grad: np.ndarray) -> None:
+        """Thread ``i`` of k: gradients at its own copy ``own`` into ``g``, back to back, each timed into
+        ``grad_ns`` (their count into ``n_grad[0]``); between two, where round ``turn[0]`` is its own
+        (r mod k = i), one step on the shared θ with ``g`` timed into ``step_ns[r]``, then the turn handed
+        on. Ends when the rounds (``step_ns``'s length) are done."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        np.random.seed(seed)
+        idx = np.empty(batch, dtype=np.int64)
+        rounds = step_ns.shape[0]
+        m = 0
+        _go(start, k)
+        while True:
+            r = A.load_acquire(turn, 0)
+            if r >= rounds:
+                break
+            if r % k == i:
+                if (r // k) % 2 == UPDATE:  # HOGWILD!'s write
+                    t0 = A.now_ns()
+                    _update(theta, g, LR)
+                    A.compiler_barrier()
+                    t1 = A.now_ns()
+                else:  # mutex's critical section: the copy into its own buffer and the update, under the lock
+                    word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
+                    t0 = A.now_ns()
+                    copy_into(own, theta)
+                    _update(theta, g, LR)
+                    A.compiler_barrier()
+                    t1 = A.now_ns()
+                    lock_release(ctrl, S_LOCK * LINE)
+                step_ns[r] = t1 - t0
+                A.store_release(turn, 0, r + 1)
+            for j in range(batch):
+                idx[j] = np.random.randint(0, n_rows)
+            t0 = A.now_ns()
+            loss_and_grad(own, X, y, idx, g, shape)
+            t1 = A.now_ns()
+            if m < grad_ns.shape[0]:
+                grad_ns[m] = t1 - t0
+            m += 1
+        n_grad[0] = m
+
+    return beside_loop
+
+
+beside_loop = _make_beside()
+
+
+def mlp_workload(layers: Sequence[int] = LAYERS, batch: int = BATCH, seed: int = 0) -> tuple[Any, np.ndarray]:
+    """The MLP of ``layers`` on digits (64 inputs, 10 classes) at batch ``batch``, float64, and its θ₀."""
+    from simasgd.numerics.workloads import build_workload
+    from simasgd.spec.scenario import WorkloadConfig
+
+    wl = build_workload(WorkloadConfig(model="mlp", layers=list(layers), dataset="digits", batch_size=batch,
+                                       dtype="float64"), seed)
+    return wl, wl.init_theta(np.random.default_rng(seed))
+
+
+def measure_beside(k: int, cpus: Sequence[int], wl: Any, theta0: np.ndarray, batch: int, passes: int,
+                   seed: int = 0) -> dict[str, Any]:
+    """One row of :func:`beside`: k threads on ``cpus[:k]``, at least ``passes`` timed steps of each kind
+    (whole rotations: every thread as many), the median and p90 of each (s) and of every gradient."""
+    _enough_cpus(k, cpus)
+    per = -(-max(passes, 1) // k)  # timed turns a thread of each step
+    rounds = k * (WARM_ROTATIONS + 2 * per)
+    theta = theta0.copy()
+    turn, start = np.zeros(LINE, dtype=np.int64), np.zeros(LINE, dtype=np.int64)
+    ctrl = np.zeros(N_SLOTS * LINE, dtype=np.int64)
+    cfg_i, cfg_f = np.zeros(N_CFG_I, dtype=np.int64), np.zeros(N_CFG_F)  # backoff kind 0: a pause a retry
+    step_ns = np.zeros(rounds, dtype=np.int64)
+    cap = 4 * rounds + 64  # gradients a thread may record (one a round, and more while another steps)
+    grads = [np.zeros(cap, dtype=np.int64) for _ in range(k)]
+    counts = [np.zeros(1, dtype=np.int64) for _ in range(k)]
+    loop = with_kernel(beside_loop, wl.kernel)
+    args = [(i, k, theta, theta0.copy(), np.zeros_like(theta0), wl.X, wl.y, wl.shape, int(wl.n_train), batch,
+             seed + 1 + i, turn, ctrl, cfg_i, cfg_f, start, step_ns, grads[i], counts[i]) for i in range(k)]
+    from executors.cpu.runner import single_threaded_blas
+
+    t0 = time.perf_counter()
+    with single_threaded_blas():
+        # compiled (or loaded from numba's cache) here, not inside the first k's threads: no round to take
+        loop(0, 1, *args[0][2:15], np.zeros(LINE, dtype=np.int64), step_ns[:0], grads[0], counts[0])
+        t1 = time.perf_counter()
+        run_threads(loop, args, cpus=list(cpus[:k]))
+    wall = time.perf_counter() - t1
+    q = np.arange(rounds) // k
+    timed = q >= WARM_ROTATIONS
+    upd = step_ns[timed & (q % 2 == UPDATE)] / 1e9
+    hold = step_ns[timed & (q % 2 == HOLD)] / 1e9
+    grad = np.concatenate([gr[WARM:min(int(c[0]), cap)] for gr, c in zip(grads, counts, strict=True)]) / 1e9
+    return {"update_s": float(np.median(upd)), "update_p90_s": float(np.percentile(upd, 90)),
+            "hold_s": float(np.median(hold)), "hold_p90_s": float(np.percentile(hold, 90)),
+            "gradient_s": float(np.median(grad)), "gradient_p90_s": float(np.percentile(grad, 90)),
+            "steps": int(upd.size), "gradients": int(sum(int(c[0]) for c in counts)), "seconds": wall,
+            "compile_s": t1 - t0}
+
+
+def beside(passes: int, threads: Sequence[int] | None = None, layers: Sequence[int] = LAYERS,
+           batch: int = BATCH, seed: int = 0) -> dict[str, Any]:
+    """The steps beside gradients at every k of ``threads`` (default :func:`thread_counts`; a k above the
+    CPUs is refused, by name): per k the medians and p90s of ``update`` (θ -= lr·g), ``hold`` (the lock's
+    copy and update) and ``gradient``, over at least ``passes`` steps of each."""
+    cpus = sorted(os.sched_getaffinity(0))
+    ks = list(threads or thread_counts(len(cpus)))
+    for k in ks:
+        _enough_cpus(k, cpus)
+    wl, theta0 = mlp_workload(layers, batch, seed)
+    rows = [measure_beside(k, cpus, wl, theta0, batch, passes, seed) for k in ks]
+    return {"layers": list(layers), "batch": batch, "dim": int(theta0.size), "bytes": int(theta0.nbytes),
+            "passes": passes, "threads": ks, **{key: [r[key] for r in rows] for key in rows[0]}}
