@@ -94,13 +94,7 @@ def ps_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
             srv.locks[s].release(req)
             if nw.enabled:                         # then it travels to the worker
                 yield from nw.send(nw.servers[s], w, srv.pull_bytes[s])
-        run.computing(w)
-        if m is not None:
-            m.gradient(w)
-            if srv.onebit:
-                compression.quantize(m.grad[w], srv.residual[w], m.grad[w])
-        yield p.gradient(w)
-        run.computed(w)
+        yield from _gradient(w, run, srv)
         for s, part in enumerate(srv.parts):       # push, shard by shard, each under its own lock
             if nw.enabled:
                 yield from nw.send(w, nw.servers[s], srv.push_bytes[s])
@@ -118,6 +112,18 @@ def ps_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
             yield snap
 
 
+def _gradient(w: int, run: SimRun, srv: Server) -> Proc:
+    """Worker ``w``'s gradient at what it pulled (with ``onebit``, Q(g + e), the error kept), on its CPU."""
+    m = run.model
+    run.computing(w)
+    if m is not None:
+        m.gradient(w)
+        if srv.onebit:
+            compression.quantize(m.grad[w], srv.residual[w], m.grad[w])
+    yield run.platform.gradient(w)
+    run.computed(w)
+
+
 class _Read:
     """What a worker's replies carry: the version of θ its next gradient is taken at, and when it was taken."""
 
@@ -130,7 +136,7 @@ class _Read:
 def _ranks_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
     """Worker ``w``'s cycles where messages cost the ranks' CPUs (module docstring): the first pull, then a
     gradient and a push to every shard at once, the replies taken in shard order."""
-    p, m, nw = run.platform, run.model, srv.net
+    p, nw = run.platform, srv.net
     dim = max(1, p.dim)
     update = [server_update_s(p, (part.stop - part.start) / dim) for part in srv.parts]
     read = _Read()
@@ -147,13 +153,7 @@ def _ranks_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> P
         if pushed is not None:
             run.begin(w)
         rv, t_read = read.version, read.t
-        run.computing(w)
-        if m is not None:
-            m.gradient(w)
-            if srv.onebit:
-                compression.quantize(m.grad[w], srv.residual[w], m.grad[w])
-        yield p.gradient(w)
-        run.computed(w)
+        yield from _gradient(w, run, srv)
         pushed = (rv, t_read)
 
 
