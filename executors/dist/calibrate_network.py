@@ -31,6 +31,10 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
   :data:`QUEUE_WARM` each. With N ≥ 2 a push is waiting whenever the server is done with one, so
   1 / ``messages_per_s`` is what a push costs it; a round trip is then about N of those by queueing alone.
   Whether that cost grows with N is the question it answers (benchmarks/README_dist.md).
+- **the store's round trip** (``store_round_trip_us``): 2 ranks, rank 0 timing ``store.add`` on the process group's
+  key-value store (a TCPStore whose server is a thread of rank 0), one client; the median. ``dist``'s ``keuper``
+  and ``simuparallel`` take each step's global version so (``executors/dist/decentral.py``), and the simulator
+  charges it to their steps.
 
 Each rank runs one intra-op thread. The numbers describe this host's loopback under whatever else
 runs on it (``loadavg`` is recorded with them), not a NIC: on a cluster, run it there (two or more
@@ -83,6 +87,8 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     log("round trips through the parameter server's loop")
     rounds = 50 if quick else 400
     round_trip, step, nbytes = _spawn(2, _server_loop, (LOOP_DIM, rounds))
+    log("round trips to the process group's store")
+    store_rt = float(_spawn(2, _store_round_trip, (50 if quick else 500,)))
     log("the server loop under N senders at once")
     by_senders = server_queue(quick, log=log)
     server_gbps = max(server.values()) * 8 / 1e9 if server else bw
@@ -92,7 +98,7 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     handling = handling_from_round_trip(round_trip, one_way[0], nbytes, slower * 1e9 / 8, step)
     return {
         "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,
-        "server_bandwidth_gbps": server_gbps, "handling_us": handling * 1e6,
+        "server_bandwidth_gbps": server_gbps, "handling_us": handling * 1e6, "store_round_trip_us": store_rt * 1e6,
         "server_loop": {"bytes": int(nbytes), "round_trip_s": float(round_trip), "update_s": float(step),
                         "rounds": rounds, **({"by_senders": by_senders} if by_senders else {})},
         "p2p": {"bytes": list(sizes), "one_way_s": one_way},
@@ -209,6 +215,22 @@ def _pingpong(rank: int, world: int, sizes: tuple[int, ...], reps: int) -> list[
                 times.append(time.perf_counter_ns() - t0)
         out.append(float(np.median(times)) * 1e-9 / 2)
     return out
+
+
+def _store_round_trip(rank: int, world: int, reps: int) -> float:
+    """The median seconds of one ``store.add`` from rank 0 to the process group's store, after 20 untimed: what a
+    ``dist`` keuper / simuparallel step waits for its version (the other ranks idle)."""
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    if rank != 0:
+        return 0.0
+    store, times = _get_default_store(), []
+    for i in range(reps + 20):
+        t0 = time.perf_counter_ns()
+        store.add("simasgd-calibrate/version", 1)
+        if i >= 20:
+            times.append(time.perf_counter_ns() - t0)
+    return float(np.median(times)) * 1e-9
 
 
 def _fan_in(rank: int, world: int, nbytes: int, reps: int) -> float:

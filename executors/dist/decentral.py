@@ -13,7 +13,13 @@ The global version — "the global count of steps, every worker's counted" — i
 process group's key-value store (``store.add``: one round trip to the store's host, rank 0's
 machine, per step; the shared counter the cpu backend increments with a CAS). A worker takes the
 next version after its gradient and steps only with one within ``stop.max_updates`` (and before
-``stop.max_time_s``), so versions 1..N are each one step. Curve points: each worker keeps its state
+``stop.max_time_s``), so versions 1..N are each one step. The round trip is not Keuper & Pfreundt's (their
+nodes coordinate with no one) but the stop rule's and the rows': ``stop.max_updates`` counts every node's steps
+and a step is taken only while the count is within it (the first N to finish), and node 0's curve states are
+kept at global multiples of ``eval_every`` — neither is exact without asking a shared count before each step
+(versions drawn ahead or counted locally and renumbered at the end would change which steps the run takes, or
+need a copy of node 0's state every step). So it stays, and the simulator charges it where the profile measured
+it (``[network] store_round_trip_us``, ``calibrate --network``). Curve points: each worker keeps its state
 at every multiple of ``stop.eval_every_updates`` its steps straddle (the state it had then);
 rank 0 takes node 0's (keuper) or the mean of every worker's (simuparallel).
 

@@ -499,7 +499,8 @@ class NetworkTable(Table):
     intra-op thread each. `[network] preset = "this"` in a scenario takes `latency_us`, `bandwidth_gbps` and
     `server_bandwidth_gbps` from here, and `handling_us` where present; a profile without it (from a calibrator
     that did not measure it) leaves the ranks' CPUs out of the network model: a message costs no rank's CPU, a
-    server's update is free. The figures describe this host's loopback under whatever else runs on it, not a
+    server's update is free. Likewise `store_round_trip_us`: without it a keuper or simuparallel step does not
+    wait for `dist`'s version counter. The figures describe this host's loopback under whatever else runs on it, not a
     NIC: on a cluster, measure there."""
 
     TITLE = "the `dist` backend's transport (`simasgd calibrate --network`)"
@@ -516,6 +517,11 @@ class NetworkTable(Table):
         "through the backend's parameter-server loop (`[network.server_loop]`, 2 ranks) takes over two one-way "
         "transfers (`latency_us` + bytes / the slower link's bandwidth) and the server's update step. The "
         "simulator charges it to the receiving rank, a server's or centre's serialised with its updates"))
+    store_round_trip_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
+        "one `add` to the process group's key-value store (a TCPStore served by a thread of rank 0) from a rank "
+        "on this host: the median round trip, 2 ranks, one client. `dist`'s `keuper` and `simuparallel` take "
+        "each step's global version so (one blocking round trip a step); the simulator charges it to their "
+        "workers"))
     p2p: P2pTable | None = Field(None, description="`bytes`, `one_way_s`: the ping-pong's message sizes and times")
     server: ServerTable | None = Field(None, description="`bytes`, `senders`, `bytes_per_s`: the server test")
     allreduce: AllreduceTable | None = Field(None, description=(

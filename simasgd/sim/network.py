@@ -145,13 +145,16 @@ class AllreduceTable:
 class Links:
     """Resolved ``[network]``: bytes/s of a worker's NIC and the server's, one-way latency in s, the measured
     all-reduce where the transport was measured (``preset = "this"``), and the seconds of a rank's CPU a received
-    message costs (the profile's ``handling_us``; None where it was not measured: no rank's CPU is modelled)."""
+    message costs (the profile's ``handling_us``; None where it was not measured: no rank's CPU is modelled), and a
+    round trip to the process group's store (``store_round_trip_us``, where measured and the network is the one
+    measured: ``dist``'s per-step version counter of ``keuper`` / ``simuparallel``; None: not charged)."""
 
     bandwidth_Bps: float
     server_bandwidth_Bps: float
     latency_s: float
     allreduce: AllreduceTable | None = None
     handling_s: float | None = None
+    store_s: float | None = None
 
 
 def resolve(cfg: Any) -> Links | None:
@@ -169,7 +172,10 @@ def resolve(cfg: Any) -> Links | None:
     table = AllreduceTable.of(net.allreduce) if net is not None and not own else None
     # a rank's CPU per message is the host's, not the link's: it holds under a latency or bandwidth of the scenario's
     handling = None if net is None or net.handling_us is None else float(net.handling_us) * 1e-6
-    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling)
+    # the store's round trip is the measured loopback's, like the all-reduce: not under a network of the scenario's own
+    rt = None if net is None or own else getattr(net, "store_round_trip_us", None)
+    store = None if rt is None else float(rt) * 1e-6
+    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling, store)
 
 
 def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:

@@ -44,7 +44,16 @@ def test_calibrate_network_writes_a_table_the_simulator_reads(tmp_path: Path, mo
     links = network.resolve(_scenario().network)  # type: ignore[attr-defined]
     assert links is not None and links.latency_s == pytest.approx(net["latency_us"] * 1e-6)
     assert links.handling_s == pytest.approx(net["handling_us"] * 1e-6)
+    assert net["store_round_trip_us"] > 0 and links.store_s == pytest.approx(net["store_round_trip_us"] * 1e-6)
     assert math.isnan(net["bandwidth_gbps"]) or links.bandwidth_Bps == pytest.approx(net["bandwidth_gbps"] * 1e9 / 8)
+
+
+def test_the_store_round_trip_is_one_add_to_the_process_group_s_store() -> None:
+    """Rank 0 adds to the default store (a TCPStore served by its own thread) as dist's keuper does; a median > 0."""
+    from executors.dist.calibrate_network import _spawn, _store_round_trip
+
+    rt = _spawn(2, _store_round_trip, (30,))
+    assert 0 < rt < 1.0
 
 
 def test_the_server_loop_is_timed_through_the_backend_s_own_server() -> None:

@@ -22,10 +22,13 @@ HOP = L + M / SERVER_BPS                       # a model-sized message to or fro
 
 
 def _profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handling_us: float | None = C * 1e6,
-             latency_us: float = L * 1e6, gbps: float = 8.0, server_gbps: float = 4.0) -> None:
+             latency_us: float = L * 1e6, gbps: float = 8.0, server_gbps: float = 4.0,
+             store_us: float | None = None) -> None:
     net: dict[str, Any] = {"latency_us": latency_us, "bandwidth_gbps": gbps, "server_bandwidth_gbps": server_gbps}
     if handling_us is not None:
         net["handling_us"] = handling_us
+    if store_us is not None:
+        net["store_round_trip_us"] = store_us
     out = tmp_path / "this.toml"
     profile.write({"network": net}, out)
     monkeypatch.setenv("SIMASGD_PROFILE", str(out))
@@ -92,6 +95,39 @@ def test_a_keuper_node_waits_for_its_send(tmp_path: Path, monkeypatch: pytest.Mo
     _profile(tmp_path, monkeypatch)
     t = _writes(_run("keuper", 2, exchange_every=1), worker=0)
     assert np.diff(t) == pytest.approx(np.full(len(t) - 1, GRAD + U + L + M / 1e9), rel=1e-9)
+
+
+S = 70e-6  # a round trip to the process group's store (dist's version counter)
+
+
+def test_a_keuper_step_waits_for_the_version_counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``store_round_trip_us``: between its gradient and its step a node waits one round trip to rank 0's store
+    (dist takes the step's global version there), then updates and sends."""
+    _profile(tmp_path, monkeypatch, store_us=S * 1e6)
+    r = _run("keuper", 2, exchange_every=1)
+    t = _writes(r, worker=0)
+    assert np.diff(t) == pytest.approx(np.full(len(t) - 1, GRAD + S + U + L + M / 1e9), rel=1e-9)
+    assert np.sort(r.updates["version"].to_numpy()) == pytest.approx(np.arange(1, 41))
+
+
+def test_simuparallel_waits_for_the_version_counter_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No messages, the same counter: a step is the gradient, the round trip and the update; without the key,
+    the gradient and the update."""
+    _profile(tmp_path, monkeypatch, store_us=S * 1e6)
+    t = _writes(_run("simuparallel", 2), worker=0)
+    assert np.diff(t) == pytest.approx(np.full(len(t) - 1, GRAD + S + U), rel=1e-9)
+    _profile(tmp_path, monkeypatch)
+    t = _writes(_run("simuparallel", 2), worker=0)
+    assert np.diff(t) == pytest.approx(np.full(len(t) - 1, GRAD + U), rel=1e-9)
+
+
+def test_the_store_round_trip_is_the_measured_network_s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept with the measured transport, dropped under a latency of the scenario's own (another network)."""
+    _profile(tmp_path, monkeypatch, store_us=S * 1e6)
+    measured = network.resolve(loader.from_dict({"network": {"preset": "this"}}).network)
+    own = network.resolve(loader.from_dict({"network": {"preset": "this", "latency_us": 1.0}}).network)
+    assert measured is not None and measured.store_s == pytest.approx(S)
+    assert own is not None and own.store_s is None
 
 
 def test_a_profile_without_handling_simulates_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

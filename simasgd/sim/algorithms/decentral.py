@@ -20,9 +20,20 @@ its own state θ_w, starting from the run's θ0.
   send is ``dist``'s (executors/dist/decentral.py): it returns once the
   transfer is through, and the receiver's thread that takes states
   (``Inbox``) then handles it on that rank's CPU before the state is there to
-  merge; that thread's time is not taken from the receiver's gradient. Not
-  modelled: ``dist``'s version counter, one round trip to the process group's
-  store a step.
+  merge; that thread's time is not taken from the receiver's gradient.
+
+``dist``'s version counter (both algorithms): the global version is a counter
+in the process group's store on rank 0, which a worker adds to after each
+gradient and before its step — one blocking round trip a step. Not the
+algorithm's (Keuper & Pfreundt's nodes coordinate with no one): the stop rule's
+(``stop.max_updates`` counts every worker's steps, and a step is taken only
+while the count is within it — the first N steps to finish, as here) and the
+rows' (``version``, curve points at global multiples of ``eval_every``), which
+a distributed backend can only keep exactly by asking a shared count before
+each step. Where the profile measured the round trip (``[network]
+store_round_trip_us``, :mod:`simasgd.sim.network`) a worker waits that long
+between its gradient and its step, holding nothing: the store's thread is not
+modelled as a queue (at 8 ranks, 7 000 adds/s on the 16-core host).
 
 Rows: one per step, ``version`` = the global count of steps, ``read_version``
 = version − 1 (a gradient is on the worker's own current state: staleness 0).
@@ -111,6 +122,7 @@ def own_worker(env: simpy.Environment, w: int, run: SimRun, states: States | Non
     """Gradient on the own state, step; Keuper: merge the received state in the step, send every ``exchange``."""
     p = run.platform
     peers = seeds.rng(run.sc.seed, run.run, seeds.Role.SCHEDULE, w)
+    store_s = store_round_trip_s(network)
     yield from run.start(w)
     steps = 0
     while True:
@@ -121,6 +133,8 @@ def own_worker(env: simpy.Environment, w: int, run: SimRun, states: States | Non
             states.gradient(w)
         yield p.gradient(w)
         run.computed(w)
+        if store_s:  # dist's version counter: the store's answer before the step (module docstring)
+            yield env.timeout(store_s)
         yield p.update(w)
         dist = float("nan")
         if states is not None:
@@ -162,6 +176,12 @@ def _take(network: Any, j: int, states: States | None, msg: np.ndarray | None) -
         states.deliver(msg, j)
 
 
+def store_round_trip_s(network: Any) -> float:
+    """Seconds a step waits for ``dist``'s version counter (0: the profile did not measure it, or no network)."""
+    links = None if network is None else network.links
+    return 0.0 if links is None or links.store_s is None else float(links.store_s)
+
+
 def _network(run: SimRun) -> Any:
     """The run's network model (:mod:`simasgd.sim.network`); messages are free-standing copies without links."""
     from simasgd.sim import network
@@ -171,7 +191,7 @@ def _network(run: SimRun) -> Any:
 
 def _start(run: SimRun, output: str, exchange: int) -> States | None:
     states = States(run, output) if run.model is not None else None
-    network = _network(run) if exchange else None
+    network = _network(run) if exchange or run.sc.network is not None else None
     for w in range(run.n):
         run.env.process(own_worker(run.env, w, run, states, exchange, network))
     return states
