@@ -1,7 +1,8 @@
 """Score a committed ``dist_fidelity`` results file offline: its measured runs against the simulator run now.
 
     python benchmarks/dist_fidelity_rescore.py RESULTS.md --profile P.toml [--network-from-header]
-        [--handling-us X | --handling-from ALGORITHM:PROCESSES] [--dim 4810] [--out TABLE.md]
+        [--handling-us X | --handling-from ALGORITHM:PROCESSES] [--store-us X | --store-from keuper:2]
+        [--dim 4810] [--out TABLE.md]
 
 ``RESULTS.md`` holds ``benchmarks/dist_fidelity.py``'s lines (each run's measured updates/s and staleness, the
 median time a row spends after its gradient, and each cell's ceiling and KS distance). No device is needed:
@@ -20,6 +21,11 @@ and with a ``handling_us`` (``after``) — and the last two are judged against t
   server's update as the simulator prices it for that cell (so the simulated round trip at that cell equals the
   measured one by construction: that cell is the calibration, every other cell is held out). Without either, the
   profile's own ``handling_us``.
+- ``--store-us X``: ``store_round_trip_us`` in ``after`` (dist's per-step version counter of keuper and
+  simuparallel, a round trip to rank 0's store). ``--store-from keuper:2``: from that cell — the median over
+  its runs of the measured "after the gradient" medians (the store's round trip, then the merge step) less the
+  update as the simulator prices it; an upper bound (the merge step does more than an update), and that cell is
+  its calibration. Without either, the profile's own (none in a profile calibrated before it was measured).
 
 Judged on what the file keeps: updates/s (pooled means: ``fidelity``'s ``updates_per_s_rel_err``, goal 10%),
 mean staleness (the runs' τ̄ averaged, goal 5%; the file prints them to two decimals) and the file's KS distance
@@ -133,22 +139,45 @@ def judge(cell: Cell, rate: float, tau: float) -> tuple[float, float, bool]:
     return err, tau_err, abs(err) <= UPDATES_GOAL and abs(tau_err) <= TAU_GOAL and cell.ks <= KS_GOAL
 
 
-def write_profile(base: str, net: dict[str, float] | None, handling_us: float | None) -> str:
-    """A copy of the profile at ``base`` with ``net``'s figures in its ``[network]`` and ``handling_us`` set (None:
-    left out); its path."""
+def write_profile(base: str, net: dict[str, float] | None, handling_us: float | None,
+                  store_us: float | None = None) -> str:
+    """A copy of the profile at ``base`` with ``net``'s figures in its ``[network]`` and ``handling_us`` and
+    ``store_round_trip_us`` set (None: left out); its path."""
     from simasgd.machines import profile
 
     doc = profile.read(base).to_doc()
     table = dict(doc.get("network", {}))
     table.update(net or {})
     table.pop("handling_us", None)
+    table.pop("store_round_trip_us", None)
     if handling_us is not None:
         table["handling_us"] = handling_us
+    if store_us is not None:
+        table["store_round_trip_us"] = store_us
     doc["network"] = table
     fd, path = tempfile.mkstemp(suffix=".toml")
     os.close(fd)
     profile.write(doc, path)
     return path
+
+
+def _update_s(cell: Cell, dim: int, profile_path: str) -> float:
+    """The update of ``dim`` parameters as the simulator prices it for the cell (on the profile at the path)."""
+    from simasgd.machines.machine import resolve
+    from simasgd.sim.costs import Platform
+    from simasgd.sim.primitives import Environment
+
+    os.environ["SIMASGD_PROFILE"] = profile_path
+    name, params = df.parse_algorithm(cell.spec)
+    sc = df.scenario(name, cell.processes, dim, True, 400, params)
+    return Platform(Environment(), sc, resolve(sc.machine), 0, dim=dim).server_update_s()
+
+
+def store_from(cell: Cell, dim: int, profile_path: str) -> float:
+    """``store_round_trip_us`` from a keuper cell's measured "after the gradient" medians (module docstring)."""
+    if not cell.after_dist_s:
+        raise SystemExit(f"{cell.spec} at {cell.processes}: no 'after the gradient' medians in the file")
+    return max(0.0, float(np.median(cell.after_dist_s)) - _update_s(cell, dim, profile_path)) * 1e6
 
 
 def handling_from(cell: Cell, dim: int, profile_path: str) -> float:
@@ -181,6 +210,8 @@ def main() -> None:
     ap.add_argument("--network-from-header", action="store_true")
     ap.add_argument("--handling-us", type=float, default=None)
     ap.add_argument("--handling-from", default=None, help="ALGORITHM:PROCESSES, e.g. param_server:2")
+    ap.add_argument("--store-us", type=float, default=None)
+    ap.add_argument("--store-from", default=None, help="ALGORITHM:PROCESSES, e.g. keuper:2")
     ap.add_argument("--dim", type=int, default=4810)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -208,7 +239,23 @@ def main() -> None:
             raise SystemExit("no handling_us: give --handling-us or --handling-from, or a profile that has it")
         handling = float(given)
         how = f"handling_us {handling:.1f} µs"
-    after = write_profile(args.profile, net, handling)
+    store = args.store_us
+    if args.store_from:
+        spec, _, p = args.store_from.rpartition(":")
+        src = next((c for c in cells if c.spec == spec and c.processes == int(p)), None)
+        if src is None:
+            raise SystemExit(f"{args.results}: no cell {args.store_from}")
+        store = store_from(src, args.dim, plain)
+        how += (f"; store_round_trip_us {store:.1f} µs, from {args.store_from}'s after-the-gradient medians "
+                f"(median {np.median(src.after_dist_s) * 1e6:.0f} µs; that cell is its calibration)")
+    elif store is None:
+        from simasgd.machines import profile
+
+        own = profile.read(args.profile).network
+        store = None if own is None else own.store_round_trip_us
+    if store is not None and not args.store_from:
+        how += f"; store_round_trip_us {store:.1f} µs"
+    after = write_profile(args.profile, net, handling, store)
     lines = [f"{args.results.name} on {args.profile}{' (network from the file header)' if net else ''}; {how}", "",
              "| algorithm | processes | dist updates/s (mean) | the file's sim (re-run) | before: sim, sim/dist − 1 | "
              "after: sim, sim/dist − 1 | τ̄ dist / before / after | meets before / after |",
