@@ -26,11 +26,13 @@ from simasgd.numerics.workloads.constant import ConstWorkload, const_grad
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Every algorithm once on a tiny workload (the quickstart's: the types of the digits MLP are those of every
-# classification workload of the other executor tests, so their loops load what this compiled), then the
-# calibration's gradient timer; prints the seconds spent in the warm-ups (compile or cache load) and, for
-# every cached numba function of the executor, how often this process loaded it from the cache (hits) and
-# compiled it (misses).
+# Every algorithm once on a tiny workload, then the calibration's gradient timer; prints the seconds spent in
+# the warm-ups (compile or cache load) and, for every cached numba function of the executor, how often this
+# process loaded it from the cache (hits) and compiled it (misses). The workload is the one the other executor
+# tests run that algorithm's loop on, so that they load what this compiled (a loop compiles once for each
+# type of X and y): the quickstart's digits MLP (the types of every classification workload), and least
+# squares (a float y: the hardware tests' convergence and bound checks, which run alone, where a compile
+# keeps the other CPU idle) for the algorithms in REGRESSION; ssp and param_server run on both.
 SCRIPT = textwrap.dedent("""
     import json, sys, time
     from numba.core.dispatcher import Dispatcher
@@ -49,17 +51,23 @@ SCRIPT = textwrap.dedent("""
         _warm_up(*a, **k)
         warm += time.perf_counter() - t
     runner.warm_up = timed
+    MLP = {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits", "batch_size": 16}
+    LSQ = {"model": "least_squares", "dataset": "synthetic", "features": 32, "samples": 2000, "batch_size": 16}
+    REGRESSION = {"sync": [LSQ], "backup": [LSQ], "keuper": [LSQ], "simuparallel": [LSQ], "easgd": [LSQ],
+                  "eawild": [LSQ], "ssp": [MLP, LSQ], "param_server": [MLP, LSQ]}
     for alg in IMPLEMENTATIONS:  # every algorithm of the cpu backend, at 2 workers where its definition allows
         d = ALGORITHMS[alg]
-        sc = loader.from_dict({"name": "tiny", "seed": 1, "workers": {"count": max(d.min_workers, d.max_workers or 2)},
-                               "workload": {"model": "mlp", "layers": [64, 32, 10], "dataset": "digits",
-                                            "batch_size": 16},
-                               "algorithm": {"name": alg}, "optimizer": {"lr": 0.01},
-                               "stop": {"max_updates": 20, "max_time_s": 10}, "cpu": {"pin": False}})
-        wl = build_workload(sc.workload, sc.seed)
-        runner.run_workload(sc, 0, wl)
+        for workload in REGRESSION.get(alg, [MLP]):
+            sc = loader.from_dict({"name": "tiny", "seed": 1,
+                                   "workers": {"count": max(d.min_workers, d.max_workers or 2)},
+                                   "workload": workload, "algorithm": {"name": alg}, "optimizer": {"lr": 0.01},
+                                   "stop": {"max_updates": 20, "max_time_s": 10}, "cpu": {"pin": False}})
+            wl = build_workload(sc.workload, sc.seed)
+            runner.run_workload(sc, 0, wl)
+            if workload is MLP:
+                mlp = sc.workload
     t = time.perf_counter()
-    gradient.gradient_times(sc.workload, 0, None, 0.01)
+    gradient.gradient_times(mlp, 0, None, 0.01)  # the MLP's, as calibrate --quick on the quickstart times it
     warm += time.perf_counter() - t
     stats = {}
     for name, module in list(sys.modules.items()):
