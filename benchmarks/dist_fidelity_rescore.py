@@ -203,6 +203,15 @@ def handling_from(cell: Cell, dim: int, profile_path: str) -> float:
     return network.handling_from_round_trip(rt, links.latency_s, nbytes, slower, update_s) * 1e6
 
 
+def cell_named(cells: list[Cell], name: str, results: Path) -> Cell:
+    """The cell ``name`` (``algorithm[:params]:processes``, as ``--handling-from`` and ``--store-from`` name it)."""
+    spec, _, p = name.rpartition(":")
+    src = next((c for c in cells if c.spec == spec and c.processes == int(p)), None)
+    if src is None:
+        raise SystemExit(f"{results}: no cell {name}")
+    return src
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", type=Path)
@@ -223,10 +232,7 @@ def main() -> None:
     as_run = write_profile(args.profile, net, None if header is None else header.handling_us)
     as_run_dim = None if header is None else header.dim
     if args.handling_from:
-        spec, _, p = args.handling_from.rpartition(":")
-        src = next((c for c in cells if c.spec == spec and c.processes == int(p)), None)
-        if src is None:
-            raise SystemExit(f"{args.results}: no cell {args.handling_from}")
+        src = cell_named(cells, args.handling_from, args.results)
         handling = handling_from(src, args.dim, plain)
         how = (f"handling_us {handling:.1f} µs, from {args.handling_from}'s measured round trip "
                f"(median {np.median(src.after_dist_s) * 1e6:.0f} µs; that cell is the calibration)")
@@ -241,10 +247,7 @@ def main() -> None:
         how = f"handling_us {handling:.1f} µs"
     store = args.store_us
     if args.store_from:
-        spec, _, p = args.store_from.rpartition(":")
-        src = next((c for c in cells if c.spec == spec and c.processes == int(p)), None)
-        if src is None:
-            raise SystemExit(f"{args.results}: no cell {args.store_from}")
+        src = cell_named(cells, args.store_from, args.results)
         store = store_from(src, args.dim, plain)
         how += (f"; store_round_trip_us {store:.1f} µs, from {args.store_from}'s after-the-gradient medians "
                 f"(median {np.median(src.after_dist_s) * 1e6:.0f} µs; that cell is its calibration)")
