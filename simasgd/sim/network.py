@@ -173,7 +173,7 @@ def resolve(cfg: Any) -> Links | None:
     # a rank's CPU per message is the host's, not the link's: it holds under a latency or bandwidth of the scenario's
     handling = None if net is None or net.handling_us is None else float(net.handling_us) * 1e-6
     # the store's round trip is the measured loopback's, like the all-reduce: not under a network of the scenario's own
-    rt = None if net is None or own else getattr(net, "store_round_trip_us", None)
+    rt = None if net is None or own else net.store_round_trip_us
     store = None if rt is None else float(rt) * 1e-6
     return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling, store)
 
