@@ -149,14 +149,14 @@ def own_worker(env: simpy.Environment, w: int, run: SimRun, states: States | Non
         if exchange and steps % exchange == 0:
             j = int(peers.integers(0, run.n - 1))
             j += j >= w  # a random node other than w
-            if network is not None and network.handles:  # the sender waits for its transfer
+            if network is not None and network.enabled:
                 msg = None if states is None else states.theta[w].copy()
-                p.block(w)
-                yield from network.send(w, j, p.model_bytes)
-                env.process(_take(network, j, states, msg))
-            elif network is not None and network.enabled:
-                msg = None if states is None else states.theta[w].copy()
-                env.process(_send(network, w, j, states, msg, p.model_bytes))
+                if network.handles:  # the sender waits for its transfer
+                    p.block(w)
+                    yield from network.send(w, j, p.model_bytes)
+                    env.process(_take(network, j, states, msg))
+                else:
+                    env.process(_send(network, w, j, states, msg, p.model_bytes))
             else:  # shared memory: the sender copies its state into the receiver's buffer
                 yield p.read(w)
                 if states is not None:
