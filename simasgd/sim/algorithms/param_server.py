@@ -68,6 +68,10 @@ class Server:
                            for s, b in zip(self.parts, self.pull_bytes, strict=False)]
         m = run.model
         self.residual = [np.zeros_like(m.theta) for _ in range(run.n)] if m is not None and self.onebit else []
+        # each shard's update on its server's CPU, where messages cost the ranks (the share of θ the platform has)
+        whole = max(1, run.platform.dim)
+        self.update_s = ([server_update_s(run.platform, (s.stop - s.start) / whole) for s in self.parts]
+                         if self.net.handles else [])
 
 
 def ps_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> Proc:
@@ -137,14 +141,12 @@ def _ranks_worker(env: simpy.Environment, w: int, run: SimRun, srv: Server) -> P
     """Worker ``w``'s cycles where messages cost the ranks' CPUs (module docstring): the first pull, then a
     gradient and a push to every shard at once, the replies taken in shard order."""
     p, nw = run.platform, srv.net
-    dim = max(1, p.dim)
-    update = [server_update_s(p, (part.stop - part.start) / dim) for part in srv.parts]
     read = _Read()
     yield from run.start(w)
     run.begin(w)
     pushed: tuple[int, float] | None = None  # (read version, time) of the gradient being pushed
     while True:
-        rounds = [env.process(_shard_round(env, w, s, run, srv, update[s], pushed, read))
+        rounds = [env.process(_shard_round(env, w, s, run, srv, srv.update_s[s], pushed, read))
                   for s in range(len(srv.parts))]
         p.block(w)  # the worker sleeps in its receives
         for r in rounds:  # the replies, in shard order: each a message this rank handles
