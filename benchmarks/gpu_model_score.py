@@ -7,8 +7,10 @@ For every cell of ``benchmarks/gpu_check.py``'s JSON (resident HOGWILD! on the M
 algorithms, streams) it runs the simulator on the same scenario (timing only) with the measured GPU's
 profile and prints τ̄'s relative error, the KS distance of the staleness histograms and the updates/s
 error, each against the goal (``fidelity.GOALS``). Nothing is fitted per cell: the model's ``[gpu.block]``
-rates come from the 1-worker cells only (``block_table``), everything else from the profile's ``[gpu]``
-table (``simasgd calibrate --gpu``). The measured runs are one run per cell, so their own repeatability
+rates come from the lone-worker cells only (``block_table``), each algorithm's from its own (1 worker; Lopez:
+2, a master and a worker), every other cell held out; everything else from the profile's ``[gpu]`` table
+(``simasgd calibrate --gpu``). ``--hogwild-block`` prices every algorithm with HOGWILD!'s lone block. The
+measured runs are one run per cell, so their own repeatability
 (``fidelity.self_prediction``) is unknown: cells are judged against the goals directly.
 """
 
@@ -18,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -57,40 +60,78 @@ def _key(model: str) -> str:
     return profile.workload_key(gpu_check.scenario(_doc(model)).workload)
 
 
-def _one_worker(cells: list[dict[str, Any]], **key: Any) -> dict[str, Any]:
-    hit = [c for c in cells if c["workers"] == 1 and all(c[k] == v for k, v in key.items())]
-    if not hit:
-        raise SystemExit(f"no 1-worker cell with {key}: the model's block rates come from it")
-    return hit[0]
+# Each algorithm's lone worker: one block (Lopez: a master and one worker, its fewest)
+LONE = {"lopez": 2}
 
 
-def block_table(cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """``[gpu.block]`` from the 1-worker cells: a block's rates alone on the GPU (phase medians), as
-    ``simasgd calibrate --gpu`` measures them (``executors/calibration/gpu_block.py``)."""
-    mlp, cnn = _workload("mlp"), _workload("cnn")
-    res = _one_worker(cells, algorithm="hogwild", mode="resident", model="mlp")
-    res_cnn = _one_worker(cells, algorithm="hogwild", mode="resident", model="cnn")
-    streams = _one_worker(cells, algorithm="hogwild", mode="streams", model="mlp")
-    def rate(model: str, wl: Any, cell: dict[str, Any]) -> dict[str, float]:
-        ph, sc = cell["phase_median_s"], gpu_check.scenario(_doc(model))
+def _one_worker(cells: list[dict[str, Any]], **key: Any) -> dict[str, Any] | None:
+    n = LONE.get(key.get("algorithm", "hogwild"), 1)
+    hit = [c for c in cells if c["workers"] == n and all(c[k] == v for k, v in key.items())]
+    return hit[0] if hit else None
+
+
+def _lone(cells: list[dict[str, Any]], **key: Any) -> dict[str, Any]:
+    cell = _one_worker(cells, **key)
+    if cell is None:
+        raise SystemExit(f"no lone-worker cell with {key}: the model's block rates come from it")
+    return cell
+
+
+def _phases(algorithm: str, ph: dict[str, float]) -> tuple[float, float, float]:
+    """The lone block's copy, gradient and step seconds from its cell's phase medians, by where the model
+    prices each for the algorithm (``simasgd/sim/gpu_resident.py``): a HOGWILD!, mutex or sync block copies
+    in its read and steps in its update; a Leashed block copies the latest vector before its gradient and
+    builds its update in a pool vector (a copy, then the step); a Lopez worker's read is its copy and the
+    subtraction pass, its update the add pass (each priced as a step)."""
+    if algorithm == "leashed":
+        return ph["read"], ph["gradient"], ph["update"] - ph["read"]
+    if algorithm == "lopez":
+        return ph["read"] - ph["update"], ph["gradient"], ph["update"]
+    return ph["read"], ph["gradient"], ph["update"]
+
+
+def block_table(cells: list[dict[str, Any]], algorithm: str = "hogwild") -> dict[str, Any]:
+    """``[gpu.block]`` for one algorithm from its lone-worker cells: a block's rates alone on the GPU (phase
+    medians), as ``simasgd calibrate --gpu`` measures them (``executors/calibration/gpu_block.py``) for
+    HOGWILD!. The copy and step rates and the gradient spread come from the algorithm's resident MLP lone
+    cell; each workload's gradient rate from the algorithm's resident lone cell of that workload, or
+    HOGWILD!'s where the record has none (the CNN's sync); the host's launch from HOGWILD!'s 1-worker
+    streams cell."""
+    streams = _lone(cells, algorithm="hogwild", mode="streams", model="mlp")
+    res = _lone(cells, algorithm=algorithm, mode="resident", model="mlp")
+
+    def rate(model: str, cell: dict[str, Any]) -> dict[str, float]:
+        wl, sc = _workload(model), gpu_check.scenario(_doc(model))
+        copy_s, grad_s, step_s = _phases(cell["algorithm"], cell["phase_median_s"])
         return gpu_block.rates(wl.dim * np.dtype(wl.dtype).itemsize, float(wl.flops_per_sample) * cell["batch"],
-                               ph["read"], ph["gradient"], ph["update"], sc.optimizer.momentum)
+                               copy_s, grad_s, step_s, sc.optimizer.momentum)
 
-    first = rate("mlp", mlp, res)
+    first = rate("mlp", res)
     block = {"threads": 128, "copy_bytes_per_s": first["copy_bytes_per_s"],
              "step_bytes_per_s": first["step_bytes_per_s"],
              "host_launch_s": streams["meta"]["launch"]["host_launch_us_per_attempt"] * 1e-6}
     if res.get("gradient_cv") is not None:  # the lone block's own spread, where the record keeps it
         block["gradient_cv"] = res["gradient_cv"]
+    cnn = (_one_worker(cells, algorithm=algorithm, mode="resident", model="cnn")
+           or _lone(cells, algorithm="hogwild", mode="resident", model="cnn"))
     return {**block,
             "gradient_flops_per_s": {_key("mlp"): first["gradient_flops_per_s"],
-                                     _key("cnn"): rate("cnn", cnn, res_cnn)["gradient_flops_per_s"]}}
+                                     _key("cnn"): rate("cnn", cnn)["gradient_flops_per_s"]}}
+
+
+def lone_cells(cells: list[dict[str, Any]], algorithm: str) -> list[str]:
+    """The cells an algorithm's block rates come from (named section/mode/model/workers)."""
+    out = [_lone(cells, algorithm=algorithm, mode="resident", model="mlp")]
+    cnn = _one_worker(cells, algorithm=algorithm, mode="resident", model="cnn")
+    out.append(cnn or _lone(cells, algorithm="hogwild", mode="resident", model="cnn"))
+    out.append(_lone(cells, algorithm="hogwild", mode="streams", model="mlp"))
+    return [f"{c['section']} {c['algorithm']} {c['mode']} {c['model']} {c['workers']}" for c in out]
 
 
 def write_profile(block: dict[str, Any], out: Path) -> None:
-    """The measured profile with its ``[gpu.block]`` (calibrate --gpu's) replaced by the 1-worker cells' block
-    rates (read, update and gradient phase medians; streams' host launch), as a profile the simulator reads
-    (``this-gpu``)."""
+    """The measured profile with its ``[gpu.block]`` (calibrate --gpu's) replaced by the lone-worker cells'
+    block rates (read, update and gradient phase medians; streams' host launch), as a profile the simulator
+    reads (``this-gpu``)."""
     import tomllib
 
     from simasgd.machines import profile
@@ -156,6 +197,18 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([head, *body])
 
 
+def _tally(rows: list[dict[str, Any]], by: str) -> dict[str, dict[str, int]]:
+    """Cells and cells meeting all three goals, by ``section`` or ``algorithm``."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        t = out.setdefault(r[by], {"cells": 0, "all_goals_met": 0, "tau": 0, "ks": 0, "updates_per_s": 0})
+        t["cells"] += 1
+        t["all_goals_met"] += int(r["all_goals"])
+        for k in ("tau", "ks", "updates_per_s"):
+            t[k] += int(r["goals"][k])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measured", nargs="+", type=Path, default=MEASURED)
@@ -166,19 +219,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gradient-cv", type=float, default=None,
                     help="a what-if: the block's gradient spread; default: the 1-worker MLP cell's "
                          "gradient_cv (the scenario's [sim] gradient_cv where the record has none)")
+    ap.add_argument("--hogwild-block", action="store_true",
+                    help="a what-if: every algorithm priced with HOGWILD!'s lone block (not its own)")
     a = ap.parse_args(argv)
     docs = [record.read(p, gpu_check.SCHEMA, gpu_check.SCHEMA_VERSION) for p in a.measured]
     cells = [c for d in docs for c in d["cells"]
              if c.get("backend", "gpu") == "gpu" and "error" not in c]  # not the host's cpu cells (to-eps-cpu)
-    block = block_table(cells)
+    algs = list(dict.fromkeys(c["algorithm"] for c in cells))
+    own = {alg: not a.hogwild_block and _one_worker(cells, algorithm=alg, mode="resident", model="mlp")
+           is not None for alg in algs}
+    blocks = {alg: block_table(cells, alg if own[alg] else "hogwild") for alg in algs}
     if a.gradient_cv is not None:
-        block["gradient_cv"] = a.gradient_cv
+        for blk in blocks.values():
+            blk["gradient_cv"] = a.gradient_cv
+    block = blocks["hogwild"]
     write_profile(block, a.profile_out)
-    os.environ["SIMASGD_PROFILE"] = str(a.profile_out)
+    tmp = Path(tempfile.mkdtemp(prefix="gpu_model_score_"))
+    profiles = {alg: a.profile_out if alg == "hogwild" else tmp / f"{alg}.toml" for alg in algs}
+    for alg in algs:
+        if alg != "hogwild":
+            write_profile(blocks[alg], profiles[alg])
     rows = []
     for c in cells:
         if c["workers"] > a.max_workers:
             continue
+        os.environ["SIMASGD_PROFILE"] = str(profiles[c["algorithm"]])
         rows.append(score(c, a.seconds * (10 if c["model"] == "cnn" else 1)))
         r = rows[-1]
         print(f"{r['section']:15s} {r['algorithm']:8s} {r['mode']:9s} {r['workers']:4d}  "
@@ -192,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                "goals_met": {k: sum(r["goals"][k] for r in scored) for k in ("tau", "ks", "updates_per_s")},
                "gradient_cv": "assumed (what-if)" if a.gradient_cv is not None else
                "the 1-worker cell's" if "gradient_cv" in block else "the scenario's [sim] gradient_cv",
+               "blocks_from": {alg: lone_cells(cells, alg if own[alg] else "hogwild") for alg in algs},
+               "by_section": _tally(scored, "section"), "by_algorithm": _tally(scored, "algorithm"),
                "goal_share": 0.9, "self_prediction": None,
                "note": "one measured run per cell: self_prediction cannot be computed; judged against the goals"}
     print(table(rows))
@@ -200,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     record.write(a.out, SCHEMA, SCHEMA_VERSION, {"device": docs[0]["env"]["device"]["device"],
                                                   "measured": [d["date"] for d in docs],
                                                   "measured_files": [p.name for p in a.measured],
-                                                  "block": block, "summary": summary, "cells": rows})
+                                                  "block": block, "blocks": blocks, "summary": summary,
+                                                  "cells": rows})
     return 0
 
 
