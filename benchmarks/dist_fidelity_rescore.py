@@ -17,7 +17,7 @@ and with a ``handling_us`` (``after``) — and the last two are judged against t
   all-reduce table stays (a session's is not in its lines).
 - ``--handling-us X``: that value. ``--handling-from param_server:2``: derived from that cell's measured round
   trips — the median over its runs of the measured "after the gradient" medians (push, the server's handling,
-  reply: exactly a round trip at 2 ranks) — by :func:`simasgd.sim.network.handling_from_round_trip`, with the
+  reply: exactly a round trip at 2 ranks) — by :func:`handling_from_round_trip`, with the
   server's update as the simulator prices it for that cell (so the simulated round trip at that cell equals the
   measured one by construction: that cell is the calibration, every other cell is held out). Without either, the
   profile's own ``handling_us``.
@@ -139,6 +139,19 @@ def judge(cell: Cell, rate: float, tau: float) -> tuple[float, float, bool]:
     return err, tau_err, abs(err) <= UPDATES_GOAL and abs(tau_err) <= TAU_GOAL and cell.ks <= KS_GOAL
 
 
+def handling_from_round_trip(round_trip_s: float, latency_s: float, nbytes: float, bandwidth_Bps: float,
+                             update_s: float) -> float:
+    """The seconds a rank spends on a message it receives, from a round trip through ``dist``'s parameter-server
+    loop at 2 ranks: a push of ``nbytes`` and its reply are two one-way transfers as the network model charges them
+    (``latency_s`` + ``nbytes`` / ``bandwidth_Bps``, the slower link's), the server's update ``update_s``, and two
+    messages handled — the server's of the push and the worker's of the reply; so half the rest (0 where the
+    transfers and the update already take the whole round trip). Not how ``calibrate --network`` takes
+    ``handling_us`` (the server's CPU time per push: :func:`simasgd.sim.network.handling_from_cpu`): a cell's
+    round trip is what this script can read from a results file."""
+    transfers = 2 * (latency_s + nbytes / bandwidth_Bps)
+    return max(0.0, (round_trip_s - transfers - update_s) / 2)
+
+
 def write_profile(base: str, net: dict[str, float] | None, handling_us: float | None,
                   store_us: float | None = None) -> str:
     """A copy of the profile at ``base`` with ``net``'s figures in its ``[network]`` and ``handling_us`` and
@@ -200,7 +213,7 @@ def handling_from(cell: Cell, dim: int, profile_path: str) -> float:
     nbytes = message_buffer(np.float64, dim).nbytes
     rt = float(np.median(cell.after_dist_s))
     slower = min(links.bandwidth_Bps, links.server_bandwidth_Bps)
-    return network.handling_from_round_trip(rt, links.latency_s, nbytes, slower, update_s) * 1e6
+    return handling_from_round_trip(rt, links.latency_s, nbytes, slower, update_s) * 1e6
 
 
 def cell_named(cells: list[Cell], name: str, results: Path) -> Cell:

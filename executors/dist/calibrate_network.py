@@ -16,12 +16,15 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
   ranks along the ring's 2(N−1) steps, so a host that can run 8 ranks measures 8;
 - **the server loop**: 2 ranks, rank 0 running ``dist``'s own parameter server (``param_server.serve``, one
   shard), rank 1 pushing a gradient of :data:`LOOP_DIM` float64 and waiting for the reply, as a worker with a
-  gradient that costs nothing; the median round trip, and the median time of the server's update step
-  (``update_rule.step`` on the shard) timed apart in the server's process. ``handling_us``, what a rank spends
-  on a message it receives beyond the transport, is half of what the round trip takes over two one-way
-  transfers (``latency_us`` + bytes / the slower link's bandwidth, as the simulator charges them) and that
-  step (:func:`simasgd.sim.network.handling_from_round_trip`): the simulator charges it to the receiving
-  rank's CPU, a server's serialised with its updates;
+  gradient that costs nothing; the median round trip, the server process's CPU time per push (all its threads:
+  gloo's transport thread and ``serve``'s loop, over the timed pushes), and the median time of the server's update
+  step (``update_rule.step`` on the shard) timed apart in the server's process. ``handling_us``, what a rank
+  spends on a message it receives beyond its update, is that CPU time less the step
+  (:func:`simasgd.sim.network.handling_from_cpu`): the simulator charges it to the receiving rank's CPU, a
+  server's serialised with its updates. (The round trip less two one-way transfers is smaller — the ping-pong
+  that times a transfer already holds most of both ends' CPU work — and underprices a server: 55 against
+  176 µs a push on the 16-core entry, whose server applies ~5,500 pushes a second at most, 1 / 182 µs;
+  benchmarks/README_dist.md.)
 - **the server loop under N senders** (``[network.server_loop.by_senders]``, read by nothing yet): the same
   ``serve`` driven by N worker ranks at once for N in :data:`QUEUE_SENDERS` where the host has N + 1 CPUs, each
   worker pushing its next gradient as soon as its reply arrives, rank r's main thread pinned to a CPU of its own
@@ -86,21 +89,21 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
         allreduce[str(n)] = [float(x) for x in _spawn(n, _allreduce, (ALLREDUCE_SIZES, 10 if quick else 50))]
     log("round trips through the parameter server's loop")
     rounds = 50 if quick else 400
-    round_trip, step, nbytes = _spawn(2, _server_loop, (LOOP_DIM, rounds))
+    round_trip, cpu, step, nbytes = _spawn(2, _server_loop, (LOOP_DIM, rounds))
     log("round trips to the process group's store")
     store_rt = float(_spawn(2, _store_round_trip, (50 if quick else 500,)))
     log("the server loop under N senders at once")
     by_senders = server_queue(quick, log=log)
     server_gbps = max(server.values()) * 8 / 1e9 if server else bw
-    slower = min(bw, server_gbps) if np.isfinite(bw) else server_gbps
-    from simasgd.sim.network import handling_from_round_trip
+    from simasgd.sim.network import handling_from_cpu
 
-    handling = handling_from_round_trip(round_trip, one_way[0], nbytes, slower * 1e9 / 8, step)
+    handling = handling_from_cpu(cpu, step)
     return {
         "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,
         "server_bandwidth_gbps": server_gbps, "handling_us": handling * 1e6, "store_round_trip_us": store_rt * 1e6,
-        "server_loop": {"bytes": int(nbytes), "round_trip_s": float(round_trip), "update_s": float(step),
-                        "rounds": rounds, **({"by_senders": by_senders} if by_senders else {})},
+        "server_loop": {"bytes": int(nbytes), "round_trip_s": float(round_trip), "cpu_per_message_s": float(cpu),
+                        "update_s": float(step), "rounds": rounds,
+                        **({"by_senders": by_senders} if by_senders else {})},
         "p2p": {"bytes": list(sizes), "one_way_s": one_way},
         "server": {"bytes": SERVER_BYTES, "senders": [int(k) for k in server],
                    "bytes_per_s": list(server.values())},
@@ -250,14 +253,34 @@ def _fan_in(rank: int, world: int, nbytes: int, reps: int) -> float:
     return reps * (world - 1) * nbytes / ((time.perf_counter_ns() - t0) * 1e-9)
 
 
-def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, float, int]:
+def _marked(sc: Any, rank: int, workers: int, first: int, last: int) -> Any:
+    """A server :class:`Rank` that reads its clocks (wall, process CPU, main thread CPU) where ``serve`` snapshots
+    θ after the pushes that made versions ``first`` and ``last``: ``marks[version]``."""
+    from executors.dist.world import Layout, Rank
+
+    class Marked(Rank):
+        marks: dict[int, tuple[int, int, int]]
+
+        def snapshot(self, version: int, theta: np.ndarray) -> None:
+            if version in (first, last):
+                self.marks[version] = (time.perf_counter_ns(), time.process_time_ns(), time.thread_time_ns())
+            super().snapshot(version, theta)
+
+    me = Marked(sc, 0, None, rank, Layout("param_server", workers, 1), np.dtype(np.float64),
+                t0_ns=time.perf_counter_ns())
+    me.marks = {}
+    return me
+
+
+def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, float, float, int]:
     """Rank 0 serves as ``dist``'s parameter server does (``param_server.serve``, its own code); rank 1 pushes
     ``rounds`` gradients (after 20 to warm up) and times each push's send to its reply's arrival. Rank 0 returns
-    (the median round trip, the median of its update step timed apart afterwards, a message's bytes)."""
+    (the median round trip, its process's CPU time per timed push, the median of its update step timed apart
+    afterwards, a message's bytes)."""
     import torch.distributed as dist
 
     from executors.dist import param_server as ps
-    from executors.dist.world import Layout, Rank, message_buffer
+    from executors.dist.world import message_buffer
     from simasgd.numerics import update_rule
     from simasgd.spec import loader
 
@@ -265,7 +288,7 @@ def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, f
     sc = loader.from_dict({"name": "calibrate-network", "algorithm": {"name": "param_server"},
                            "workers": {"count": 1}, "optimizer": {"lr": 1e-9},
                            "stop": {"max_updates": warm + rounds, "max_time_s": 600.0}})
-    me = Rank(sc, 0, None, rank, Layout("param_server", 1, 1), np.dtype(np.float64), t0_ns=time.perf_counter_ns())
+    me = _marked(sc, rank, 1, warm, warm + rounds)
     theta = np.zeros(dim)
     times: list[int] = []
     if rank == 0:
@@ -283,7 +306,8 @@ def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, f
     dist.barrier()
     got = _median_from(1, times)
     if rank != 0:
-        return 0.0, 0.0, 0
+        return 0.0, 0.0, 0.0, 0
+    cpu = (me.marks[warm + rounds][1] - me.marks[warm][1]) * 1e-9 / rounds
     v, g = np.zeros(0), np.full(dim, 1e-3)
     steps = []
     for i in range(rounds + 10):
@@ -291,7 +315,7 @@ def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, f
         update_rule.step(theta, v, g, 1e-9, 0.0, 0, False)
         if i >= 10:
             steps.append(time.perf_counter_ns() - t0)
-    return got * 1e-9, float(np.median(steps)) * 1e-9, int(message_buffer(np.float64, dim).nbytes)
+    return got * 1e-9, cpu, float(np.median(steps)) * 1e-9, int(message_buffer(np.float64, dim).nbytes)
 
 
 def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int) -> dict[str, Any]:
@@ -304,26 +328,14 @@ def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int) -> dic
     import torch.distributed as dist
 
     from executors.dist import param_server as ps
-    from executors.dist.world import Layout, Rank
     from simasgd.spec import loader
-
-    class Marked(Rank):
-        """The server's clocks at two versions, read where ``serve`` snapshots θ after a push."""
-
-        marks: dict[int, tuple[int, int, int]]
-
-        def snapshot(self, version: int, theta: np.ndarray) -> None:
-            if version in (first, last):
-                self.marks[version] = (time.perf_counter_ns(), time.process_time_ns(), time.thread_time_ns())
-            super().snapshot(version, theta)
 
     n = world - 1
     first, last = warm * n, (warm + rounds) * n
     sc = loader.from_dict({"name": "calibrate-network-queue", "algorithm": {"name": "param_server"},
                            "workers": {"count": n}, "optimizer": {"lr": 1e-9},
                            "stop": {"max_updates": last, "max_time_s": 600.0}})
-    me = Marked(sc, 0, None, rank, Layout("param_server", n, 1), np.dtype(np.float64), t0_ns=time.perf_counter_ns())
-    me.marks = {}
+    me = _marked(sc, rank, n, first, last)
     theta = np.zeros(dim)
     cap = (warm + rounds) * n  # a worker's timed pushes at most (the server applies `last` in all)
     times = np.full(cap, np.nan)

@@ -482,11 +482,14 @@ class ServerBySendersTable(Table):
 
 
 class ServerLoopTable(Table):
-    """Round trips through `dist`'s parameter server, the measurement `handling_us` is taken from."""
+    """Round trips through `dist`'s parameter server at 2 ranks, the measurement `handling_us` is taken from."""
 
     bytes: int | None = Field(None, description="a message's size (header and payload)")
     round_trip_s: float | None = Field(None, description=(
         "the median time from a push's send to its reply's arrival at the worker"))
+    cpu_per_message_s: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
+        "the server process's CPU time per timed push, all its threads (gloo's transport thread, `serve`'s loop, "
+        "the update): `handling_us` is this less `update_s`"))
     update_s: float | None = Field(None, description=(
         "the median time of the server's update step on the shard alone (`update_rule.step`), in that process"))
     rounds: int | None = Field(None, description="round trips timed")
@@ -513,10 +516,10 @@ class NetworkTable(Table):
     server_bandwidth_gbps: float | None = Field(None, description=(
         "the most bytes/s one rank received while N others sent to it as fast as it took them"))
     handling_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
-        "CPU time a rank spends on each message it receives, beyond the transport: half of what a round trip "
-        "through the backend's parameter-server loop (`[network.server_loop]`, 2 ranks) takes over two one-way "
-        "transfers (`latency_us` + bytes / the slower link's bandwidth) and the server's update step. The "
-        "simulator charges it to the receiving rank, a server's or centre's serialised with its updates"))
+        "CPU time a rank spends on each message it receives beyond its update: the server process's CPU time per "
+        "push in the backend's parameter-server loop (`[network.server_loop]`, 2 ranks, all its threads) less "
+        "the server's update step. The simulator charges it to the receiving rank, a server's or centre's "
+        "serialised with its updates"))
     store_round_trip_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
         "one `add` to the process group's key-value store (a TCPStore served by a thread of rank 0) from a rank "
         "on this host: the median round trip, 2 ranks, one client. `dist`'s `keuper` and `simuparallel` take "
@@ -527,7 +530,8 @@ class NetworkTable(Table):
     allreduce: AllreduceTable | None = Field(None, description=(
         "`bytes`, `ranks`, `seconds`: `all_reduce(SUM)` of a float32 vector: sizes, ranks, median times"))
     server_loop: ServerLoopTable | None = Field(None, description=(
-        "`bytes`, `round_trip_s`, `update_s`, `rounds`: the round trips `handling_us` is taken from; "
+        "`bytes`, `round_trip_s`, `cpu_per_message_s`, `update_s`, `rounds`: the loop `handling_us` is taken "
+        "from; "
         "`by_senders`: the same loop under N senders at once"))
     loadavg: list[float] | None = Field(None, description="the host's load around it")
     cpus: int | None = Field(None, description="usable CPUs")

@@ -26,16 +26,19 @@ follow the ring's step count, ``t = a + b·2(p−1)`` fitted to the measured ran
 
 A message's cost to the ranks. The latency above holds no CPU, so with it alone a server that handles
 every push in Python is never its own bottleneck. Where ``calibrate --network`` measured ``handling_us``
-(:func:`handling_from_round_trip`: a round trip through ``dist``'s server loop at 2 ranks, less two one-way
-transfers and the server's update step), the rank that receives a message spends that much CPU time on it
+(:func:`handling_from_cpu`: the CPU time ``dist``'s server process spends on a push at 2 ranks, all its threads,
+less its update step), the rank that receives a message spends that much CPU time on it
 (:meth:`Network.handle`), one message at a time (a rank's one thread, ``cpu``), and a server's or centre's update of
 θ is priced on the same CPU as the machine prices an update of that many parameters
 (:meth:`simasgd.sim.costs.Platform.server_update_s`). The algorithms then send the messages ``dist``'s ranks send
 (a server's reply is its worker's next pull, EA-wild's requests and acknowledgements are messages of a header,
 :data:`HEADER_BYTES`): a server with n workers saturates at 1/(handling + update) pushes a second, and one worker's
-round trip is two transfers, two handlings and the update. A profile without ``handling_us`` (from a
-calibrator that did not measure it), and every preset, leave the ranks' CPUs out: messages cost no rank's CPU,
-a server's update is free, and the algorithms' messages are the simpler ones of their own docstrings.
+round trip is two transfers, two handlings and the update. That round trip is longer than a back-to-back one
+measured on loopback (the one-way latency, timed by a ping-pong, already holds part of both ends' CPU work) and
+close to a ``dist`` worker's after a gradient, when both ends wake from a wait (benchmarks/README_dist.md). A
+profile without ``handling_us`` (from a calibrator that did not measure it), and every preset, leave the ranks'
+CPUs out: messages cost no rank's CPU, a server's update is free, and the algorithms' messages are the simpler
+ones of their own docstrings.
 
 Message sizes (:func:`model_bytes`, :func:`gradient_bytes`): the model or a
 gradient is ``d × itemsize`` bytes; a 1-bit gradient is
@@ -214,15 +217,11 @@ def profile_path() -> Path:
     return Path(os.environ.get("SIMASGD_PROFILE", "profiles/this.toml"))
 
 
-def handling_from_round_trip(round_trip_s: float, latency_s: float, nbytes: float, bandwidth_Bps: float,
-                             update_s: float) -> float:
-    """The seconds a rank spends on a message it receives (``handling_us``), from a round trip through ``dist``'s
-    parameter-server loop at 2 ranks: a push of ``nbytes`` and its reply are two one-way transfers as the network
-    model charges them (``latency_s`` + ``nbytes`` / ``bandwidth_Bps``, the slower link's), the server's update
-    ``update_s``, and two messages handled — the server's of the push and the worker's of the reply; so half the
-    rest (0 where the transfers and the update already take the whole round trip)."""
-    transfers = 2 * (latency_s + nbytes / bandwidth_Bps)
-    return max(0.0, (round_trip_s - transfers - update_s) / 2)
+def handling_from_cpu(cpu_per_message_s: float, update_s: float) -> float:
+    """The seconds a rank spends on a message it receives (``handling_us``): the CPU time ``dist``'s server
+    process spent per push (all its threads: the transport's receive and send, ``serve``'s loop, the update) less
+    the update step, which the simulator prices apart; 0 where the update takes it all."""
+    return max(0.0, cpu_per_message_s - update_s)
 
 
 def model_bytes(dim: int, itemsize: int) -> int:

@@ -37,7 +37,8 @@ def test_calibrate_network_writes_a_table_the_simulator_reads(tmp_path: Path, mo
     assert net["allreduce"]["ranks"] == list(range(2, max(4, min(8, cpus)) + 1))
     assert all(len(r) == 3 for r in net["allreduce"]["seconds"])
     loop = net["server_loop"]
-    assert loop["round_trip_s"] > 0 and loop["update_s"] > 0 and net["handling_us"] >= 0
+    assert loop["round_trip_s"] > 0 and loop["update_s"] > 0 and loop["cpu_per_message_s"] > 0
+    assert net["handling_us"] == pytest.approx(max(0.0, loop["cpu_per_message_s"] - loop["update_s"]) * 1e6)
     fits = [n for n in (1, 2, 4, 7) if n + 1 <= cpus]  # the server loop under N senders: N + 1 ranks, a CPU each
     assert loop["by_senders"]["senders"] == fits and len(loop["by_senders"]["round_trip_s"]) == len(fits)
     monkeypatch.setenv("SIMASGD_PROFILE", str(out))
@@ -57,12 +58,14 @@ def test_the_store_round_trip_is_one_add_to_the_process_group_s_store() -> None:
 
 
 def test_the_server_loop_is_timed_through_the_backend_s_own_server() -> None:
-    """Two ranks, rank 0 in ``param_server.serve``: a round trip, the update step timed apart, a message's bytes
-    (the header's 4 int64 words and the shard); the server leaves its loop when its last push is refused."""
+    """Two ranks, rank 0 in ``param_server.serve``: a round trip, the server process's CPU time per push (its
+    receive, update and reply: more than the update alone, less than the whole round trip on a host with a CPU
+    for each rank), the update step timed apart, a message's bytes (the header's 4 int64 words and the shard);
+    the server leaves its loop when its last push is refused."""
     from executors.dist.calibrate_network import _server_loop, _spawn
 
-    round_trip, step, nbytes = _spawn(2, _server_loop, (64, 10))
-    assert round_trip > step > 0 and nbytes == 32 + 64 * 8
+    round_trip, cpu, step, nbytes = _spawn(2, _server_loop, (64, 10))
+    assert round_trip > step > 0 and cpu > step and nbytes == 32 + 64 * 8
 
 
 def test_the_server_loop_under_one_sender_is_measured_pinned_through_serve() -> None:
@@ -119,10 +122,13 @@ def test_the_by_senders_table_round_trips_through_a_profile_file(tmp_path: Path)
     assert profile.read(out).to_doc()["network"]["server_loop"]["by_senders"] == BY_SENDERS
 
 
-def test_a_profile_without_the_by_senders_table_keeps_loading() -> None:
-    committed = Path(__file__).resolve().parents[2] / "benchmarks/results/profile_intel_xeon_16cpu.toml"
-    net = profile.read(committed).network
-    assert net is not None and (net.server_loop is None or net.server_loop.by_senders is None)
+def test_a_profile_without_the_by_senders_table_keeps_loading(tmp_path: Path) -> None:
+    out = tmp_path / "this.toml"
+    profile.write({"network": {"latency_us": 40.0, "handling_us": 60.0,
+                               "server_loop": {"bytes": 38512, "round_trip_s": 2.2e-4, "update_s": 3e-6}}}, out)
+    net = profile.read(out).network
+    assert net is not None and net.server_loop is not None and net.server_loop.by_senders is None
+    assert net.server_loop.cpu_per_message_s is None and net.handling_us == 60.0
     loop = profile.Profile.from_doc({"network": {"server_loop": {"bytes": 8, "round_trip_s": 1e-3}}}, "x.toml")
     assert loop.network.server_loop.by_senders is None  # type: ignore[union-attr]
 

@@ -151,11 +151,10 @@ def test_handling_holds_under_a_latency_of_the_scenario_s_own(tmp_path: Path,
     assert links is not None and links.handling_s == pytest.approx(C) and links.latency_s == pytest.approx(1e-6)
 
 
-def test_handling_from_a_round_trip() -> None:
-    """Half of what the round trip takes over two transfers and the update; never below 0."""
-    assert network.handling_from_round_trip(300e-6, 40e-6, 1e4, 1e9, 10e-6) == pytest.approx(
-        (300e-6 - 2 * (40e-6 + 1e-5) - 10e-6) / 2)
-    assert network.handling_from_round_trip(50e-6, 40e-6, 1e4, 1e9, 10e-6) == 0.0
+def test_handling_is_the_server_s_cpu_per_push_less_its_update() -> None:
+    """The CPU time a push cost the server's process, less the update the simulator prices apart; never below 0."""
+    assert network.handling_from_cpu(179e-6, 3e-6) == pytest.approx(176e-6)
+    assert network.handling_from_cpu(2e-6, 3e-6) == 0.0
 
 
 def test_the_server_s_update_is_priced_as_the_machine_prices_an_update(tmp_path: Path,
