@@ -1,6 +1,6 @@
 """A push's round trip through ``dist``'s parameter server after the worker computed for a while.
 
-    python benchmarks/dist_idle_gap.py [--senders 1 7] [--gaps-us 0 250 550 1000] [--out GAP.json]
+    python benchmarks/dist_idle_gap.py [--senders 1 7] [--gaps-us 0 250 550 1000] [--out idle_gap_MACHINE.json]
 
 ``calibrate --network`` times the server loop with workers that push again as soon as a reply arrives. A ``dist``
 worker computes its gradient first (about 550 µs on the 16-core entry's MLP), so the server's process and the
@@ -16,7 +16,6 @@ measured at gap 0, leaves out.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -26,8 +25,13 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # record, beside this file
+
+import record
 
 from executors.dist import calibrate_network as cn
+
+SCHEMA, SCHEMA_VERSION = "idle_gap", 1
 
 
 def _gapped_loop(rank: int, world: int, dim: int, warm: int, rounds: int, gap_s: float) -> dict[str, Any]:
@@ -104,8 +108,9 @@ def main() -> None:
             print(f"| {n} | {gap:.0f} | {r['round_trip_us']:.0f} ({r['round_trip_p90_us']:.0f}) | "
                   f"{r['messages_per_s']:.0f} | {r['cpu_per_message_us']:.0f} ({r['main_cpu_per_message_us']:.0f}) |",
                   flush=True)
-    if a.out is not None:
-        a.out.write_text(json.dumps({"cpus": len(allowed), "dim": cn.LOOP_DIM, "rows": rows}, indent=1))
+    if a.out is not None:  # a record (benchmarks/record.py): one per machine kind, the earlier ones in git
+        record.write(a.out, SCHEMA, SCHEMA_VERSION, {"cpus": len(allowed), "dim": cn.LOOP_DIM, "warm": a.warm,
+                                                      "rounds": a.rounds, "rows": rows})
 
 
 if __name__ == "__main__":
