@@ -23,6 +23,15 @@ Each thread in turn, as in the runs: the stepper has just computed a gradient (i
 gradient's working set, not θ), θ's lines come from the core that stepped before it, and no one CPU's
 place in the host decides the figure; at k = 1 it is a one-thread run's cycle, gradient then step. Every
 gradient is timed too: one slower at larger k with nothing shared but the machine is the clock.
+
+:func:`cycle` (``benchmarks/contention.py --cycle``, not part of the profile) runs the mutex executor's own
+cycle on k threads pinned one a CPU (Ek 2021, Alg. 2 as ``executors/cpu/locks.py`` runs it: the lock, θ
+read into the thread's copy unless the copy holds it already, release; a real gradient at the copy; the lock,
+the update of θ mirrored into the copy, the version counted, release) with nothing recorded but each
+acquisition's time of success and of release, and each gradient's time. So the lock's two holds a cycle are
+timed apart, with the contention the runs have (k − 1 threads computing or spinning), and the hand-off between
+two holds (one release to the next success) is read off the merged timeline: what a mutex run's rows cannot say
+(``lock_wait_s`` sums a cycle's two waits, its "hold" is the two holds together).
 """
 
 from __future__ import annotations
@@ -38,7 +47,19 @@ from numba import njit
 from executors import atomics as A
 from executors.calibration.copies import LR, _update
 from executors.calibration.timing import run_threads
-from executors.cpu.shared import LINE, N_CFG_F, N_CFG_I, N_SLOTS, S_LOCK, lock_release, word_lock
+from executors.cpu.shared import (
+    F_LR,
+    LINE,
+    N_CFG_F,
+    N_CFG_I,
+    N_SLOTS,
+    S_LOCK,
+    S_VERSION,
+    apply_update_mirrored,
+    lock_release,
+    read_copy,
+    word_lock,
+)
 from executors.kernel import with_kernel
 from simasgd.numerics.memops import copy_into
 from simasgd.numerics.workloads.kernels import SOURCE_HASH, loss_and_grad
@@ -200,6 +221,121 @@ def _make_beside(kernels_version: str = SOURCE_HASH) -> Any:
 
 
 beside_loop = _make_beside()
+
+
+def _make_cycle(kernels_version: str = SOURCE_HASH) -> Any:
+    """The mutex cycle loop, in a closure over ``kernels.SOURCE_HASH`` (see :mod:`executors.kernel`)."""
+
+    @njit(nogil=True, cache=True)
+    def cycle_loop(k: int, theta: np.ndarray, local: np.ndarray, g: np.ndarray, vel: np.ndarray, X: np.ndarray,
+                   y: np.ndarray, shape: np.ndarray, n_rows: int, batch: int, seed: int, ctrl: np.ndarray,
+                   cfg_i: np.ndarray, cfg_f: np.ndarray, start: np.ndarray, acq_ns: np.ndarray, rel_ns: np.ndarray,
+                   grad_ns: np.ndarray) -> None:
+        """One of k threads: ``grad_ns.shape[0]`` cycles of ``run_locked``'s (module docstring); hold j's
+        success and release into ``acq_ns[j]``, ``rel_ns[j]`` (2c: cycle c's read, 2c + 1: its update), gradient
+        c's time into ``grad_ns[c]``."""
+        if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        np.random.seed(seed)
+        idx = np.empty(batch, dtype=np.int64)
+        mine = -1
+        _go(start, k)
+        for c in range(grad_ns.shape[0]):
+            word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
+            t0 = A.now_ns()
+            rv = A.load(ctrl, S_VERSION * LINE)
+            read_copy(ctrl, local, theta, rv == mine)
+            A.compiler_barrier()
+            t1 = A.now_ns()
+            lock_release(ctrl, S_LOCK * LINE)
+            acq_ns[2 * c], rel_ns[2 * c] = t0, t1
+            for j in range(batch):
+                idx[j] = np.random.randint(0, n_rows)
+            t0 = A.now_ns()
+            loss_and_grad(local, X, y, idx, g, shape)
+            grad_ns[c] = A.now_ns() - t0
+            word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
+            t0 = A.now_ns()
+            cur = A.load(ctrl, S_VERSION * LINE)
+            apply_update_mirrored(theta, vel, g, local, cfg_i, cfg_f, cur - rv)
+            mine = A.fetch_add(ctrl, S_VERSION * LINE, 1) + 1
+            A.compiler_barrier()
+            t1 = A.now_ns()
+            lock_release(ctrl, S_LOCK * LINE)
+            acq_ns[2 * c + 1], rel_ns[2 * c + 1] = t0, t1
+
+    return cycle_loop
+
+
+cycle_loop = _make_cycle()
+
+
+def holds(acq: Sequence[np.ndarray], rel: Sequence[np.ndarray], warm: int = WARM) -> dict[str, Any]:
+    """The lock's timeline of k threads' holds (per thread: success and release times, two a cycle: read, update),
+    over the window in which every thread is past its ``warm`` cycles and none has ended: the holds in it
+    (read and update apart), the hand-offs (a release to the next success, on the merged timeline), the share
+    of the window the lock was held, and the updates a second."""
+    lo = max(int(a[2 * warm]) for a in acq)
+    hi = min(int(r[-1]) for r in rel)
+    a_all, r_all = np.concatenate(list(acq)), np.concatenate(list(rel))
+    kind = np.concatenate([np.arange(a.size) % 2 for a in acq])  # 0: the read's hold, 1: the update's
+    keep = (a_all >= lo) & (r_all <= hi)
+    a_all, r_all, kind = a_all[keep], r_all[keep], kind[keep]
+    order = np.argsort(a_all)
+    a_all, r_all, kind = a_all[order], r_all[order], kind[order]
+    span = max(hi - lo, 1)
+    hold = (r_all - a_all) / 1e9
+    gap = (a_all[1:] - r_all[:-1]) / 1e9
+    return {"read_hold_s": float(np.median(hold[kind == 0])), "update_hold_s": float(np.median(hold[kind == 1])),
+            "handoff_s": float(np.median(gap)) if gap.size else 0.0,
+            "handoff_mean_s": float(gap.mean()) if gap.size else 0.0,
+            "busy": float(hold.sum() * 1e9 / span), "updates_per_s": float((kind == 1).sum() * 1e9 / span),
+            "holds": int(hold.size)}
+
+
+def measure_cycle(k: int, cpus: Sequence[int], wl: Any, theta0: np.ndarray, batch: int, cycles: int,
+                  seed: int = 0) -> dict[str, Any]:
+    """One row of :func:`cycle`: k threads on ``cpus[:k]``, ``cycles`` cycles each after :data:`WARM`."""
+    _enough_cpus(k, cpus)
+    n = cycles + WARM
+    theta = theta0.copy()
+    start, ctrl = np.zeros(LINE, dtype=np.int64), np.zeros(N_SLOTS * LINE, dtype=np.int64)
+    cfg_i, cfg_f = np.zeros(N_CFG_I, dtype=np.int64), np.zeros(N_CFG_F)  # backoff kind 0: a pause a retry
+    cfg_f[F_LR] = LR  # momentum 0, staleness-unaware: the executor's defaults
+    acq = [np.zeros(2 * n, dtype=np.int64) for _ in range(k)]
+    rel = [np.zeros(2 * n, dtype=np.int64) for _ in range(k)]
+    grads = [np.zeros(n, dtype=np.int64) for _ in range(k)]
+    loop = with_kernel(cycle_loop, wl.kernel)
+    args = [(k, theta, theta0.copy(), np.zeros_like(theta0), np.zeros_like(theta0), wl.X, wl.y, wl.shape,
+             int(wl.n_train), batch, seed + 1 + i, ctrl, cfg_i, cfg_f, start, acq[i], rel[i], grads[i])
+            for i in range(k)]
+    from executors.cpu.runner import single_threaded_blas
+
+    t0 = time.perf_counter()
+    with single_threaded_blas():
+        # compiled (or loaded from numba's cache) here, on a θ of its own, not inside the first k's threads
+        loop(1, theta0.copy(), *args[0][2:11], ctrl.copy(), cfg_i, cfg_f, np.zeros(LINE, dtype=np.int64),
+             np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        t1 = time.perf_counter()
+        run_threads(loop, args, cpus=list(cpus[:k]))
+    wall = time.perf_counter() - t1
+    grad = np.concatenate([gr[WARM:] for gr in grads]) / 1e9
+    return {**holds(acq, rel), "gradient_s": float(np.median(grad)), "cycles": cycles, "seconds": wall,
+            "compile_s": t1 - t0}
+
+
+def cycle(cycles: int, threads: Sequence[int] | None = None, layers: Sequence[int] = LAYERS,
+          batch: int = BATCH, seed: int = 0) -> dict[str, Any]:
+    """The mutex cycle at every k of ``threads`` (default :func:`thread_counts`; a k above the CPUs is refused,
+    by name): per k the holds, the hand-off, the lock's busy share, updates/s and the gradient."""
+    cpus = sorted(os.sched_getaffinity(0))
+    ks = list(threads or thread_counts(len(cpus)))
+    for k in ks:
+        _enough_cpus(k, cpus)
+    wl, theta0 = mlp_workload(layers, batch, seed)
+    rows = [measure_cycle(k, cpus, wl, theta0, batch, cycles, seed) for k in ks]
+    return {"layers": list(layers), "batch": batch, "dim": int(theta0.size), "cycles": cycles, "threads": ks,
+            **{key: [r[key] for r in rows] for key in rows[0] if key != "cycles"}}
 
 
 def mlp_workload(layers: Sequence[int] = LAYERS, batch: int = BATCH, seed: int = 0) -> tuple[Any, np.ndarray]:
