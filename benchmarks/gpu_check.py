@@ -11,7 +11,7 @@ medians and the gradient phase's spread (``gradient_cv``: sd / mean over the cel
 the simulator can be scored against it afterwards without the GPU. ``sections`` says how each section
 ended (``ok``, ``failed: why``, ``skipped: why``; ``running`` if the process was cut inside it).
 
-``--tiny`` runs the same sections at tiny shapes, for numba's CUDA simulator (the tests rehearse it).
+``--tiny`` runs the same sections at tiny shapes and in float64, for numba's CUDA simulator (the tests rehearse it).
 """
 
 from __future__ import annotations
@@ -40,13 +40,20 @@ import record  # noqa: E402 - beside this file
 SCHEMA, SCHEMA_VERSION = "gpu_check", 1
 
 
+def dtype(tiny: bool) -> str:
+    """θ's and X's element type: float32 on the GPU; float64 in the rehearsal, where the host's numba kernels
+    (the loss the monitor takes, the gradient check's reference, the cpu backend's HOGWILD! loop) then have the
+    types the test suite's float64 workloads compile them for, and load them from numba's cache."""
+    return "float64" if tiny else "float32"
+
+
 def mlp_doc(tiny: bool) -> dict[str, Any]:
     wl = ({"model": "mlp", "layers": [6, 5, 3], "features": 6, "classes": 3, "samples": 64, "eval_rows": 16,
            "batch_size": 4} if tiny else
           {"model": "mlp", "layers": [784, 128, 128, 128, 10], "features": 784, "classes": 10, "samples": 20000,
            "eval_rows": 1000, "batch_size": 16})
     return {"name": "gpu-check-mlp", "seed": 7, "workers": {"count": 1},
-            "workload": {**wl, "dataset": "synthetic", "dtype": "float32"},
+            "workload": {**wl, "dataset": "synthetic", "dtype": dtype(tiny)},
             "algorithm": {"name": "hogwild"}, "optimizer": {"lr": 0.01},
             "stop": {"max_updates": 12 if tiny else 3_000_000, "max_time_s": 60 if tiny else 1.5,
                      "eval_every_updates": 4 if tiny else 10_000_000}}
@@ -58,7 +65,7 @@ def cnn_doc(tiny: bool) -> dict[str, Any]:
           {"model": "cnn", "layers": [16, 5, 2, 64], "features": 3072, "classes": 10, "samples": 2000,
            "eval_rows": 200, "batch_size": 32})
     return {"name": "gpu-check-cnn", "seed": 2020, "workers": {"count": 1},
-            "workload": {**wl, "dataset": "synthetic", "dtype": "float32"},
+            "workload": {**wl, "dataset": "synthetic", "dtype": dtype(tiny)},
             "algorithm": {"name": "hogwild"}, "optimizer": {"lr": 1e-5, "momentum": 0.99},
             "stop": {"max_updates": 12 if tiny else 3_000_000, "max_time_s": 60 if tiny else 1.5,
                      "eval_every_updates": 4 if tiny else 10_000_000}}

@@ -3,9 +3,10 @@
 ``DEVICE_CHECK_TINY=1`` runs each part as the machine would, shrunk: the gpu part under numba's CUDA simulator
 (every section of ``gpu_check.py --tiny``: this is that script's rehearsal, so that its first run on a GPU needs
 no fix), the PyTorch anchor on the CPU; the cores part at 1-2 threads (mutex), 2 processes, 1 run, Ek's cell
-forced (``DEVICE_CHECK_EK=1``) on one NUMA node. Each part must end within its deadline, say how every section
-ended (``[status] NAME: ok|failed|skipped (...)``), write at most 8 files, the largest under 16 MiB, and records
-the readers read. Only torch's sections may say ``skipped (no torch)``, and only where torch is not installed.
+forced (``DEVICE_CHECK_EK=1``) on one NUMA node. Each part must end within its deadline (the lent machine's, and
+each section's cap, times ``DEVICE_CHECK_SLOW``: here the kernels compile and other jobs share the CPUs), say how
+every section ended (``[status] NAME: ok|failed|skipped (...)``), write at most 8 files, the largest under 16 MiB,
+and records the readers read. Only torch's sections may say ``skipped (no torch)``, and only where torch is not installed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "device_check.sh"
-DEADLINE_S = 330 + 30  # the part's deadline (DEVICE_CHECK_DEADLINE's default) and its record: 6 minutes
+# The section caps and the part's deadline are the lent machine's budget; on this host (a loaded CI machine, the
+# numba kernels compiling) the rehearsal runs under SLOW times each (DEVICE_CHECK_SLOW), every section still ok.
+SLOW = 4
+DEADLINE_S = 330 * SLOW + 30  # the part's deadline (DEVICE_CHECK_DEADLINE's default) and its record
 MAX_FILES, MAX_BYTES = 8, 16 * 2**20
 STATUS = re.compile(r"^\[status\] (?P<section>[\w.-]+): (?P<word>ok|failed|skipped) \((?P<detail>.*)\)$")
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
@@ -44,7 +48,8 @@ def run_part(part: str, out: Path, **env: str) -> tuple[subprocess.CompletedProc
     t = time.perf_counter()
     p = subprocess.run(["bash", str(SCRIPT), str(out), part], cwd=REPO, capture_output=True, text=True,
                        timeout=DEADLINE_S + 60,
-                       env={**os.environ, "PYTHON": sys.executable, "DEVICE_CHECK_TINY": "1", **env})
+                       env={**os.environ, "PYTHON": sys.executable, "DEVICE_CHECK_TINY": "1",
+                            "DEVICE_CHECK_SLOW": str(SLOW), **env})
     wall = time.perf_counter() - t
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("[status]")]
     found = {m["section"]: (m["word"], m["detail"]) for ln in lines if (m := STATUS.match(ln))}
@@ -70,6 +75,7 @@ def assert_files_fit(out: Path) -> list[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(DEADLINE_S + 120)
 def test_gpu_part_runs_every_section_under_the_simulator(tmp_path: Path,
                                                          benchmark_script: Callable[[str], Any]) -> None:
     record = benchmark_script("record")
@@ -118,6 +124,7 @@ def test_gpu_part_runs_every_section_under_the_simulator(tmp_path: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(DEADLINE_S + 120)
 def test_cores_part_measures_the_corpus_entry_ek_and_pinned_dist(tmp_path: Path,
                                                                  benchmark_script: Callable[[str], Any]) -> None:
     record = benchmark_script("record")
@@ -191,6 +198,9 @@ def test_unknown_part_is_refused() -> None:
     p = subprocess.run(["bash", str(SCRIPT), "/tmp/never-written", "both"], cwd=REPO, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and "usage: device_check.sh OUT [gpu|cores]" in p.stderr
+    p = subprocess.run(["bash", str(SCRIPT), "/tmp/never-written", "gpu"], cwd=REPO, capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "DEVICE_CHECK_TINY": "1", "DEVICE_CHECK_SLOW": "1.5"})
+    assert p.returncode == 2 and "DEVICE_CHECK_SLOW=1.5: a positive integer" in p.stderr
     assert subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True).returncode == 0
 
 
