@@ -15,12 +15,15 @@
   time to ε), so its GPU is due once more;
 - else ``cores`` when ``corpus/<machine>.json.gz`` is absent, ``<machine>`` being ``many_cores.py``'s name of
   this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``), or when
-  ``benchmarks/results/contention_<machine>.json`` is absent or has no ``beside`` table (``contention.py
-  --beside``, schema 3; a schema-2 record predates it): with the entry in, that section alone is due (below);
+  ``benchmarks/results/contention_<machine>.json`` is absent or lacks the ``beside`` or the ``cycle`` table
+  (``contention.py --beside --cycle``; a schema-2 record predates both), or
+  ``benchmarks/results/idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent: with the entry in, those
+  sections alone are due (below);
 - else ``none``: both are in the repository; name a part to run it again.
 
-The command prints the part, and ``cores:contention`` where the cores part's corpus entry is in and only its
-contention record is due: ``device_check.sh OUT`` then runs that section alone (as ``DEVICE_CHECK_ONLY``).
+The command prints the part, and ``cores:SECTIONS`` (``cores:idle_gap``, ``cores:contention,idle_gap``) where
+the cores part's corpus entry is in and only those records are due: ``device_check.sh OUT`` then runs those
+sections alone (as ``DEVICE_CHECK_ONLY``).
 """
 
 from __future__ import annotations
@@ -93,26 +96,45 @@ def gpu_done(results: Path, kind: str) -> tuple[bool, str]:
 
 
 def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
-    """Done when the machine's corpus entry and its contention record (benchmarks/contention.py) with the
-    steps beside gradients (its ``beside`` table) are both in."""
-    entry, path = corpus / f"{machine}.json.gz", results / f"contention_{machine}.json"
-    for p in (entry, path):
-        if not p.exists():
-            return False, f"{p} is absent"
-    try:
-        doc = record.read(path, CONTENTION_SCHEMA, CONTENTION_SCHEMA_VERSION)
-    except record.RecordError as e:
-        return False, str(e)
-    if "beside" not in doc:
-        return False, (f"{path} has no beside table (schema {doc['schema_version']}): the contention section is "
-                       f"due")
-    return True, f"{machine}'s corpus entry and contention record (with the beside table) are in the repository"
+    """Done when the machine's corpus entry and the records of :func:`due_sections` are all in."""
+    entry = corpus / f"{machine}.json.gz"
+    if not entry.exists():
+        return False, f"{entry} is absent"
+    due = due_sections(results, machine)
+    if due:
+        return False, "; ".join(why for _, why in due)
+    return True, (f"{machine}'s corpus entry, contention record (with the beside and cycle tables) and idle-gap "
+                  f"record are in the repository")
 
 
-def only_sections(part: str, corpus: Path, machine: str) -> str:
-    """The sections of a due part that are all it needs (``contention`` for a cores part whose corpus entry is
-    in: its record is what is missing), or empty: the whole part."""
-    return "contention" if part == "cores" and (corpus / f"{machine}.json.gz").exists() else ""
+def due_sections(results: Path, machine: str) -> list[tuple[str, str]]:
+    """The cores part's sections whose records are missing, each with why: ``contention`` where
+    ``contention_<machine>.json`` is absent or lacks the ``beside`` or the ``cycle`` table (``contention.py
+    --beside --cycle``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent."""
+    due = []
+    path = results / f"contention_{machine}.json"
+    if not path.exists():
+        due.append(("contention", f"{path} is absent"))
+    else:
+        try:
+            doc = record.read(path, CONTENTION_SCHEMA, CONTENTION_SCHEMA_VERSION)
+            if "beside" not in doc or "cycle" not in doc:
+                due.append(("contention", f"{path} has no {'beside' if 'beside' not in doc else 'cycle'} table: "
+                                          f"the contention section is due"))
+        except record.RecordError as e:
+            due.append(("contention", str(e)))
+    gap = results / f"idle_gap_{machine}.json"
+    if not gap.exists():
+        due.append(("idle_gap", f"{gap} is absent"))
+    return due
+
+
+def only_sections(part: str, results: Path, corpus: Path, machine: str) -> str:
+    """The sections of a due part that are all it needs (for a cores part whose corpus entry is in: those of
+    :func:`due_sections`, comma-separated), or empty: the whole part."""
+    if part != "cores" or not (corpus / f"{machine}.json.gz").exists():
+        return ""
+    return ",".join(name for name, _ in due_sections(results, machine))
 
 
 def pending(results: Path, corpus: Path, kind: str, machine: str) -> tuple[str, list[str]]:
@@ -294,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         part, why = pending(a.results, a.corpus, kind, machine)
         for w in why:
             print(f"  {w}", file=sys.stderr)
-        only = only_sections(part, a.corpus, machine)
+        only = only_sections(part, a.results, a.corpus, machine)
         print(f"{part}:{only}" if only else part)
     elif a.cmd == "gpu-kind":
         print(gpu_kind(gpu_name()))

@@ -13,24 +13,28 @@
 # cores  the topology (lscpu, numactl --hardware, /sys/devices/system/node) into OUT/topology.txt;
 #        benchmarks/many_cores.py (mutex, HOGWILD!, Leashed-SGD persistence 1, Lopez at 1-16 threads: the
 #        corpus entry OUT/<machine>.json.gz, for corpus/; scored later, off the machine: simasgd corpus score);
-#        benchmarks/contention.py --beside (k threads updating one θ; the lock's copy and update with k - 1
-#        spinning; then the same two steps taken in turn while the other k - 1 threads compute the MLP's
-#        gradients, each gradient timed: OUT/contention_<machine>.json, ~30 s on 16 cores);
+#        benchmarks/contention.py --beside --cycle (k threads updating one θ; the lock's copy and update with
+#        k - 1 spinning; then the same two steps taken in turn while the other k - 1 threads compute the MLP's
+#        gradients, each gradient timed; then the mutex executor's cycle, its two holds and the hand-offs timed
+#        apart: OUT/contention_<machine>.json, ~40 s on 16 cores);
 #        Ek's UMA-vs-NUMA cell measured (device_check.py ek-cells, beside benchmarks/ek_numa.py's simulated one:
 #        OUT/ek_numa_<machine>.json) only where the machine has two NUMA nodes; `simasgd calibrate --network`
 #        (with the server loop under 1, 2, 4, 7 senders: [network.server_loop.by_senders] in the profile, a line
-#        per N in cores.log; benchmarks/README_dist.md says how it is read), then benchmarks/dist_fidelity.py at 2, 4 and 8 processes (param_server with 1 and 2 shards, easgd, eawild,
+#        per N in cores.log; benchmarks/README_dist.md says how it is read), benchmarks/dist_idle_gap.py (the
+#        server loop with each worker busy 0-1000 µs before its push: OUT/idle_gap_<machine>.json), then
+#        benchmarks/dist_fidelity.py at 2, 4 and 8 processes (param_server with 1 and 2 shards, easgd, eawild,
 #        keuper, sync), rank r pinned to a core of its own, 3 runs.
 #        Writes OUT/cores.log, OUT/topology.txt, OUT/<machine>.json.gz, OUT/contention_<machine>.json,
-#        OUT/cores-files.tar.gz (the cells' results folders, the profile, many_cores' table) and, with two NUMA
-#        nodes, OUT/ek_numa_<machine>.json.
+#        OUT/idle_gap_<machine>.json, OUT/cores-files.tar.gz (the cells' results folders, the profile,
+#        many_cores' table) and, with two NUMA nodes, OUT/ek_numa_<machine>.json.
 #
 # With no part named it runs the first part whose records are not in the repository (benchmarks/device_check.py
 # says which and why): gpu when there is a GPU and benchmarks/results/gpu_check_<gpu>.json (<gpu>: h100, h200,
 # the first word with a digit of the GPU's name) was not written by this script's gpu part; else cores when
 # corpus/<machine>.json.gz (many_cores.py's name: CPU family and CPU count, e.g. amd_epyc_16cpu) or
-# benchmarks/results/contention_<machine>.json is absent or has no beside table (then, the entry being in,
-# its contention section alone runs, as with DEVICE_CHECK_ONLY=contention); else nothing (exit 0). So one
+# benchmarks/results/contention_<machine>.json is absent or lacks its beside or cycle table, or
+# benchmarks/results/idle_gap_<machine>.json is absent (then, the entry being in, those sections alone run, as
+# with DEVICE_CHECK_ONLY=contention,idle_gap); else nothing (exit 0). So one
 # lending runs `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands: one command may run
 # 10 minutes), and a part whose section failed is run again alone.
 #
@@ -242,11 +246,18 @@ step_contention() {  # k threads on one θ: concurrent updates, the lock's copy-
   local threads
   if [ -n "$TINY" ]; then
     $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads 1 2 --passes 12 --dim 4096 \
-      --beside --beside-passes 12 --layers 64 8 10
+      --beside --beside-passes 12 --cycle --cycles 12 --layers 64 8 10
   else
     read -r -a threads <<<"$(at_most "$(ncpus)" 1 2 4 8 16)"
     $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads "${threads[@]}" \
-      --beside --beside-passes 1000
+      --beside --beside-passes 1000 --cycle --cycles 300
+  fi
+}
+step_idle_gap() {  # the server loop with each worker busy before its push: a round trip after a wait
+  if [ -n "$TINY" ]; then
+    $PY benchmarks/dist_idle_gap.py --senders 1 --gaps-us 0 250 --rounds 20 --out "$OUT/idle_gap_$MACHINE.json"
+  else
+    $PY benchmarks/dist_idle_gap.py --senders 1 2 4 7 --gaps-us 0 250 550 1000 --out "$OUT/idle_gap_$MACHINE.json"
   fi
 }
 step_salvage() {  # the cells measured before many_cores.py was cut, as the entry it would have written
@@ -277,7 +288,8 @@ cores_part() {
   PROFILE=$WORK/many_cores/this.toml  # many_cores.py calibrates it; calibrate --network adds [network]
   mkdir -p "$WORK/many_cores"
   export MACHINE PROFILE SIMASGD_JOBS=1  # the simulated repeats in the measuring process: no pool to spawn
-  export -f step_topology step_many_cores step_contention step_salvage step_ek step_network step_dist ncpus at_most
+  export -f step_topology step_many_cores step_contention step_salvage step_ek step_network step_idle_gap step_dist \
+    ncpus at_most
   say "machine: $MACHINE, $(ncpus) CPUs, $(numa_nodes) NUMA nodes"
   section topology 0 30 bash -c step_topology
   section many_cores 60 230 bash -c step_many_cores
@@ -293,9 +305,11 @@ cores_part() {
   fi
   if have_torch; then  # the dist backend is torch.distributed's
     section calibrate_network 20 60 bash -c step_network
+    section idle_gap 20 90 bash -c step_idle_gap
     section dist_fidelity 30 600 bash -c step_dist
   else
     status calibrate_network skipped "no torch"
+    status idle_gap skipped "no torch"
     status dist_fidelity skipped "no torch"
   fi
 }

@@ -35,12 +35,13 @@ DEADLINE_S = 330 * SLOW + 30  # the part's deadline (DEVICE_CHECK_DEADLINE's def
 MAX_FILES, MAX_BYTES = 8, 16 * 2**20
 STATUS = re.compile(r"^\[status\] (?P<section>[\w.-]+): (?P<word>ok|failed|skipped) \((?P<detail>.*)\)$")
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-TORCH_SECTIONS = {"torch_anchor", "calibrate_network", "dist_fidelity"}
+TORCH_SECTIONS = {"torch_anchor", "calibrate_network", "idle_gap", "dist_fidelity"}
 GPU_CHECK = ("gradients", "constant", "hogwild_mlp", "to_eps", "to_eps_cpu", "streams", "hogwild_cnn",
              "algorithms_mlp", "lopez_table")
 GPU_SECTIONS = {"env", "gpu_check_a", "calibrate_gpu", "torch_anchor", "gpu_check_b", "record",
                 *(f"gpu_check.{s}" for s in GPU_CHECK)}
-CORES_SECTIONS = {"topology", "many_cores", "contention", "ek_numa", "calibrate_network", "dist_fidelity"}
+CORES_SECTIONS = {"topology", "many_cores", "contention", "ek_numa", "calibrate_network", "idle_gap",
+                  "dist_fidelity"}
 
 
 def run_part(part: str, out: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], float, dict[str, Any]]:
@@ -135,7 +136,8 @@ def test_cores_part_measures_the_corpus_entry_ek_and_pinned_dist(tmp_path: Path,
     files = assert_files_fit(tmp_path)
     machine = benchmark_script("many_cores").machine_name()
     assert {f.name for f in files} == {"cores.log", "topology.txt", f"{machine}.json.gz", "cores-files.tar.gz",
-                                       f"ek_numa_{machine}.json", f"contention_{machine}.json"}
+                                       f"ek_numa_{machine}.json", f"contention_{machine}.json",
+                                       *([f"idle_gap_{machine}.json"] if HAVE_TORCH else [])}
     contention = record.read(tmp_path / f"contention_{machine}.json", "contention", 3)
     assert contention["threads"] == [1, 2] and contention["bytes"] == 8 * 4096
     for key in ("update", "locked_hold"):
@@ -145,6 +147,12 @@ def test_cores_part_measures_the_corpus_entry_ek_and_pinned_dist(tmp_path: Path,
     assert beside["threads"] == [1, 2] and beside["layers"] == [64, 8, 10]
     for key in ("update", "hold", "gradient"):
         assert all(0 < m <= p for m, p in zip(beside[f"{key}_s"], beside[f"{key}_p90_s"], strict=True))
+    cyc = contention["cycle"]  # the mutex cycle, its holds timed apart (tests/test_contention_cycle.py)
+    assert cyc["threads"] == [1, 2] and cyc["cycles"] == 12 and min(cyc["update_hold_s"]) > 0
+    if HAVE_TORCH:
+        gap = record.read(tmp_path / f"idle_gap_{machine}.json", "idle_gap", 1)
+        assert [(r["senders"], r["gap_us"]) for r in gap["rows"]] == [(1, 0.0), (1, 250.0)]
+        assert all(r["round_trip_us"] > 0 and r["cpu_per_message_us"] > 0 for r in gap["rows"])
 
     topology = (tmp_path / "topology.txt").read_text()
     assert "## lscpu" in topology and "## numactl --hardware" in topology and "node0: cpus" in topology
@@ -239,6 +247,14 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 2, {"threads": []})
     assert due() == "cores"  # a record from before the beside table (schema 2)
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3, {"threads": [], "beside": {}})
+    assert due() == "cores"  # one from before the mutex cycle's table
+    assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "contention,idle_gap"
+    record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
+                 {"threads": [], "beside": {}, "cycle": {}})
+    part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
+    assert part == "cores" and any("idle_gap_amd_epyc_16cpu.json is absent" in w for w in why)
+    assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "idle_gap"
+    record.write(results / "idle_gap_amd_epyc_16cpu.json", "idle_gap", 1, {"rows": []})
     assert due() == "none" and due("none") == "none"
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "none"
