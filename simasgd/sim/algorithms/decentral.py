@@ -18,9 +18,10 @@ its own state θ_w, starting from the run's θ0.
   on the sender's CPU (shared memory). Where a message costs the rank that
   receives it CPU time (the profile measured ``[network] handling_us``), the
   send is ``dist``'s (executors/dist/decentral.py): it returns once the
-  transfer is through, and the receiver's thread that takes states
-  (``Inbox``) then handles it on that rank's CPU before the state is there to
-  merge; that thread's time is not taken from the receiver's gradient.
+  receiver's thread that takes states (``Inbox``) has it — the transfer, then
+  that thread's handling on the receiver's CPU, which the sender waits for —
+  and the state is then there to merge; that thread's time is not taken from
+  the receiver's gradient.
 
 ``dist``'s version counter (both algorithms): the global version is a counter
 in the process group's store on rank 0, which a worker adds to after each
@@ -151,10 +152,10 @@ def own_worker(env: simpy.Environment, w: int, run: SimRun, states: States | Non
             j += j >= w  # a random node other than w
             if network is not None and network.enabled:
                 msg = None if states is None else states.theta[w].copy()
-                if network.handles:  # the sender waits for its transfer
+                if network.handles:  # the sender waits until the receiver's thread has taken it (dist's send)
                     p.block(w)
                     yield from network.send(w, j, p.model_bytes)
-                    env.process(_take(network, j, states, msg))
+                    yield from _take(network, j, states, msg)
                 else:
                     env.process(_send(network, w, j, states, msg, p.model_bytes))
             else:  # shared memory: the sender copies its state into the receiver's buffer
