@@ -95,14 +95,20 @@ def test_a_record_without_the_beside_table_makes_that_section_due(
         out, err = capsys.readouterr()
         return out.strip(), err
 
-    assert due()[0] == "cores:contention"  # the entry is in, its record absent: that section alone
+    # the entry is in, its records absent: those sections alone (the idle-gap loop's record too)
+    assert due()[0] == "cores:contention,idle_gap"
+    record.write(results / "idle_gap_intel_xeon_16cpu.json", "idle_gap", 1, {"rows": []})
+    assert due()[0] == "cores:contention"
     record.write(path, "contention", 2, {"threads": [1, 2]})  # the record before --beside
     part, why = due()
-    assert part == "cores:contention" and "has no beside table (schema 2)" in why
+    assert part == "cores:contention" and "has no beside table" in why
     record.write(path, "contention", 4, {"threads": [1, 2], "beside": {}})  # a newer writer's
     part, why = due()
     assert part == "cores:contention" and "newer than this reader's 3" in why
-    record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}})
+    record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}})  # before --cycle
+    part, why = due()
+    assert part == "cores:contention" and "has no cycle table" in why
+    record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}, "cycle": {}})
     assert due()[0] == "none"
     (corpus / "intel_xeon_16cpu.json.gz").unlink()
     assert due()[0] == "cores"  # no entry: the whole part
