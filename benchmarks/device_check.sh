@@ -23,7 +23,7 @@
 #        per N in cores.log; benchmarks/README_dist.md says how it is read), benchmarks/dist_idle_gap.py (the
 #        server loop with each worker busy 0-1000 µs before its push: OUT/idle_gap_<machine>.json), then
 #        benchmarks/dist_fidelity.py at 2, 4 and 8 processes (param_server with 1 and 2 shards, easgd, eawild,
-#        keuper, sync), rank r pinned to a core of its own, 3 runs.
+#        keuper, sync), rank r pinned to a core of its own, 3 runs of 2,000 updates.
 #        Writes OUT/cores.log, OUT/topology.txt, OUT/<machine>.json.gz, OUT/contention_<machine>.json,
 #        OUT/idle_gap_<machine>.json, OUT/cores-files.tar.gz (the cells' results folders, the profile,
 #        many_cores' table) and, with two NUMA nodes, OUT/ek_numa_<machine>.json.
@@ -279,7 +279,7 @@ step_dist() {
     $PY benchmarks/dist_fidelity.py --profile "$PROFILE" --processes 2 --repeats 1 --pin
   else
     $PY benchmarks/dist_fidelity.py --profile "$PROFILE" --processes "$(at_most "$(ncpus)" 2 4 8 | tr ' ' ,)" \
-      --repeats 3 --pin --algorithms all --out "$WORK/dist_fidelity"
+      --repeats 3 --pin --algorithms all --updates 2000 --out "$WORK/dist_fidelity"  # start-up under 5% of a run
   fi
 }
 cores_part() {
