@@ -18,11 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # record, beside this file
@@ -34,55 +31,16 @@ from executors.dist import calibrate_network as cn
 SCHEMA, SCHEMA_VERSION = "idle_gap", 1
 
 
-def _gapped_loop(rank: int, world: int, dim: int, warm: int, rounds: int, gap_s: float) -> dict[str, Any]:
-    """:func:`executors.dist.calibrate_network._queued_loop` with each worker spinning ``gap_s`` before a push."""
-    import torch
-    import torch.distributed as dist
-
-    from executors.dist import param_server as ps
-    from simasgd.spec import loader
-
-    n = world - 1
-    first, last = warm * n, (warm + rounds) * n
-    sc = loader.from_dict({"name": "idle-gap", "algorithm": {"name": "param_server"},
-                           "workers": {"count": n}, "optimizer": {"lr": 1e-9},
-                           "stop": {"max_updates": last, "max_time_s": 600.0}})
-    me = cn._marked(sc, rank, n, first, last)
-    theta = np.zeros(dim)
-    cap = (warm + rounds) * n
-    times = np.full(cap, np.nan)
-    gap_ns = int(gap_s * 1e9)
-    dist.barrier()
-    if rank == 0:
-        ps.serve(me, theta)
-    else:
-        g = np.full(dim, 1e-3)
-        me.send(0, ps.PULL, rank - 1, size=dim)
-        _, hdr = me.recv(0, theta, with_payload=(ps.OK,))
-        i = k = 0
-        while int(hdr[0]) == ps.OK:
-            end = time.perf_counter_ns() + gap_ns
-            while time.perf_counter_ns() < end:  # the gradient's place: this CPU busy, the server idle
-                pass
-            t0 = time.perf_counter_ns()
-            me.send(0, ps.PUSH, rank - 1, i, payload=g)
-            _, hdr = me.recv(0, theta, with_payload=(ps.OK,))
-            if int(hdr[0]) != ps.OK:
-                break
-            if i >= warm and k < cap:
-                times[k], k = (time.perf_counter_ns() - t0) * 1e-9, k + 1
-            i += 1
-    got = [torch.zeros(cap, dtype=torch.float64) for _ in range(world)]
-    dist.all_gather(got, torch.from_numpy(times))
-    if rank != 0:
-        return {}
-    (w0, p0, t0), (w1, p1, t1) = me.marks[first], me.marks[last]
-    pushes = last - first
-    seen = torch.cat(got[1:]).numpy()
-    return {"senders": n, "gap_us": gap_s * 1e6, "round_trip_us": float(np.nanmedian(seen)) * 1e6,
-            "round_trip_p90_us": float(np.nanpercentile(seen, 90)) * 1e6,
-            "messages_per_s": pushes / ((w1 - w0) * 1e-9),
-            "cpu_per_message_us": (p1 - p0) * 1e-3 / pushes, "main_cpu_per_message_us": (t1 - t0) * 1e-3 / pushes}
+def gapped(n: int, gap_us: float, warm: int, rounds: int, cpus: list[int | None], transport: list[int]
+           ) -> dict[str, Any]:
+    """One cell: :func:`executors.dist.calibrate_network._queued_loop` with n workers spinning ``gap_us`` before a
+    push, the ranks pinned; its figures in µs."""
+    r = cn._spawn(n + 1, cn._queued_loop, (cn.LOOP_DIM, warm, rounds, gap_us * 1e-6), (cpus, transport),
+                  deadline_s=120)
+    return {"senders": n, "gap_us": gap_us, "round_trip_us": r["round_trip_s"] * 1e6,
+            "round_trip_p90_us": r["round_trip_p90_s"] * 1e6, "messages_per_s": r["messages_per_s"],
+            "cpu_per_message_us": r["cpu_per_message_s"] * 1e6,
+            "main_cpu_per_message_us": r["main_cpu_per_message_s"] * 1e6}
 
 
 def main() -> None:
@@ -102,8 +60,7 @@ def main() -> None:
     for n in [n for n in a.senders if n + 1 <= len(allowed)]:
         cpus, _ = placement.plan(n + 1, "uma")
         for gap in a.gaps_us:
-            r = cn._spawn(n + 1, _gapped_loop, (cn.LOOP_DIM, a.warm, a.rounds, gap * 1e-6),
-                          (cpus, transport_cpus(cpus, allowed)), deadline_s=120)
+            r = gapped(n, gap, a.warm, a.rounds, cpus, transport_cpus(cpus, allowed))
             rows.append(r)
             print(f"| {n} | {gap:.0f} | {r['round_trip_us']:.0f} ({r['round_trip_p90_us']:.0f}) | "
                   f"{r['messages_per_s']:.0f} | {r['cpu_per_message_us']:.0f} ({r['main_cpu_per_message_us']:.0f}) |",

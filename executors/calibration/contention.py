@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -324,16 +324,25 @@ def measure_cycle(k: int, cpus: Sequence[int], wl: Any, theta0: np.ndarray, batc
             "compile_s": t1 - t0}
 
 
-def cycle(cycles: int, threads: Sequence[int] | None = None, layers: Sequence[int] = LAYERS,
-          batch: int = BATCH, seed: int = 0) -> dict[str, Any]:
-    """The mutex cycle at every k of ``threads`` (default :func:`thread_counts`; a k above the CPUs is refused,
-    by name): per k the holds, the hand-off, the lock's busy share, updates/s and the gradient."""
+def _by_k(threads: Sequence[int] | None, layers: Sequence[int], batch: int, seed: int,
+          row: Callable[[int, list[int], Any, np.ndarray], dict[str, Any]]
+          ) -> tuple[list[int], np.ndarray, list[dict[str, Any]]]:
+    """``row(k, cpus, workload, θ₀)`` at every k of ``threads`` (default :func:`thread_counts`), each k checked
+    against the CPUs before the workload is built: the ks, θ₀ and the rows."""
     cpus = sorted(os.sched_getaffinity(0))
     ks = list(threads or thread_counts(len(cpus)))
     for k in ks:
         _enough_cpus(k, cpus)
     wl, theta0 = mlp_workload(layers, batch, seed)
-    rows = [measure_cycle(k, cpus, wl, theta0, batch, cycles, seed) for k in ks]
+    return ks, theta0, [row(k, cpus, wl, theta0) for k in ks]
+
+
+def cycle(cycles: int, threads: Sequence[int] | None = None, layers: Sequence[int] = LAYERS,
+          batch: int = BATCH, seed: int = 0) -> dict[str, Any]:
+    """The mutex cycle at every k of ``threads`` (default :func:`thread_counts`; a k above the CPUs is refused,
+    by name): per k the holds, the hand-off, the lock's busy share, updates/s and the gradient."""
+    ks, theta0, rows = _by_k(threads, layers, batch, seed,
+                             lambda k, cpus, wl, theta0: measure_cycle(k, cpus, wl, theta0, batch, cycles, seed))
     return {"layers": list(layers), "batch": batch, "dim": int(theta0.size), "cycles": cycles, "threads": ks,
             **{key: [r[key] for r in rows] for key in rows[0] if key != "cycles"}}
 
@@ -392,11 +401,7 @@ def beside(passes: int, threads: Sequence[int] | None = None, layers: Sequence[i
     """The steps beside gradients at every k of ``threads`` (default :func:`thread_counts`; a k above the
     CPUs is refused, by name): per k the medians and p90s of ``update`` (θ -= lr·g), ``hold`` (the lock's
     copy and update) and ``gradient``, over at least ``passes`` steps of each."""
-    cpus = sorted(os.sched_getaffinity(0))
-    ks = list(threads or thread_counts(len(cpus)))
-    for k in ks:
-        _enough_cpus(k, cpus)
-    wl, theta0 = mlp_workload(layers, batch, seed)
-    rows = [measure_beside(k, cpus, wl, theta0, batch, passes, seed) for k in ks]
+    ks, theta0, rows = _by_k(threads, layers, batch, seed,
+                             lambda k, cpus, wl, theta0: measure_beside(k, cpus, wl, theta0, batch, passes, seed))
     return {"layers": list(layers), "batch": batch, "dim": int(theta0.size), "bytes": int(theta0.nbytes),
             "passes": passes, "threads": ks, **{key: [r[key] for r in rows] for key in rows[0]}}

@@ -318,12 +318,14 @@ def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, f
     return got * 1e-9, cpu, float(np.median(steps)) * 1e-9, int(message_buffer(np.float64, dim).nbytes)
 
 
-def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int) -> dict[str, Any]:
+def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int, gap_s: float = 0.0) -> dict[str, Any]:
     """Rank 0 serves (``param_server.serve``, one shard) ``world − 1`` workers that push as fast as their replies
-    come back, until it refuses them after ``(warm + rounds)`` pushes per worker. The window: from the push that
-    made version ``warm·N`` to the one that made ``(warm + rounds)·N``, every worker still pushing; its wall
-    time and CPU times are read in the server's loop itself (at the snapshot ``serve`` takes after each push).
-    A worker times its pushes after its own first ``warm`` that the server applied. Rank 0 returns the row."""
+    come back (with ``gap_s``: after spinning that long on their own CPU, a gradient's place,
+    ``benchmarks/dist_idle_gap.py``), until it refuses them after ``(warm + rounds)`` pushes per worker. The
+    window: from the push that made version ``warm·N`` to the one that made ``(warm + rounds)·N``, every worker
+    still pushing; its wall time and CPU times are read in the server's loop itself (at the snapshot ``serve``
+    takes after each push). A worker times its pushes after its own first ``warm`` that the server applied.
+    Rank 0 returns the row."""
     import torch
     import torch.distributed as dist
 
@@ -347,7 +349,11 @@ def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int) -> dic
         me.send(0, ps.PULL, rank - 1, size=dim)
         _, hdr = me.recv(0, theta, with_payload=(ps.OK,))
         i = k = 0
+        gap_ns = int(gap_s * 1e9)
         while int(hdr[0]) == ps.OK:  # not OK: the others made every push before this worker's first pull
+            end = time.perf_counter_ns() + gap_ns
+            while time.perf_counter_ns() < end:  # this CPU busy, the server waiting
+                pass
             t0 = time.perf_counter_ns()
             me.send(0, ps.PUSH, rank - 1, i, payload=g)
             _, hdr = me.recv(0, theta, with_payload=(ps.OK,))
@@ -363,7 +369,8 @@ def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int) -> dic
     (w0, p0, t0), (w1, p1, t1) = me.marks[first], me.marks[last]
     pushes = last - first
     seen = torch.cat(got[1:]).numpy()
-    return {"senders": n, "round_trip_s": float(np.nanmedian(seen)), "messages_per_s": pushes / ((w1 - w0) * 1e-9),
+    return {"senders": n, "round_trip_s": float(np.nanmedian(seen)),
+            "round_trip_p90_s": float(np.nanpercentile(seen, 90)), "messages_per_s": pushes / ((w1 - w0) * 1e-9),
             "cpu_per_message_s": (p1 - p0) * 1e-9 / pushes, "main_cpu_per_message_s": (t1 - t0) * 1e-9 / pushes}
 
 
