@@ -47,10 +47,10 @@
 # lacks can travel as wheels in .whl/, installed into /tmp/site first: benchmarks/device_wheels.sh builds that
 # folder here; numpy's removed row_stack is aliased there for numba-cuda), DEVICE_CHECK_TINY=1 (the rehearsal of
 # tests/test_device_check.py: numba's CUDA simulator and gpu_check.py --tiny, the anchor on the CPU; 1-2 threads,
-# mutex only, 2 processes, 1 run), DEVICE_CHECK_ONLY=a,b (only these sections: the others say skipped),
-# DEVICE_CHECK_EK=1 (Ek's cell even on one NUMA node), DEVICE_CHECK_SLOW=F (with DEVICE_CHECK_TINY only: every
-# section's cap and the default deadline F times the lent machine's, an integer; the rehearsal on a loaded host,
-# where the caps, which are that machine's budget, do not apply).
+# mutex only, calibrate --network --quick, 2 processes, 1 run), DEVICE_CHECK_ONLY=a,b (only these sections: the
+# others say skipped), DEVICE_CHECK_EK=1 (Ek's cell even on one NUMA node), DEVICE_CHECK_SLOW=F (with
+# DEVICE_CHECK_TINY only: every section's cap and the default deadline F times the lent machine's, an integer;
+# the rehearsal on a loaded host, where the caps, which are that machine's budget, do not apply).
 set -uo pipefail
 usage="usage: device_check.sh OUT [gpu|cores]"
 OUT=${1:?$usage}
@@ -273,7 +273,7 @@ step_ek() {
     $PY benchmarks/device_check.py ek-cells "$WORK/ek" --threads "${threads[@]}" --updates 2000
   fi
 }
-step_network() { $PY -m simasgd.cli calibrate --network --out "$PROFILE"; }
+step_network() { $PY -m simasgd.cli calibrate --network --out "$PROFILE" ${TINY:+--quick}; }
 step_dist() {
   if [ -n "$TINY" ]; then
     $PY benchmarks/dist_fidelity.py --profile "$PROFILE" --processes 2 --repeats 1 --pin
