@@ -7,8 +7,6 @@ the window every thread is inside, and the table at k = 1, 2 on a tiny MLP (one 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,15 +42,12 @@ def test_holds_read_off_a_constructed_timeline() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_cycle(tmp_path_factory: pytest.TempPathFactory, benchmark_script: Callable[[str], Any]) -> dict[str, Any]:
-    """``contention.py --cycle`` at k = 1, 2 on a 64-8-10 MLP, 12 cycles a thread: its record's table."""
+def tiny_cycle() -> dict[str, Any]:
+    """The cycle table at k = 1, 2 on a 64-8-10 MLP, 12 cycles a thread (the script's ``--cycle`` writes it into
+    the record: tests/test_device_check.py's rehearsal)."""
     if len(CPUS) < 2:
         pytest.skip("k = 2 needs two CPUs")
-    out: Path = tmp_path_factory.mktemp("cycle") / "contention.json"
-    script = benchmark_script("contention")
-    assert script.main(["--threads", "1", "2", "--passes", "4", "--dim", "512", "--cycle", "--cycles", "12",
-                        "--layers", "64", "8", "10", "--out", str(out)]) == 0
-    return dict(benchmark_script("record").read(out, "contention", script.SCHEMA_VERSION)["cycle"])
+    return contention.cycle(12, [1, 2], (64, 8, 10))
 
 
 @pytest.mark.slow
