@@ -274,48 +274,24 @@ def _marked(sc: Any, rank: int, workers: int, first: int, last: int) -> Any:
 
 def _server_loop(rank: int, world: int, dim: int, rounds: int) -> tuple[float, float, float, int]:
     """Rank 0 serves as ``dist``'s parameter server does (``param_server.serve``, its own code); rank 1 pushes
-    ``rounds`` gradients (after 20 to warm up) and times each push's send to its reply's arrival. Rank 0 returns
-    (the median round trip, its process's CPU time per timed push, the median of its update step timed apart
-    afterwards, a message's bytes)."""
-    import torch.distributed as dist
-
-    from executors.dist import param_server as ps
+    ``rounds`` gradients (after 20 to warm up) and times each push's send to its reply's arrival: :func:`_queued_loop`
+    with one worker, the ranks where the OS puts them. Rank 0 returns (the median round trip, its process's CPU
+    time per timed push, the median of its update step timed apart afterwards, a message's bytes)."""
     from executors.dist.world import message_buffer
     from simasgd.numerics import update_rule
-    from simasgd.spec import loader
 
-    warm = 20
-    sc = loader.from_dict({"name": "calibrate-network", "algorithm": {"name": "param_server"},
-                           "workers": {"count": 1}, "optimizer": {"lr": 1e-9},
-                           "stop": {"max_updates": warm + rounds, "max_time_s": 600.0}})
-    me = _marked(sc, rank, 1, warm, warm + rounds)
-    theta = np.zeros(dim)
-    times: list[int] = []
-    if rank == 0:
-        ps.serve(me, theta)
-    else:
-        g = np.full(dim, 1e-3)
-        me.send(0, ps.PULL, 0, size=dim)
-        me.recv(0, theta, with_payload=(ps.OK,))
-        for i in range(warm + rounds + 1):  # the last push is refused: the server leaves its loop
-            t0 = time.perf_counter_ns()
-            me.send(0, ps.PUSH, 0, i, payload=g)
-            me.recv(0, theta, with_payload=(ps.OK,))
-            if warm <= i < warm + rounds:
-                times.append(time.perf_counter_ns() - t0)
-    dist.barrier()
-    got = _median_from(1, times)
+    row = _queued_loop(rank, world, dim, 20, rounds)
     if rank != 0:
         return 0.0, 0.0, 0.0, 0
-    cpu = (me.marks[warm + rounds][1] - me.marks[warm][1]) * 1e-9 / rounds
-    v, g = np.zeros(0), np.full(dim, 1e-3)
+    theta, v, g = np.zeros(dim), np.zeros(0), np.full(dim, 1e-3)
     steps = []
     for i in range(rounds + 10):
         t0 = time.perf_counter_ns()
         update_rule.step(theta, v, g, 1e-9, 0.0, 0, False)
         if i >= 10:
             steps.append(time.perf_counter_ns() - t0)
-    return got * 1e-9, cpu, float(np.median(steps)) * 1e-9, int(message_buffer(np.float64, dim).nbytes)
+    return (row["round_trip_s"], row["cpu_per_message_s"], float(np.median(steps)) * 1e-9,
+            int(message_buffer(np.float64, dim).nbytes))
 
 
 def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int, gap_s: float = 0.0) -> dict[str, Any]:
@@ -372,16 +348,6 @@ def _queued_loop(rank: int, world: int, dim: int, warm: int, rounds: int, gap_s:
     return {"senders": n, "round_trip_s": float(np.nanmedian(seen)),
             "round_trip_p90_s": float(np.nanpercentile(seen, 90)), "messages_per_s": pushes / ((w1 - w0) * 1e-9),
             "cpu_per_message_s": (p1 - p0) * 1e-9 / pushes, "main_cpu_per_message_s": (t1 - t0) * 1e-9 / pushes}
-
-
-def _median_from(src: int, values: list[int]) -> float:
-    """The median of rank ``src``'s ``values``, sent to every rank (a broadcast of one float64)."""
-    import torch
-    import torch.distributed as dist
-
-    t = torch.tensor([float(np.median(values)) if values else 0.0], dtype=torch.float64)
-    dist.broadcast(t, src)
-    return float(t[0])
 
 
 def _allreduce(rank: int, world: int, sizes: tuple[int, ...], reps: int) -> list[float]:
