@@ -90,17 +90,26 @@ def _updates(theta: np.ndarray, g: np.ndarray, start: np.ndarray, k: int, out_ns
 
 
 @njit(nogil=True, cache=True)
+def _locked_step(theta: np.ndarray, mine: np.ndarray, g: np.ndarray, ctrl: np.ndarray, cfg_i: np.ndarray,
+                 cfg_f: np.ndarray) -> tuple[int, int]:
+    """The executors' lock taken, θ copied into ``mine`` and θ -= lr·g, the lock released: the times the lock was
+    acquired and the step ended (its hold, acquired to released)."""
+    word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
+    t0 = A.now_ns()
+    copy_into(mine, theta)
+    _update(theta, g, LR)
+    A.compiler_barrier()
+    t1 = A.now_ns()
+    lock_release(ctrl, S_LOCK * LINE)
+    return t0, t1
+
+
+@njit(nogil=True, cache=True)
 def _locked(theta: np.ndarray, mine: np.ndarray, g: np.ndarray, ctrl: np.ndarray, cfg_i: np.ndarray,
             cfg_f: np.ndarray, start: np.ndarray, k: int, out_ns: np.ndarray, ends_ns: np.ndarray) -> None:
     _go(start, k)
     for r in range(out_ns.shape[0]):
-        word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
-        t0 = A.now_ns()
-        copy_into(mine, theta)
-        _update(theta, g, LR)
-        A.compiler_barrier()
-        t1 = A.now_ns()
-        lock_release(ctrl, S_LOCK * LINE)
+        t0, t1 = _locked_step(theta, mine, g, ctrl, cfg_i, cfg_f)
         out_ns[r] = t1 - t0
         ends_ns[r] = t1
 
@@ -198,13 +207,7 @@ def _make_beside(kernels_version: str = SOURCE_HASH) -> Any:
                     A.compiler_barrier()
                     t1 = A.now_ns()
                 else:  # mutex's critical section: the copy into its own buffer and the update, under the lock
-                    word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
-                    t0 = A.now_ns()
-                    copy_into(own, theta)
-                    _update(theta, g, LR)
-                    A.compiler_barrier()
-                    t1 = A.now_ns()
-                    lock_release(ctrl, S_LOCK * LINE)
+                    t0, t1 = _locked_step(theta, own, g, ctrl, cfg_i, cfg_f)
                 step_ns[r] = t1 - t0
                 A.store_release(turn, 0, r + 1)
             for j in range(batch):
