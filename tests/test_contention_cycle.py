@@ -41,6 +41,15 @@ def test_holds_read_off_a_constructed_timeline() -> None:
     assert row["handoff_mean_s"] == pytest.approx(np.mean(gaps) * 1e-6)
 
 
+def test_threads_that_never_ran_at_once_are_refused_by_name() -> None:
+    """Thread 1's cycles all after thread 0's last: no window in which both are past their warm-up."""
+    us = 1000
+    acq0, rel0 = np.array([0, 5, 10, 15]) * us, np.array([1, 6, 11, 16]) * us
+    acq1, rel1 = acq0 + 100 * us, rel0 + 100 * us
+    with pytest.raises(ValueError, match=r"contention: the 2 threads' cycles never ran at once past their 1 warm"):
+        contention.holds([acq0, acq1], [rel0, rel1], warm=1)
+
+
 @pytest.fixture(scope="module")
 def tiny_cycle() -> dict[str, Any]:
     """The cycle table at k = 1, 2 on a 64-8-10 MLP, 12 cycles a thread (the script's ``--cycle`` writes it into
@@ -57,6 +66,8 @@ def test_cycle_table_a_row_per_k(tiny_cycle: dict[str, Any]) -> None:
     for key in ("read_hold_s", "update_hold_s", "handoff_s", "busy", "updates_per_s", "gradient_s", "holds"):
         assert len(c[key]) == 2, key
     assert c["holds"][0] == 2 * 12  # one thread: its timed cycles' holds, the window from its third read on
+    # two: each thread cycles until both made their 14, so the later one's timed cycles all lie in the window
+    assert c["holds"][1] >= 2 * 12
     assert all(0 < b <= 1.0 for b in c["busy"]) and all(u > 0 for u in c["updates_per_s"])
     assert all(h > 0 for h in c["update_hold_s"]) and all(g > 0 for g in c["gradient_s"])
     assert c["update_hold_s"][0] > c["read_hold_s"][0]  # alone its copy holds θ already: the read is elided

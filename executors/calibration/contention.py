@@ -175,6 +175,7 @@ LAYERS = (64, 256, 256, 10)  # the many-core entry's MLP (benchmarks/many_cores.
 BATCH = 16
 UPDATE, HOLD = 0, 1  # the step a rotation times: rotation q times UPDATE where q is even, HOLD where odd
 WARM_ROTATIONS = 2  # one of each step dropped: the first turns find θ, the lock and the buffers cold
+CYCLE_CAP = 16  # the mutex cycle: a thread's cycles at most, as a multiple of those asked, while others catch up
 
 
 def _make_beside(kernels_version: str = SOURCE_HASH) -> Any:
@@ -232,18 +233,21 @@ def _make_cycle(kernels_version: str = SOURCE_HASH) -> Any:
     @njit(nogil=True, cache=True)
     def cycle_loop(k: int, theta: np.ndarray, local: np.ndarray, g: np.ndarray, vel: np.ndarray, X: np.ndarray,
                    y: np.ndarray, shape: np.ndarray, n_rows: int, batch: int, seed: int, ctrl: np.ndarray,
-                   cfg_i: np.ndarray, cfg_f: np.ndarray, start: np.ndarray, acq_ns: np.ndarray, rel_ns: np.ndarray,
-                   grad_ns: np.ndarray) -> None:
-        """One of k threads: ``grad_ns.shape[0]`` cycles of ``run_locked``'s (module docstring); hold j's
-        success and release into ``acq_ns[j]``, ``rel_ns[j]`` (2c: cycle c's read, 2c + 1: its update), gradient
-        c's time into ``grad_ns[c]``."""
+                   cfg_i: np.ndarray, cfg_f: np.ndarray, start: np.ndarray, quota: int, done: np.ndarray,
+                   acq_ns: np.ndarray, rel_ns: np.ndarray, grad_ns: np.ndarray, count: np.ndarray) -> None:
+        """One of k threads: cycles of ``run_locked``'s (module docstring) until every thread has made ``quota``
+        (``done[0]`` counts the threads that have), at most ``grad_ns.shape[0]``; so each thread's last cycle ends
+        after every thread's ``quota``-th began. Hold j's success and release into ``acq_ns[j]``, ``rel_ns[j]``
+        (2c: cycle c's read, 2c + 1: its update), gradient c's time into ``grad_ns[c]``, the cycles into
+        ``count[0]``."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
             return
         np.random.seed(seed)
         idx = np.empty(batch, dtype=np.int64)
         mine = -1
         _go(start, k)
-        for c in range(grad_ns.shape[0]):
+        c = 0
+        while c < grad_ns.shape[0]:
             word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
             t0 = A.now_ns()
             rv = A.load(ctrl, S_VERSION * LINE)
@@ -266,6 +270,12 @@ def _make_cycle(kernels_version: str = SOURCE_HASH) -> Any:
             t1 = A.now_ns()
             lock_release(ctrl, S_LOCK * LINE)
             acq_ns[2 * c + 1], rel_ns[2 * c + 1] = t0, t1
+            c += 1
+            if c == quota:
+                A.fetch_add(done, 0, 1)
+            if c >= quota and A.load_acquire(done, 0) >= k:
+                break
+        count[0] = c
 
     return cycle_loop
 
@@ -275,11 +285,15 @@ cycle_loop = _make_cycle()
 
 def holds(acq: Sequence[np.ndarray], rel: Sequence[np.ndarray], warm: int = WARM) -> dict[str, Any]:
     """The lock's timeline of k threads' holds (per thread: success and release times, two a cycle: read, update),
-    over the window in which every thread is past its ``warm`` cycles and none has ended: the holds in it
+    over the window in which every thread is past its ``warm`` cycles and none has ended (none: refused, by
+    name): the holds in it
     (read and update apart), the hand-offs (a release to the next success, on the merged timeline), the share
     of the window the lock was held, and the updates a second."""
     lo = max(int(a[2 * warm]) for a in acq)
     hi = min(int(r[-1]) for r in rel)
+    if hi <= lo:
+        raise ValueError(f"contention: the {len(acq)} threads' cycles never ran at once past their {warm} warm "
+                         f"cycles (a thread without its CPU?): no window to time the lock in")
     a_all, r_all = np.concatenate(list(acq)), np.concatenate(list(rel))
     kind = np.concatenate([np.arange(a.size) % 2 for a in acq])  # 0: the read's hold, 1: the update's
     keep = (a_all >= lo) & (r_all <= hi)
@@ -301,30 +315,36 @@ def measure_cycle(k: int, cpus: Sequence[int], wl: Any, theta0: np.ndarray, batc
     """One row of :func:`cycle`: k threads on ``cpus[:k]``, ``cycles`` cycles each after :data:`WARM`."""
     _enough_cpus(k, cpus)
     n = cycles + WARM
+    cap = CYCLE_CAP * n  # a thread's cycles at most, while it waits for the others to make n
     theta = theta0.copy()
     start, ctrl = np.zeros(LINE, dtype=np.int64), np.zeros(N_SLOTS * LINE, dtype=np.int64)
+    done = np.zeros(LINE, dtype=np.int64)
     cfg_i, cfg_f = np.zeros(N_CFG_I, dtype=np.int64), np.zeros(N_CFG_F)  # backoff kind 0: a pause a retry
     cfg_f[F_LR] = LR  # momentum 0, staleness-unaware: the executor's defaults
-    acq = [np.zeros(2 * n, dtype=np.int64) for _ in range(k)]
-    rel = [np.zeros(2 * n, dtype=np.int64) for _ in range(k)]
-    grads = [np.zeros(n, dtype=np.int64) for _ in range(k)]
+    acq = [np.zeros(2 * cap, dtype=np.int64) for _ in range(k)]
+    rel = [np.zeros(2 * cap, dtype=np.int64) for _ in range(k)]
+    grads = [np.zeros(cap, dtype=np.int64) for _ in range(k)]
+    counts = [np.zeros(1, dtype=np.int64) for _ in range(k)]
     loop = with_kernel(cycle_loop, wl.kernel)
     args = [(k, theta, theta0.copy(), np.zeros_like(theta0), np.zeros_like(theta0), wl.X, wl.y, wl.shape,
-             int(wl.n_train), batch, seed + 1 + i, ctrl, cfg_i, cfg_f, start, acq[i], rel[i], grads[i])
-            for i in range(k)]
+             int(wl.n_train), batch, seed + 1 + i, ctrl, cfg_i, cfg_f, start, n, done, acq[i], rel[i], grads[i],
+             counts[i]) for i in range(k)]
     from executors.cpu.runner import single_threaded_blas
 
     t0 = time.perf_counter()
     with single_threaded_blas():
         # compiled (or loaded from numba's cache) here, on a θ of its own, not inside the first k's threads
-        loop(1, theta0.copy(), *args[0][2:11], ctrl.copy(), cfg_i, cfg_f, np.zeros(LINE, dtype=np.int64),
-             np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        none = np.zeros(0, dtype=np.int64)
+        loop(1, theta0.copy(), *args[0][2:11], ctrl.copy(), cfg_i, cfg_f, np.zeros(LINE, dtype=np.int64), 0,
+             np.zeros(LINE, dtype=np.int64), none, none, none, np.zeros(1, dtype=np.int64))
         t1 = time.perf_counter()
         run_threads(loop, args, cpus=list(cpus[:k]))
     wall = time.perf_counter() - t1
-    grad = np.concatenate([gr[WARM:] for gr in grads]) / 1e9
-    return {**holds(acq, rel), "gradient_s": float(np.median(grad)), "cycles": cycles, "seconds": wall,
-            "compile_s": t1 - t0}
+    made = [int(c[0]) for c in counts]
+    grad = np.concatenate([gr[WARM:m] for gr, m in zip(grads, made, strict=True)]) / 1e9
+    return {**holds([a[:2 * m] for a, m in zip(acq, made, strict=True)],
+                    [r[:2 * m] for r, m in zip(rel, made, strict=True)]),
+            "gradient_s": float(np.median(grad)), "cycles": cycles, "seconds": wall, "compile_s": t1 - t0}
 
 
 def _by_k(threads: Sequence[int] | None, layers: Sequence[int], batch: int, seed: int,
