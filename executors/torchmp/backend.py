@@ -133,7 +133,7 @@ def run_workload(sc: Scenario, run: int, wl: Any, advance: Advance | None = None
             busy = len(set(cpus)) if None not in cpus else workers
             watcher = monitor.Watcher(st.ring, st.ctrl, wl.eval_loss, mon, lambda: any(p.is_alive() for p in procs),
                                       advance, live=sc.cpu.monitor == "auto" and busy < len(os.sched_getaffinity(0)),
-                                      threads=procs)  # type: ignore[arg-type]  # processes join like threads
+                                      threads=procs)  # processes join like threads
             t0 = A.clock_ns()
             st.ctrl[slot(S_T0)] = t0
             st.ctrl[slot(S_DEADLINE)] = t0 + int(sc.stop.max_time_s * 1e9)
