@@ -12,7 +12,8 @@ STAMP=.venv/.setup
 KEY="$MODE $(cat pyproject.toml scripts/setup.sh | .venv/bin/python -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
 [ "$(cat "$STAMP" 2>/dev/null)" = "$KEY" ] && exit 0
 rm -f "$STAMP"
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+# pip too without byte-compiling: the next pip command writes the bytecode of the modules it imports
+.venv/bin/python -m pip install -q --no-compile --upgrade pip >/dev/null 2>&1 || true
 if [ "$MODE" = "test" ]; then
   # No byte-compiling at install: most of what the test extras install (torch's 700 MB above all) is never
   # imported, and compiling all of it took minutes on 2 CPUs. scripts/test.sh lets Python write the bytecode
