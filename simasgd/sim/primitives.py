@@ -10,7 +10,8 @@
   requests released together once ``parties`` have arrived).
 - :class:`Backoff` — none / linear / exponential / random delays between failed
   attempts; :func:`acquire` and the CAS loops use it.
-- :class:`Environment` — SimPy's environment, knowing how far the instant it is at has got.
+- :class:`Environment` — SimPy's environment, knowing how far the instant it is at has got, its runs out of
+  the cyclic collector's way (:mod:`simasgd.sim.collector`).
 
 Waiting threads release their core (``on_block``) so an oversubscribed machine
 can run someone else — including, or not, the lock holder (convoys).
@@ -27,6 +28,7 @@ import simpy
 from simpy.core import BoundClass
 from simpy.resources.base import BaseResource, Get, Put
 
+from simasgd.sim import collector
 from simasgd.spec.scenario import BackoffConfig
 
 Req = TypeVar("Req", bound=simpy.Event)  # a lock's request event, as its acquire() returns it
@@ -44,6 +46,11 @@ class Environment(simpy.Environment):
         self.ranking = False
         self.reranked = 0  # events scheduled on a rank already taken (simasgd.sim.cpu.Cores._handed_on)
         self._peeks = 0  # ids taken by scheduled() itself
+
+    def run(self, until: float | simpy.Event | None = None) -> object:
+        """SimPy's run, with Python's cyclic collector kept out of its way (:mod:`simasgd.sim.collector`)."""
+        with collector.quiet():
+            return super().run(until)
 
     def scheduled(self) -> int:
         """Events scheduled so far: each takes an id or reuses a rank."""
