@@ -16,7 +16,13 @@ Each SimPy event of the run is one of:
 
 Beside the events, the sharing servers' *steps*: each look-up of a server's speed, one each time its sharers
 change (a job taken in, a departure), one for each job submitted ahead (could it end before the live timer?)
-and one for each entry of its calendar looked at to set its timer.
+and one for each entry of its calendar looked at to set its timer. And the *turns* of the CPUs' rotating pools
+(:class:`simasgd.sim.cpu.Rotation`: the spinners of a held lock passing a CPU among themselves), each worked out
+by arithmetic: one for each turn taken one by one, one for each spinner a whole-round jump moves on.
+
+The three together are the run's *work*: what the simulator's Python does for a seeded run, whatever the host.
+``--scale FILE`` reads a ``sim_scale.py`` record and divides each cell's wall time an attempt by the work an
+attempt counted here: whether a unit of work costs more because more workers exist, or the run simulates more.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import record
 import sim_scale
 
-from simasgd.sim import memory, sharing
+from simasgd.sim import cpu, memory, sharing
 
 KINDS = ("served", "parts", "early", "stale", "other")
 
@@ -46,6 +53,7 @@ class Tally:
         self.departures = 0  # parts through, in the timer being counted
         self.finals = 0  # of those, the last part of their transfer (a waiter resumes)
         self.steps = 0  # look-ups of a server's speed
+        self.turns = 0  # a rotating pool's turns taken one by one, and spinners moved on by whole rounds
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[Tally]:
@@ -53,7 +61,16 @@ class Tally:
         wrapped to count, until the block ends."""
         complete, part_done = sharing.SharedServer._complete, memory.Transfer.served
         init = sharing.SharedServer.__init__
+        check_round, jump = cpu._check_round, cpu.Cores._jump
         tally = self
+
+        def counted_check(rot: cpu.Rotation, th: cpu.Thread, forfeits: int, lifted: bool, gained: float) -> None:
+            tally.turns += 1  # called once at the end of each turn taken one by one (Cores._turns)
+            check_round(rot, th, forfeits, lifted, gained)
+
+        def counted_jump(cores: cpu.Cores, rq: cpu.RunQueue, rot: cpu.Rotation, rounds: int) -> None:
+            tally.turns += len(rot.members)
+            jump(cores, rq, rot, rounds)
 
         def counted_init(server: sharing.SharedServer, env: Any, speed: Any, tol_units: Any) -> None:
             def counted_speed(n: int, weight: float) -> float:
@@ -79,12 +96,16 @@ class Tally:
         sharing.SharedServer._complete = counted_complete  # type: ignore[method-assign]
         sharing.SharedServer.__init__ = counted_init  # type: ignore[method-assign]
         memory.Transfer.served = counted_part  # type: ignore[method-assign]
+        cpu._check_round = counted_check
+        cpu.Cores._jump = counted_jump  # type: ignore[method-assign]
         try:
             yield self
         finally:
             sharing.SharedServer._complete = complete  # type: ignore[method-assign]
             sharing.SharedServer.__init__ = init  # type: ignore[method-assign]
             memory.Transfer.served = part_done  # type: ignore[method-assign]
+            cpu._check_round = check_round
+            cpu.Cores._jump = jump  # type: ignore[method-assign]
 
 
 TALLY = Tally()
@@ -93,7 +114,7 @@ TALLY = Tally()
 def cell(algorithm: str, workers: int, machine: str, updates: int) -> dict[str, Any]:
     """One seeded run's events an attempt, by kind."""
     TALLY.counts.clear()
-    TALLY.steps = 0
+    TALLY.steps = TALLY.turns = 0
     _wall, attempts, events = sim_scale.timed(algorithm, workers, machine, None, updates)
     timers = sum(TALLY.counts.values())
     row: dict[str, Any] = {"algorithm": algorithm, "workers": workers, "attempts": attempts, "events": events}
@@ -101,6 +122,8 @@ def cell(algorithm: str, workers: int, machine: str, updates: int) -> dict[str, 
     row["other"] = (events - timers) / attempts
     row["total"] = events / attempts
     row["steps"] = TALLY.steps / attempts
+    row["turns"] = TALLY.turns / attempts
+    row["work"] = row["total"] + row["steps"] + row["turns"]
     return row
 
 
@@ -112,12 +135,35 @@ def size(algorithm: str, workers: int, machine: str, attempts: int) -> int:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| algorithm | workers | events an attempt | " + " | ".join(KINDS) + " | server steps an attempt |"
-    lines = [head, "|" + "---|" * (4 + len(KINDS))]
+    head = ("| algorithm | workers | events an attempt | " + " | ".join(KINDS)
+            + " | server steps an attempt | turns an attempt | work an attempt |")
+    lines = [head, "|" + "---|" * (6 + len(KINDS))]
     for r in rows:
         lines.append(f"| {r['algorithm']} | {r['workers']:,} | {r['total']:.2f} | "
-                     + " | ".join(f"{r[k]:.2f}" for k in KINDS) + f" | {r['steps']:.2f} |")
+                     + " | ".join(f"{r[k]:.2f}" for k in KINDS) + f" | {r['steps']:.2f} | {r['turns']:.2f} "
+                     f"| {r['work']:.2f} |")
     return "\n".join(lines)
+
+
+def per_work(rows: list[dict[str, Any]], scale: dict[str, Any]) -> str:
+    """Each counted cell's wall time an attempt in a ``sim_scale.py`` record (``scale``: its data), split into
+    the work an attempt and the wall time a unit of work, with the widest cell over the narrowest of each."""
+    timed = {(r["algorithm"], r["workers"]): r for r in scale["rows"] if r["network"] is None}
+    lines = ["| algorithm | workers | µs an attempt | work an attempt | ns a unit of work |", "|---|---|---|---|---|"]
+    ratios = []
+    for name in dict.fromkeys(r["algorithm"] for r in rows):
+        own = [r for r in rows if r["algorithm"] == name and (name, r["workers"]) in timed]
+        for r in own:
+            us = timed[(name, r["workers"])]["ms_per_1000"]
+            lines.append(f"| {name} | {r['workers']:,} | {us:,.1f} | {r['work']:.2f} | {1e3 * us / r['work']:,.0f} |")
+        if len(own) > 1:
+            lo, hi = own[0], own[-1]
+            t_lo, t_hi = (timed[(name, x["workers"])]["ms_per_1000"] for x in (lo, hi))
+            ratios.append(f"| {name} | {t_hi / t_lo:.1f}× | {hi['work'] / lo['work']:.1f}× | "
+                          f"{(t_hi / hi['work']) / (t_lo / lo['work']):.2f}× |")
+    head = ["| algorithm | wall an attempt, widest / narrowest | work an attempt | wall a unit of work |",
+            "|---|---|---|---|"]
+    return "\n".join(lines) + "\n\n" + "\n".join(head + ratios)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -126,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, nargs="+", default=[16, 1024])
     ap.add_argument("--machine", default="xeon-e5-2698-v4")
     ap.add_argument("--attempts", type=int, default=3000, help="about this many attempts a cell")
+    ap.add_argument("--scale", type=Path, default=None,
+                    help="a sim_scale.py record: its wall time an attempt split into work and wall a unit of work")
     a = ap.parse_args(argv)
     rows = []
     with TALLY.installed():
@@ -134,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(cell(alg, n, a.machine, size(alg, n, a.machine, a.attempts)))
                 print(f"{alg} {n}: {rows[-1]['total']:.2f} events an attempt", file=sys.stderr, flush=True)
     print(table(rows))
+    if a.scale is not None:
+        print()
+        print(per_work(rows, record.read(a.scale, sim_scale.SCHEMA, sim_scale.VERSION)))
 
 
 if __name__ == "__main__":
