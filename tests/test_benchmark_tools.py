@@ -187,3 +187,24 @@ def test_sim_events_tells_each_sharing_timer_by_what_it_found(benchmark_script: 
 
     assert sharing.SharedServer._complete.__name__ == "_complete"
     assert sharing.SharedServer.__init__.__name__ == "__init__"
+
+
+def test_sim_events_counts_the_rotations_turns_and_splits_wall_time_by_work(
+        benchmark_script: Callable[[str], Any]) -> None:
+    """Turns are counted only where spinners rotate (threads outnumber the CPUs), the work an attempt is events +
+    server steps + turns, and ``--scale`` divides a cell's wall time an attempt by it."""
+    from simasgd.sim import cpu
+
+    events = benchmark_script("sim_events")
+    with events.TALLY.installed():
+        alone, crowded = (events.cell("mutex", n, "xeon-e5-2698-v4", 60) for n in (16, 256))
+    assert alone["turns"] == 0 < crowded["turns"]  # 16 threads on 80 CPUs never rotate; 256 do
+    for row in (alone, crowded):
+        assert row["work"] == pytest.approx(row["total"] + row["steps"] + row["turns"])
+    assert cpu._check_round.__name__ == "_check_round" and cpu.Cores._jump.__name__ == "_jump"  # given back
+    scale = {"rows": [{"algorithm": "mutex", "workers": 16, "network": None, "ms_per_1000": 10 * alone["work"]},
+                      {"algorithm": "mutex", "workers": 256, "network": None, "ms_per_1000": 30 * crowded["work"]}]}
+    text = events.per_work([alone, crowded], scale)
+    ratio = 3 * crowded["work"] / alone["work"]
+    assert f"| mutex | {ratio:.1f}× | {crowded['work'] / alone['work']:.1f}× | 3.00× |" in text
+    assert "| mutex | 16 | " in text and "| 10,000 |" in text  # 10 µs a unit of work, in ns
