@@ -175,7 +175,7 @@ LAYERS = (64, 256, 256, 10)  # the many-core entry's MLP (benchmarks/many_cores.
 BATCH = 16
 UPDATE, HOLD = 0, 1  # the step a rotation times: rotation q times UPDATE where q is even, HOLD where odd
 WARM_ROTATIONS = 2  # one of each step dropped: the first turns find θ, the lock and the buffers cold
-CYCLE_CAP = 16  # the mutex cycle: a thread's cycles at most, as a multiple of those asked, while others catch up
+CYCLE_CAP = 16  # the mutex cycle: a thread's latest cycles kept (a ring), as a multiple of those asked
 
 
 def _make_beside(kernels_version: str = SOURCE_HASH) -> Any:
@@ -236,18 +236,24 @@ def _make_cycle(kernels_version: str = SOURCE_HASH) -> Any:
                    cfg_i: np.ndarray, cfg_f: np.ndarray, start: np.ndarray, quota: int, done: np.ndarray,
                    acq_ns: np.ndarray, rel_ns: np.ndarray, grad_ns: np.ndarray, count: np.ndarray) -> None:
         """One of k threads: cycles of ``run_locked``'s (module docstring) until every thread has made ``quota``
-        (``done[0]`` counts the threads that have), at most ``grad_ns.shape[0]``; so each thread's last cycle ends
-        after every thread's ``quota``-th began. Hold j's success and release into ``acq_ns[j]``, ``rel_ns[j]``
-        (2c: cycle c's read, 2c + 1: its update), gradient c's time into ``grad_ns[c]``, the cycles into
+        (``done[0]`` counts the threads that have); so each thread's last cycle ends after every thread's
+        ``quota``-th began, however late a thread got its CPU. The latest ``grad_ns.shape[0]`` cycles are kept,
+        a ring (cycle c in slot j = c mod that): hold 2j's success and release (its read) and 2j + 1's (its
+        update) into ``acq_ns``, ``rel_ns``, its gradient's time into ``grad_ns[j]``; the cycles made into
         ``count[0]``."""
         if len(kernels_version) == 0:  # never: makes it a closure cell, so part of numba's cache key
+            return
+        kept = grad_ns.shape[0]
+        count[0] = 0
+        if kept == 0:
             return
         np.random.seed(seed)
         idx = np.empty(batch, dtype=np.int64)
         mine = -1
         _go(start, k)
         c = 0
-        while c < grad_ns.shape[0]:
+        while True:
+            j = c % kept
             word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
             t0 = A.now_ns()
             rv = A.load(ctrl, S_VERSION * LINE)
@@ -255,12 +261,12 @@ def _make_cycle(kernels_version: str = SOURCE_HASH) -> Any:
             A.compiler_barrier()
             t1 = A.now_ns()
             lock_release(ctrl, S_LOCK * LINE)
-            acq_ns[2 * c], rel_ns[2 * c] = t0, t1
-            for j in range(batch):
-                idx[j] = np.random.randint(0, n_rows)
+            acq_ns[2 * j], rel_ns[2 * j] = t0, t1
+            for b in range(batch):
+                idx[b] = np.random.randint(0, n_rows)
             t0 = A.now_ns()
             loss_and_grad(local, X, y, idx, g, shape)
-            grad_ns[c] = A.now_ns() - t0
+            grad_ns[j] = A.now_ns() - t0
             word_lock(ctrl, S_LOCK * LINE, ctrl, cfg_i, cfg_f)
             t0 = A.now_ns()
             cur = A.load(ctrl, S_VERSION * LINE)
@@ -269,7 +275,7 @@ def _make_cycle(kernels_version: str = SOURCE_HASH) -> Any:
             A.compiler_barrier()
             t1 = A.now_ns()
             lock_release(ctrl, S_LOCK * LINE)
-            acq_ns[2 * c + 1], rel_ns[2 * c + 1] = t0, t1
+            acq_ns[2 * j + 1], rel_ns[2 * j + 1] = t0, t1
             c += 1
             if c == quota:
                 A.fetch_add(done, 0, 1)
@@ -315,7 +321,7 @@ def measure_cycle(k: int, cpus: Sequence[int], wl: Any, theta0: np.ndarray, batc
     """One row of :func:`cycle`: k threads on ``cpus[:k]``, ``cycles`` cycles each after :data:`WARM`."""
     _enough_cpus(k, cpus)
     n = cycles + WARM
-    cap = CYCLE_CAP * n  # a thread's cycles at most, while it waits for the others to make n
+    cap = CYCLE_CAP * n  # a thread's latest cycles kept, while it waits for the others to make n
     theta = theta0.copy()
     start, ctrl = np.zeros(LINE, dtype=np.int64), np.zeros(N_SLOTS * LINE, dtype=np.int64)
     done = np.zeros(LINE, dtype=np.int64)
@@ -341,10 +347,21 @@ def measure_cycle(k: int, cpus: Sequence[int], wl: Any, theta0: np.ndarray, batc
         run_threads(loop, args, cpus=list(cpus[:k]))
     wall = time.perf_counter() - t1
     made = [int(c[0]) for c in counts]
-    grad = np.concatenate([gr[WARM:m] for gr, m in zip(grads, made, strict=True)]) / 1e9
-    return {**holds([a[:2 * m] for a, m in zip(acq, made, strict=True)],
-                    [r[:2 * m] for r, m in zip(rel, made, strict=True)]),
-            "gradient_s": float(np.median(grad)), "cycles": cycles, "seconds": wall, "compile_s": t1 - t0}
+    grad = np.concatenate([unrolled(gr, m, 1)[WARM:] for gr, m in zip(grads, made, strict=True)]) / 1e9
+    return {**holds([unrolled(a, m, 2) for a, m in zip(acq, made, strict=True)],
+                    [unrolled(r, m, 2) for r, m in zip(rel, made, strict=True)]),
+            "gradient_s": float(np.median(grad)), "cycles": cycles, "seconds": wall, "compile_s": t1 - t0,
+            "wrapped": any(m > cap for m in made)}
+
+
+def unrolled(ring: np.ndarray, made: int, per: int) -> np.ndarray:
+    """A ring of ``per`` entries a cycle, ``made`` cycles written into it in turn: the cycles it keeps (the
+    latest, all of them if it never wrapped), in the order they were made."""
+    kept = ring.size // per
+    if made <= kept:
+        return ring[:per * made]
+    j = made % kept
+    return np.concatenate([ring[per * j:], ring[:per * j]])
 
 
 def _by_k(threads: Sequence[int] | None, layers: Sequence[int], batch: int, seed: int,
