@@ -292,9 +292,8 @@ cycle_loop = _make_cycle()
 def holds(acq: Sequence[np.ndarray], rel: Sequence[np.ndarray], warm: int = WARM) -> dict[str, Any]:
     """The lock's timeline of k threads' holds (per thread: success and release times, two a cycle: read, update),
     over the window in which every thread is past its ``warm`` cycles and none has ended (none: refused, by
-    name): the holds in it
-    (read and update apart), the hand-offs (a release to the next success, on the merged timeline), the share
-    of the window the lock was held, and the updates a second."""
+    name): the holds in it (read and update apart), the hand-offs (a release to the next success, on the merged
+    timeline), the share of the window the lock was held, and the updates a second."""
     lo = max(int(a[2 * warm]) for a in acq)
     hi = min(int(r[-1]) for r in rel)
     if hi <= lo:
