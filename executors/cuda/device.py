@@ -8,6 +8,13 @@ module-level fake ``cuda`` into a kernel's globals while it runs: two host
 threads launching kernels of one module at once would corrupt each other's
 grid. :func:`launch_lock` is therefore a real lock under the simulator and a
 no-op on a GPU, where launches are asynchronous and thread-safe.
+
+The simulator guards each kind of atomic with a lock of its own, so an
+``atomic.add`` and an ``atomic.cas`` on one word interleave: the add of 0 that
+reads a word writes back the value it read over a CAS that landed between
+(Leashed-SGD's latest index moved back, one version published twice). A GPU's
+atomics on one address are linearisable; :func:`require` makes the
+simulator's so by giving every kind the same lock.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from simasgd.runs.backends import BackendError
 
 SIM_ENV = "NUMBA_ENABLE_CUDASIM"
 _SIM_LOCK = threading.RLock()
+_ATOMIC_LOCK = threading.Lock()
 
 
 class NoDevice(BackendError):
@@ -44,10 +52,22 @@ def require() -> ModuleType:
     sim = simulator()
     from numba import cuda
 
+    if sim:
+        _one_atomic_lock()
     if sim or cuda.is_available():
         return cuda
     raise NoDevice("backend 'cuda': no CUDA GPU found (numba.cuda.is_available() is false); "
                    f"run on a machine with an NVIDIA GPU and driver, or set {SIM_ENV}=1 for numba's CUDA simulator")
+
+
+def _one_atomic_lock() -> None:
+    """Every atomic of the simulator under one lock (module docstring). Each holds its lock alone and
+    calls nothing that takes another, so one plain lock cannot deadlock."""
+    from numba.cuda.simulator import kernelapi
+
+    names = [n for n, v in vars(kernelapi).items() if n.endswith("lock") and isinstance(v, type(_ATOMIC_LOCK))]
+    for name in names:
+        setattr(kernelapi, name, _ATOMIC_LOCK)
 
 
 def describe() -> dict[str, Any]:
