@@ -7,14 +7,19 @@ copy and update θ with k − 1 threads spinning); this runs the same loops at a
 
     .venv/bin/python benchmarks/contention.py --out OUT/contention.json [--threads 1 2 4 8 16] [--dim 85002]
         [--beside [--beside-passes 1000]] [--cycle [--cycles 300]] [--layers 64 256 256 10] [--batch 16]
+        [--timeshare [--timeshare-threads 1 2 4 8] [--timeshare-s 1] [--timeshare-repeats 5]
+         [--timeshare-batch 16 64]]
 
 ``--beside`` adds the same two steps with gradients computed beside them (``contention.beside``: k threads
 computing that MLP's gradients at their own copies of θ, taking turns at one timed step on the shared θ) and
 every gradient's time, the record's ``beside`` table: per k the median and p90 of the update, the lock's
 hold (copy and update) and the gradient. ``--cycle`` adds the mutex executor's own cycle on k threads
 (``contention.cycle``: the lock's two holds a cycle timed apart, the hand-off between holds, the lock's busy
-share, updates/s), the record's ``cycle`` table. Schema 3 (2: no ``beside`` table possible; the ``cycle`` table
-is optional in 3, as ``beside`` is).
+share, updates/s), the record's ``cycle`` table. ``--timeshare`` adds what a gradient costs when k threads
+time-share one CPU (``executors/calibration/timeshare.py``: the CPU time a gradient at k threads a CPU against
+one thread, the preemptions a gradient, the CPU time a preemption adds), at each ``--timeshare-batch``, the
+record's ``timeshare`` table (a list, one entry a batch size). Schema 3 (2: no ``beside`` table possible; the
+``cycle`` and ``timeshare`` tables are optional in 3, as ``beside`` is).
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # record
 
 import record
 
+from executors.calibration import timeshare
 from executors.calibration.contention import BATCH, LAYERS, beside, contention, cycle
 
 SCHEMA, SCHEMA_VERSION = "contention", 3  # 3: the optional ``beside`` (and ``cycle``) tables
@@ -47,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cycles", type=int, default=300, help="timed cycles a thread a k (--cycle)")
     p.add_argument("--layers", type=int, nargs="+", default=list(LAYERS), help="the MLP beside (digits: 64 … 10)")
     p.add_argument("--batch", type=int, default=BATCH)
+    p.add_argument("--timeshare", action="store_true", help="also gradients with k threads sharing one CPU")
+    p.add_argument("--timeshare-threads", type=int, nargs="+", default=list(timeshare.THREADS))
+    p.add_argument("--timeshare-s", type=float, default=1.0, help="wall seconds a k a pass (--timeshare)")
+    p.add_argument("--timeshare-repeats", type=int, default=5, help="passes over the ks (--timeshare)")
+    p.add_argument("--timeshare-batch", type=int, nargs="+", default=[BATCH, 64], help="batch sizes (--timeshare)")
     args = p.parse_args(argv)
     cpus = len(os.sched_getaffinity(0))
     left = sorted(k for k in args.threads if k > cpus)
@@ -88,10 +100,29 @@ def main(argv: list[str] | None = None) -> int:
                   f"{1e6 * cyc['handoff_s'][i]:.1f}, {1e6 * cyc['handoff_mean_s'][i]:.1f} | {cyc['busy'][i]:.2f} | "
                   f"{cyc['updates_per_s'][i]:.0f} | {1e6 * cyc['gradient_s'][i]:.1f} |")
         payload["cycle"] = cyc
+    if args.timeshare:
+        payload["timeshare"] = [_timeshare(args, batch) for batch in args.timeshare_batch]
     payload["seconds"] = time.perf_counter() - t0
     record.write(args.out, SCHEMA, SCHEMA_VERSION, payload)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)")
     return 0
+
+
+def _timeshare(args: argparse.Namespace, batch: int) -> dict[str, Any]:
+    t1 = time.perf_counter()
+    ts = timeshare.timeshare(args.timeshare_threads, args.timeshare_s, args.timeshare_repeats, args.layers, batch)
+    print(f"\nk threads time-sharing CPU {ts['cpu']}, gradients of the MLP {'-'.join(map(str, ts['layers']))} at "
+          f"B = {batch} on their own θ, {ts['repeats']} passes of {ts['window_s']:g} s a k, "
+          f"{time.perf_counter() - t1:.1f} s:")
+    print("| threads on the CPU | CPU µs a gradient | against 1 thread (median, range) | preemptions a gradient "
+          "| CPU µs a preemption adds | CPU busy |")
+    print("|---|---|---|---|---|---|")
+    for i, k in enumerate(ts["threads"]):
+        extra = ts["per_preemption_s"][i]
+        print(f"| {k} | {1e6 * ts['cpu_per_gradient_s'][i]:.0f} | {ts['ratio'][i]:.3f} ({ts['ratio_min'][i]:.3f}"
+              f"–{ts['ratio_max'][i]:.3f}) | {ts['preemptions_per_gradient'][i]:.3f} | "
+              f"{'—' if extra is None or k == 1 else f'{1e6 * extra:.0f}'} | {ts['busy'][i]:.3f} |")
+    return ts
 
 
 if __name__ == "__main__":

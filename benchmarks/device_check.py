@@ -15,8 +15,8 @@
   time to ε), so its GPU is due once more;
 - else ``cores`` when ``corpus/<machine>.json.gz`` is absent, ``<machine>`` being ``many_cores.py``'s name of
   this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``), or when
-  ``benchmarks/results/contention_<machine>.json`` is absent or lacks the ``beside`` or the ``cycle`` table
-  (``contention.py --beside --cycle``; a schema-2 record predates both), or
+  ``benchmarks/results/contention_<machine>.json`` is absent or lacks the ``beside``, ``cycle`` or
+  ``timeshare`` table (``contention.py --beside --cycle --timeshare``; a schema-2 record predates them), or
   ``benchmarks/results/idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent: with the entry in, those
   sections alone are due (below);
 - else ``none``: both are in the repository; name a part to run it again.
@@ -95,6 +95,9 @@ def gpu_done(results: Path, kind: str) -> tuple[bool, str]:
     return True, f"{path} (device_check.sh, {doc.get('date')})"
 
 
+TABLES = ("beside", "cycle", "timeshare")  # contention.py's optional tables the cores part writes
+
+
 def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
     """Done when the machine's corpus entry and the records of :func:`due_sections` are all in."""
     entry = corpus / f"{machine}.json.gz"
@@ -103,14 +106,14 @@ def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
     due = due_sections(results, machine)
     if due:
         return False, "; ".join(why for _, why in due)
-    return True, (f"{machine}'s corpus entry, contention record (with the beside and cycle tables) and idle-gap "
-                  f"record are in the repository")
+    return True, (f"{machine}'s corpus entry, contention record (with the {', '.join(TABLES)} tables) and "
+                  f"idle-gap record are in the repository")
 
 
 def due_sections(results: Path, machine: str) -> list[tuple[str, str]]:
     """The cores part's sections whose records are missing, each with why: ``contention`` where
-    ``contention_<machine>.json`` is absent or lacks the ``beside`` or the ``cycle`` table (``contention.py
-    --beside --cycle``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent."""
+    ``contention_<machine>.json`` is absent or lacks a table of ``TABLES`` (``contention.py --beside --cycle
+    --timeshare``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent."""
     due = []
     path = results / f"contention_{machine}.json"
     if not path.exists():
@@ -118,9 +121,9 @@ def due_sections(results: Path, machine: str) -> list[tuple[str, str]]:
     else:
         try:
             doc = record.read(path, CONTENTION_SCHEMA, CONTENTION_SCHEMA_VERSION)
-            if "beside" not in doc or "cycle" not in doc:
-                due.append(("contention", f"{path} has no {'beside' if 'beside' not in doc else 'cycle'} table: "
-                                          f"the contention section is due"))
+            lacking = [t for t in TABLES if t not in doc]
+            if lacking:
+                due.append(("contention", f"{path} has no {lacking[0]} table: the contention section is due"))
         except record.RecordError as e:
             due.append(("contention", str(e)))
     gap = results / f"idle_gap_{machine}.json"

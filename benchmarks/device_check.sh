@@ -13,10 +13,11 @@
 # cores  the topology (lscpu, numactl --hardware, /sys/devices/system/node) into OUT/topology.txt;
 #        benchmarks/many_cores.py (mutex, HOGWILD!, Leashed-SGD persistence 1, Lopez at 1-16 threads: the
 #        corpus entry OUT/<machine>.json.gz, for corpus/; scored later, off the machine: simasgd corpus score);
-#        benchmarks/contention.py --beside --cycle (k threads updating one θ; the lock's copy and update with
-#        k - 1 spinning; then the same two steps taken in turn while the other k - 1 threads compute the MLP's
+#        benchmarks/contention.py --beside --cycle --timeshare (k threads updating one θ; the lock's copy and update
+#        with k - 1 spinning; then the same two steps taken in turn while the other k - 1 threads compute the MLP's
 #        gradients, each gradient timed; then the mutex executor's cycle, its two holds and the hand-offs timed
-#        apart: OUT/contention_<machine>.json, ~40 s on 16 cores);
+#        apart; then gradients with 1, 2, 4, 8 threads sharing one CPU, B = 16 and 64, 3 passes of 0.5 s a k:
+#        OUT/contention_<machine>.json, ~65 s on 16 cores);
 #        Ek's UMA-vs-NUMA cell measured (device_check.py ek-cells, beside benchmarks/ek_numa.py's simulated one:
 #        OUT/ek_numa_<machine>.json) only where the machine has two NUMA nodes; `simasgd calibrate --network`
 #        (with the server loop under 1, 2, 4, 7 senders: [network.server_loop.by_senders] in the profile, a line
@@ -246,11 +247,12 @@ step_contention() {  # k threads on one θ: concurrent updates, the lock's copy-
   local threads
   if [ -n "$TINY" ]; then
     $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads 1 2 --passes 12 --dim 4096 \
-      --beside --beside-passes 12 --cycle --cycles 12 --layers 64 8 10
+      --beside --beside-passes 12 --cycle --cycles 12 --layers 64 8 10 \
+      --timeshare --timeshare-threads 1 2 --timeshare-s 0.1 --timeshare-repeats 1 --timeshare-batch 16
   else
     read -r -a threads <<<"$(at_most "$(ncpus)" 1 2 4 8 16)"
     $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads "${threads[@]}" \
-      --beside --beside-passes 1000 --cycle --cycles 300
+      --beside --beside-passes 1000 --cycle --cycles 300 --timeshare --timeshare-s 0.5 --timeshare-repeats 3
   fi
 }
 step_idle_gap() {  # the server loop with each worker busy before its push: a round trip after a wait

@@ -149,6 +149,9 @@ def test_cores_part_measures_the_corpus_entry_ek_and_pinned_dist(tmp_path: Path,
         assert all(0 < m <= p for m, p in zip(beside[f"{key}_s"], beside[f"{key}_p90_s"], strict=True))
     cyc = contention["cycle"]  # the mutex cycle, its holds timed apart (tests/test_contention_cycle.py)
     assert cyc["threads"] == [1, 2] and cyc["cycles"] == 12 and min(cyc["update_hold_s"]) > 0
+    (share,) = contention["timeshare"]  # threads sharing one CPU (tests/test_timeshare.py)
+    assert share["threads"] == [1, 2] and share["batch"] == 16 and share["ratio"][0] == 1.0
+    assert min(share["cpu_per_gradient_s"]) > 0
     if HAVE_TORCH:
         gap = record.read(tmp_path / f"idle_gap_{machine}.json", "idle_gap", 1)
         assert [(r["senders"], r["gap_us"]) for r in gap["rows"]] == [(1, 0.0), (1, 250.0)]
@@ -251,6 +254,10 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "contention,idle_gap"
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
                  {"threads": [], "beside": {}, "cycle": {}})
+    part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
+    assert part == "cores" and any("has no timeshare table" in w for w in why)  # one from before the time-sharing
+    record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
+                 {"threads": [], "beside": {}, "cycle": {}, "timeshare": []})
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "cores" and any("idle_gap_amd_epyc_16cpu.json is absent" in w for w in why)
     assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "idle_gap"
