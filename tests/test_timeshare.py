@@ -52,3 +52,9 @@ def test_two_threads_share_the_one_cpu() -> None:
             # (two CPUs would give about 2); a little over 1 is the threads' start and the last gradient's end
             assert 0.3 < s[k]["busy"] < 1.3, s
     assert t["ratio"][0] == 1.0 and t["ratio"][1] > 0
+
+
+@pytest.mark.slow
+def test_a_thread_that_cannot_take_its_cpu_fails_the_measurement_by_name() -> None:
+    with pytest.raises(RuntimeError, match="a thread of k = 1 failed: OSError"):
+        timeshare.timeshare(threads=[2], window_s=0.05, repeats=1, layers=[64, 8, 10], cpu=100_000)

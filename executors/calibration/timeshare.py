@@ -86,9 +86,8 @@ def measure(k: int, cpu: int, wl: Any, theta0: np.ndarray, batch: int, window_s:
                  seed + 1 + i, start, stop, counts[i])
             c1, r1 = time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD)
             used[i] = (c1 - c0, r1.ru_nivcsw - r0.ru_nivcsw)
-        except BaseException as e:  # the window ends for the others too; raised below
+        except BaseException as e:  # the window ends for the others too (below); raised after
             errors.append(e)
-            stop[0] = 1
 
     ts = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(k)]
     for t in ts:
@@ -96,12 +95,17 @@ def measure(k: int, cpu: int, wl: Any, theta0: np.ndarray, batch: int, window_s:
     deadline = time.perf_counter() + 60.0
     while start[0] < k and not errors and time.perf_counter() < deadline:
         time.sleep(1e-3)
+    arrived = int(start[0])
     t0 = time.perf_counter()
-    time.sleep(window_s)
+    if arrived == k and not errors:
+        time.sleep(window_s)
     stop[0] = 1
+    start[0] = k + 1  # those still waiting for the others in _go go on, see the stop, and end
     for t in ts:
         t.join(60.0)
     wall = time.perf_counter() - t0
+    if arrived < k and not errors:
+        raise RuntimeError(f"timeshare: {arrived} of the {k} threads on CPU {cpu} started within 60 s")
     if errors:
         raise RuntimeError(f"timeshare: a thread of k = {k} failed: {type(errors[0]).__name__}: {errors[0]}")
     if any(u is None for u in used):
