@@ -2,7 +2,9 @@
 
 Run: ``.venv/bin/python benchmarks/sim_throughput.py [--quick]``; results go in
 ``benchmarks/README_sim.md`` (one results section per machine kind, replaced on a rerun).
-Ratios are measured in one run, in one process, so they do not depend on how fast the host is.
+Ratios are measured in one run, in one process, so they do not depend on how fast the host is; the event-loop
+ratio comes from ``--pairs`` pairs of runs taken in turn (its median, and its range: wider than ``UNSTABLE`` of
+the median and it is flagged unstable).
 
 - *mutex vs bare*: the ``sim`` backend's timing-only ``mutex`` model (Ek Alg. 2:
   lock, read, unlock, gradient, lock, update, unlock) against a bare SimPy loop
@@ -18,6 +20,7 @@ Ratios are measured in one run, in one process, so they do not depend on how fas
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from collections.abc import Generator
 from typing import Any
@@ -28,6 +31,7 @@ import simpy
 from simasgd.sim import backend, collector
 from simasgd.spec import loader
 
+UNSTABLE = 0.2  # a ratio whose pairs spread by more than this share of their median: the host moved (pyperf's warning)
 TIMING = {"gradient": {"dist": "exponential", "mean_s": 1e-3},
           "read": {"dist": "deterministic", "mean_s": 2e-6}, "update": {"dist": "deterministic", "mean_s": 3e-6}}
 
@@ -76,6 +80,21 @@ def bare_loop(workers: int, updates: int) -> float:
     return updates / (time.perf_counter() - t0)
 
 
+def paired(workers: int, updates: int, pairs: int) -> tuple[float, float, list[float]]:
+    """The sim's and the bare loop's best rates, and the ratio of each pair (one of each, taken in turn, the
+    order alternated): the host's speed moves by tens of per cent within minutes, so a ratio comes from two
+    runs seconds apart, and its spread says how much the host moved meanwhile."""
+    sims, bares = [], []
+    for i in range(pairs):
+        if i % 2:
+            sims.append(sim_rate(workers, updates))
+            bares.append(bare_loop(workers, updates))
+        else:
+            bares.append(bare_loop(workers, updates))
+            sims.append(sim_rate(workers, updates))
+    return max(sims), max(bares), [s / b for s, b in zip(sims, bares, strict=True)]
+
+
 def sim_rate(workers: int, updates: int) -> float:
     sc = scenario(workers, updates)
     t0 = time.perf_counter()
@@ -114,7 +133,7 @@ def numerics_overhead(updates: int) -> tuple[float, float]:
                 inside[0] &= key != "loop"
         return wrapper
 
-    saved = {name: getattr(numerics.Model, name) for name in ("snapshot", "gradient", "step", "loss")}
+    saved = {name: getattr(numerics.Model, name) for name in ("snapshot", "gradient", "step", "shared_loss")}
     go = engine.SimRun.go
     try:
         for name, fn in saved.items():
@@ -136,17 +155,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller runs (no 1e6)")
     ap.add_argument("--only", choices=["events", "numerics"], help="run one part")
+    ap.add_argument("--pairs", type=int, default=5, help="bare and sim runs taken in turn, a ratio each")
     args = ap.parse_args()
     n = 50_000 if args.quick else 200_000
     rows = []
     if args.only != "numerics":
         for workers in (8, 32):
-            # Alternate and keep the best of three: the host is shared, a slow moment should not decide.
-            bare, sim = bare_loop(workers, n), sim_rate(workers, n)
-            for _ in range(2):
-                bare, sim = max(bare, bare_loop(workers, n)), max(sim, sim_rate(workers, n))
+            sim, bare, ratios = paired(workers, n, args.pairs)
+            lo, hi, mid = min(ratios), max(ratios), statistics.median(ratios)
+            flag = " ⚠ unstable" if (hi - lo) / mid > UNSTABLE else ""
             rows.append((f"mutex timing-only, {workers} workers: sim / bare SimPy updates/s",
-                         f"{sim:,.0f} / {bare:,.0f} = {sim / bare:.2f}", ">= 1.0"))
+                         f"{sim:,.0f} / {bare:,.0f}; {mid:.2f} ({lo:.2f}–{hi:.2f}, {len(ratios)} pairs){flag}",
+                         ">= 1.0"))
         if not args.quick:
             t0 = time.perf_counter()
             sim_rate(32, 1_000_000)

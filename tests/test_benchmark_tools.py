@@ -208,3 +208,12 @@ def test_sim_events_counts_the_rotations_turns_and_splits_wall_time_by_work(
     ratio = 3 * crowded["work"] / alone["work"]
     assert f"| mutex | {ratio:.1f}× | {crowded['work'] / alone['work']:.1f}× | 3.00× |" in text
     assert "| mutex | 16 | " in text and "| 10,000 |" in text  # 10 µs a unit of work, in ns
+
+
+@pytest.mark.slow
+def test_sim_throughput_pairs_its_runs_and_times_the_numerics_loop(benchmark_script: Callable[[str], Any]) -> None:
+    st = benchmark_script("sim_throughput")
+    sim, bare, ratios = st.paired(4, 300, 3)
+    assert sim > 0 and bare > 0 and len(ratios) == 3 and all(r > 0 for r in ratios)
+    loop_s, math_s = st.numerics_overhead(20)  # every method it times still exists on the simulator's model
+    assert 0 < math_s <= loop_s
