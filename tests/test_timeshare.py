@@ -29,7 +29,7 @@ def test_columns_from_constructed_passes() -> None:
     assert t["ratio_min"][1] == pytest.approx(1.0) and t["ratio_max"][1] == pytest.approx(1.2)
     assert t["cpu_per_gradient_s"] == [pytest.approx(100e-6), pytest.approx(110e-6)]  # medians over the passes
     assert t["preemptions_per_gradient"] == [0.0, pytest.approx(0.4)]
-    # (c_k − c_1) / preemptions: 10 µs / 0.5, 40 µs / 0.4, 0 µs / 0.2 → median 20 µs; none at k = 1 (no preemption)
+    # (c_k − c_1) / preemptions: 10 µs / 0.5, 40 µs / 0.4, 0 µs / 0.2 → median 20 µs; none at k = 1, the reference
     assert t["per_preemption_s"] == [None, pytest.approx(20e-6)]
     assert [set(s) for s in t["samples"]] == [{"1", "4"}] * 3
 

@@ -149,8 +149,9 @@ def summarize(ks: Sequence[int], passes: Sequence[dict[int, dict[str, Any]]]) ->
 
     ratios = {k: [p[k]["cpu_per_gradient_s"] / p[1]["cpu_per_gradient_s"] for p in passes] for k in ks}
     per_preemption = {k: [(p[k]["cpu_per_gradient_s"] - p[1]["cpu_per_gradient_s"])
-                          / p[k]["preemptions_per_gradient"] for p in passes if p[k]["preemptions_per_gradient"] > 0]
-                      for k in ks}
+                          / p[k]["preemptions_per_gradient"] for p in passes
+                          if k > 1 and p[k]["preemptions_per_gradient"] > 0]
+                      for k in ks}  # k = 1 is the reference: none
     return {"cpu_per_gradient_s": [med(k, "cpu_per_gradient_s") for k in ks],
             "preemptions_per_gradient": [med(k, "preemptions_per_gradient") for k in ks],
             "busy": [med(k, "busy") for k in ks],
