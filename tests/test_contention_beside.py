@@ -109,6 +109,10 @@ def test_a_record_without_the_beside_table_makes_that_section_due(
     part, why = due()
     assert part == "cores:contention" and "has no cycle table" in why
     record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}, "cycle": {}})
+    part, why = due()
+    assert part == "cores:contention" and "has no timeshare table" in why  # before --timeshare
+    record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}, "cycle": {},
+                                         "timeshare": []})
     assert due()[0] == "none"
     (corpus / "intel_xeon_16cpu.json.gz").unlink()
     assert due()[0] == "cores"  # no entry: the whole part
