@@ -6,8 +6,8 @@ thousands are alive at any moment. CPython collects its young generation every 7
 each collection traverses every young object still alive, so the same live objects are traversed again and
 again as the workers grow; every object that existed before the run (the interpreter's modules, the
 workload, the scenario) is traversed again at each full collection. At 16 workers a run triggers almost no
-collection; at 1,024 workers the collector took 28–49% of the CPU time of a run of k-sync, sync and Lopez
-et al. (benchmarks/README_sim.md).
+collection; at 1,024 workers the collector took 22–34% of the CPU time of a run of k-sync, k-async, sync and
+backup (benchmarks/README_sim.md, ``sim_collector.py``).
 
 The run's own garbage cycles are few (about one object an update attempt), so while a run goes the
 collector runs rarely: its young generation is collected every :data:`YOUNG_THRESHOLD` net allocations, and
