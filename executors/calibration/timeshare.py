@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from executors import atomics as A
+from executors import settle
 from executors.calibration.contention import LAYERS, _go, mlp_workload
 from executors.calibration.copies import LR, _update
 from executors.cpu.shared import LINE
@@ -89,6 +90,9 @@ def measure(k: int, cpu: int, wl: Any, theta0: np.ndarray, batch: int, window_s:
         except BaseException as e:  # the window ends for the others too (below); raised after
             errors.append(e)
 
+    # timing.run_threads joins its threads before it returns; this window is ended from outside, so the threads
+    # are started here, after the same wait for this process's other threads to go idle
+    settle.settle()
     ts = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(k)]
     for t in ts:
         t.start()
