@@ -121,7 +121,7 @@ def _timeshare(args: argparse.Namespace, batch: int) -> dict[str, Any]:
         extra = ts["per_preemption_s"][i]
         print(f"| {k} | {1e6 * ts['cpu_per_gradient_s'][i]:.0f} | {ts['ratio'][i]:.3f} ({ts['ratio_min'][i]:.3f}"
               f"–{ts['ratio_max'][i]:.3f}) | {ts['preemptions_per_gradient'][i]:.3f} | "
-              f"{'—' if extra is None or k == 1 else f'{1e6 * extra:.0f}'} | {ts['busy'][i]:.3f} |")
+              f"{'—' if extra is None else f'{1e6 * extra:.0f}'} | {ts['busy'][i]:.3f} |")
     return ts
 
 
