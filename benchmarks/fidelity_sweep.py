@@ -324,6 +324,58 @@ def cells(args: argparse.Namespace) -> Iterator[tuple[str, Any, int, int]]:
                 yield label, scenario(name, params, threads, batch, args), threads, batch
 
 
+def groups(args: argparse.Namespace) -> list[list[tuple[str, Any, int, int]]]:
+    """The cells by (threads, batch), each group's algorithms in the sweep's order: what ``--interleave``
+    measures in turn."""
+    by: dict[tuple[int, int], list[tuple[str, Any, int, int]]] = {}
+    for cell in cells(args):
+        by.setdefault((cell[2], cell[3]), []).append(cell)
+    return [by[k] for k in sorted(by)]
+
+
+def measure_in_turn(group: list[tuple[str, Any, int, int]], args: argparse.Namespace,
+                    backend: str = "cpu") -> dict[str, tuple[Any, Any]]:
+    """The measured runs of a group's cells taken in turn: run r of every cell, then run r + 1. The host's speed
+    drifts within minutes; cell by cell, a cell's runs share the host of their seconds and the drift goes with the
+    algorithm, while in turn every algorithm of the group meets it alike. The gradient and placement are re-timed
+    right before each cell's first run (its drift, as the corpus keeps it); each cell's ``cpu`` folder holds its
+    runs merged as they finish. Returns, by cell name, the merged runs and that drift."""
+    from simasgd.evaluation import drift
+    from simasgd.machines import machine
+    from simasgd.runs import backends, results
+
+    impl = backends.load(backend)
+    done: dict[str, list[Any]] = {sc.name: [] for _label, sc, _t, _b in group}
+    probes: dict[str, Any] = {}
+    for r in range(args.repeats):
+        for _label, sc, _threads, _batch in group:
+            if r == 0:
+                sim = fidelity.sim_scenario(sc, ["sim", "cpu"])
+                probes[sc.name] = drift.measure(sim, machine.profile_path())
+            meta = backends.run_metadata(backend, sc)
+            one = impl.run_once(sc, r, None)
+            one.metadata = {**meta, **one.metadata}
+            done[sc.name].append(one)
+            results.merge(done[sc.name]).save(args.out / sc.name / backend)
+            print(f"  {sc.name}: run {r + 1} of {args.repeats}", flush=True)
+    return {name: (results.merge(runs), probes[name]) for name, runs in done.items()}
+
+
+def sweep_in_turn(args: argparse.Namespace, start: float) -> list[list[str]]:
+    """``--interleave``: each group's measured runs in turn (:func:`measure_in_turn`), then each cell simulated
+    and compared. No cell is measured again: the drift of one run is spread over the group, not retried."""
+    rows: list[list[str]] = []
+    for group in groups(args):
+        measured = measure_in_turn(group, args)
+        for label, sc, threads, batch in group:
+            fid, res = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500,
+                                                refresh=args.refresh, measured=measured[sc.name])
+            rows.append([*row(fid, res, label, threads, batch), "1"])
+            print(" | ".join(rows[-1]), flush=True)
+        save_table(args.table, markdown(rows, args, time.perf_counter() - start), args.key)
+    return rows
+
+
 def from_folders(args: argparse.Namespace) -> int:
     """The table of a sweep already run (``--out``), with today's metrics: no cell is run again."""
     args.profile_used, args.load_before = os.environ.get("SIMASGD_PROFILE", "(as measured)"), os.getloadavg()
@@ -405,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
                         "default: SIMASGD_PROFILE or profiles/this.toml")
     p.add_argument("--quick-calibration", action="store_true",
                    help="calibrate briefly where it calibrates (the prepared many-core script's time budget)")
+    p.add_argument("--interleave", action="store_true",
+                   help="measure each (threads, batch) group's cells in turn, run r of every algorithm before run "
+                        "r + 1, so the host's drift over the group falls on all of its algorithms alike "
+                        "(no cell is measured again: --attempts does not apply)")
     p.add_argument("--recalibrate", action="store_true",
                    help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
                         "the host drifts within the hour, and the goals assume a profile measured right before")
@@ -429,6 +485,11 @@ def main(argv: list[str] | None = None) -> int:
                                                 quick=args.quick_calibration, also=[
         scenario("mutex", {}, 2, b, args).workload for b in args.batches[1:]])
     args.load_before = os.getloadavg()
+    if args.interleave:
+        rows = sweep_in_turn(args, start)
+        print(headline(rows))
+        print(f"wrote {args.table}")
+        return 0
     rows = []
     for label, sc, threads, batch in cells(args):
         try:

@@ -52,3 +52,37 @@ def test_a_sweep_of_some_cells_does_not_take_the_whole_sweeps_section(sweep: Any
     some = argparse.Namespace(partial=True)
     assert sweep.section_key(whole) == "amd_epyc" and sweep.section_key(some) == "amd_epyc some cells"
     assert sweep.heading(False).startswith("## Results — ") and sweep.heading(True).endswith("(some cells)")
+
+
+def test_interleave_takes_run_r_of_every_cell_before_run_r_plus_1_and_merges_what_a_serial_run_gives(
+        sweep: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--interleave`` (measure_in_turn), on the simulator as a stand-in for the measured backend: each cell's
+    drift is probed once, before its first run; the runs go round the group's cells; each cell's merged runs
+    equal, seed for seed, a serial run of its repeats."""
+    from simasgd.evaluation import drift
+    from simasgd.runs import backends
+    from simasgd.runs.results import RunResult
+
+    args = argparse.Namespace(repeats=3, max_updates=60, max_time_s=5.0, lr=0.005, epsilon=0.05, timing_only=True,
+                              algorithms=["mutex", "hogwild"], threads=[2], batches=[16], out=tmp_path)
+    (group,) = sweep.groups(args)
+    assert [label for label, *_ in group] == ["mutex", "hogwild"]
+    probed: list[str] = []
+    monkeypatch.setattr(sweep.fidelity, "sim_scenario", lambda sc, _backends: sc)  # no profile to calibrate
+    monkeypatch.setattr(drift, "measure", lambda sc, _path, _probe=None: probed.append(sc.name) or sc.name)
+    impl = backends.load("sim")
+    order: list[tuple[str, int]] = []
+    real = impl.run_once
+    monkeypatch.setattr(impl, "run_once", lambda sc, r, adv: order.append((sc.name, r)) or real(sc, r, adv))
+
+    measured = sweep.measure_in_turn(group, args, backend="sim")
+
+    names = [sc.name for _label, sc, _t, _b in group]
+    assert order == [(n, r) for r in range(3) for n in names]
+    assert probed == names and {n: m[1] for n, m in measured.items()} == {n: n for n in names}
+    monkeypatch.undo()
+    for _label, sc, _t, _b in group:
+        merged, serial = measured[sc.name][0], backends.run(sc, "sim", jobs=1)
+        assert [r.run for r in merged.runs] == [0, 1, 2]
+        assert merged.updates.equals(serial.updates)
+        assert RunResult.load(tmp_path / sc.name / "sim").updates.equals(serial.updates)  # kept as it went

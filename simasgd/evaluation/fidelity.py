@@ -550,7 +550,8 @@ def _add_torch_gradients(path: Path, scenario: Scenario, quick: bool) -> None:
 def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *, repeats: int | None = None,
                     advance: Any = None, resamples: int = 1000, quick_calibration: bool = False,
                     calibrate: Calibrate | None = None, refresh: bool = False,
-                    probe: Probe | None = None, placements: bool = True) -> tuple[Fidelity, dict[str, RunResult]]:
+                    probe: Probe | None = None, placements: bool = True,
+                    measured: tuple[RunResult, Drift | None] | None = None) -> tuple[Fidelity, dict[str, RunResult]]:
     """Run the scenario on both backends into ``out/<backend>/`` and compare them (predicted first).
 
     Where the simulator runs on the calibrated profile against this host, the gradient and the CPUs'
@@ -560,7 +561,10 @@ def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *,
     (``out/profile-refreshed.toml``; the profile itself is left as it is). ``metadata.drift`` records the
     drift and its verdict: model error or a stale calibration. With ``placements``, a simulated side of two or
     more workers on a calibrated profile whose probes saw a far placement is simulated there too, for its
-    bands (:func:`simasgd.evaluation.prediction_band.simulate_far`, recorded in ``out/<backend>/``)."""
+    bands (:func:`simasgd.evaluation.prediction_band.simulate_far`, recorded in ``out/<backend>/``).
+
+    ``measured``: the measured side already run, with the drift re-timed right before its first run (a sweep
+    that takes the runs of several cells in turn); only the prediction runs here."""
     from simasgd.evaluation import drift, prediction_band
     from simasgd.runs import backends as registry
 
@@ -570,9 +574,15 @@ def run_and_compare(scenario: Scenario, backends: list[str], out: str | Path, *,
     out = Path(out)
     scenarios = {b: sim_scenario(scenario, backends, quick_calibration, calibrate) if b == "sim" else scenario
                  for b in (pred, ref)}
-    found, fresh = _drift_check(scenarios, out, refresh, probe)
     results = {}
+    if measured is None:
+        found, fresh = _drift_check(scenarios, out, refresh, probe)
+    else:
+        results[ref] = measured[0]
+        found, fresh = _refreshed(measured[1], refresh, out, scenarios)
     for b in ((ref, pred) if found is not None else (pred, ref)):  # the probe right before the measured runs
+        if b in results:
+            continue
         with drift.using_profile(fresh if b == "sim" else None):
             results[b] = registry.run(scenarios[b], b, repeats=repeats, out=out / b, advance=advance)
     if placements:  # on the profile the result read (a refreshed one's copy included), moved
@@ -591,19 +601,28 @@ def _drift_check(scenarios: dict[str, Scenario], out: Path, refresh: bool,
                  probe: Probe | None) -> tuple[Drift | None, Path | None]:
     """The drift since calibration where the simulator runs on this machine's profile (preset ``this``), and
     the refreshed copy of the profile it is to run on instead (None: the profile as it is)."""
-    from dataclasses import replace
-
     from simasgd.evaluation import drift
     from simasgd.machines import machine
 
     sc = scenarios.get("sim")
     if sc is None or sc.machine.preset != "this" or not any(_measures_host(b) for b in scenarios):
         return None, None
-    path = machine.profile_path()
-    found = drift.measure(sc, path, probe)
-    if not (refresh and found.drifted):
+    return _refreshed(drift.measure(sc, machine.profile_path(), probe), refresh, out, scenarios)
+
+
+def _refreshed(found: Drift | None, refresh: bool, out: Path,
+               scenarios: dict[str, Scenario]) -> tuple[Drift | None, Path | None]:
+    """The drift, marked refreshed where ``refresh`` simulates it at today's speed, and the refreshed copy of
+    the profile the simulator then runs on (None: the profile as it is)."""
+    from dataclasses import replace
+
+    from simasgd.evaluation import drift
+    from simasgd.machines import machine
+
+    if found is None or not (refresh and found.drifted):
         return found, None
-    return replace(found, refreshed=True), drift.write_refreshed(path, sc, found.ratio, out)
+    return (replace(found, refreshed=True),
+            drift.write_refreshed(machine.profile_path(), scenarios["sim"], found.ratio, out))
 
 
 def compare_folders(predicted: str | Path, reference: str | Path, out: str | Path | None = None,
