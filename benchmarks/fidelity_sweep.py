@@ -344,21 +344,19 @@ def measure_in_turn(group: list[tuple[str, Any, int, int]], args: argparse.Names
     from simasgd.machines import machine
     from simasgd.runs import backends, results
 
-    impl = backends.load(backend)
     done: dict[str, list[Any]] = {sc.name: [] for _label, sc, _t, _b in group}
+    merged: dict[str, Any] = {}
     probes: dict[str, Any] = {}
     for r in range(args.repeats):
         for _label, sc, _threads, _batch in group:
             if r == 0:
                 sim = fidelity.sim_scenario(sc, ["sim", "cpu"])
                 probes[sc.name] = drift.measure(sim, machine.profile_path())
-            meta = backends.run_metadata(backend, sc)
-            one = impl.run_once(sc, r, None)
-            one.metadata = {**meta, **one.metadata}
-            done[sc.name].append(one)
-            results.merge(done[sc.name]).save(args.out / sc.name / backend)
+            done[sc.name].append(backends.run_repeat(sc, backend, r))
+            merged[sc.name] = results.merge(done[sc.name])
+            merged[sc.name].save(args.out / sc.name / backend)
             print(f"  {sc.name}: run {r + 1} of {args.repeats}", flush=True)
-    return {name: (results.merge(runs), probes[name]) for name, runs in done.items()}
+    return {name: (merged[name], probes[name]) for name in done}
 
 
 def sweep_in_turn(args: argparse.Namespace, start: float) -> list[list[str]]:

@@ -154,19 +154,24 @@ def run(scenario: Scenario, backend: str = DEFAULT, *, repeats: int | None = Non
     :func:`repeat_jobs` processes (``jobs``: None = every CPU; 1 = one after another in this process), and
     the result is the one a serial run gives, merged in repeat order (its time stamp ``metadata.created``
     aside)."""
-    impl = load(backend)
+    load(backend)  # a missing backend fails here, before any repeat
     n = repeats or scenario.repeats
     workers = repeat_jobs(backend, n, jobs)
     if workers > 1:
         return _run_pool(scenario, backend, n, workers, out, advance, on_run)
     done: list[RunResult] = []
     for r in range(n):
-        meta = run_metadata(backend, scenario)  # before the run: the profile it reads
-        result = impl.run_once(scenario, r, advance)
-        result.metadata = {**meta, **result.metadata}
-        done.append(result)
+        done.append(run_repeat(scenario, backend, r, advance))
         _keep(merge(done), out, on_run)
     return merge(done)
+
+
+def run_repeat(scenario: Scenario, backend: str, run: int, advance: Advance | None = None) -> RunResult:
+    """Repeat ``run`` of the scenario on ``backend``, in this process, with the run's metadata."""
+    meta = run_metadata(backend, scenario)  # before the run: the profile it reads
+    result = load(backend).run_once(scenario, run, advance)
+    result.metadata = {**meta, **result.metadata}
+    return result
 
 
 def _keep(merged: RunResult, out: str | Path | None, on_run: Callable[[RunResult], None] | None) -> None:
