@@ -257,7 +257,9 @@ def markdown(rows: list[list[str]], args: argparse.Namespace, seconds: float) ->
         "mean step simulated / measured (its staleness counts them; beyond ±10% with the master on a CPU of its own, "
         "⚠ memory drift, and the cell is measured again as below); \"grad median err\": the "
         "simulated (calibrated) gradient's median against the measured one — beyond ±10% the machine itself ran "
-        "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\"); "
+        "differently than at calibration (such a cell is measured again, up to --attempts times: \"tries\"; with "
+        "--interleave each run probes the host first and waits while it drifts: \"tries\", the most probes a run of "
+        "the cell took); "
         "\"grad. at once\": workers inside a gradient at once, time-averaged "
         "(simasgd.evaluation.phases.gradient_concurrency) — "
         "a measured value near half the simulated one means the workers took turns on the host. \"absent\": the "
@@ -334,41 +336,62 @@ def groups(args: argparse.Namespace) -> list[list[tuple[str, Any, int, int]]]:
 
 
 def measure_in_turn(group: list[tuple[str, Any, int, int]], args: argparse.Namespace,
-                    backend: str = "cpu") -> dict[str, tuple[Any, Any]]:
+                    backend: str = "cpu") -> tuple[dict[str, tuple[Any, Any]], dict[str, int]]:
     """The measured runs of a group's cells taken in turn: run r of every cell, then run r + 1. The host's speed
     drifts within minutes; cell by cell, a cell's runs share the host of their seconds and the drift goes with the
     algorithm, while in turn every algorithm of the group meets it alike. The gradient and placement are re-timed
-    right before each cell's first run (its drift, as the corpus keeps it); each cell's ``cpu`` folder holds its
-    runs merged as they finish. Returns, by cell name, the merged runs and that drift."""
-    from simasgd.evaluation import drift
-    from simasgd.machines import machine
+    right before each run (:func:`settled`: a run waits while the host is off its calibrated speed); each cell's
+    ``cpu`` folder holds its runs merged as they finish. Returns, by cell name, the merged runs and the drift
+    probed before its first run (as the corpus keeps it), and the most probes one of its runs took."""
     from simasgd.runs import backends, results
 
     done: dict[str, list[Any]] = {sc.name: [] for _label, sc, _t, _b in group}
     merged: dict[str, Any] = {}
     probes: dict[str, Any] = {}
+    tries = dict.fromkeys(done, 0)
     for r in range(args.repeats):
         for _label, sc, _threads, _batch in group:
-            if r == 0:
-                sim = fidelity.sim_scenario(sc, ["sim", "cpu"])
-                probes[sc.name] = drift.measure(sim, machine.profile_path())
+            found, k = settled(sc, args)
+            probes.setdefault(sc.name, found)
+            tries[sc.name] = max(tries[sc.name], k)
             done[sc.name].append(backends.run_repeat(sc, backend, r))
             merged[sc.name] = results.merge(done[sc.name])
             merged[sc.name].save(args.out / sc.name / backend)
             print(f"  {sc.name}: run {r + 1} of {args.repeats}", flush=True)
-    return {name: (merged[name], probes[name]) for name in done}
+    return {name: (merged[name], probes[name]) for name in done}, tries
+
+
+def settled(sc: Any, args: argparse.Namespace) -> tuple[Any, int]:
+    """The drift probed right before one of ``sc``'s runs, and the probes it took: while the gradient is off its
+    calibrated speed beyond ``DRIFT`` or the CPUs are in another placement (another tenant, for the minutes it
+    lasts), the run waits ``--drift-wait-s`` and probes again, up to ``--attempts`` probes; then it runs, as the
+    host is. A run is not spent on a host the profile does not describe, and every algorithm of the group waits
+    for the same host."""
+    from simasgd.evaluation import drift
+    from simasgd.machines import machine
+
+    sim = fidelity.sim_scenario(sc, ["sim", "cpu"])
+    for attempt in range(1, args.attempts + 1):
+        found = drift.measure(sim, machine.profile_path())
+        if not (found.drifted or found.moved) or attempt == args.attempts:
+            return found, attempt
+        why = found.placement_line() if found.moved else found.gradient_line()
+        print(f"  {sc.name}: {why}: probe {attempt + 1} in {args.drift_wait_s:g} s", flush=True)
+        time.sleep(args.drift_wait_s)
+    raise ValueError("--attempts must be at least 1")
 
 
 def sweep_in_turn(args: argparse.Namespace, start: float) -> list[list[str]]:
     """``--interleave``: each group's measured runs in turn (:func:`measure_in_turn`), then each cell simulated
-    and compared. No cell is measured again: the drift of one run is spread over the group, not retried."""
+    and compared. A run whose probe found the host drifted waits for it (:func:`settled`), not the cell: the
+    runs already taken stand."""
     rows: list[list[str]] = []
     for group in groups(args):
-        measured = measure_in_turn(group, args)
+        measured, tries = measure_in_turn(group, args)
         for label, sc, threads, batch in group:
             fid, res = fidelity.run_and_compare(sc, ["sim", "cpu"], args.out / sc.name, resamples=500,
                                                 refresh=args.refresh, measured=measured[sc.name])
-            rows.append([*row(fid, res, label, threads, batch), "1"])
+            rows.append([*row(fid, res, label, threads, batch), str(tries[sc.name])])
             print(" | ".join(rows[-1]), flush=True)
         save_table(args.table, markdown(rows, args, time.perf_counter() - start), args.key)
     return rows
@@ -457,8 +480,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="calibrate briefly where it calibrates (the prepared many-core script's time budget)")
     p.add_argument("--interleave", action="store_true",
                    help="measure each (threads, batch) group's cells in turn, run r of every algorithm before run "
-                        "r + 1, so the host's drift over the group falls on all of its algorithms alike "
-                        "(no cell is measured again: --attempts does not apply)")
+                        "r + 1, so the host's drift over the group falls on all of its algorithms alike; each run "
+                        "probes the host first and waits while it drifts, up to --attempts probes")
     p.add_argument("--recalibrate", action="store_true",
                    help="calibrate afresh first, even where the profile exists (the old one kept as <name>.prev): "
                         "the host drifts within the hour, and the goals assume a profile measured right before")

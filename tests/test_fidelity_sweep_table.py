@@ -56,30 +56,48 @@ def test_a_sweep_of_some_cells_does_not_take_the_whole_sweeps_section(sweep: Any
 
 def test_interleave_takes_run_r_of_every_cell_before_run_r_plus_1_and_merges_what_a_serial_run_gives(
         sweep: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--interleave`` (measure_in_turn), on the simulator as a stand-in for the measured backend: each cell's
-    drift is probed once, before its first run; the runs go round the group's cells; each cell's merged runs
+    """``--interleave`` (measure_in_turn), on the simulator as a stand-in for the measured backend: the host is
+    probed before every run and a run waits while the probe finds it drifted (up to ``--attempts`` probes); the
+    cell keeps the probe its first run went on; the runs go round the group's cells; each cell's merged runs
     equal, seed for seed, a serial run of its repeats."""
     from simasgd.evaluation import drift
     from simasgd.runs import backends
     from simasgd.runs.results import RunResult
 
     args = argparse.Namespace(repeats=3, max_updates=60, max_time_s=5.0, lr=0.005, epsilon=0.05, timing_only=True,
-                              algorithms=["mutex", "hogwild"], threads=[2], batches=[16], out=tmp_path)
+                              algorithms=["mutex", "hogwild"], threads=[2], batches=[16], out=tmp_path,
+                              attempts=3, drift_wait_s=7.0)
     (group,) = sweep.groups(args)
     assert [label for label, *_ in group] == ["mutex", "hogwild"]
-    probed: list[str] = []
+    names = [sc.name for _label, sc, _t, _b in group]
+    # the host, probe by probe: hogwild's first run finds it drifted once; mutex's third, three times (it runs
+    # after the third probe, as the host is)
+    host = iter([1.0, 1.3, 1.02, 1.0, 1.0, 0.8, 0.7, 1.5, 1.0])
+    probed: list[tuple[str, float]] = []
+
+    def measure(sc: Any, _path: Any, _probe: Any = None) -> drift.Drift:
+        ratio = next(host)
+        probed.append((sc.name, ratio))
+        return drift.Drift(workload="w", gradient_s=ratio * 1e-4, calibrated_gradient_s=1e-4, c2c_ns=None,
+                           calibrated_c2c_ns=None, calibrated_at=None, measured_at="now")
+
+    waits: list[float] = []
     monkeypatch.setattr(sweep.fidelity, "sim_scenario", lambda sc, _backends: sc)  # no profile to calibrate
-    monkeypatch.setattr(drift, "measure", lambda sc, _path, _probe=None: probed.append(sc.name) or sc.name)
+    monkeypatch.setattr(drift, "measure", measure)
+    monkeypatch.setattr(sweep.time, "sleep", waits.append)
     impl = backends.load("sim")
     order: list[tuple[str, int]] = []
     real = impl.run_once
     monkeypatch.setattr(impl, "run_once", lambda sc, r, adv: order.append((sc.name, r)) or real(sc, r, adv))
 
-    measured = sweep.measure_in_turn(group, args, backend="sim")
+    measured, tries = sweep.measure_in_turn(group, args, backend="sim")
 
-    names = [sc.name for _label, sc, _t, _b in group]
     assert order == [(n, r) for r in range(3) for n in names]
-    assert probed == names and {n: m[1] for n, m in measured.items()} == {n: n for n in names}
+    mutex, hogwild = names
+    assert [n for n, _ in probed] == [mutex, hogwild, hogwild, mutex, hogwild, mutex, mutex, mutex, hogwild]
+    assert waits == [7.0] * 3  # one for hogwild's first run, two for mutex's third (its last probe runs)
+    assert tries == {mutex: 3, hogwild: 2}
+    assert measured[mutex][1].ratio == 1.0 and measured[hogwild][1].ratio == 1.02  # the probe the first run went on
     monkeypatch.undo()
     for _label, sc, _t, _b in group:
         merged, serial = measured[sc.name][0], backends.run(sc, "sim", jobs=1)
