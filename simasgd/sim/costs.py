@@ -137,14 +137,13 @@ class Platform:
 
     def gradient(self, w: int) -> simpy.Event:
         seconds = self._grad[w]()
-        if self.gradients.tick is not None:  # the timer's instants it runs over (on a time-shared CPU: as if it ran on)
-            seconds += self.gradients.tick.stall(self.env.now, seconds)
+        tick = self.gradients.tick  # the timer's instants it runs over on its CPU
         if self._fast[w]:
-            return self.env.timeout(seconds)
+            return self.env.timeout(seconds if tick is None else seconds + tick.stall(self.env.now, seconds))
         miss = self.gradients.miss[w]
         if miss:  # the part of its traffic the socket's L3 cannot hold streams from the socket's DRAM
-            return self.cores.work(w, seconds, lambda after: self.memory.stream(w, miss, after))
-        return self.cores.work(w, seconds)
+            return self.cores.work(w, seconds, lambda after: self.memory.stream(w, miss, after), tick)
+        return self.cores.work(w, seconds, tick=tick)
 
     def read(self, w: int, part: float = 1.0, seconds: float | None = None, first: bool = True) -> simpy.Event:
         """Copy (a ``part`` of) the model; ``seconds`` imposes a duration drawn earlier (chunked reads).

@@ -51,6 +51,7 @@ from simpy.events import NORMAL
 from simasgd.machines.machine import Machine
 from simasgd.sim.memory import Transfer
 from simasgd.sim.primitives import Environment, Mutex, Req, RWLock, WriteRequest
+from simasgd.sim.tick import Tick
 
 Then = Callable[[float], Transfer]  # a memory transfer that starts so many seconds from now
 Spun = Mutex | RWLock  # a lock whose spinners rotate: a mutex's, a read-write lock's writers
@@ -358,21 +359,26 @@ class Cores:
             self.catch_up(th.rq)
         return th.sliced and (th.req is None or th.since > t)
 
-    def work(self, w: int, seconds: float, then: Then | None = None) -> simpy.Event:
+    def work(self, w: int, seconds: float, then: Then | None = None, tick: Tick | None = None) -> simpy.Event:
         """``seconds`` of CPU work by thread ``w``, then (optionally) a memory transfer it stalls on, on its
-        CPU: ``then(after)`` starts one ``after`` seconds from now."""
+        CPU: ``then(after)`` starts one ``after`` seconds from now. A ``tick`` stalls the work at each of its
+        instants the thread is on its CPU for (a thread waiting for a CPU loses nothing to it)."""
         th = self.threads[w]
         if not th.sliced:
+            if tick is not None:
+                seconds += tick.stall(self.env.now, seconds)
             if then is None:
                 return self.env.timeout(seconds)
             return then(max(seconds, 0.0))
-        if th.req is not None and th.left - seconds > _LEFT:
-            # on its CPU, within its quantum: nothing can take the CPU from it meanwhile, so no scheduler step
-            th.left -= seconds
-            if then is None:
-                return self.env.timeout(seconds)
-            return self._stalls(th, then(seconds), self.env.now + seconds)
-        return self.env.process(cpu_burst(self.env, self, th, seconds, then))
+        if th.req is not None:
+            held = seconds if tick is None else seconds + tick.stall(self.env.now, seconds)
+            if th.left - held > _LEFT:
+                # on its CPU, within its quantum: nothing can take the CPU from it meanwhile, so no scheduler step
+                th.left -= held
+                if then is None:
+                    return self.env.timeout(held)
+                return self._stalls(th, then(held), self.env.now + held)
+        return self.env.process(cpu_burst(self.env, self, th, seconds, then, tick))
 
     def _stalls(self, th: Thread, transfer: Transfer, start: float) -> Transfer:
         """``th`` stalls on its CPU from ``start`` until ``transfer`` is through: the stall is CPU time, counted
@@ -847,8 +853,9 @@ def take_cpu(env: simpy.Environment, cores: Cores, th: Thread) -> Generator[simp
 
 
 def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
-              then: Then | None) -> Generator[simpy.Event, object, None]:
-    """Run ``seconds`` of work on an oversubscribed pool, quantum by quantum."""
+              then: Then | None, tick: Tick | None = None) -> Generator[simpy.Event, object, None]:
+    """Run ``seconds`` of work on an oversubscribed pool, quantum by quantum; a ``tick``'s instants stall
+    the turns they fall into (the thread holds its CPU through the stall, which its quantum pays)."""
     left = seconds
     try:
         while True:
@@ -857,9 +864,10 @@ def cpu_burst(env: simpy.Environment, cores: Cores, th: Thread, seconds: float,
             if left <= 0:
                 break
             run = left if left < th.left else th.left
-            yield env.timeout(run)
+            held = run if tick is None else run + tick.stall(env.now, run)
+            yield env.timeout(held)
             left -= run
-            th.left -= run
+            th.left -= held
             if th.left <= _LEFT:
                 cores.quantum_over(th)
         if then is not None:  # a memory transfer: the thread stalls on its CPU, and the stall is CPU time

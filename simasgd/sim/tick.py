@@ -17,8 +17,13 @@ more than the calls' own spread, so the slowest hit·m/P share of the samples ar
 those a tick could have slowed: up to ``MAX_STALL_PAUSES`` pauses over the body). The rest are drawn
 at random, as without a tick; the excess of the slowest over the rest's median is a tick's stall. A
 gradient running over a tick instant (every P from a phase drawn once a run) is stalled by that
-tick's draw, the same draw for every worker it falls on (:class:`Tick`). Reads, updates and passes
-are not: each is short beside the period, so few of them contain a tick.
+tick's draw, the same draw on every CPU (:class:`Tick`). Reads, updates and passes are not: each is
+short beside the period, so few of them contain a tick.
+
+The tick stops a CPU, not a thread: where threads time-share a CPU (``sim/cpu.py``), the stall falls on
+the turn of the one on it at the instant, which holds the CPU through it; the threads waiting for that
+CPU lose nothing to it. So a CPU loses one stall an instant however many threads share it, as a thread
+with a CPU of its own does, and the threads a tick stalls together are those on different CPUs.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ def split(samples: np.ndarray, period_s: float, hit_rate: float,
 
 class Tick:
     """The run's timer: instants ``phase_s + k·period_s``; tick k stalls a gradient it falls into by its
-    own draw from ``stalls_s`` (with probability ``hit_rate``), the same for every worker."""
+    own draw from ``stalls_s`` (with probability ``hit_rate``), the same on every CPU."""
 
     def __init__(self, period_s: float, hit_rate: float, stalls_s: np.ndarray, rng: np.random.Generator) -> None:
         self.period_s = period_s

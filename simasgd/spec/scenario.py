@@ -349,10 +349,10 @@ class SimConfig(Section):
     held_lines: bool = True
     # A periodic timer that stops every CPU at the same instant (profile [tick], executors/calibration/tick.py:
     # e.g. 250 Hz): the gradient samples' slowest share (hit·median/period) are the calls
-    # a tick fell into; a gradient that runs over a tick instant is stalled by that tick's draw of their
-    # excess, the same for every worker it falls on (simasgd/sim/tick.py). Two workers computing at once
-    # are slowed together and keep their offset, as measured. False, or no [tick] = the samples drawn
-    # as they are.
+    # a tick fell into; a gradient on a CPU at a tick instant is stalled by that tick's draw of their
+    # excess, the same on every CPU (simasgd/sim/tick.py; a thread waiting for a time-shared CPU loses
+    # nothing to it). Two workers computing at once are slowed together and keep their offset, as
+    # measured. False, or no [tick] = the samples drawn as they are.
     timer_tick: bool = True
 
 

@@ -159,3 +159,74 @@ def _uncovered(left: float, right: float, starts: np.ndarray, ends: np.ndarray) 
             return False
     return at < right
 
+
+
+def test_on_a_time_shared_cpu_a_tick_stalls_only_the_thread_on_it() -> None:
+    """Two threads pinned to one CPU, 1-ms quanta, no switch cost, 2.5 ms of work each from t = 0: A runs
+    [0, 1), B [1, 2), A [2, 3), B [3, 4), A [4, 4.5), B [4.5, 5). A tick at 2.2 ms falls in A's turn: the
+    CPU loses one stall S, which A's turn takes (it holds the CPU through it), so A ends at 4.5 + S and B
+    at 5 + S — not 5 + 2S, as a stall added to every gradient whose span (as if it ran alone: [0, 2.5))
+    covers the instant would give. B, waiting for the CPU when the instant passes, loses nothing to it."""
+    import dataclasses
+
+    import simpy
+
+    from simasgd.machines.machine import PRESETS
+    from simasgd.sim.cpu import Cores
+
+    m = dataclasses.replace(PRESETS["laptop-2core"], quantum_s=1e-3, context_switch_s=0.0)
+    for tick_on in (False, True):
+        env = simpy.Environment()
+        cores = Cores(env, m, [0, 0])
+        t = Tick(P, 1.0, np.array([STALL]), np.random.default_rng(0))
+        t.phase_s = 2.2e-3
+        ends: dict[int, float] = {}
+
+        def thread(w: int, t: Tick = t, env: simpy.Environment = env, cores: Cores = cores):
+            yield cores.work(w, 2.5e-3, tick=t if tick_on else None)
+            ends[w] = env.now
+            cores.block(w)  # done: its CPU goes to the other
+
+        env.process(thread(0))
+        env.process(thread(1))
+        env.run()
+        s = STALL if tick_on else 0.0
+        assert ends[0] == pytest.approx(4.5e-3 + s, abs=1e-12)
+        assert ends[1] == pytest.approx(5e-3 + s, abs=1e-12)
+
+
+def test_the_stall_a_cpu_loses_does_not_grow_with_the_threads_sharing_it() -> None:
+    """k threads pinned to one CPU, each 40.3 ms of work in 1-ms quanta from t = 0: the CPU works 40.3·k ms
+    and loses one stall at each tick instant it passes, whoever is on it, so the last thread ends at the
+    first moment T with T − S·(instants in [0, T)) = 40·k ms; a stall a thread had for each instant its
+    own span covers would grow with k."""
+    import dataclasses
+
+    import simpy
+
+    from simasgd.machines.machine import PRESETS
+    from simasgd.sim.cpu import Cores
+
+    m = dataclasses.replace(PRESETS["laptop-2core"], quantum_s=1e-3, context_switch_s=0.0)
+    for k in (2, 4, 8):
+        env = simpy.Environment()
+        cores = Cores(env, m, [0] * k)
+        t = Tick(P, 1.0, np.array([STALL]), np.random.default_rng(k))
+        ends: list[float] = []
+
+        def thread(w: int, t: Tick = t, env: simpy.Environment = env, cores: Cores = cores):
+            yield cores.work(w, 40.3e-3, tick=t)
+            ends.append(env.now)
+            cores.block(w)
+
+        for w in range(k):
+            env.process(thread(w))
+        env.run()
+        work = end = 40.3e-3 * k
+        while True:  # the fixed point: the instants before the end each cost one stall
+            instants = np.floor((end - t.phase_s) / P) + 1 if end > t.phase_s else 0
+            nxt = work + STALL * instants
+            if nxt == end:
+                break
+            end = nxt
+        assert max(ends) == pytest.approx(end, abs=1e-12)
