@@ -182,8 +182,9 @@ def test_on_a_time_shared_cpu_a_tick_stalls_only_the_thread_on_it() -> None:
         t.phase_s = 2.2e-3
         ends: dict[int, float] = {}
 
-        def thread(w: int, t: Tick = t, env: simpy.Environment = env, cores: Cores = cores):
-            yield cores.work(w, 2.5e-3, tick=t if tick_on else None)
+        def thread(w: int, t: Tick | None = t if tick_on else None, env: simpy.Environment = env,
+                   cores: Cores = cores, ends: dict[int, float] = ends):
+            yield cores.work(w, 2.5e-3, tick=t)
             ends[w] = env.now
             cores.block(w)  # done: its CPU goes to the other
 
@@ -214,7 +215,8 @@ def test_the_stall_a_cpu_loses_does_not_grow_with_the_threads_sharing_it() -> No
         t = Tick(P, 1.0, np.array([STALL]), np.random.default_rng(k))
         ends: list[float] = []
 
-        def thread(w: int, t: Tick = t, env: simpy.Environment = env, cores: Cores = cores):
+        def thread(w: int, t: Tick = t, env: simpy.Environment = env, cores: Cores = cores,
+                   ends: list[float] = ends):
             yield cores.work(w, 40.3e-3, tick=t)
             ends.append(env.now)
             cores.block(w)
