@@ -346,12 +346,14 @@ def measure_in_turn(group: list[tuple[str, Any, int, int]], args: argparse.Names
     from simasgd.runs import backends, results
 
     done: dict[str, list[Any]] = {sc.name: [] for _label, sc, _t, _b in group}
+    # what the probe times: the simulator's side of each cell, on the calibrated profile (checked once a cell)
+    sims = {sc.name: fidelity.sim_scenario(sc, ["sim", "cpu"]) for _label, sc, _t, _b in group}
     merged: dict[str, Any] = {}
     probes: dict[str, Any] = {}
     tries = dict.fromkeys(done, 0)
     for r in range(args.repeats):
         for _label, sc, _threads, _batch in group:
-            found, k = settled(sc, args)
+            found, k = settled(sims[sc.name], args)
             probes.setdefault(sc.name, found)
             tries[sc.name] = max(tries[sc.name], k)
             done[sc.name].append(backends.run_repeat(sc, backend, r))
@@ -361,22 +363,21 @@ def measure_in_turn(group: list[tuple[str, Any, int, int]], args: argparse.Names
     return {name: (merged[name], probes[name]) for name in done}, tries
 
 
-def settled(sc: Any, args: argparse.Namespace) -> tuple[Any, int]:
-    """The drift probed right before one of ``sc``'s runs, and the probes it took: while the gradient is off its
-    calibrated speed beyond ``DRIFT`` or the CPUs are in another placement (another tenant, for the minutes it
-    lasts), the run waits ``--drift-wait-s`` and probes again, up to ``--attempts`` probes; then it runs, as the
-    host is. A run is not spent on a host the profile does not describe, and every algorithm of the group waits
-    for the same host."""
+def settled(sim: Any, args: argparse.Namespace) -> tuple[Any, int]:
+    """The drift probed right before a run of the cell whose simulated side is ``sim``, and the probes it took:
+    while the gradient is off its calibrated speed beyond ``DRIFT`` or the CPUs are in another placement (another
+    tenant, for the minutes it lasts), the run waits ``--drift-wait-s`` and probes again, up to ``--attempts``
+    probes; then it runs, as the host is. A run is not spent on a host the profile does not describe, and every
+    algorithm of the group waits for the same host."""
     from simasgd.evaluation import drift
     from simasgd.machines import machine
 
-    sim = fidelity.sim_scenario(sc, ["sim", "cpu"])
     for attempt in range(1, args.attempts + 1):
         found = drift.measure(sim, machine.profile_path())
         if not (found.drifted or found.moved) or attempt == args.attempts:
             return found, attempt
         why = found.placement_line() if found.moved else found.gradient_line()
-        print(f"  {sc.name}: {why}: probe {attempt + 1} in {args.drift_wait_s:g} s", flush=True)
+        print(f"  {sim.name}: {why}: probe {attempt + 1} in {args.drift_wait_s:g} s", flush=True)
         time.sleep(args.drift_wait_s)
     raise ValueError("--attempts must be at least 1")
 
