@@ -47,7 +47,8 @@ def test_moved_scales_what_crosses_cores_and_nothing_within_one() -> None:
     doc = {"machine": MACHINE, "locks": {"handoff_s": 4e-8, "uncontended_s": 3e-9},
            "cas": {"latency_s": 3e-9, "contended_s": 2e-8, "failure_cost_s": 5e-8},
            "coherence": {"sizes_bytes": [65536, 131072], "read_gbs": [50.0, 60.0], "update_gbs": [70.0, 80.0],
-                         "fresh_gbs": [75.0, 85.0], "held_read_gbs": [55.0, 65.0], "held_update_gbs": [30.0, 40.0]},
+                         "fresh_gbs": [75.0, 85.0], "held_read_gbs": [55.0, 65.0], "held_update_gbs": [30.0, 40.0],
+                         "held_mirrored_gbs": [9.0, 12.0]},
            "copy_by_size": {"sizes_bytes": [65536, 131072], "read_gbs": [90.0, 95.0]},
            "c2c": {"latency_ns": NEAR_NS}}
     p = profile.typed(doc)

@@ -19,7 +19,7 @@ from executors import atomics as A
 from executors.calibration.copies import LR, _update
 from executors.calibration.timing import run_threads
 from simasgd.numerics.memops import copy_into
-from simasgd.numerics.update_rule import step_into
+from simasgd.numerics.update_rule import step_into, step_mirrored
 
 
 @njit(nogil=True, cache=True)
@@ -39,10 +39,12 @@ def _wait_turn(turn: np.ndarray, me: int) -> None:
             A.sched_yield()
 
 
-COPY, UPDATE, FRESH = 0, 1, 2  # B's timed step in a [coherence] round
+COPY, UPDATE, FRESH, MIRRORED = 0, 1, 2, 3  # B's timed step in a [coherence] round
 
 
-STREAMS = (2, 3, 4)  # model-sized streams each moves (a fresh buffer's lines are read for ownership first)
+# model-sized streams each moves (a fresh buffer's lines are read for ownership first; a mirrored update reads
+# and writes θ and the worker's copy)
+STREAMS = (2, 3, 4, 4)
 
 
 # what A does to B's buffer before B's timed step: writes it (B takes its lines from A's cache), or reads it
@@ -59,9 +61,11 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, op: i
     ``lines`` OTHERS: A writes all of ``buf`` (and of ``dst`` for FRESH), then hands over; HELD: B wrote
     ``buf`` in its previous turn and A copies it into a buffer of its own (``dst`` is A's here), so both
     caches hold its lines, as after a lock worker's read of the model the other worker had just updated.
-    B then times one copy ``buf -> dst``, one update ``buf -= lr * g``, or one fresh-vector pass
+    B then times one copy ``buf -> dst``, one update ``buf -= lr * g``, one fresh-vector pass
     ``dst = buf - lr * g`` (Leashed-SGD's, from a vector another core published into one another core
-    wrote before) and hands back. Release/acquire orders A's writes before B's timed reads.
+    wrote before), or one mirrored update ``buf -= lr * dst; dst = buf`` (the lock workers' update, its
+    gradient written over B's copy and the new θ left there: ``update_rule.step_mirrored``) and hands back.
+    Release/acquire orders A's writes before B's timed reads.
     """
     none = g[:0]
     for r in range(out_ns.shape[0]):
@@ -79,6 +83,8 @@ def _alternate(role: int, buf: np.ndarray, dst: np.ndarray, g: np.ndarray, op: i
                 _update(buf, g, LR)
             elif op == FRESH:
                 step_into(dst, none, buf, none, g, LR, 0.0, 0, False)
+            elif op == MIRRORED:
+                step_mirrored(buf, none, dst, dst, LR, 0.0, 1.0)
             else:
                 copy_into(dst, buf)
             A.compiler_barrier()
@@ -100,13 +106,14 @@ def _median_round(cpus: tuple[int, int], n: int, op: int, lines: int, rounds: in
 
 def coherence(sizes: Sequence[int], seconds: float, read_gbs: dict[int, float] | None = None) -> dict[str, Any]:
     """B's copy / update / fresh pass of a buffer right after A (another CPU) wrote it; ``held_*``: B's copy /
-    update of a buffer it wrote, right after A copied it (both caches hold its lines)."""
+    update, and mirrored update, of a buffer it wrote, right after A copied it (both caches hold its lines)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         return {"reason": "one usable CPU: no second core to move lines from"}
     pair = (cpus[0], cpus[1])
     rows = (("read_gbs", COPY, OTHERS), ("update_gbs", UPDATE, OTHERS), ("fresh_gbs", FRESH, OTHERS),
-            ("held_read_gbs", COPY, HELD), ("held_update_gbs", UPDATE, HELD))
+            ("held_read_gbs", COPY, HELD), ("held_update_gbs", UPDATE, HELD),
+            ("held_mirrored_gbs", MIRRORED, HELD))
     per = seconds / max(1, len(rows) * len(sizes))
     out: dict[str, Any] = {"sizes_bytes": list(sizes), **{key: [] for key, _, _ in rows}}
     rounds_used = []

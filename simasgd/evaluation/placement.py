@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from simasgd.machines.profile_model import Profile
 
 # [coherence] rates of lines another core wrote last: they move between cores (the own_* rates do not)
-COHERENCE_RATES = ("read_gbs", "update_gbs", "fresh_gbs", "held_read_gbs", "held_update_gbs")
+COHERENCE_RATES = ("read_gbs", "update_gbs", "fresh_gbs", "held_read_gbs", "held_update_gbs", "held_mirrored_gbs")
 
 
 @dataclass(frozen=True)

@@ -278,6 +278,10 @@ class CoherenceTable(Table):
         "one lock worker reads the model the other just updated); B times a copy (`[sim] held_lines`)"))
     held_update_gbs: list[float] | None = Field(None, description=(
         "the same lines; B times an update, each write first invalidating A's copy (`[sim] held_lines`)"))
+    held_mirrored_gbs: list[float] | None = Field(None, description=(
+        "the same lines; B times the lock workers' update, its gradient written over its own copy and the new θ "
+        "left there (`update_rule.step_mirrored`): 4 × bytes / time (`[sim] held_lines`, mutex, rwlock and SSP "
+        "on an executor that skips reads)"))
     cpus: list[int] | None = Field(None, description="A's and B's CPUs")
     rounds: int | None = Field(None, description="alternations per size and variant")
     c2c_ns: list[float] | None = Field(None, description="the core-to-core probes around the rows")

@@ -66,6 +66,7 @@ class CacheModel:
     shared_fresh_gbs: np.ndarray | None = None  # a fresh-vector pass, source and destination the other core's
     held_read_gbs: np.ndarray | None = None  # a copy of lines this core wrote and another core has since read
     held_update_gbs: np.ndarray | None = None  # an update of such lines: each write invalidates the other's copy
+    held_mirrored_gbs: np.ndarray | None = None  # the lock workers' update of such lines, the new θ also into the copy
 
     @classmethod
     def from_profile(cls, profile: Profile | None) -> CacheModel | None:
@@ -101,7 +102,8 @@ class CacheModel:
                        shared_update_gbs=np.asarray(cu, float)[o] * 1e9,
                        shared_fresh_gbs=column(coh.fresh_gbs),  # none: the update's rate, four streams
                        held_read_gbs=column(coh.held_read_gbs),  # none: held lines at the private rates
-                       held_update_gbs=column(coh.held_update_gbs))
+                       held_update_gbs=column(coh.held_update_gbs),
+                       held_mirrored_gbs=column(coh.held_mirrored_gbs))  # none: the update's rate, four streams
 
     def _rate(self, table: np.ndarray, size: float, sizes: np.ndarray | None = None) -> float:
         x = math.log(max(size, 1.0))
@@ -134,6 +136,14 @@ class CacheModel:
         if writes:
             return self._coherent_s(self.held_update_gbs, 3, model_bytes)
         return self._coherent_s(self.held_read_gbs, 2, model_bytes)
+
+    def held_mirrored_s(self, model_bytes: float) -> float | None:
+        """The lock workers' update of held lines (:meth:`held_s`), the new θ also written into the worker's
+        copy that its gradient was written over (``update_rule.step_mirrored``): four model-sized streams at
+        ``[coherence] held_mirrored_gbs``. Timed as the executor runs it, since the two interleaved store
+        streams do not cost what the plain update's one does where each write of θ must first invalidate
+        another cache's copy (benchmarks/fidelity.md, the mirrored update); None when not calibrated."""
+        return self._coherent_s(self.held_mirrored_gbs, 4, model_bytes)
 
     def _coherent_s(self, table: np.ndarray | None, streams: int, model_bytes: float) -> float | None:
         """``streams`` model-sized streams at an optional ``[coherence]`` column's rate; None without it."""
@@ -201,6 +211,11 @@ class LastWriter:
         self._downgraded = False  # another worker read the last write: the writer's lines are shared too
         self._lapsed = [False] * n  # a reader's copies of the last write, evicted since by its own traffic
         self.recency = recency
+
+    @property
+    def writer(self) -> int:
+        """The worker that wrote the model last (-1: none yet)."""
+        return self._writer
 
     def evicted(self, w: int) -> None:
         """Worker ``w``'s own traffic since it last touched the model (a gradient on a private copy that,

@@ -117,6 +117,12 @@ class Platform:
         self.steps.shared_s[w] = None if shared is None else shared | free
         self.steps.held_s[w] = None  # lines it holds with a reader are the reader's to lose (its next read)
 
+    def mirrors(self, w: int) -> None:
+        """Worker ``w``'s update leaves the new θ in its private copy too (the cpu executor's lock loops, whose
+        reads it skips where the copy still is θ): on lines another core's cache holds too it runs at the
+        rate timed for that update (:meth:`StepTables.mirrored`)."""
+        self.steps.mirrored(w)
+
     def _socket_shares(self, sc: Scenario, m: Machine, cpus: list[int | None], dim: int | None,
                        itemsize: int, derived: bool) -> sockets.SocketShares | None:
         """Turbo and last-level cache per socket (:mod:`sockets`) on a machine whose preset knows them."""
@@ -208,6 +214,7 @@ class Platform:
     def _begin(self, w: int, writes: bool) -> None:
         """A read or update of the shared model begins: the rates it runs at (private, or another core's
         lines: :class:`LastWriter`) hold for all its chunks."""
+        rewrites = writes and self.steps.lines.writer == w  # its own last write, which others may have read since
         where = self.steps.lines.touch(w, writes)
         # time-shared CPU: the other threads' turns since this worker's last step evicted its lines
         # (a worker's cycle is about as large as a core's private cache)
@@ -217,6 +224,8 @@ class Platform:
         if w == self._fused:  # the sum is the other workers' to write: is a pass under way?
             where = OTHERS if any(t > self.env.now for t in self._pass_until) else OWN
         table = self.steps.shared_s[w] if where == OTHERS else self.steps.held_s[w] if where == HELD else None
+        if where == HELD and rewrites and self.steps.mirrored_s[w] is not None:
+            table = self.steps.mirrored_s[w]
         self._table[w] = table if table is not None else self.steps.cached_s[w]
 
     def update_into(self, w: int) -> simpy.Event:

@@ -47,6 +47,7 @@ class StepTables:
     cached_s: list[Rates | None]  # on the worker's own lines
     shared_s: list[Rates | None]  # on lines another core wrote last
     held_s: list[Rates | None]    # on lines valid here and in another core's cache
+    mirrored_s: list[Rates | None]  # a mirrored update of its own last write, another core having read it since
     lines: LastWriter             # who wrote the model's lines last, who holds them
     evicts: bool                  # a gradient on a private copy evicts the model's lines
 
@@ -58,7 +59,7 @@ class StepTables:
         coherent = n > 1 and sc.sim.coherence
         held = sc.sim.held_lines
         t = cls(resident, model_bytes, coherent, held,
-                None if resident is None else resident.read_s(model_bytes), [], [], [],
+                None if resident is None else resident.read_s(model_bytes), [], [], [], [None] * n,
                 LastWriter(n, sc.sim.coherence_recency), False)
         cached, shared, both = t.rates()
         t.cached_s, t.shared_s, t.held_s = [cached] * n, [shared] * n, [both] * n
@@ -91,6 +92,20 @@ class StepTables:
             return own, shared, None
         return own, shared, {READ_COPIES: max(own[READ_COPIES], read), UPDATE_COPIES: max(own[UPDATE_COPIES], update),
                              FRESH_COPIES: max(own[FRESH_COPIES], update * FRESH_COPIES / UPDATE_COPIES)}
+
+
+    def mirrored(self, w: int) -> None:
+        """Worker ``w``'s update leaves the new θ in its copy too, its gradient having been written over the copy
+        (the cpu executor's lock loops: ``update_rule.step_mirrored``). Where the lines are its own last write
+        and another core has read them since, each write must invalidate that core's copy while the copy's
+        stores queue behind it: such an update runs at ``[coherence] held_mirrored_gbs``
+        (:meth:`CacheModel.held_mirrored_s`), or the slower warm rate of its own lines, where calibrated."""
+        held, c = self.held_s[w], self.caches
+        if held is None or c is None or UPDATE_COPIES not in held:
+            return
+        t = c.held_mirrored_s(self.model_bytes)
+        if t is not None:
+            self.mirrored_s[w] = held | {UPDATE_COPIES: max(c.update_s(self.model_bytes), t)}
 
 
 @dataclass

@@ -124,7 +124,7 @@ def test_coherence_positive_finite_bandwidths(tables: dict[str, Any]) -> None:
     assert t["sizes_bytes"] and min(t["sizes_bytes"]) >= 64 << 10
     assert set(t["sizes_bytes"]) <= set(tables["copy_by_size"]["sizes_bytes"])
     assert t["rounds"] >= 5 and t["cpus"][0] != t["cpus"][1]
-    for key in ("read_gbs", "update_gbs", "fresh_gbs", "held_read_gbs", "held_update_gbs"):
+    for key in ("read_gbs", "update_gbs", "fresh_gbs", "held_read_gbs", "held_update_gbs", "held_mirrored_gbs"):
         assert len(t[key]) == len(t["sizes_bytes"]), key
         assert all(math.isfinite(v) and 0 < v < 10_000 for v in t[key]), (key, t[key])
 

@@ -37,6 +37,8 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.traits.lock_waiters != "sleep" else None
     hold = lambda held: p.cores.hold(w, held)
     elide = run.elide_reads
+    if run.traits.reads == "elided":  # the executor's update leaves the new θ in the worker's copy
+        p.mirrors(w)
     mine = -1  # the version this worker's last update made: its copy of θ holds it
     yield from run.start(w)
     while True:
