@@ -19,9 +19,9 @@ REMOVED_SIM_KEYS = ("read_elision", "loss_snapshots", "bookkeeping", "spin_befor
 
 def test_the_cpu_and_torch_executors_declare_what_their_workers_do() -> None:
     assert backends.traits("cpu") == ExecutorTraits(reads="elided", lock_waiters="spin_pauses", snapshots=True,
-                                                    bookkeeping="nopython")
+                                                    bookkeeping="nopython", updates="mirrored")
     assert backends.traits("torch") == ExecutorTraits(reads="copy", lock_waiters="sleep", snapshots=True,
-                                                      bookkeeping="python")
+                                                      bookkeeping="python", updates="plain")
 
 
 @pytest.mark.parametrize("name", ["sim", "serial", "cuda", "gpu", "dist"])

@@ -7,4 +7,5 @@ from simasgd.spec.traits import ExecutorTraits
 # only alone: shared.S_ELIDED counts them); its spin locks pause 64 times between sched_yield calls
 # (shared.SPINS_BEFORE_YIELD); take_snapshot copies θ into the loss ring inside the update; the record, budget
 # check and clock between cycles are nopython (executors/calibration/bookkeeping.py times them).
-TRAITS = ExecutorTraits(reads="elided", lock_waiters="spin_pauses", snapshots=True, bookkeeping="nopython")
+TRAITS = ExecutorTraits(reads="elided", lock_waiters="spin_pauses", snapshots=True, bookkeeping="nopython",
+                        updates="mirrored")

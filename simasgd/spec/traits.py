@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 Reads = Literal["elided", "copy"]
+Updates = Literal["mirrored", "plain"]
 LockWaiters = Literal["spin_pauses", "spin", "sleep"]
 Bookkeeping = Literal["nopython", "python"]
 
@@ -36,6 +37,10 @@ class ExecutorTraits:
     # [executor] bookkeeping_s and simulated; "python" runs the same nopython calls from the interpreter,
     # microseconds that no table calibrates: the simulator leaves it out rather than price it as compiled.
     bookkeeping: Bookkeeping
+    # "mirrored": a lock worker's update writes the new θ into its own copy in the same sweep (the cpu executor's
+    # mutex, rwlock and SSP loops, ``update_rule.step_mirrored``: what lets a read be skipped), timed apart where
+    # its lines are held by another cache too ([coherence] held_mirrored_gbs); "plain": θ ← θ − η·g alone.
+    updates: Updates = "plain"
 
     def record(self, of: str) -> dict[str, Any]:
         """The traits as a result's ``metadata["model"]["traits"]`` records them: whose, then each value."""
@@ -50,4 +55,5 @@ def describe(record: dict[str, Any] | None) -> str:
     return (f"executor traits: {record.get('of')}'s (reads {record.get('reads')}, lock waiters "
             f"{str(record.get('lock_waiters')).replace('_', ' with ')}, loss snapshots "
             f"{'in the update' if record.get('snapshots') else 'not priced'}, "
-            f"{books.get(str(record.get('bookkeeping')), str(record.get('bookkeeping')))})")
+            f"{books.get(str(record.get('bookkeeping')), str(record.get('bookkeeping')))}"
+            f"{', updates mirrored into the copy' if record.get('updates') == 'mirrored' else ''})")

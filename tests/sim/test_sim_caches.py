@@ -249,18 +249,19 @@ def test_a_gradient_on_a_copy_evicts_the_model_only_where_the_two_outgrow_the_pr
 
 
 HELD_READ, HELD_WRITE = [30.0, 25.0, 10.0], [45.0, 35.0, 15.0]  # slower than the coherent rates above
+HELD_MIRRORED = [12.0, 10.0, 4.0]  # the mirrored update of held lines: slower again (four streams)
 
 
 def _replayed(u):
-    """A mutex run's reads and updates in the order the lock let them happen, each with its duration and where
-    its lines were (0 own, 1 another core's, 2 held by both), replayed as MESI states per worker (I, S, M):
-    a write leaves the writer M and the others I; a read makes the reader S (a writer keeps M) and
-    downgrades another's M to S."""
+    """A mutex run's reads and updates in the order the lock let them happen, each with its duration, where
+    its lines were (0 own, 1 another core's, 2 held by both) and whether the worker wrote them last, replayed
+    as MESI states per worker (I, S, M): a write leaves the writer M and the others I; a read makes the reader
+    S (a writer keeps M) and downgrades another's M to S."""
     steps = [(r.t_grad_start, r.t_start, int(r.worker), False) for r in u.itertuples()]
     steps += [(r.t_write, r.t_grad_end, int(r.worker), True) for r in u.itertuples()]
     steps.sort()
     n = int(u["worker"].max()) + 1
-    state, wrote, prev_end, out = ["I"] * n, False, 0.0, []
+    state, wrote, prev_end, out, writer = ["I"] * n, False, 0.0, [], -1
     for end, begin, w, writes in steps:
         others = [state[v] for v in range(n) if v != w]
         if state[w] == "I" and wrote:
@@ -269,13 +270,13 @@ def _replayed(u):
             where = 2
         else:
             where = 0
+        out.append((writes, where, writer == w, end - max(begin, prev_end)))  # the lock was free, or came free then
         if writes:
-            state, wrote = ["I"] * n, True
+            state, wrote, writer = ["I"] * n, True, w
             state[w] = "M"
         else:
             state = ["S" if (x == "M" and v != w) else x for v, x in enumerate(state)]
             state[w] = "M" if state[w] == "M" else "S"
-        out.append((writes, where, end - max(begin, prev_end)))  # the lock was free, or came free then
         prev_end = end
     return out
 
@@ -300,10 +301,38 @@ def test_steps_of_lines_both_caches_hold(tmp_path: Path, monkeypatch: pytest.Mon
                 (False, 1): model.read_s(s, True), (True, 1): model.update_s(s, True),
                 (False, 2): model.held_s(s, False) if held else model.read_s(s),
                 (True, 2): model.held_s(s, True) if held else model.update_s(s)}
-    seen = {key: np.array([d for wr, wh, d in steps if (wr, wh) == key]) for key in expected}
+    seen = {key: np.array([d for wr, wh, _own, d in steps if (wr, wh) == key]) for key in expected}
     assert all(len(v) > 20 for v in seen.values()), {k: len(v) for k, v in seen.items()}
     for key, times in seen.items():  # a lock handed over adds its latency (90 ns here), nothing else
         np.testing.assert_allclose(times, expected[key], rtol=0, atol=0.2e-6, err_msg=str(key))
+
+
+@pytest.mark.parametrize("traits", ["cpu", "torch"])
+def test_a_mirrored_update_of_its_own_lines_another_core_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             traits: str) -> None:
+    """Mutex at 2 workers on a profile with ``held_mirrored_gbs``: under the cpu executor's traits (``updates =
+    "mirrored"``: its update leaves the new θ in the worker's copy) an update of held lines the worker wrote
+    last runs at 4·S over that rate, and one of held lines another worker wrote (and this one read) at the
+    held update's rate, as does every held update under the torch executor's traits (``updates = "plain"``)."""
+    from simasgd.sim import backend
+
+    path = _profile(tmp_path, coherence=True)
+    path.write_text(path.read_text().replace("[coherence]\n", f"[coherence]\nheld_read_gbs = {HELD_READ}\n"
+                                             f"held_write_gbs = {HELD_WRITE}\nheld_mirrored_gbs = {HELD_MIRRORED}\n"))
+    sc = loader.from_dict({**_scenario(2).to_dict(), "workload": {
+        "model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 32768, "samples": 64}})
+    sc = _with_sim(sc, traits=traits)
+    s, model = _prepared(monkeypatch, path, sc)
+    mirrored = model.held_mirrored_s(s)
+    rate = math.exp(float(np.interp(math.log(s), np.log(COH_SIZES), np.log(HELD_MIRRORED))))  # log-log between sizes
+    assert mirrored == pytest.approx(4 * s / (rate * 1e9), rel=1e-9)
+    assert mirrored is not None and mirrored > model.held_s(s, True)
+    updates = [(own, d) for wr, wh, own, d in _replayed(backend.run_once(sc, 0).updates) if wr and wh == 2]
+    own = np.array([d for o, d in updates if o])
+    other = np.array([d for o, d in updates if not o])
+    assert len(own) > 20 and len(other) > 20, (len(own), len(other))
+    np.testing.assert_allclose(own, mirrored if traits == "cpu" else model.held_s(s, True), rtol=0, atol=0.2e-6)
+    np.testing.assert_allclose(other, model.held_s(s, True), rtol=0, atol=0.2e-6)
 
 
 @pytest.mark.parametrize("workers,switch", [(1, True), (2, True), (2, False)])

@@ -2,7 +2,8 @@
 
 The update leaves the new θ in the worker's copy too, so a read that finds θ at the version the
 worker's own update made costs nothing where the executor skips it (the cpu executor's ``run_locked``:
-its traits' ``reads = "elided"``, simasgd/spec/traits.py).
+its traits' ``reads = "elided"``, simasgd/spec/traits.py); that update, on lines it wrote last and another
+core has read since, runs at the rate calibrated for it (``Platform.mirrors``).
 
 ``mutex`` uses one :class:`~simasgd.sim.primitives.Mutex`; ``rwlock`` reads
 under a shared read lock and updates under the exclusive write lock. With
@@ -37,7 +38,7 @@ def lock_worker(env: simpy.Environment, w: int, run: SimRun, read_req: Callable[
     spin = (lambda ev, again: p.cores.spin_wait(w, ev, again)) if run.traits.lock_waiters != "sleep" else None
     hold = lambda held: p.cores.hold(w, held)
     elide = run.elide_reads
-    if run.traits.reads == "elided":  # the executor's update leaves the new θ in the worker's copy
+    if run.traits.updates == "mirrored":  # the executor's update leaves the new θ in the worker's copy
         p.mirrors(w)
     mine = -1  # the version this worker's last update made: its copy of θ holds it
     yield from run.start(w)
