@@ -215,6 +215,10 @@ class GpuPlatform:
         """A Lopez master's steps are kernels on its stream like any other's (the CPU platform's cache tiers
         and calibrated step times have no GPU counterpart): nothing to set."""
 
+    def mirrors(self, w: int) -> None:
+        """A lock worker's update on the device is a kernel like any other (no per-core caches to hold θ's lines
+        in two places): nothing to set."""
+
     def read_time(self, w: int) -> float | None:
         return None
 
