@@ -8,7 +8,7 @@ copy and update θ with k − 1 threads spinning); this runs the same loops at a
     .venv/bin/python benchmarks/contention.py --out OUT/contention.json [--threads 1 2 4 8 16] [--dim 85002]
         [--beside [--beside-passes 1000]] [--cycle [--cycles 300]] [--layers 64 256 256 10] [--batch 16]
         [--timeshare [--timeshare-threads 1 2 4 8] [--timeshare-s 1] [--timeshare-repeats 5]
-         [--timeshare-batch 16 64]]
+         [--timeshare-batch 16 64]] [--held [--held-s 3]]
 
 ``--beside`` adds the same two steps with gradients computed beside them (``contention.beside``: k threads
 computing that MLP's gradients at their own copies of θ, taking turns at one timed step on the shared θ) and
@@ -18,8 +18,12 @@ hold (copy and update) and the gradient. ``--cycle`` adds the mutex executor's o
 share, updates/s), the record's ``cycle`` table. ``--timeshare`` adds what a gradient costs when k threads
 time-share one CPU (``executors/calibration/timeshare.py``: the CPU time a gradient at k threads a CPU against
 one thread, the preemptions a gradient, the CPU time a preemption adds), at each ``--timeshare-batch``, the
-record's ``timeshare`` table (a list, one entry a batch size). Schema 3 (2: no ``beside`` table possible; the
-``cycle`` and ``timeshare`` tables are optional in 3, as ``beside`` is).
+record's ``timeshare`` table (a list, one entry a batch size). ``--held`` adds ``[coherence]``'s rows at θ's size
+(``executors/calibration/coherence.py``, two threads on the first two CPUs: a step on lines the other core wrote
+last, and on lines this core wrote and the other then read, the plain update's and the lock workers' mirrored
+update's), the record's ``held`` table: what a many-core host's entry needs where its profile predates
+``held_mirrored_gbs``. Schema 3 (2: no ``beside`` table possible; the ``cycle``, ``timeshare`` and ``held``
+tables are optional in 3, as ``beside`` is).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # record
 
 import record
 
-from executors.calibration import timeshare
+from executors.calibration import coherence, timeshare
 from executors.calibration.contention import BATCH, LAYERS, beside, contention, cycle
 
 SCHEMA, SCHEMA_VERSION = "contention", 3  # 3: the optional ``beside`` (and ``cycle``) tables
@@ -59,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeshare-s", type=float, default=1.0, help="wall seconds a k a pass (--timeshare)")
     p.add_argument("--timeshare-repeats", type=int, default=5, help="passes over the ks (--timeshare)")
     p.add_argument("--timeshare-batch", type=int, nargs="+", default=[BATCH, 64], help="batch sizes (--timeshare)")
+    p.add_argument("--held", action="store_true", help="also [coherence]'s rows at θ's size, the mirrored update's")
+    p.add_argument("--held-s", type=float, default=3.0, help="wall seconds for them (--held)")
     args = p.parse_args(argv)
     cpus = len(os.sched_getaffinity(0))
     left = sorted(k for k in args.threads if k > cpus)
@@ -102,10 +108,30 @@ def main(argv: list[str] | None = None) -> int:
         payload["cycle"] = cyc
     if args.timeshare:
         payload["timeshare"] = [_timeshare(args, batch) for batch in args.timeshare_batch]
+    if args.held:
+        payload["held"] = _held(args)
     payload["seconds"] = time.perf_counter() - t0
     record.write(args.out, SCHEMA, SCHEMA_VERSION, payload)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)")
     return 0
+
+
+# [coherence]'s rows: the model-sized streams each moves (coherence.STREAMS), to print µs a step at θ's size
+HELD_ROWS = (("update_gbs", 3), ("held_update_gbs", 3), ("held_mirrored_gbs", 4))
+
+
+def _held(args: argparse.Namespace) -> dict[str, Any]:
+    t1 = time.perf_counter()
+    size = 8 * args.dim
+    table = coherence.coherence([size], args.held_s)
+    if "reason" in table:
+        print(f"\n[coherence] at θ's size: {table['reason']}")
+        return table
+    steps = ", ".join(f"{key.removesuffix('_gbs')} {streams * size / (table[key][0] * 1e3):.1f} µs"
+                      for key, streams in HELD_ROWS)
+    print(f"\n[coherence] at θ's size ({size / 1e3:.0f} KB), CPUs {table['cpus']}, {table['rounds']} rounds, "
+          f"{time.perf_counter() - t1:.1f} s: {steps}")
+    return table
 
 
 def _timeshare(args: argparse.Namespace, batch: int) -> dict[str, Any]:

@@ -15,8 +15,8 @@
   time to ε), so its GPU is due once more;
 - else ``cores`` when ``corpus/<machine>.json.gz`` is absent, ``<machine>`` being ``many_cores.py``'s name of
   this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``), or when
-  ``benchmarks/results/contention_<machine>.json`` is absent or lacks the ``beside``, ``cycle`` or
-  ``timeshare`` table (``contention.py --beside --cycle --timeshare``; a schema-2 record predates them), or
+  ``benchmarks/results/contention_<machine>.json`` is absent or lacks the ``beside``, ``cycle``, ``timeshare`` or
+  ``held`` table (``contention.py --beside --cycle --timeshare --held``; a schema-2 record predates them), or
   ``benchmarks/results/idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent: with the entry in, those
   sections alone are due (below);
 - else ``none``: both are in the repository; name a part to run it again.
@@ -95,7 +95,7 @@ def gpu_done(results: Path, kind: str) -> tuple[bool, str]:
     return True, f"{path} (device_check.sh, {doc.get('date')})"
 
 
-TABLES = ("beside", "cycle", "timeshare")  # contention.py's optional tables the cores part writes
+TABLES = ("beside", "cycle", "timeshare", "held")  # contention.py's optional tables the cores part writes
 
 
 def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
@@ -113,7 +113,7 @@ def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
 def due_sections(results: Path, machine: str) -> list[tuple[str, str]]:
     """The cores part's sections whose records are missing, each with why: ``contention`` where
     ``contention_<machine>.json`` is absent or lacks a table of ``TABLES`` (``contention.py --beside --cycle
-    --timeshare``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent."""
+    --timeshare --held``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent."""
     due = []
     path = results / f"contention_{machine}.json"
     if not path.exists():

@@ -20,7 +20,7 @@ from executors.calibration import contention
 
 CPUS = sorted(os.sched_getaffinity(0))
 TINY = ["--threads", "1", "2", "--passes", "4", "--dim", "512", "--beside", "--beside-passes", "6",
-        "--layers", "64", "8", "10"]
+        "--layers", "64", "8", "10", "--held", "--held-s", "0.2"]
 BESIDE_KEYS = ("update_s", "update_p90_s", "hold_s", "hold_p90_s", "gradient_s", "gradient_p90_s", "steps",
                "gradients", "seconds", "compile_s")
 
@@ -50,6 +50,15 @@ def test_beside_table_a_row_per_k_each_step_and_the_gradient(tiny_record: dict[s
     assert all(g >= 2 * 6 + contention.WARM_ROTATIONS for g in b["gradients"])  # one at least before each turn
     assert all(s > 0 for s in b["seconds"])
     json.dumps(tiny_record)  # plain JSON
+
+
+@pytest.mark.slow
+def test_held_table_coherence_rows_at_the_model_size(tiny_record: dict[str, Any]) -> None:
+    """``--held``: [coherence]'s rows at θ's size, between two CPUs, each a positive rate (the mirrored update's too)."""
+    h = tiny_record["held"]
+    assert h["sizes_bytes"] == [8 * 512] and h["cpus"][0] != h["cpus"][1] and h["rounds"] >= 5
+    for key in ("read_gbs", "update_gbs", "fresh_gbs", "held_read_gbs", "held_update_gbs", "held_mirrored_gbs"):
+        assert len(h[key]) == 1 and 0 < h[key][0] < 10_000, (key, h[key])
 
 
 @pytest.mark.slow
@@ -113,6 +122,10 @@ def test_a_record_without_the_beside_table_makes_that_section_due(
     assert part == "cores:contention" and "has no timeshare table" in why  # before --timeshare
     record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}, "cycle": {},
                                          "timeshare": []})
+    part, why = due()
+    assert part == "cores:contention" and "has no held table" in why  # before --held
+    record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}, "cycle": {},
+                                         "timeshare": [], "held": {}})
     assert due()[0] == "none"
     (corpus / "intel_xeon_16cpu.json.gz").unlink()
     assert due()[0] == "cores"  # no entry: the whole part

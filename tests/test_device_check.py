@@ -259,6 +259,10 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
                  {"threads": [], "beside": {}, "cycle": {}, "timeshare": []})
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
+    assert part == "cores" and any("has no held table" in w for w in why)  # one from before the held rows
+    record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
+                 {"threads": [], "beside": {}, "cycle": {}, "timeshare": [], "held": {}})
+    part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "cores" and any("idle_gap_amd_epyc_16cpu.json is absent" in w for w in why)
     assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "idle_gap"
     record.write(results / "idle_gap_amd_epyc_16cpu.json", "idle_gap", 1, {"rows": []})

@@ -62,7 +62,7 @@ def test_a_preset_run_records_its_model_and_warns_of_nothing(monkeypatch: pytest
         model = backend.run_once(_scenario("cpu"), 0).metadata["model"]
     assert model["profile_digest"] is None and model["tables"] == [] and model["missing"] == []
     assert model["traits"] == {"of": "cpu", "reads": "elided", "lock_waiters": "spin_pauses", "snapshots": True,
-                               "bookkeeping": "nopython"}
+                               "bookkeeping": "nopython", "updates": "mirrored"}
     # the preset has no profile: none of the profile's mechanisms acted; the switches without a table did
     assert not {"cache_model", "coherence", "timer_tick", "bookkeeping", "spin_before_yield"} & \
         set(model["mechanisms"])
