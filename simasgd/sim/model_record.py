@@ -149,6 +149,7 @@ TRAIT_MECHANISMS: dict[str, tuple[Callable[[ExecutorTraits], bool], Need | None]
     "bookkeeping": (lambda t: t.bookkeeping == "nopython",
                     Need(("executor.bookkeeping_s",), lambda m, sc: bookkeeping_s(m) is not None, "update")),
     "spin_before_yield": (lambda t: t.lock_waiters == "spin_pauses", Need(("scheduler.spin_yield_s",))),
+    "mirrored_updates": (lambda t: t.updates == "mirrored", Need(("coherence.held_mirrored_gbs",))),
 }
 
 
