@@ -116,8 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# [coherence]'s rows: the model-sized streams each moves (coherence.STREAMS), to print µs a step at θ's size
-HELD_ROWS = (("update_gbs", 3), ("held_update_gbs", 3), ("held_mirrored_gbs", 4))
+# [coherence]'s rows printed as µs a step at θ's size, each with the step whose model-sized streams it moves
+HELD_ROWS = (("update_gbs", coherence.UPDATE), ("held_update_gbs", coherence.UPDATE),
+             ("held_mirrored_gbs", coherence.MIRRORED))
 
 
 def _held(args: argparse.Namespace) -> dict[str, Any]:
@@ -127,8 +128,8 @@ def _held(args: argparse.Namespace) -> dict[str, Any]:
     if "reason" in table:
         print(f"\n[coherence] at θ's size: {table['reason']}")
         return table
-    steps = ", ".join(f"{key.removesuffix('_gbs')} {streams * size / (table[key][0] * 1e3):.1f} µs"
-                      for key, streams in HELD_ROWS)
+    steps = ", ".join(f"{key.removesuffix('_gbs')} {coherence.STREAMS[op] * size / (table[key][0] * 1e3):.1f} µs"
+                      for key, op in HELD_ROWS)
     print(f"\n[coherence] at θ's size ({size / 1e3:.0f} KB), CPUs {table['cpus']}, {table['rounds']} rounds, "
           f"{time.perf_counter() - t1:.1f} s: {steps}")
     return table

@@ -93,7 +93,6 @@ class StepTables:
         return own, shared, {READ_COPIES: max(own[READ_COPIES], read), UPDATE_COPIES: max(own[UPDATE_COPIES], update),
                              FRESH_COPIES: max(own[FRESH_COPIES], update * FRESH_COPIES / UPDATE_COPIES)}
 
-
     def mirrored(self, w: int) -> None:
         """Worker ``w``'s update leaves the new θ in its copy too, its gradient having been written over the copy
         (the cpu executor's lock loops: ``update_rule.step_mirrored``). Where the lines are its own last write
