@@ -58,6 +58,9 @@ Spun = Mutex | RWLock  # a lock whose spinners rotate: a mutex's, a read-write l
 
 FAST_ROTATION = True  # a pool of spinners of a held lock rotates in closed form (Rotation); tests compare without
 WHOLE_ROUNDS = True  # a periodic rotation's rounds go many at once (Cores._jump); tests compare turn by turn
+# Every CPU grant and give-up as (worker, instant, on), where a caller collects them: benchmarks/sched_trace.py
+# compares them with a kernel trace. With FAST_ROTATION off every turn is one of them.
+TURNS: list[tuple[int, float, bool]] | None = None
 
 
 class CpuGrant(simpy.Event):
@@ -127,6 +130,8 @@ class CpuPool:
         g.at = now
         th.queued = False
         th.req, th.left, th.since = g, self.quantum, now
+        if TURNS is not None:
+            TURNS.append((th.w, now, True))
         th.rq.running += 1
         th.rq.since_sum += now
         if th.holds:
@@ -192,9 +197,10 @@ class RunQueue:
 class Thread:
     """Scheduler state of one worker thread."""
 
-    __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "rq", "since", "sliced", "spins_on")
+    __slots__ = ("cpu", "cpu_time", "holds", "left", "pool", "queued", "req", "rq", "since", "sliced", "spins_on", "w")
 
-    def __init__(self, rq: RunQueue, sliced: bool, cpu: int | None) -> None:
+    def __init__(self, rq: RunQueue, sliced: bool, cpu: int | None, w: int = 0) -> None:
+        self.w = w  # the worker it runs
         self.rq = rq
         self.pool = rq.pool
         self.req: CpuGrant | None = None  # its CPU, while it has one
@@ -336,7 +342,7 @@ class Cores:
             if cpu not in queues_of:
                 queues_of[cpu] = RunQueue(env, machine.hw_threads if cpu is None else 1, self.quantum, self.switch)
             rq = queues_of[cpu]
-            th = Thread(rq, load[cpu] > rq.pool.capacity, cpu)
+            th = Thread(rq, load[cpu] > rq.pool.capacity, cpu, len(self.threads))
             rq.threads.append(th)
             self.threads.append(th)
 
@@ -492,6 +498,8 @@ class Cores:
         """``th`` leaves its CPU (yield, preemption, blocking): its turn's time is counted."""
         g = th.req
         assert g is not None  # only a thread on a CPU gives it up
+        if TURNS is not None:
+            TURNS.append((th.w, self.env.now, False))
         rq = th.rq
         th.req = None
         rq.members -= 1
