@@ -70,13 +70,14 @@ def parse_switches(text: str) -> list[Switch]:
 
 
 def stays(switches: Sequence[Switch]) -> dict[int, np.ndarray]:
-    """Each thread's stays on a CPU, ``[[start, end], ...]`` in time order, from consecutive switches of a CPU."""
+    """Each thread's stays on a CPU, ``[[start, end, cpu], ...]`` in time order, from consecutive switches of a
+    CPU."""
     on: dict[int, tuple[float, int]] = {}
-    out: dict[int, list[tuple[float, float]]] = {}
+    out: dict[int, list[tuple[float, float, int]]] = {}
     for s in switches:
         if s.cpu in on:
             t0, tid = on[s.cpu]
-            out.setdefault(tid, []).append((t0, s.t))
+            out.setdefault(tid, []).append((t0, s.t, s.cpu))
         on[s.cpu] = (s.t, s.next)
     return {tid: np.array(sorted(v)) for tid, v in out.items()}
 
@@ -115,22 +116,22 @@ def align(on_cpu: dict[int, np.ndarray], rows: pd.DataFrame, coarse_s: float = 2
 
 
 def real_turns(on_cpu: dict[int, np.ndarray], offset: float, threads: dict[int, int]) -> pd.DataFrame:
-    """The workers' stays on the run's clock: columns worker, a (on), b (off)."""
-    parts = [pd.DataFrame({"worker": w, "a": on_cpu[t][:, 0] - offset, "b": on_cpu[t][:, 1] - offset})
-             for w, t in threads.items()]
+    """The workers' stays on the run's clock: columns worker, cpu, a (on), b (off)."""
+    parts = [pd.DataFrame({"worker": w, "cpu": on_cpu[t][:, 2].astype(int), "a": on_cpu[t][:, 0] - offset,
+                           "b": on_cpu[t][:, 1] - offset}) for w, t in threads.items()]
     return pd.concat(parts, ignore_index=True)
 
 
-def sim_turns(log: Sequence[tuple[int, float, bool]]) -> pd.DataFrame:
-    """The simulator's grants and give-ups (``simasgd.sim.cpu.TURNS``) as stays: columns worker, a, b."""
+def sim_turns(log: Sequence[tuple[int, int, float, bool]]) -> pd.DataFrame:
+    """The simulator's grants and give-ups (``simasgd.sim.cpu.TURNS``) as stays: columns worker, cpu, a, b."""
     on: dict[int, float] = {}
     rows = []
-    for w, t, up in log:
+    for w, cpu, t, up in log:
         if up:
             on[w] = t
         elif w in on:
-            rows.append((w, on.pop(w), t))
-    return pd.DataFrame(rows, columns=["worker", "a", "b"])
+            rows.append((w, cpu, on.pop(w), t))
+    return pd.DataFrame(rows, columns=["worker", "cpu", "a", "b"])
 
 
 def phase_at(rows: pd.DataFrame, worker: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -160,8 +161,10 @@ def summarise(turns: pd.DataFrame, rows: pd.DataFrame, warmup_s: float = 0.05) -
     turns["len"] = turns.b - turns.a
     turns["out"] = phase_at(rows, turns.worker.to_numpy(), turns.b.to_numpy())
     turns["off"] = turns.groupby("worker").a.shift(-1) - turns.b
+    turns["resumes"] = turns.groupby("worker").out.shift()  # where its previous stay left it
     long = turns[turns.len >= SHORT_S]
     pre = long[long.out == "gradient"].off.dropna()  # a stay cut short in the gradient: preempted
+    after = _next_on_cpu(turns, long[long.out == "gradient"].index)  # who took the CPU from it
     own = rows.groupby("worker").version.shift()
     fresh = rows.read_version == own  # θ unchanged since the worker's own last update: its copy is θ
     phase = {"read": rows.t_grad_start - rows.t_start, "gradient": rows.t_grad_end - rows.t_grad_start,
@@ -178,10 +181,21 @@ def summarise(turns: pd.DataFrame, rows: pd.DataFrame, warmup_s: float = 0.05) -
         "long_out_per_s": {p: float((long.out == p).sum() / span) for p in PHASES},
         "off_after_gradient_us": {"median": float(pre.median() * 1e6) if len(pre) else float("nan"),
                                   "p90": float(pre.quantile(0.9) * 1e6) if len(pre) else float("nan")},
+        "taken_by_a_waiter": float(after.resumes.isin(["read", "write wait"]).mean()) if len(after) else float("nan"),
+        "given_straight_back": float((after.len < SHORT_S).mean()) if len(after) else float("nan"),
         "descheduled_per_s": {k: float((v > DESCHEDULED_S).sum() / span) for k, v in phase.items()},
         "staleness_share": {k: float(rows.staleness[v > DESCHEDULED_S].sum() / rows.staleness.sum())
                             if tau > 0 else 0.0 for k, v in phase.items()},
     }
+
+
+def _next_on_cpu(turns: pd.DataFrame, which: pd.Index) -> pd.DataFrame:
+    """For each stay in ``which``, the next stay on its CPU (by whichever thread)."""
+    order = turns.sort_values(["cpu", "a"])
+    nxt = order.shift(-1)
+    same = nxt.cpu == order.cpu
+    picked = nxt[same & order.index.isin(which)]
+    return picked
 
 
 def cell_scenario(entry: str, cell: str, sim: bool, corpus: Path) -> Any:
@@ -280,6 +294,9 @@ def table(real: dict[str, Any], sim: dict[str, Any], plain: dict[str, float]) ->
              f"{f(sim['long_turns_per_s'])} ({f(sim['long_turn_median_us'])})"]]
     rows += [[f"… that end in {p}, a second", f(real["long_out_per_s"][p]), f(sim["long_out_per_s"][p])]
              for p in PHASES]
+    rows.append(["a preemption in the gradient: the CPU taken by a lock waiter; given straight back",
+                 f"{f(real['taken_by_a_waiter'], 2)}; {f(real['given_straight_back'], 2)}",
+                 f"{f(sim['taken_by_a_waiter'], 2)}; {f(sim['given_straight_back'], 2)}"])
     rows.append(["off after a preemption in the gradient, µs (median, p90)",
                  f"{f(real['off_after_gradient_us']['median'])}, {f(real['off_after_gradient_us']['p90'])}",
                  f"{f(sim['off_after_gradient_us']['median'])}, {f(sim['off_after_gradient_us']['p90'])}"])

@@ -34,14 +34,14 @@ def test_switch_lines_become_each_threads_stays(st: Any) -> None:
     assert [(s.t, s.cpu, s.prev, s.state, s.next) for s in sw] == [
         (100.0, 0, 0, "R", 4242), (100.0001, 1, 4242, "R", 4343), (100.0003, 0, 4242, "S", 0)]
     on = st.stays(sw)
-    assert on[4242].tolist() == [[100.0, 100.0003]] and set(on) == {4242}
+    assert on[4242].tolist() == [[100.0, 100.0003, 0]] and set(on) == {4242}
 
 
 def _irregular_stays(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Two threads taking turns on one CPU in stays of 0.2–3 ms (irregular, so no shift of the clock but the
     true one lines every update up with its thread)."""
     edges = np.concatenate([[0.0], np.cumsum(rng.uniform(2e-4, 3e-3, n))])
-    iv = np.stack([edges[:-1], edges[1:]], axis=1)
+    iv = np.stack([edges[:-1], edges[1:], np.zeros(n)], axis=1)
     return iv[0::2], iv[1::2]
 
 
@@ -51,10 +51,11 @@ def test_the_runs_clock_and_each_workers_thread_are_found(st: Any) -> None:
     rng = np.random.default_rng(3)
     a, b = _irregular_stays(rng, 400)
     off = 12.3456
-    on_cpu = {101: a + off, 202: b + off, 303: np.array([[off + 5.0, off + 5.1]])}
+    shift = np.array([off, off, 0.0])  # the trace's clock; the CPU column as it was
+    on_cpu = {101: a + shift, 202: b + shift, 303: np.array([[off + 5.0, off + 5.1, 1]])}
     rows = []
     for w, iv in ((0, a), (1, b)):
-        for s, e in iv:
+        for s, e, _cpu in iv:
             rows.append({"worker": w, "t_write": (s + e) / 2, "applied": True})
     found, threads, matched = st.align(on_cpu, pd.DataFrame(rows))
     assert threads == {0: 101, 1: 202} and matched == 1.0
@@ -72,20 +73,23 @@ def _rows(cycles: list[tuple[int, float, float, float, float, int]]) -> pd.DataF
 
 
 def test_a_preemption_in_the_gradient_and_how_long_its_thread_stays_off(st: Any) -> None:
-    """Worker 0 computes from 1.0 s to 1.002 s but loses its CPU at 1.0005 s for 1.2 ms (worker 1's stay);
-    worker 1 waits for the lock from 1.0014 s and is switched out in that wait at 1.0017 s. The summary names
+    """Worker 0 computes from 1.0 s to 1.002 s but loses its CPU at 1.0005 s for 1.2 ms to worker 1, which had
+    left the CPU waiting for the lock at 0.99957 s; worker 1 waits for the lock again from 1.0014 s and is
+    switched out in that wait at 1.0017 s. The summary names
     the phase each long stay ended in, the time off after the gradient's preemption, and the cycle that held
     a descheduling (> 1 ms) in its gradient with its share of τ̄."""
-    rows = _rows([(0, 0.9995, 0.9995, 0.9998, 0.99985, 0), (1, 0.9999, 0.9999, 0.99995, 1.0, 1),
+    rows = _rows([(0, 0.9995, 0.9995, 0.9998, 0.99985, 0), (1, 0.9995, 0.9995, 0.99955, 1.0, 1),
                   (0, 1.0, 1.0, 1.002, 1.00204, 3), (1, 1.0005, 1.0005, 1.0014, 1.0025, 1),
                   (0, 1.00205, 1.00205, 1.0025, 1.0026, 1), (1, 1.0026, 1.0026, 1.0027, 1.0100, 1)])
-    turns = pd.DataFrame([(0, 0.9996, 1.0005), (1, 1.0005, 1.0017), (0, 1.0017, 1.0027), (1, 1.0027, 1.0099)],
-                         columns=["worker", "a", "b"])
+    turns = pd.DataFrame([(1, 0, 0.99951, 0.99957), (0, 0, 0.9996, 1.0005), (1, 0, 1.0005, 1.0017), (0, 0, 1.0017, 1.0027),
+                          (1, 0, 1.0027, 1.0099)], columns=["worker", "cpu", "a", "b"])
     s = st.summarise(turns, rows, warmup_s=0.0)
     assert s["long_out_per_s"]["gradient"] > 0 and s["long_out_per_s"]["write wait"] > 0
     span = 1.0100 - 0.9995
     assert s["long_out_per_s"]["gradient"] == pytest.approx(1 / span)
     assert s["off_after_gradient_us"]["median"] == pytest.approx(1200.0)
+    # worker 1 took the CPU from it, resuming the wait for the lock its previous stay ended in, and kept it 1.2 ms
+    assert s["taken_by_a_waiter"] == 1.0 and s["given_straight_back"] == 0.0
     assert s["descheduled_per_s"]["gradient"] == pytest.approx(1 / span)
     assert s["staleness_share"]["gradient"] == pytest.approx(3 / rows.staleness.sum())
     assert s["mean_staleness"] == pytest.approx(rows.staleness.mean())

@@ -58,9 +58,9 @@ Spun = Mutex | RWLock  # a lock whose spinners rotate: a mutex's, a read-write l
 
 FAST_ROTATION = True  # a pool of spinners of a held lock rotates in closed form (Rotation); tests compare without
 WHOLE_ROUNDS = True  # a periodic rotation's rounds go many at once (Cores._jump); tests compare turn by turn
-# Every CPU grant and give-up as (worker, instant, on), where a caller collects them: benchmarks/sched_trace.py
-# compares them with a kernel trace. With FAST_ROTATION off every turn is one of them.
-TURNS: list[tuple[int, float, bool]] | None = None
+# Every CPU grant and give-up as (worker, its CPU or -1 where the OS places it, instant, on), where a caller collects
+# them: benchmarks/sched_trace.py compares them with a kernel trace. With FAST_ROTATION off every turn is one of them.
+TURNS: list[tuple[int, int, float, bool]] | None = None
 
 
 class CpuGrant(simpy.Event):
@@ -131,7 +131,7 @@ class CpuPool:
         th.queued = False
         th.req, th.left, th.since = g, self.quantum, now
         if TURNS is not None:
-            TURNS.append((th.w, now, True))
+            TURNS.append((th.w, -1 if th.cpu is None else th.cpu, now, True))
         th.rq.running += 1
         th.rq.since_sum += now
         if th.holds:
@@ -499,7 +499,7 @@ class Cores:
         g = th.req
         assert g is not None  # only a thread on a CPU gives it up
         if TURNS is not None:
-            TURNS.append((th.w, self.env.now, False))
+            TURNS.append((th.w, -1 if th.cpu is None else th.cpu, self.env.now, False))
         rq = th.rq
         th.req = None
         rq.members -= 1
