@@ -179,6 +179,19 @@ class ConcurrentTable(Table):
             reads.keys.add(f"{self.__pydantic_private__['_path']}.k{k}")  # type: ignore[index]
         return value
 
+    def summary(self, k: int) -> tuple[float, float, float] | None:
+        """(mean, median, 90th percentile) over all the calls measured with ``k`` threads at once, None where not
+        recorded."""
+        extra = self.__pydantic_extra__ or {}
+        names = [f"k{k}_{q}_s" for q in ("mean", "median", "p90")]
+        values = [extra.get(n) for n in names]
+        if not all(isinstance(v, (int, float)) and v > 0 for v in values):
+            return None
+        reads = _reads.get()
+        if reads is not None:
+            reads.keys.update(f"{self.__pydantic_private__['_path']}.{n}" for n in names)  # type: ignore[index]
+        return float(values[0]), float(values[1]), float(values[2])  # type: ignore[arg-type]
+
 
 class GradientTable(Table):
     """The key is `mlp-<layers joined by ->-<dataset>-b<batch>-<dtype>`, e.g.

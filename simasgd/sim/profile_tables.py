@@ -58,12 +58,46 @@ def profile_gradient(profile: Profile | None, workload: WorkloadConfig,
     near, table = found
     batch = workload.batch_size
     samples = table.samples_s
+    whole = _summary(table.mean_s, table.median_s, table.p90_s)
     conc = table.concurrent
     if concurrent > 1 and conc is not None:
-        measured = [s for k in range(2, concurrent + 1) if (s := conc.samples(k)) is not None]
+        measured = [(s, conc.summary(k)) for k in range(2, concurrent + 1) if (s := conc.samples(k)) is not None]
         if measured:
-            samples = measured[-1]
-    return distributions.Empirical(np.asarray(samples, dtype=float) * (batch / near))
+            samples, whole = measured[-1]
+    kept = np.asarray(samples, dtype=float)
+    return distributions.Empirical(representative(kept, *whole) * (batch / near) if whole else kept * (batch / near))
+
+
+# A stored call slower than the median by this many spreads (p90 − median, over all the measured calls) is one the
+# host interrupted for milliseconds (another thread ran on its CPU), not the gradient's own spread.
+INTERRUPTED_SPREADS = 10.0
+
+
+def representative(kept: np.ndarray, mean: float, median: float, p90: float) -> np.ndarray:
+    """The stored calls (``kept``: up to 200, every so many of the measured ones) as draws with the interrupted calls'
+    share of all the measured calls. A rare interruption (a few in ten thousand calls) lands in such a sample as
+    often as 1 in 200 or as never; drawn at the sample's share it would slow every run by a share of a
+    millisecond-long pause it does not have. So where the kept calls' mean exceeds the mean over all the measured
+    calls, the interrupted ones (:data:`INTERRUPTED_SPREADS`) keep the share that brings the kept mean to it: the
+    others are repeated ``m`` times (``m`` = 1 / that share's ratio, rounded, at most 1,000: the whole sample's
+    share where the others alone come to its mean, or below). Unchanged where no call is interrupted, or the kept
+    calls' mean is not above the whole's."""
+    slow = kept > median + INTERRUPTED_SPREADS * max(p90 - median, 0.0)
+    if not slow.any() or slow.all() or kept.mean() <= mean:
+        return kept
+    body, out = kept[~slow], kept[slow]
+    weight = (mean * len(body) - body.sum()) / (out.sum() - mean * len(out))  # the interrupted calls' weight
+    m = 1000 if weight <= 1e-3 else round(1.0 / weight)
+    if m <= 1:
+        return kept
+    return np.concatenate([np.repeat(body, m), out])
+
+
+def _summary(*values: float | None) -> tuple[float, float, float] | None:
+    """(mean, median, p90) where all three are recorded and positive."""
+    if not all(v is not None and v > 0 for v in values):
+        return None
+    return float(values[0]), float(values[1]), float(values[2])  # type: ignore[arg-type]
 
 
 def profile_machine(machine: Machine) -> Machine:

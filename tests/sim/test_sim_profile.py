@@ -21,7 +21,7 @@ LAYERS = [64, 256, 256, 10]
 
 
 def _profile(tmp_path: Path, tables: dict[str, list[float]],
-             concurrent: dict[str, dict[str, list[float]]] | None = None) -> Path:
+             concurrent: dict[str, dict[str, list[float] | float | int]] | None = None) -> Path:
     lines = ["[machine]", 'sockets = 1', "cores_per_socket = 2", "threads_per_core = 1",
              "local_latency_ns = 90.0", "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0",
              "link_bandwidth_gbs = 10.0", "gflops_per_core = 1.0", "quantum_s = 0.004",
@@ -122,3 +122,49 @@ def test_single_thread_samples_without_concurrent_ones(tmp_path: Path) -> None:
     path = _profile(tmp_path, {workload_key(_wl(16)): one})
     p = _platform(path, 2)
     assert np.mean([p._grad[1]() for _ in range(3000)]) == pytest.approx(np.mean(one), rel=0.05)
+
+
+def test_a_rare_interruption_kept_in_the_stored_calls_is_drawn_at_its_share_of_all_the_calls(tmp_path: Path) -> None:
+    """calibrate keeps 200 of the calls it times. Two of the kept calls are 4 ms (the host ran another thread on
+    the CPU), the other 198 near 200 µs; the mean over all the measured calls says such a call is 1 in 1,000 of
+    them, not 1 in 100. The draws keep the 198 calls' spread and give the 4-ms calls the share that brings the
+    mean to the whole's: 2 / (198·m + 2) with m = round(1 / w), w the weight that equation gives (closed form);
+    their mean comes to the whole's within that rounding. Where the kept calls' mean is not above the whole's,
+    or no call is that slow, the draws are the kept calls."""
+    from simasgd.sim.profile_tables import INTERRUPTED_SPREADS, representative
+
+    rng = np.random.default_rng(5)
+    body = rng.normal(200e-6, 10e-6, 198)
+    kept = np.concatenate([body[:100], [4e-3], body[100:], [4e-3]])
+    median, p90 = float(np.median(body)), float(np.quantile(body, 0.9))
+    share = 1e-3  # of all the calls
+    whole = (1 - share) * body.mean() + share * 4e-3
+    out = representative(kept, whole, median, p90)
+    w = (whole * 198 - body.sum()) / (8e-3 - 2 * whole)
+    m = round(1 / w)
+    assert len(out) == 198 * m + 2 and np.sum(out > 1e-3) == 2
+    assert np.mean(out > 1e-3) == pytest.approx(share, rel=0.1)
+    assert out.mean() == pytest.approx(whole, rel=1e-3)
+    assert np.array_equal(np.sort(out[out < 1e-3]), np.sort(np.repeat(body, m)))
+    # the kept calls' mean at or below the whole's: as kept; no call beyond the spreads: as kept
+    assert np.array_equal(representative(kept, kept.mean() * 1.01, median, p90), kept)
+    calm = body.copy()
+    calm[0] = median + 0.9 * INTERRUPTED_SPREADS * (p90 - median)
+    assert np.array_equal(representative(calm, body.mean() * 0.5, median, p90), calm)
+
+
+def test_the_profile_gradient_takes_the_whole_measurements_share_of_interruptions(tmp_path: Path) -> None:
+    """A concurrent table whose kept calls hold 1 interruption in 100 while its recorded mean over all the calls
+    holds about 1 in 1,000: the simulator's gradient for two workers has the whole's mean, the single-thread
+    table (no such call) its kept calls' mean."""
+    one = [1.0e-3, 1.1e-3, 1.2e-3, 1.05e-3]
+    body = [float(x) for x in np.linspace(1.4e-3, 1.6e-3, 99)]
+    two = [*body, 40e-3]
+    whole = 0.999 * float(np.mean(body)) + 0.001 * 40e-3
+    conc = {"k2": two, "k2_mean_s": whole, "k2_median_s": float(np.median(body)),
+            "k2_p90_s": float(np.quantile(body, 0.9)), "k2_n": 20000}
+    path = _profile(tmp_path, {workload_key(_wl(16)): one}, {workload_key(_wl(16)): conc})
+    m = machine.load_profile(path)
+    assert profile_gradient(m.profile, _wl(16), concurrent=2).mean == pytest.approx(whole, rel=2e-3)
+    assert np.mean(two) > 1.2 * whole  # what the kept calls alone would give
+    assert profile_gradient(m.profile, _wl(16)).mean == pytest.approx(np.mean(one))
