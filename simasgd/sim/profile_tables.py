@@ -68,21 +68,23 @@ def profile_gradient(profile: Profile | None, workload: WorkloadConfig,
     return distributions.Empirical(representative(kept, *whole) * (batch / near) if whole else kept * (batch / near))
 
 
-# A stored call slower than the median by this many spreads (p90 − median, over all the measured calls) is one the
-# host interrupted for milliseconds (another thread ran on its CPU), not the gradient's own spread.
+# A stored call slower than the median by this many spreads (p90 − median, over all the measured calls), and than
+# INTERRUPTED_MEDIANS medians, is one the host interrupted (another thread ran on its CPU for a time slice), not the
+# gradient's own spread: the two bounds keep a tight table's ordinary slow calls and a wide table's tail out.
 INTERRUPTED_SPREADS = 10.0
+INTERRUPTED_MEDIANS = 3.0
 
 
 def representative(kept: np.ndarray, mean: float, median: float, p90: float) -> np.ndarray:
-    """The stored calls (``kept``: up to 200, every so many of the measured ones) as draws with the interrupted calls'
-    share of all the measured calls. A rare interruption (a few in ten thousand calls) lands in such a sample as
-    often as 1 in 200 or as never; drawn at the sample's share it would slow every run by a share of a
+    """The stored calls (``kept``: up to 200, every so many of the measured ones) as draws with the interrupted
+    calls' share of all the measured calls. A rare interruption (a few in ten thousand calls) lands in such a
+    sample as often as 1 in 200 or as never; drawn at the sample's share it would slow every run by a share of a
     millisecond-long pause it does not have. So where the kept calls' mean exceeds the mean over all the measured
-    calls, the interrupted ones (:data:`INTERRUPTED_SPREADS`) keep the share that brings the kept mean to it: the
-    others are repeated ``m`` times (``m`` = 1 / that share's ratio, rounded, at most 1,000: the whole sample's
-    share where the others alone come to its mean, or below). Unchanged where no call is interrupted, or the kept
-    calls' mean is not above the whole's."""
-    slow = kept > median + INTERRUPTED_SPREADS * max(p90 - median, 0.0)
+    calls, the interrupted ones (:data:`INTERRUPTED_SPREADS`, :data:`INTERRUPTED_MEDIANS`) keep the share that
+    brings the kept mean to it: the others are repeated ``m`` times (``m`` = 1 / that share's ratio, rounded, at
+    most 1,000: the whole sample's share where the others alone come to its mean, or below). Unchanged where no
+    call is interrupted, or the kept calls' mean is not above the whole's."""
+    slow = kept > max(median + INTERRUPTED_SPREADS * max(p90 - median, 0.0), INTERRUPTED_MEDIANS * median)
     if not slow.any() or slow.all() or kept.mean() <= mean:
         return kept
     body, out = kept[~slow], kept[slow]
