@@ -184,13 +184,18 @@ class ConcurrentTable(Table):
         recorded."""
         extra = self.__pydantic_extra__ or {}
         names = [f"k{k}_{q}_s" for q in ("mean", "median", "p90")]
-        values = [extra.get(n) for n in names]
-        if not all(isinstance(v, (int, float)) and v > 0 for v in values):
-            return None
+        found = _summary([extra.get(n) for n in names])
         reads = _reads.get()
-        if reads is not None:
+        if found is not None and reads is not None:
             reads.keys.update(f"{self.__pydantic_private__['_path']}.{n}" for n in names)  # type: ignore[index]
-        return float(values[0]), float(values[1]), float(values[2])  # type: ignore[arg-type]
+        return found
+
+
+def _summary(values: list[Any]) -> tuple[float, float, float] | None:
+    """(mean, median, p90) where all three are recorded and positive, else None."""
+    if not all(isinstance(v, (int, float)) and v > 0 for v in values):
+        return None
+    return float(values[0]), float(values[1]), float(values[2])
 
 
 class GradientTable(Table):
@@ -224,6 +229,10 @@ class GradientTable(Table):
         "[the model](model.md#executor-traits-sim-traits))"))
     cycle_snapshot_median_s: float | None = Field(None, description="their median")
     concurrent: ConcurrentTable | None = Field(None, description="`[gradient.\"<key>\".concurrent]` below")
+
+    def summary(self) -> tuple[float, float, float] | None:
+        """(mean, median, 90th percentile) over all the measured calls, None where not recorded."""
+        return _summary([self.mean_s, self.median_s, self.p90_s])
 
 
 class CopyTable(Table):

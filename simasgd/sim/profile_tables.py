@@ -57,15 +57,16 @@ def profile_gradient(profile: Profile | None, workload: WorkloadConfig,
         return None
     near, table = found
     batch = workload.batch_size
-    samples = table.samples_s
-    whole = _summary(table.mean_s, table.median_s, table.p90_s)
+    samples, whole = table.samples_s, table.summary()
     conc = table.concurrent
     if concurrent > 1 and conc is not None:
         measured = [(s, conc.summary(k)) for k in range(2, concurrent + 1) if (s := conc.samples(k)) is not None]
         if measured:
             samples, whole = measured[-1]
     kept = np.asarray(samples, dtype=float)
-    return distributions.Empirical(representative(kept, *whole) * (batch / near) if whole else kept * (batch / near))
+    if whole is not None:
+        kept = representative(kept, *whole)
+    return distributions.Empirical(kept * (batch / near))
 
 
 # A stored call slower than the median by this many spreads (p90 − median, over all the measured calls), and than
@@ -94,12 +95,6 @@ def representative(kept: np.ndarray, mean: float, median: float, p90: float) -> 
         return kept
     return np.concatenate([np.repeat(body, m), out])
 
-
-def _summary(*values: float | None) -> tuple[float, float, float] | None:
-    """(mean, median, p90) where all three are recorded and positive."""
-    if not all(v is not None and v > 0 for v in values):
-        return None
-    return float(values[0]), float(values[1]), float(values[2])  # type: ignore[arg-type]
 
 
 def profile_machine(machine: Machine) -> Machine:
