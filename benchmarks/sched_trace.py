@@ -21,7 +21,6 @@ keeps and writes the record ``results/sched_trace_<machine kind>.json``.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -29,7 +28,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,6 +36,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import record
+
+if TYPE_CHECKING:
+    from simasgd.corpus.store import Cell, Entry
 
 SCHEMA, VERSION = "sched_trace", 1
 SHORT_S = 20e-6      # a turn shorter than this is a spinner's yield ping-pong
@@ -198,53 +200,48 @@ def _next_on_cpu(turns: pd.DataFrame, which: pd.Index) -> pd.DataFrame:
     return picked
 
 
-def cell_scenario(entry: str, cell: str, sim: bool, corpus: Path) -> Any:
+def cell_of(entry: Entry, cell: str) -> Cell:
+    """The corpus entry's cell of that name (a clear exit naming the cells it has where it has none)."""
+    found = [c for c in entry.cells if c.name == cell]
+    if not found:
+        raise SystemExit(f"{entry.name}: no cell {cell!r}; it has {', '.join(c.name for c in entry.cells)}")
+    return found[0]
+
+
+def cell_scenario(cell: Cell, sim: bool) -> Any:
     """The cell's scenario as the corpus keeps it, one run, to its update budget (no ε stop); timing only for the
     simulator."""
-    from simasgd.corpus import score, store
+    from simasgd.corpus import score
     from simasgd.spec import loader
 
-    e = store.load(corpus / f"{entry}.json.gz")
-    found = [c for c in e.cells if c.name == cell]
-    if not found:
-        raise SystemExit(f"{corpus / entry}: no cell {cell!r}; it has {', '.join(c.name for c in e.cells)}")
-    doc = score.scenario_of(found[0], {"numerics": False} if sim else {}, 0, 1).to_dict()
+    doc = score.scenario_of(cell, {"numerics": False} if sim else {}, 0, 1).to_dict()
     doc["stop"]["epsilon"] = 0.0
     return loader.from_dict(doc, base_dir=Path.cwd())
 
 
-def untraced(entry: str, cell: str, corpus: Path) -> dict[str, float]:
+def untraced(cell: Cell) -> dict[str, float]:
     """The means of the cell's runs the corpus keeps (measured without a trace): what perf's own work moves."""
-    from simasgd.corpus import store
-
-    runs = next(c for c in store.load(corpus / f"{entry}.json.gz").cells if c.name == cell).runs
-    return {"updates_per_s": float(np.mean([r.updates_per_s for r in runs])),
-            "mean_staleness": float(np.mean([r.mean_staleness for r in runs]))}
+    return {"updates_per_s": float(np.mean([r.updates_per_s for r in cell.runs])),
+            "mean_staleness": float(np.mean([r.mean_staleness for r in cell.runs]))}
 
 
-def simulate(entry: str, cell: str, corpus: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def simulate(entry: Entry, cell: Cell) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The cell on the entry's profile, every turn an event: (its turns, its update rows)."""
-    from simasgd.corpus import store
+    from simasgd.evaluation.drift import using_profile
     from simasgd.machines import profile
     from simasgd.machines.profile import to_toml
     from simasgd.sim import backend, cpu
 
-    e = store.load(corpus / f"{entry}.json.gz")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.toml"
-        path.write_text(to_toml(profile.typed(e.profile, e.name)))
-        old = os.environ.get("SIMASGD_PROFILE")
-        os.environ["SIMASGD_PROFILE"] = str(path)
+        path.write_text(to_toml(profile.typed(entry.profile, entry.name)))
         fast, cpu.FAST_ROTATION, cpu.TURNS = cpu.FAST_ROTATION, False, []
         try:
-            result = backend.run_once(cell_scenario(entry, cell, True, corpus), 0)
+            with using_profile(path):
+                result = backend.run_once(cell_scenario(cell, True), 0)
             log = cpu.TURNS
         finally:
             cpu.FAST_ROTATION, cpu.TURNS = fast, None
-            if old is None:
-                os.environ.pop("SIMASGD_PROFILE", None)
-            else:
-                os.environ["SIMASGD_PROFILE"] = old
     return sim_turns(log), result.updates
 
 
@@ -270,9 +267,11 @@ def trace_real(entry: str, cell: str, corpus: Path, out: Path) -> tuple[pd.DataF
 
 def _child(entry: str, cell: str, corpus: str, out: str) -> int:
     """Under perf: the cell's one run on the cpu executor."""
+    from simasgd.corpus import store
     from simasgd.runs import backends
 
-    backends.run(cell_scenario(entry, cell, False, Path(corpus)), "cpu", repeats=1, out=Path(out))
+    found = cell_of(store.load(Path(corpus) / f"{entry}.json.gz"), cell)
+    backends.run(cell_scenario(found, False), "cpu", repeats=1, out=Path(out))
     return 0
 
 
@@ -324,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _compare(entry: str, cells_: list[str], corpus: Path, work: Path, out: Path) -> int:
+    from simasgd.corpus import store
+
+    e = store.load(corpus / f"{entry}.json.gz")
+    found = {cell: cell_of(e, cell) for cell in cells_}  # every name checked before the first run
     cells: dict[str, Any] = {}
     for cell in cells_:
         here = work / cell
@@ -333,8 +336,8 @@ def _compare(entry: str, cells_: list[str], corpus: Path, work: Path, out: Path)
             print(f"warning: {cell}: only {matched:.0%} of the sampled updates fall in their thread's stays "
                   "on the aligned clock; the turns below may be misplaced", file=sys.stderr)
         real = summarise(turns, rows)
-        sim = summarise(*simulate(entry, cell, corpus))
-        plain = untraced(entry, cell, corpus)
+        sim = summarise(*simulate(e, found[cell]))
+        plain = untraced(found[cell])
         cells[cell] = {"machine": real, "simulator": sim, "untraced": plain, "aligned": matched}
         print(f"\n{cell} ({entry}; {matched:.0%} of updates on their thread's stays)\n")
         print("| measure | machine (kernel trace) | simulator |\n|---|---|---|")
