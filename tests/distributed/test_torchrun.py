@@ -20,6 +20,9 @@ from simasgd.runs.results import RunResult
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent)) or shutil.which("torchrun")
+# lr 0.005: at 0.01 a minibatch holding one of the data's long rows (‖x‖² up to 67× the median) can throw
+# θ past where it started, and which minibatch lands last depends on the processes' interleaving
+# (sequential SGD at 0.01 ends above the initial loss in 23 of 200 seeds; at 0.005 in none, at most 2.6).
 SCENARIO = """name = "two-nodes"
 seed = 3
 repeats = 1
@@ -32,7 +35,7 @@ batch_size = 8
 [algorithm]
 name = "param_server"
 [optimizer]
-lr = 0.01
+lr = 0.005
 [stop]
 max_updates = 300
 max_time_s = 60
