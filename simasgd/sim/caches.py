@@ -121,6 +121,11 @@ class CacheModel:
             return 2 * model_bytes / self._rate(self.shared_read_gbs, model_bytes, self.shared_sizes)
         return 2 * model_bytes / self._rate(self.read_gbs, model_bytes)
 
+    def read_within_s(self, model_bytes: float, footprint_bytes: float) -> float:
+        """A copy of the model at the warm rate of a cycle that touches ``footprint_bytes`` in all: a copy of S
+        bytes touches 2·S, so :meth:`read_s` is this at twice the model's size."""
+        return 2 * model_bytes / self._rate(self.read_gbs, footprint_bytes / 2)
+
     def update_s(self, model_bytes: float, shared: bool = False) -> float:
         """One core applying θ -= lr·g to the model (cache-resident); ``shared``: lines another core
         holds (``[coherence] update_gbs``, when calibrated)."""

@@ -88,6 +88,8 @@ class Platform:
         # a worker's step in progress: the rates it runs at (chunks), and its misses past the L3 (sockets)
         self._table: list[Rates | None] = [steps.shared_s[0] or steps.cached_s[0]] * n
         self._touched_at = [0.0] * n  # when each worker last read or wrote the model
+        self._grad_extra = [0.0] * n  # what each gradient adds where the worker's cycle outgrows its cache
+        self._given_gradient = sc.timing.gradient is not None  # the whole gradient's time, as the scenario says
         self._fused: int | None = None  # a worker whose update reads a sum the others add into (fuses_read)
         self._pass_until = [-math.inf] * n  # when each worker's atomic pass over that sum ends
         self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
@@ -117,6 +119,14 @@ class Platform:
         self.steps.shared_s[w] = None if shared is None else shared | free
         self.steps.held_s[w] = None  # lines it holds with a reader are the reader's to lose (its next read)
 
+    def cycle_vectors(self, w: int, vectors: int) -> None:
+        """Worker ``w``'s cycle touches ``vectors`` model-sized vectors (Leashed-SGD's: the one its gradient reads,
+        the gradient, the fresh vector it builds and the latest one it builds from): each gradient adds what
+        its streams lose where those outgrow the private cache (:meth:`StepTables.gradient_extra_s`); a given
+        ``[timing] gradient`` is the whole gradient's time."""
+        if not self._given_gradient:
+            self._grad_extra[w] = self.steps.gradient_extra_s(vectors)
+
     def mirrors(self, w: int) -> None:
         """Worker ``w``'s update leaves the new θ in its private copy too (the cpu executor's lock loops, whose
         reads it skips where the copy still is θ): on lines another core's cache holds too it runs at the
@@ -142,7 +152,7 @@ class Platform:
         return ss
 
     def gradient(self, w: int) -> simpy.Event:
-        seconds = self._grad[w]()
+        seconds = self._grad[w]() + self._grad_extra[w]
         tick = self.gradients.tick  # the timer's instants it runs over on its CPU
         if self._fast[w]:
             return self.env.timeout(seconds if tick is None else seconds + tick.stall(self.env.now, seconds))

@@ -211,6 +211,9 @@ class GpuPlatform:
     def computes_on_copy(self, w: int) -> None:
         """A gradient on a private copy: no per-core caches on the GPU model to evict from."""
 
+    def cycle_vectors(self, w: int, vectors: int) -> None:
+        """A worker's cycle on the device: no per-core caches for it to outgrow; nothing to set."""
+
     def fuses_read(self, w: int) -> None:
         """A Lopez master's steps are kernels on its stream like any other's (the CPU platform's cache tiers
         and calibrated step times have no GPU counterpart): nothing to set."""

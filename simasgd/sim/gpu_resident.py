@@ -194,6 +194,9 @@ class ResidentPlatform(GpuPlatform):
         update in another vector of the pool."""
         self.copy_pending[w] = self.builds_into[w] = True
 
+    def cycle_vectors(self, w: int, vectors: int) -> None:
+        """A block's vectors live in the device's memory: no per-core caches for them to outgrow; nothing to set."""
+
     def fuses_read(self, w: int) -> None:
         """The master's step reads the sum in the same pass (``acc[i] · scale`` per element): no read."""
         self.fused_read[w] = True

@@ -393,6 +393,54 @@ def test_a_leashed_pass_writes_a_fresh_vector_at_four_streams(tmp_path: Path, mo
     assert model.update_s(s) == pytest.approx(3 * s / rate, rel=1e-12)
 
 
+def _leashed_on_a_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int, given: float | None = None,
+                        **sim: object):
+    """Leashed-SGD on a 256 KiB model (between two of the table's sizes, as twice it is), its gradients from a
+    one-sample table (1e-4 s), or ``given`` as a constant ``[timing] gradient``: the model's bytes, the cache
+    model, the run's rows."""
+    from simasgd.sim import backend
+
+    doc = {**_scenario(workers).to_dict(), "algorithm": {"name": "leashed"},
+           "workload": {"model": "least_squares", "dataset": "synthetic", "batch_size": 8, "features": 32768,
+                        "samples": 64},
+           "timing": {} if given is None else {"gradient": {"dist": "deterministic", "mean_s": given}}}
+    sc = _with_sim(loader.from_dict(doc, base_dir=tmp_path), **sim)
+    path = _profile(tmp_path)
+    _with_snapshot(path, sc)
+    s, model = _prepared(monkeypatch, path, sc)
+    return s, model, backend.run_once(sc, 0).updates
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_leashed_gradient_pays_for_the_vectors_its_cycle_adds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                workers: int) -> None:
+    """With other workers, a Leashed-SGD cycle touches four model-sized vectors (the latest it computes on, its
+    gradient, the fresh vector it builds, the latest it builds from) where the calibration timed the gradient on
+    two (θ and the gradient): each gradient's two streams run at the copy rate of 4·S touched (a copy of 2·S)
+    instead of 2·S (a copy of S), adding 2·S/gbs(2·S) − 2·S/gbs(S). A lone worker computes into the vector it
+    publishes (two vectors) and adds nothing. Every gradient phase is the table's sample plus that."""
+    s, _model, u = _leashed_on_a_table(tmp_path, monkeypatch, workers)
+    gbs = lambda size: math.exp(np.interp(math.log(size), np.log(SIZES), np.log(GBS))) * 1e9
+    extra = 2 * s / gbs(2 * s) - 2 * s / gbs(s) if workers > 1 else 0.0
+    assert workers == 1 or extra > 1e-6  # the two sizes' rates differ here
+    np.testing.assert_allclose((u["t_grad_end"] - u["t_grad_start"]).to_numpy(), 1e-4 + extra, rtol=1e-9)
+
+
+def test_a_leashed_gradient_off_the_cache_model_is_the_sample(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[sim] cache_model = false``: one bandwidth for every size, so no footprint to outgrow."""
+    _s, _model, u = _leashed_on_a_table(tmp_path, monkeypatch, 2, cache_model=False)
+    np.testing.assert_allclose((u["t_grad_end"] - u["t_grad_start"]).to_numpy(), 1e-4, rtol=1e-9)
+
+
+def test_a_given_gradient_time_is_the_whole_leashed_gradient(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``[timing] gradient`` the scenario gives is what a gradient takes: a constant one is every gradient
+    phase, on the same cache model that adds the footprint's time to a calibrated one."""
+    _s, _model, u = _leashed_on_a_table(tmp_path, monkeypatch, 2, given=2e-4)
+    np.testing.assert_allclose((u["t_grad_end"] - u["t_grad_start"]).to_numpy(), 2e-4, rtol=1e-9)
+
+
 def test_the_lopez_master_steps_at_the_warm_update_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The master computes no gradient between its steps and alone writes θ; its step is one pass (θ ← θ −
     η·acc/(N−1) reads the sum as it writes θ): each step takes the warm `[copy_by_size]` update. Passes that cost nothing

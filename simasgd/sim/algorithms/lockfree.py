@@ -18,7 +18,9 @@ immutable: it holds a reference, no copy), then repeatedly builds
 ``θ_latest − η·g`` in a fresh vector in one pass (``update_rule.step_into``, an
 update's worth of work) and CASes the pointer; a CAS fails when someone published in between. After ``persistence``
 failed attempts the update is dropped (``applied = false``), with backoff
-between attempts. A pass costs what the lines it finds cost (``Platform.update_into``).
+between attempts. A pass costs what the lines it finds cost (``Platform.update_into``). Beside other workers
+a cycle touches four model-sized vectors where the calibrated gradient touches two, and each gradient pays
+for the larger footprint (``Platform.cycle_vectors``).
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
     p, model = run.platform, run.model
     backoff = run.backoff(w)
     latency = p.cas_latency[w]
+    if run.n > 1:  # the latest vector, the gradient, the fresh vector and the latest it is built from; alone, the
+        p.cycle_vectors(w, 4)  # gradient goes into the vector it publishes: two, as the calibration's
     yield from run.start(w)
     while True:
         run.begin(w)
