@@ -1,7 +1,8 @@
 """The benchmark tools that benchmarks/*.md's methods use, each run at a tiny setting:
 ``fidelity_ablation.py`` (the corpus re-simulated with one mechanism turned, against its measured runs),
-``profile_keys.py`` (the keys and mechanisms the simulator reads on the corpus), ``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record), ``sim_scale.py`` (the simulator's cost an attempt as workers grow, its cells repeated) and ``sim_events.py``
-(where a run's events go: the sharing servers' timers by what each finds)."""
+``profile_keys.py`` (the keys and mechanisms the simulator reads on the corpus), ``cuda_streams.py`` (the simulator's prediction per stream count; its ``cells.json`` a versioned record), ``sim_scale.py`` (the simulator's cost an attempt as workers grow, its cells repeated) ``sim_events.py``
+(where a run's events go: the sharing servers' timers by what each finds) and ``gradient_footprint.py`` (a
+gradient's time against the vectors its cycle touches)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from simasgd.machines.profile import workload_key
@@ -217,3 +219,36 @@ def test_sim_throughput_pairs_its_runs_and_times_the_numerics_loop(benchmark_scr
     assert sim > 0 and bare > 0 and len(ratios) == 3 and all(r > 0 for r in ratios)
     loop_s, math_s = st.numerics_overhead(20)  # every method it times still exists on the simulator's model
     assert 0 < math_s <= loop_s
+
+
+def test_gradient_footprint_times_each_cycle_and_prices_the_four_vector_one(
+        tmp_path: Path, benchmark_script: Callable[[str], Any]) -> None:
+    """``gradient_footprint.py`` at a tiny setting: every case timed in every round, the record readable under its
+    schema, the table's excess each case's median over the calibration's, and the simulator's excess on a
+    profile its closed form (the gradient's two streams at the copy rate of 2·S against S: log-log
+    interpolation in ``[copy_by_size]``)."""
+    import math
+    import statistics
+
+    footprint, record = benchmark_script("gradient_footprint"), benchmark_script("record")
+    sizes, gbs = [4096, 16384, 65536], [100.0, 50.0, 25.0]
+    profile = tmp_path / "p.toml"
+    profile.write_text("\n".join([
+        "[machine]", "sockets = 1", "cores_per_socket = 2", "threads_per_core = 1", "local_latency_ns = 90.0",
+        "remote_latency_ns = 90.0", "mem_bandwidth_gbs = 10.0", "link_bandwidth_gbs = 10.0",
+        "gflops_per_core = 1.0", "quantum_s = 0.004", "context_switch_s = 2e-6", "",
+        "[copy_by_size]", f"sizes_bytes = {sizes}", f"gbs = {gbs}", f"update_gbs = {gbs}", ""]))
+    out = tmp_path / "gf.json"
+    assert footprint.main(["--layers", "64", "8", "10", "--batch", "4", "--calls", "20", "--repeats", "2",
+                           "--profile", str(profile), "--out", str(out), "--cpu", "0"]) == 0
+    doc = record.read(out, "gradient_footprint", 1)
+    assert set(doc["rounds"]) == {name for name, _, _ in footprint.CASES}
+    assert all(len(v) == 2 and min(v) > 0 for v in doc["rounds"].values())
+    s = doc["model_bytes"]
+    assert s == (64 * 8 + 8 + 8 * 10 + 10) * 8
+    rate = lambda size: math.exp(float(np.interp(math.log(size), np.log(sizes), np.log(gbs)))) * 1e9
+    assert doc["predicted_us"] == pytest.approx((2 * s / rate(2 * s) - 2 * s / rate(s)) * 1e6, rel=1e-9)
+    assert doc["predicted_us"] > 0
+    base = statistics.median(doc["rounds"]["calibration"])
+    four = statistics.median(doc["rounds"]["4 vectors"])
+    assert f"| 4 vectors | {four:.1f} (" in footprint.table(doc) and f"| {four - base:+.1f} |" in footprint.table(doc)
