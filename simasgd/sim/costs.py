@@ -32,7 +32,7 @@ import simpy
 from simasgd.machines.machine import Machine, place
 from simasgd.sim import sockets
 from simasgd.sim.caches import HELD, OTHERS, OWN
-from simasgd.sim.cpu import Cores
+from simasgd.sim.cpu import Cores, take_cpu
 from simasgd.sim.draws import Sampler, timing_dist
 from simasgd.sim.gradients import GradientDraws, given_steps
 from simasgd.sim.memory import Memory, Transfer
@@ -118,6 +118,14 @@ class Platform:
         self.steps.cached_s[w] = own | free
         self.steps.shared_s[w] = None if shared is None else shared | free
         self.steps.held_s[w] = None  # lines it holds with a reader are the reader's to lose (its next read)
+
+    def first_turn(self, w: int) -> simpy.Event | None:
+        """Worker ``w``'s thread, at its start, waiting for the CPU it shares (its run queue's first turn for it):
+        an event that fires once it holds one; None where it has a CPU of its own or holds one already."""
+        th = self.cores.threads[w]
+        if not th.sliced or th.req is not None:
+            return None
+        return self.env.process(take_cpu(self.env, self.cores, th))
 
     def cycle_vectors(self, w: int, vectors: int) -> None:
         """Worker ``w``'s cycle touches ``vectors`` model-sized vectors (Leashed-SGD's: the one its gradient reads,

@@ -67,6 +67,7 @@ class WorkerPlatform(Protocol):
     def fuses_read(self, w: int) -> None: ...
     def mirrors(self, w: int) -> None: ...
     def cycle_vectors(self, w: int, vectors: int) -> None: ...
+    def first_turn(self, w: int) -> simpy.Event | None: ...
     def block(self, w: int) -> None: ...
 
 
@@ -151,9 +152,14 @@ class SimRun:
             self.stop.succeed()
 
     def start(self, w: int) -> Generator[simpy.Event, object, None]:
-        """The start-up stagger: worker ``w`` begins at ``w × startup_stagger_s``."""
+        """The start-up stagger: worker ``w`` begins at ``w × startup_stagger_s``; then, where its thread shares a
+        CPU, it begins once the scheduler first gives it one (a thread's first read of the version is code it
+        runs: not before it runs)."""
         if self.stagger > 0 and w:
             yield self.env.timeout(w * self.stagger)
+        turn = self.platform.first_turn(w)
+        if turn is not None:
+            yield turn
 
     # Phase boundaries of worker w's current cycle, as the executors record them (results.UPDATE_COLUMNS).
     def begin(self, w: int) -> None:

@@ -211,6 +211,10 @@ class GpuPlatform:
     def computes_on_copy(self, w: int) -> None:
         """A gradient on a private copy: no per-core caches on the GPU model to evict from."""
 
+    def first_turn(self, w: int) -> simpy.Event | None:
+        """A worker's stream is its own from the start: no CPU to wait for."""
+        return None
+
     def cycle_vectors(self, w: int, vectors: int) -> None:
         """A worker's cycle on the device: no per-core caches for it to outgrow; nothing to set."""
 

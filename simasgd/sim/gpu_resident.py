@@ -194,6 +194,10 @@ class ResidentPlatform(GpuPlatform):
         update in another vector of the pool."""
         self.copy_pending[w] = self.builds_into[w] = True
 
+    def first_turn(self, w: int) -> simpy.Event | None:
+        """A block is resident on its SM from the launch: no CPU to wait for."""
+        return None
+
     def cycle_vectors(self, w: int, vectors: int) -> None:
         """A block's vectors live in the device's memory: no per-core caches for them to outgrow; nothing to set."""
 

@@ -297,3 +297,28 @@ def test_spinning_waiters_keep_their_cpu_so_pairs_run_for_a_quantum(algorithm: s
     assert share["spin"] > 0.6 > share["sleep"]
     assert spin[spin.applied].staleness.quantile(0.99) > 3 * sleep[sleep.applied].staleness.quantile(0.99)
     assert spin.worker.nunique() == 4 and spin.version.max() == 4000
+
+
+def test_a_thread_sharing_a_cpu_begins_its_first_cycle_when_it_first_runs() -> None:
+    """8 HOGWILD! threads on 2 CPUs, each run queue granting its CPU a thread at a time: a thread reads the
+    version only once it runs, so each worker's first cycle starts when its thread is first granted a CPU and
+    its context switch is paid (``cpu.TURNS``), and its first update sees only the updates made while it
+    computed, never those of the quanta it waited through."""
+    from simasgd.machines import machine as machines
+    from simasgd.sim import cpu
+
+    args = ("machine.preset=\"laptop-2core\"", "workers.count=8", "workers.placement=\"os\"",
+            "stop.max_updates=400", "timing.gradient={dist=\"deterministic\", mean_s=2e-4}")
+    cpu.TURNS = []
+    try:
+        u = simulate(*args)
+        turns = cpu.TURNS
+    finally:
+        cpu.TURNS = None
+    first_grant = {w: min(t for ww, _c, t, on in turns if ww == w and on) for w in range(8)}
+    s = machines.resolve(loader.from_dict(loader.apply_overrides(BASE, args)).machine).context_switch_s
+    first = u.sort_values("t_start").groupby("worker").head(1).set_index("worker").sort_index()
+    np.testing.assert_allclose(first.t_start.to_numpy(), [first_grant[w] + s for w in range(8)], rtol=0, atol=1e-12)
+    assert sorted(set(np.round(first.t_start.to_numpy(), 9))) != [round(s, 9)]  # they did not all start at once
+    # a cycle of 0.2 ms: the other CPU's thread makes one update or two meanwhile
+    assert (first.staleness <= 2).all(), first.staleness.tolist()
