@@ -97,8 +97,10 @@ def leashed_worker(env: simpy.Environment, w: int, run: SimRun, cell: CasCell,
     p, model = run.platform, run.model
     backoff = run.backoff(w)
     latency = p.cas_latency[w]
-    if run.n > 1:  # the latest vector, the gradient, the fresh vector and the latest it is built from; alone, the
-        p.cycle_vectors(w, 4)  # gradient goes into the vector it publishes: two, as the calibration's
+    # the latest vector, the gradient, the fresh vector and the latest one it is built from; a lone worker computes
+    # its gradient into the vector it publishes: two, as the calibration's
+    if run.n > 1:
+        p.cycle_vectors(w, 4)
     yield from run.start(w)
     while True:
         run.begin(w)
