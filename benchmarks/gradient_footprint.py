@@ -20,7 +20,7 @@ Each case's gradients are timed (the first ``WARMUP`` dropped), the cases in tur
 figure is each case's median over its rounds' medians and its excess over ``calibration``. With ``--profile``
 (a calibrated profile's ``[copy_by_size]``) the simulator's excess for a four-vector cycle is printed beside:
 the gradient's two model-sized streams at the copy rate of that footprint against that of two vectors
-(``StepTables.gradient_extra_s``).
+(``CacheModel.gradient_extra_s``).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def predicted_us(profile: Path, model_bytes: int) -> float | None:
     cm = CacheModel.from_profile(machine.load_profile(profile).profile)
     if cm is None:
         return None
-    return max(0.0, cm.read_within_s(model_bytes, 4 * model_bytes) - cm.read_s(model_bytes)) * 1e6
+    return cm.gradient_extra_s(model_bytes, 4) * 1e6
 
 
 def table(doc: dict[str, Any]) -> str:

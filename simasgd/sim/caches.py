@@ -49,6 +49,8 @@ import numpy as np
 
 from simasgd.machines.profile_model import Profile
 
+GRADIENT_VECTORS = 2  # model-sized vectors the calibrated gradient touches: the θ it reads, the gradient it writes
+
 
 @dataclass(frozen=True)
 class CacheModel:
@@ -121,10 +123,16 @@ class CacheModel:
             return 2 * model_bytes / self._rate(self.shared_read_gbs, model_bytes, self.shared_sizes)
         return 2 * model_bytes / self._rate(self.read_gbs, model_bytes)
 
-    def read_within_s(self, model_bytes: float, footprint_bytes: float) -> float:
-        """A copy of the model at the warm rate of a cycle that touches ``footprint_bytes`` in all: a copy of S
-        bytes touches 2·S, so :meth:`read_s` is this at twice the model's size."""
-        return 2 * model_bytes / self._rate(self.read_gbs, footprint_bytes / 2)
+    def gradient_extra_s(self, model_bytes: float, vectors: int) -> float:
+        """What a gradient adds where its worker's cycle touches ``vectors`` model-sized vectors, against the
+        :data:`GRADIENT_VECTORS` the calibration timed it on (``executors/calibration/gradient.py``): its two
+        model-sized streams (θ read, the gradient written) at the warm copy rate of the cycle's footprint (a copy of
+        half of it: a copy of S bytes touches 2·S) rather than of the model's size; where the cycle outgrows the
+        private cache, they come from the next level."""
+        if vectors <= GRADIENT_VECTORS:
+            return 0.0
+        within = 2 * model_bytes / self._rate(self.read_gbs, vectors * model_bytes / 2)
+        return max(0.0, within - self.read_s(model_bytes))
 
     def update_s(self, model_bytes: float, shared: bool = False) -> float:
         """One core applying θ -= lr·g to the model (cache-resident); ``shared``: lines another core

@@ -96,7 +96,6 @@ def representative(kept: np.ndarray, mean: float, median: float, p90: float) -> 
     return np.concatenate([np.repeat(body, m), out])
 
 
-
 def profile_machine(machine: Machine) -> Machine:
     """The machine with the profile's single-thread copy bandwidth, when calibrated."""
     copy = None if machine.profile is None else machine.profile.copy_

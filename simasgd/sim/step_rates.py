@@ -35,9 +35,6 @@ LINE_BYTES = 64  # a cache line, where the profile's [cache] does not say
 Rates = dict[int, float]  # a step's seconds by the model-sized streams it moves (READ_COPIES, ...)
 
 
-GRADIENT_VECTORS = 2  # model-sized vectors the calibrated gradient touches: the θ it reads, the gradient it writes
-
-
 @dataclass
 class StepTables:
     """Step times where the model's lines are (caches and coherence), per worker; None off the cache model."""
@@ -97,15 +94,9 @@ class StepTables:
                              FRESH_COPIES: max(own[FRESH_COPIES], update * FRESH_COPIES / UPDATE_COPIES)}
 
     def gradient_extra_s(self, vectors: int) -> float:
-        """What a gradient adds where its worker's cycle touches ``vectors`` model-sized vectors, against the two
-        (θ and the gradient, back to back) the calibration timed it on (``executors/calibration/gradient.py``):
-        its two model-sized streams, θ read and the gradient written, at the warm copy rate of the cycle's
-        footprint rather than of those two alone (``[copy_by_size]``): where the cycle outgrows the private
-        cache, they come from the next level. 0 off the cache model."""
-        c, s = self.caches, self.model_bytes
-        if c is None or vectors <= GRADIENT_VECTORS:
-            return 0.0
-        return max(0.0, c.read_within_s(s, vectors * s) - c.read_s(s))
+        """What a gradient adds where its worker's cycle touches ``vectors`` model-sized vectors
+        (:meth:`CacheModel.gradient_extra_s`, ``[copy_by_size]``); 0 off the cache model."""
+        return 0.0 if self.caches is None else self.caches.gradient_extra_s(self.model_bytes, vectors)
 
     def mirrored(self, w: int) -> None:
         """Worker ``w``'s update leaves the new θ in its copy too, its gradient having been written over the copy
