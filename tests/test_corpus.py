@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from simasgd.cli import app
 from simasgd.corpus import score, store
-from simasgd.evaluation import analysis, fidelity
+from simasgd.evaluation import analysis, fidelity, phases
 from simasgd.machines import machine, profile
 from simasgd.runs import backends
 from simasgd.runs.results import RunResult
@@ -175,6 +175,54 @@ def test_the_model_error_is_held_out_per_machine_and_written_over_all(measured: 
     # the simulator's band from 4 runs, judged against the 3 measured
     assert {b["updates_per_s"]["band"]["runs"] for b in bands["per_cell"].values()} == {4}
     assert bands["per_metric"]["updates_per_s"]["runs"] == 3
+
+
+def test_a_cell_beside_its_simulation(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
+    """The simulator's own runs as the 'measured' cell: simulated again with the same seeds, every run and every
+    phase statistic is the same on both sides; another draw of its timing (a seed offset) moves the simulated
+    side while the measured one stays the cell's stored statistics."""
+    from simasgd.corpus import cell_view
+
+    _, prof, root = measured
+    entry = store.entry_from([root / "cells" / "hogwild" / "cpu"], profile.read(prof).to_doc(), "tiny")
+    cell = entry.cells[0]
+    same = cell_view.view(entry, cell.name)
+    assert same.score.met and all(v == 0.0 for k, v in same.score.values.items() if k != "updates_to_eps_rel_err")
+    np.testing.assert_equal(same.runs["sim"], same.runs["measured"])  # ε never reached: NaN on both sides
+    assert [r.phase for r in same.phases] == list(phases.ALL_PHASES)
+    for r in same.phases:
+        assert r.measured == pytest.approx(r.simulated, rel=1e-6), r.phase  # stored as floats of the same rows
+        assert r.measured == {k: pytest.approx(float(s[k])) for s in cell.phases if s["phase"] == r.phase
+                              for k in cell_view.STATS}
+    moved = cell_view.view(entry, cell.name, seed_offset=1)
+    assert [r.measured for r in moved.phases] == [r.measured for r in same.phases]
+    gradient = next(r for r in moved.phases if r.phase == "gradient")
+    assert gradient.mean_rel_err != 0.0 and moved.runs["sim"]["updates_per_s"] != same.runs["sim"]["updates_per_s"]
+    widest = moved.widest()
+    assert widest is not None and widest.phase in phases.PHASES
+    assert abs(widest.mean_delta_s) == max(abs(r.mean_delta_s) for r in moved.phases if r.phase in phases.PHASES)
+    doc = json.loads(json.dumps(moved.to_json(), allow_nan=False))
+    assert doc["cell"] == cell.name and doc["widest_phase"] == widest.phase
+    with pytest.raises(cell_view.CellNotFound, match=cell.name):
+        cell_view.find(entry, "fid-nope")
+
+
+def test_cli_cell_names_what_there_is(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
+    _, prof, root = measured
+    corpus = tmp_path / "corpus"
+    res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "--profile", str(prof),
+                                   "--machine", "tiny", "--corpus", str(corpus)])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "cell.json"
+    res = CliRunner().invoke(app, ["corpus", "cell", "tiny", "cell-hogwild", "--corpus", str(corpus),
+                                   "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "meets every goal" in res.output and "| gradient |" in res.output
+    assert json.loads(out.read_text())["met"] is True
+    res = CliRunner().invoke(app, ["corpus", "cell", "tiny", "fid-nope", "--corpus", str(corpus)])
+    assert res.exit_code == 2 and "no cell 'fid-nope'" in res.output and "cell-hogwild" in res.output
+    res = CliRunner().invoke(app, ["corpus", "cell", "huge", "cell-hogwild", "--corpus", str(corpus)])
+    assert res.exit_code == 2 and "no machine named huge" in res.output and "tiny" in res.output
 
 
 # --- a cell whose gradient drifted before its runs: predicted as compare predicts it --------------------

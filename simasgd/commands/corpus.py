@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ import typer
 from simasgd.commands import console, output_file, output_folder, refuse, user_errors
 
 if TYPE_CHECKING:
+    from simasgd.corpus import cell_view
     from simasgd.corpus.score import CellScore, MachineScore
 
 corpus_app = typer.Typer(no_args_is_help=True, help="The fidelity corpus: measured cells of every machine, "
@@ -152,6 +154,94 @@ def score_cmd(corpus: Path | None = CorpusOpt,
                                    "model_error": not no_model_error, "runs": runs,
                                    "machines": [r.to_json() for r in results]}, indent=2))
         console().print(f"scores: {out}", markup=False)
+
+
+@corpus_app.command("cell")
+def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd corpus list` names it."),
+             cell: str = typer.Argument(..., help="One of its cells, e.g. fid-mutex-n2-b16 (`corpus score --cells` "
+                                                  "lists them)."),
+             corpus: Path | None = CorpusOpt,
+             overrides: list[str] = typer.Option([], "--set", "-s", help="A [sim] mechanism for this simulation, "
+                                                 "e.g. -s coherence=false (repeatable)."),
+             runs: int | None = typer.Option(None, "--runs", min=2, help="The simulator's runs (default: as many "
+                                             "as were measured)."),
+             seed_offset: int = typer.Option(0, "--seed-offset", min=0, help="Another draw of the simulator's "
+                                             "timing (added to the seed of its timing draws), against the same "
+                                             "measured runs."),
+             out: Path | None = typer.Option(None, "--json", help="Write the comparison to this JSON file.")) -> None:
+    """One cell beside today's simulation of it: both sides' runs, the four goals and where each side's cycle
+    goes (read, gradient, update, between), with the phase whose mean differs most."""
+    from simasgd.corpus import cell_view, store
+    from simasgd.spec import loader
+
+    where = corpus or default_corpus()
+    if out is not None:
+        output_file(out, "--json")
+    with user_errors():
+        path = where / f"{machine}{store.SUFFIX}"
+        if not path.is_file():
+            names = [p.name.removesuffix(store.SUFFIX) for p in store.machines(where)]
+            raise store.CorpusError(f"{where}: no machine named {machine} (it has: {', '.join(names) or 'none'})")
+        sim = dict(loader.parse_override(o.removeprefix("sim.")) for o in overrides)
+        entry = store.load(path)
+        try:
+            cell_view.find(entry, cell)
+        except cell_view.CellNotFound as e:
+            raise store.CorpusError(str(e)) from None
+    v = cell_view.view(entry, cell, sim, seed_offset, runs)
+    _print_cell(v)
+    if out is not None:
+        out.write_text(json.dumps(v.to_json(), indent=2, allow_nan=False))
+        console().print(f"comparison: {out}", markup=False)
+
+
+def _print_cell(v: cell_view.CellView) -> None:
+    """The runs of both sides, the goals, and the phases (µs) as Markdown tables."""
+    from simasgd.corpus import cell_view
+
+    con = console()
+    if v.score.error:
+        con.print(f"{v.machine} {v.cell}: the simulation failed: {v.score.error}", markup=False, soft_wrap=True)
+        return
+    con.print(f"{v.machine} {v.cell}: {'✓ meets every goal' if v.score.met else '✗ misses'}; "
+              f"{', '.join(cell_view.goal_lines(v))}; ceiling {v.score.bound or 0:.2f}, "
+              f"replica {v.score.ceiling or 0:.2f}", markup=False, soft_wrap=True)
+    labels = {"updates_per_s": "updates/s", "mean_staleness": "τ̄", "updates_to_eps": "updates to ε",
+              "time_to_eps": "time to ε (s)"}
+    lines = ["", "| run | side | " + " | ".join(labels.values()) + " |", "|---|---|" + "---|" * len(labels)]
+    for side, name in (("measured", "measured"), ("sim", "simulated")):
+        d = v.runs.get(side, {})
+        n = max((len(x) for x in d.values()), default=0)
+        for i in range(n):
+            cells = [_fmt(d.get(m, [])[i] if i < len(d.get(m, [])) else math.nan, m) for m in labels]
+            lines.append(f"| {i} | {name} | " + " | ".join(cells) + " |")
+    con.print("\n".join(lines), markup=False, soft_wrap=True)
+    if not v.phases:
+        con.print("\nphases: not recorded on either side", markup=False)
+        return
+    head = ["phase", *(f"{s} measured / sim" for s in cell_view.STATS), "mean err"]
+    lines = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in v.phases:
+        err = r.mean_rel_err
+        lines.append(f"| {r.phase} | " + " | ".join(f"{_us(r.measured[s])} / {_us(r.simulated[s])}"
+                                                   for s in cell_view.STATS)
+                     + f" | {f'{err:+.1%}' if math.isfinite(err) else 'n/a'} |")
+    con.print("\n".join(lines), markup=False, soft_wrap=True)
+    widest, dc = v.widest(), v.cycle_delta_s()
+    if widest is not None and math.isfinite(dc):
+        con.print(f"\nthe phase whose mean differs most: {widest.phase}, {widest.mean_delta_s * 1e6:+.1f} µs of the "
+                  f"cycle's {dc * 1e6:+.1f} µs (simulated − measured; updates/s goes as one over the cycle)",
+                  markup=False, soft_wrap=True)
+
+
+def _fmt(x: float, metric: str) -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    return f"{x:.3f}" if metric in ("mean_staleness", "time_to_eps") else f"{x:,.0f}"
+
+
+def _us(seconds: float) -> str:
+    return "n/a" if not math.isfinite(seconds) else f"{seconds * 1e6:,.1f}"
 
 
 def _write_fit(corpus: Path, results: list[MachineScore]) -> None:
