@@ -203,6 +203,14 @@ def test_a_cell_beside_its_simulation(measured: tuple[RunResult, Path, Path], tm
     assert abs(widest.mean_delta_s) == max(abs(r.mean_delta_s) for r in moved.phases if r.phase in phases.PHASES)
     doc = json.loads(json.dumps(moved.to_json(), allow_nan=False))
     assert doc["cell"] == cell.name and doc["widest_phase"] == widest.phase
+    # the staleness judged: every applied update of the measured runs, once
+    assert same.staleness["measured"].sum() == sum(r.cut(None)[1] for r in cell.rows)
+    np.testing.assert_array_equal(same.staleness["measured"], same.staleness["simulated"])
+    drawn = cell_view.figures(moved)
+    assert set(drawn) == {"staleness", "cycle"}
+    cycle = drawn["cycle"].axes[0]
+    measured_sum = sum(p.get_width() for p in cycle.patches if p.get_y() + p.get_height() / 2 < 0.5)
+    assert measured_sum == pytest.approx(sum(r.measured["mean"] for r in moved.phases if r.phase in phases.PHASES) * 1e6)
     with pytest.raises(cell_view.CellNotFound, match=cell.name):
         cell_view.find(entry, "fid-nope")
 
@@ -219,6 +227,10 @@ def test_cli_cell_names_what_there_is(measured: tuple[RunResult, Path, Path], tm
     assert res.exit_code == 0, res.output
     assert "meets every goal" in res.output and "| gradient |" in res.output
     assert json.loads(out.read_text())["met"] is True
+    res = CliRunner().invoke(app, ["corpus", "cell", "tiny", "cell-hogwild", "--corpus", str(corpus),
+                                   "--plot", str(tmp_path / "fig" / "c")])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["c-cycle.png", "c-staleness.png"]
     res = CliRunner().invoke(app, ["corpus", "cell", "tiny", "fid-nope", "--corpus", str(corpus)])
     assert res.exit_code == 2 and "no cell 'fid-nope'" in res.output and "cell-hogwild" in res.output
     res = CliRunner().invoke(app, ["corpus", "cell", "huge", "cell-hogwild", "--corpus", str(corpus)])

@@ -140,6 +140,25 @@ def banded(make_result, initial=(2.0, 2.5, 3.0), ends=(1000, 800, 1200), eps=0.1
     return r
 
 
+def test_cycle_bars_cut_each_sides_cycle_into_its_phase_means():
+    means = {"measured": {"read": 100e-6, "gradient": 200e-6, "update": 50e-6, "between": 1e-6, "cycle": 351e-6},
+             "simulated": {"read": 30e-6, "gradient": 210e-6, "update": float("nan")}}
+    fig = plots.cycle_bars(means)
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches if p.get_width() > 0 or p.get_height() > 0]
+    by_row: dict[float, list] = {}
+    for b in bars:
+        by_row.setdefault(round(b.get_y() + b.get_height() / 2, 6), []).append(b)
+    rows = [sorted(v, key=lambda b: b.get_x()) for _, v in sorted(by_row.items())]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["measured", "simulated"]
+    # each segment starts where the one before ends, and is its phase's mean in µs (a missing phase: 0)
+    want = [[100, 200, 50, 1], [30, 210, 0, 0]]
+    for row, widths in zip(rows, want, strict=True):
+        assert [b.get_width() for b in row] == pytest.approx(widths)
+        assert [b.get_x() for b in row] == pytest.approx(list(np.cumsum([0, *widths[:-1]])))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["read", "gradient", "update", "between"]
+
+
 def test_loss_band_frame_is_the_mean_and_sd_over_the_span_every_run_covers(make_result):
     from simasgd.evaluation import bands
 

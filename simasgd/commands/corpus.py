@@ -168,7 +168,10 @@ def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd c
              seed_offset: int = typer.Option(0, "--seed-offset", min=0, help="Another draw of the simulator's "
                                              "timing (added to the seed of its timing draws), against the same "
                                              "measured runs."),
-             out: Path | None = typer.Option(None, "--json", help="Write the comparison to this JSON file.")) -> None:
+             out: Path | None = typer.Option(None, "--json", help="Write the comparison to this JSON file."),
+             plot: Path | None = typer.Option(None, "--plot", help="Draw it: PATH-staleness.png (both sides' "
+                                              "staleness distributions) and PATH-cycle.png (each side's mean "
+                                              "cycle cut into its phases).")) -> None:
     """One cell beside today's simulation of it: both sides' runs, the four goals and where each side's cycle
     goes (read, gradient, update, between), with the phase whose mean differs most."""
     from simasgd.corpus import cell_view, store
@@ -193,6 +196,12 @@ def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd c
     if out is not None:
         out.write_text(json.dumps(v.to_json(), indent=2, allow_nan=False))
         console().print(f"comparison: {out}", markup=False)
+    if plot is not None:
+        from simasgd.evaluation import plots
+
+        for kind, fig in cell_view.figures(v).items():
+            for f in plots.save(fig, plot.with_name(f"{plot.name}-{kind}")):
+                console().print(f"figure: {f}", markup=False)
 
 
 def _print_cell(v: cell_view.CellView) -> None:

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simasgd.corpus.score import CellScore, band_runs, judge, scenario_of
+import numpy as np
+
+from simasgd.corpus.score import CellScore, band_runs, common_cut, judge, scenario_of
 from simasgd.corpus.store import Cell, Entry
 from simasgd.evaluation import fidelity, phases
 
@@ -58,6 +60,7 @@ class CellView:
     score: CellScore
     runs: Mapping[str, Mapping[str, list[float]]]  # "measured" / "sim" → metric → one value per run
     phases: list[PhaseRow]
+    staleness: Mapping[str, np.ndarray]  # "measured" / "simulated" → updates at τ = k, all runs, as judged
 
     def widest(self) -> PhaseRow | None:
         """The phase of a cycle (not the cycle) whose simulated mean is furthest from the measured one."""
@@ -80,6 +83,7 @@ class CellView:
                 "runs": {side: {m: [num(v) for v in vs] for m, vs in d.items()} for side, d in self.runs.items()},
                 "phases": [{"phase": r.phase, "measured": {k: num(v) for k, v in r.measured.items()},
                             "simulated": {k: num(v) for k, v in r.simulated.items()}} for r in self.phases],
+                "staleness": {side: [int(x) for x in c] for side, c in self.staleness.items()},
                 "widest_phase": None if widest is None else widest.phase,
                 "cycle_delta_s": num(self.cycle_delta_s())}
 
@@ -110,7 +114,31 @@ def view(entry: Entry, name: str, overrides: Mapping[str, Any] | None = None, se
             sim = backends.run(sc, "sim", repeats=sc.repeats, out=Path(tmp) / "sim")
     simulated = phases.phase_stats(phases.phase_frame(sim.updates)) if phases.has_phases(sim) else None
     return CellView(entry.name, cell.name, cell.scenario, judge(cell, sim), band_runs(cell, sim),
-                    phase_rows(cell.phases, [] if simulated is None else simulated.to_dict("records")))
+                    phase_rows(cell.phases, [] if simulated is None else simulated.to_dict("records")),
+                    staleness_counts(cell, sim))
+
+
+def staleness_counts(cell: Cell, sim: Any) -> dict[str, np.ndarray]:
+    """Both sides' staleness histograms, all runs pooled, over the versions both made (as the goals judge them)."""
+    from simasgd.evaluation import analysis
+
+    cut = common_cut(cell, sim)
+    hs, _ = fidelity.run_stats(sim if cut is None else analysis.up_to_version(sim, cut))
+    hm, _ = cell.stats(cut)
+    return {"measured": np.asarray(hm, dtype=float).sum(axis=0), "simulated": np.asarray(hs, dtype=float).sum(axis=0)}
+
+
+def figures(v: CellView) -> dict[str, Any]:
+    """The view drawn: ``staleness`` (both sides' distributions overlaid) and, where both sides have phases,
+    ``cycle`` (each side's mean cycle cut into its phases)."""
+    from simasgd.evaluation import plots
+
+    out: dict[str, Any] = {"staleness": plots.staleness_counts_histogram(dict(v.staleness))}
+    out["staleness"].axes[0].set_title(f"Staleness: {v.machine}, {v.cell}")
+    means = {side: {r.phase: getattr(r, side)["mean"] for r in v.phases} for side in ("measured", "simulated")}
+    if all(any(math.isfinite(x) for x in m.values()) for m in means.values()):
+        out["cycle"] = plots.cycle_bars(means, f"Where a cycle's time goes: {v.machine}, {v.cell}")
+    return out
 
 
 def phase_rows(measured: Sequence[Mapping[str, Any]], simulated: Sequence[Mapping[str, Any]]) -> list[PhaseRow]:

@@ -276,6 +276,38 @@ def phase_distributions(results: Mapping[str, RunResult], warmup: float | None =
     return fig
 
 
+def cycle_bars(means_s: Mapping[str, Mapping[str, float]], title: str = "Where a cycle's time goes") -> Figure:
+    """One horizontal bar a side (``means_s[label][phase]``: a phase's mean, seconds), cut into the phases of a
+    cycle (read, gradient, update, between) in µs, each segment labelled where it is wide enough: which phase
+    makes two sides' cycles differ, at a glance. A phase a side lacks counts 0 there."""
+    plt, sns = libs()
+    labels = list(means_s)
+    colors = sns.color_palette("colorblind", len(phases.PHASES))
+
+    def us(label: str, phase: str) -> float:
+        v = means_s[label].get(phase, 0.0) * 1e6
+        return v if math.isfinite(v) and v > 0 else 0.0
+
+    widest = max((sum(us(label, p) for p in phases.PHASES) for label in labels), default=0.0)
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.9 * len(labels)))
+    for y, label in enumerate(labels):
+        left = 0.0
+        for phase, color in zip(phases.PHASES, colors, strict=True):
+            w = us(label, phase)
+            ax.barh(y, w, height=0.6, left=left, color=color, label=phase if y == 0 else None, edgecolor="white")
+            if w > 0.07 * widest:
+                ax.text(left + w / 2, y, f"{w:,.0f}", ha="center", va="center", fontsize=9)
+            left += w
+        ax.text(left, y, f"  {left:,.0f}", va="center", fontsize=9)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
+    ax.set(xlabel="mean time a cycle (µs)", title=title, xlim=(0, widest * 1.15 if widest > 0 else 1.0))
+    ax.legend(title="phase", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
+    return fig
+
+
 def plain_log_ticks(ax: Any) -> None:
     # 0.3, 1, 2 rather than 3×10⁻¹: losses span a decade or two, not many. Minor ticks are labelled at
     # 2× and 5× a power of ten only, so that the labels of a decade do not run into each other.
