@@ -122,14 +122,19 @@ def test_measured_folders_leave_the_simulator_out(measured: tuple[RunResult, Pat
         store.measured_folders([root / "cells" / "hogwild" / "sim"])
 
 
+def _added(root: Path, prof: Path, corpus: Path, name: str) -> Path:
+    """The fixture's measured cells added to ``corpus`` as machine ``name`` through the CLI; the corpus folder."""
+    res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "--profile", str(prof),
+                                   "--machine", name, "--corpus", str(corpus)])
+    assert res.exit_code == 0, res.output
+    return corpus
+
+
 @pytest.mark.slow
 def test_cli_add_list_score(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
     """The simulator scored against its own runs meets every cell; the ceiling is their self-prediction."""
     result, prof, root = measured
-    corpus = tmp_path / "corpus"
-    res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "--profile", str(prof),
-                                   "--machine", "tiny", "--corpus", str(corpus)])
-    assert res.exit_code == 0, res.output
+    corpus = _added(root, prof, tmp_path / "corpus", "tiny")
     res = CliRunner().invoke(app, ["corpus", "list", "--corpus", str(corpus)])
     assert res.exit_code == 0 and "tiny" in res.output
     out = tmp_path / "s.json"
@@ -151,9 +156,7 @@ def test_the_model_error_is_held_out_per_machine_and_written_over_all(measured: 
     _, prof, root = measured
     corpus = tmp_path / "corpus"
     for name in ("tiny", "twin"):
-        res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "--profile", str(prof),
-                                       "--machine", name, "--corpus", str(corpus)])
-        assert res.exit_code == 0, res.output
+        _added(root, prof, corpus, name)
     res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-s", "coherence=false",
                                    "--write-fit"])
     assert res.exit_code == 2 and "an ablation's error is not the model's" in res.output
@@ -217,10 +220,7 @@ def test_a_cell_beside_its_simulation(measured: tuple[RunResult, Path, Path], tm
 
 def test_cli_cell_names_what_there_is(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
     _, prof, root = measured
-    corpus = tmp_path / "corpus"
-    res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "--profile", str(prof),
-                                   "--machine", "tiny", "--corpus", str(corpus)])
-    assert res.exit_code == 0, res.output
+    corpus = _added(root, prof, tmp_path / "corpus", "tiny")
     out = tmp_path / "cell.json"
     res = CliRunner().invoke(app, ["corpus", "cell", "tiny", "cell-hogwild", "--corpus", str(corpus),
                                    "--json", str(out)])
