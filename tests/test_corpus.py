@@ -235,6 +235,13 @@ def test_cli_cell_names_what_there_is(measured: tuple[RunResult, Path, Path], tm
     assert res.exit_code == 2 and "no cell 'fid-nope'" in res.output and "cell-hogwild" in res.output
     res = CliRunner().invoke(app, ["corpus", "cell", "huge", "cell-hogwild", "--corpus", str(corpus)])
     assert res.exit_code == 2 and "no machine named huge" in res.output and "tiny" in res.output
+    # a name is looked up among the corpus's machines, never made into a path
+    res = CliRunner().invoke(app, ["corpus", "cell", f"../{corpus.name}/tiny", "cell-hogwild", "--corpus", str(corpus)])
+    assert res.exit_code == 2 and "no machine named" in res.output
+    for bad, why in (("", "give a path"), (str(out / "x"), "not a folder")):  # out is a file
+        res = CliRunner().invoke(app, ["corpus", "cell", "tiny", "cell-hogwild", "--corpus", str(corpus),
+                                       "--plot", bad])
+        assert res.exit_code == 2 and why in res.output, res.output
 
 
 # --- a cell whose gradient drifted before its runs: predicted as compare predicts it --------------------

@@ -156,6 +156,9 @@ def score_cmd(corpus: Path | None = CorpusOpt,
         console().print(f"scores: {out}", markup=False)
 
 
+FIGURES = ("staleness", "cycle")  # what `corpus cell --plot` draws (simasgd.corpus.cell_view.figures)
+
+
 @corpus_app.command("cell")
 def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd corpus list` names it."),
              cell: str = typer.Argument(..., help="One of its cells, e.g. fid-mutex-n2-b16 (`corpus score --cells` "
@@ -180,13 +183,18 @@ def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd c
     where = corpus or default_corpus()
     if out is not None:
         output_file(out, "--json")
+    if plot is not None:  # before the simulation: checked as the files it writes
+        if not plot.name or plot.name in (".", ".."):
+            refuse(f"--plot {str(plot)!r}: give a path the figures' names start with, e.g. figs/mutex-n8")
+        for kind in FIGURES:
+            output_file(plot.parent / f"{plot.name}-{kind}.png", "--plot")
     with user_errors():
-        path = where / f"{machine}{store.SUFFIX}"
-        if not path.is_file():
-            names = [p.name.removesuffix(store.SUFFIX) for p in store.machines(where)]
-            raise store.CorpusError(f"{where}: no machine named {machine} (it has: {', '.join(names) or 'none'})")
+        # the machine found among the corpus's files, never a path made of the argument
+        paths = {p.name.removesuffix(store.SUFFIX): p for p in store.machines(where)}
+        if machine not in paths:
+            raise store.CorpusError(f"{where}: no machine named {machine} (it has: {', '.join(paths) or 'none'})")
         sim = dict(loader.parse_override(o.removeprefix("sim.")) for o in overrides)
-        entry = store.load(path)
+        entry = store.load(paths[machine])
         try:
             cell_view.find(entry, cell)
         except cell_view.CellNotFound as e:
@@ -200,7 +208,7 @@ def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd c
         from simasgd.evaluation import plots
 
         for kind, fig in cell_view.figures(v).items():
-            for f in plots.save(fig, plot.with_name(f"{plot.name}-{kind}")):
+            for f in plots.save(fig, plot.parent / f"{plot.name}-{kind}"):
                 console().print(f"figure: {f}", markup=False)
 
 
