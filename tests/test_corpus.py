@@ -189,7 +189,7 @@ def test_a_cell_beside_its_simulation(measured: tuple[RunResult, Path, Path], tm
     _, prof, root = measured
     entry = store.entry_from([root / "cells" / "hogwild" / "cpu"], profile.read(prof).to_doc(), "tiny")
     cell = entry.cells[0]
-    same = cell_view.view(entry, cell.name)
+    same = cell_view.view(entry, cell)
     assert same.score.met and all(v == 0.0 for k, v in same.score.values.items() if k != "updates_to_eps_rel_err")
     np.testing.assert_equal(same.runs["sim"], same.runs["measured"])  # ε never reached: NaN on both sides
     assert [r.phase for r in same.phases] == list(phases.ALL_PHASES)
@@ -197,7 +197,7 @@ def test_a_cell_beside_its_simulation(measured: tuple[RunResult, Path, Path], tm
         assert r.measured == pytest.approx(r.simulated, rel=1e-6), r.phase  # stored as floats of the same rows
         assert r.measured == {k: pytest.approx(float(s[k])) for s in cell.phases if s["phase"] == r.phase
                               for k in cell_view.STATS}
-    moved = cell_view.view(entry, cell.name, seed_offset=1)
+    moved = cell_view.view(entry, cell, seed_offset=1)
     assert [r.measured for r in moved.phases] == [r.measured for r in same.phases]
     gradient = next(r for r in moved.phases if r.phase == "gradient")
     assert gradient.mean_rel_err != 0.0 and moved.runs["sim"]["updates_per_s"] != same.runs["sim"]["updates_per_s"]

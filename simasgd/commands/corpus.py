@@ -156,9 +156,6 @@ def score_cmd(corpus: Path | None = CorpusOpt,
         console().print(f"scores: {out}", markup=False)
 
 
-FIGURES = ("staleness", "cycle")  # what `corpus cell --plot` draws (simasgd.corpus.cell_view.figures)
-
-
 @corpus_app.command("cell")
 def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd corpus list` names it."),
              cell: str = typer.Argument(..., help="One of its cells, e.g. fid-mutex-n2-b16 (`corpus score --cells` "
@@ -186,7 +183,7 @@ def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd c
     if plot is not None:  # before the simulation: checked as the files it writes
         if not plot.name or plot.name in (".", ".."):
             refuse(f"--plot {str(plot)!r}: give a path the figures' names start with, e.g. figs/mutex-n8")
-        for kind in FIGURES:
+        for kind in cell_view.FIGURES:
             output_file(plot.parent / f"{plot.name}-{kind}.png", "--plot")
     with user_errors():
         # the machine found among the corpus's files, never a path made of the argument
@@ -195,11 +192,8 @@ def cell_cmd(machine: str = typer.Argument(..., help="The machine, as `simasgd c
             raise store.CorpusError(f"{where}: no machine named {machine} (it has: {', '.join(paths) or 'none'})")
         sim = dict(loader.parse_override(o.removeprefix("sim.")) for o in overrides)
         entry = store.load(paths[machine])
-        try:
-            cell_view.find(entry, cell)
-        except cell_view.CellNotFound as e:
-            raise store.CorpusError(str(e)) from None
-    v = cell_view.view(entry, cell, sim, seed_offset, runs)
+        found = cell_view.find(entry, cell)
+    v = cell_view.view(entry, found, sim, seed_offset, runs)
     _print_cell(v)
     if out is not None:
         out.write_text(json.dumps(v.to_json(), indent=2, allow_nan=False))
@@ -230,7 +224,7 @@ def _print_cell(v: cell_view.CellView) -> None:
         d = v.runs.get(side, {})
         n = max((len(x) for x in d.values()), default=0)
         for i in range(n):
-            cells = [_fmt(d.get(m, [])[i] if i < len(d.get(m, [])) else math.nan, m) for m in labels]
+            cells = [_fmt(vals[i] if i < len(vals := d.get(m, [])) else math.nan, m) for m in labels]
             lines.append(f"| {i} | {name} | " + " | ".join(cells) + " |")
     con.print("\n".join(lines), markup=False, soft_wrap=True)
     if not v.phases:

@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from simasgd.corpus.score import CellScore, band_runs, common_cut, judge, scenario_of
-from simasgd.corpus.store import Cell, Entry
-from simasgd.evaluation import fidelity, phases
+from simasgd.corpus.store import Cell, CorpusError, Entry
+from simasgd.evaluation import fidelity, phases, plots
 
 STATS = ("mean", "median", "p90", "p99")  # the phase statistics shown, as the corpus keeps them (seconds)
+FIGURES = ("staleness", "cycle")  # what :func:`figures` draws, by name
 
 
-class CellNotFound(LookupError):
+class CellNotFound(CorpusError):
     """The entry has no cell of that name."""
 
 
@@ -96,15 +97,14 @@ def find(entry: Entry, name: str) -> Cell:
     return cell
 
 
-def view(entry: Entry, name: str, overrides: Mapping[str, Any] | None = None, seed_offset: int = 0,
+def view(entry: Entry, cell: Cell, overrides: Mapping[str, Any] | None = None, seed_offset: int = 0,
          sim_runs: int | None = None) -> CellView:
-    """Cell ``name`` of ``entry`` simulated on the entry's profile (``overrides`` on [sim], ``seed_offset`` and
-    ``sim_runs`` as :func:`simasgd.corpus.score.scenario_of` takes them) and set beside its measured runs."""
+    """``cell`` of ``entry`` (:func:`find`) simulated on the entry's profile (``overrides`` on [sim], ``seed_offset``
+    and ``sim_runs`` as :func:`simasgd.corpus.score.scenario_of` takes them) and set beside its measured runs."""
     from simasgd.evaluation import drift
     from simasgd.machines import profile
     from simasgd.runs import backends
 
-    cell = find(entry, name)
     typed = profile.typed(entry.profile, entry.name)
     sc = scenario_of(cell, dict(overrides or {}), seed_offset, sim_runs)
     with tempfile.TemporaryDirectory() as tmp:
@@ -130,9 +130,7 @@ def staleness_counts(cell: Cell, sim: Any) -> dict[str, np.ndarray]:
 
 def figures(v: CellView) -> dict[str, Any]:
     """The view drawn: ``staleness`` (both sides' distributions overlaid) and, where both sides have phases,
-    ``cycle`` (each side's mean cycle cut into its phases)."""
-    from simasgd.evaluation import plots
-
+    ``cycle`` (each side's mean cycle cut into its phases): :data:`FIGURES`."""
     out: dict[str, Any] = {"staleness": plots.staleness_counts_histogram(dict(v.staleness))}
     out["staleness"].axes[0].set_title(f"Staleness: {v.machine}, {v.cell}")
     means = {side: {r.phase: getattr(r, side)["mean"] for r in v.phases} for side in ("measured", "simulated")}
@@ -156,14 +154,8 @@ GOAL_LABELS = {"mean_staleness_rel_err": "τ̄", "ks": "KS", "updates_per_s_rel_
 
 
 def goal_lines(v: CellView) -> list[str]:
-    """One line a goal: the error, the goal, met or not."""
-    out = []
-    verdicts = v.score.verdicts
-    for k, label in GOAL_LABELS.items():
-        value, limit = v.score.values.get(k, math.nan), fidelity.GOALS[k]
-        rel = k.endswith("rel_err")
-        shown = "n/a" if not math.isfinite(value) else f"{value:+.1%}" if rel else f"{value:.3f}"
-        judged = verdicts.get(k)
-        ok = "·" if judged is None else "✓" if judged else "✗"  # ·: not judged (ε never reached)
-        out.append(f"{label} {shown} (goal {'±' + format(limit, '.0%') if rel else '≤ ' + str(limit)}) {ok}")
-    return out
+    """One line a goal: the error, the goal, met or not (· where not judged: ε never reached), as the fidelity
+    report writes them (:func:`simasgd.evaluation.plots.fmt_value`, ``fmt_goal``, ``verdict_mark``)."""
+    verdicts, values = v.score.verdicts, v.score.values
+    return [f"{label} {plots.fmt_value(k, values.get(k, math.nan))} (|·| {plots.fmt_goal(k, fidelity.GOALS[k])}) "
+            f"{plots.verdict_mark(verdicts.get(k))}" for k, label in GOAL_LABELS.items()]
