@@ -177,10 +177,11 @@ def main() -> None:
     os.environ["SIMASGD_PROFILE"] = args.profile
     net = doc["network"]
     ar = net.get("allreduce") or {}
-    handling = net.get("handling_us")
+    handling, wake, after = net.get("handling_us"), net.get("wake_us"), net.get("wake_after_us")
     print(f"[network]: latency {net['latency_us']:.0f} us, {net['bandwidth_gbps']:.1f} Gb/s, server "
           f"{net['server_bandwidth_gbps']:.2f} Gb/s, all-reduce measured at ranks {ar.get('ranks', [])}, "
-          f"handling {'not measured' if handling is None else f'{handling:.1f} us'}, sim model {args.dim} "
+          f"handling {'not measured' if handling is None else f'{handling:.1f} us'}, "
+          f"{'' if wake is None or after is None else f'wake {wake:.1f} us past {after:.1f} us idle, '}sim model {args.dim} "
           f"parameters, loadavg {os.getloadavg()[0]:.1f}, {len(os.sched_getaffinity(0))} CPUs")
     print("| algorithm | processes | run | sim updates/s | dist updates/s | sim / dist - 1 | sim τ̄ | dist τ̄ "
           "| ranks' CPUs |", flush=True)

@@ -67,6 +67,8 @@ LOOP_DIM = 4810         # the server loop's shard: the Wongpanich MLP's size (38
 QUEUE_SENDERS = (1, 2, 4, 7)  # the server loop driven by N workers at once (7: dist_fidelity's 8 processes)
 QUEUE_WARM, QUEUE_ROUNDS = 20, 100  # pushes per worker before the timed window, and in it (quick: 10, 25)
 QUEUE_DEADLINE_S = 20.0  # an N's ranks, start-up included (about 1 s each on 16 cores)
+WAKE_GAPS_S = (0.0, 1e-3)  # the worker's busy gap before each push at 2 ranks: back to back, and a gradient's
+                           # length and more (the 16-core entry's MLP: ~550 µs), long past any idle poll
 
 
 def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -94,16 +96,20 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     store_rt = float(_spawn(2, _store_round_trip, (50 if quick else 500,)))
     log("the server loop under N senders at once")
     by_senders = server_queue(quick, log=log)
+    log("the server loop with the worker busy before each push")
+    by_gap = server_gaps(quick)
     server_gbps = max(server.values()) * 8 / 1e9 if server else bw
-    from simasgd.sim.network import handling_from_cpu
+    from simasgd.sim.network import handling_from_cpu, wake_from_gaps
 
     handling = handling_from_cpu(cpu, step)
+    wake, after = wake_from_gaps(by_gap["round_trip_s"], by_gap["messages_per_s"], by_gap["main_cpu_per_message_s"])
     return {
         "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,
         "server_bandwidth_gbps": server_gbps, "handling_us": handling * 1e6, "store_round_trip_us": store_rt * 1e6,
+        "wake_us": wake * 1e6, "wake_after_us": after * 1e6,
         "server_loop": {"bytes": int(nbytes), "round_trip_s": float(round_trip), "cpu_per_message_s": float(cpu),
                         "update_s": float(step), "rounds": rounds,
-                        **({"by_senders": by_senders} if by_senders else {})},
+                        **({"by_senders": by_senders} if by_senders else {}), "by_gap": by_gap},
         "p2p": {"bytes": list(sizes), "one_way_s": one_way},
         "server": {"bytes": SERVER_BYTES, "senders": [int(k) for k in server],
                    "bytes_per_s": list(server.values())},
@@ -142,6 +148,29 @@ def server_queue(quick: bool = False, senders: tuple[int, ...] = QUEUE_SENDERS,
             "cpu_per_message_s": [r["cpu_per_message_s"] for r in rows],
             "main_cpu_per_message_s": [r["main_cpu_per_message_s"] for r in rows],
             "rounds": rounds, "pinned": True, "seconds": time.perf_counter() - t0}
+
+
+def server_gaps(quick: bool = False, gaps_s: tuple[float, ...] = WAKE_GAPS_S) -> dict[str, Any]:
+    """``[network.server_loop.by_gap]``: :func:`_queued_loop` at 2 ranks with the worker spinning each of ``gaps_s``
+    on its CPU before every push, the ranks pinned as the backend pins them (where the host has a CPU for each);
+    ``wake_us`` and ``wake_after_us`` are read from it (:func:`simasgd.sim.network.wake_from_gaps`)."""
+    from executors.cpu import placement
+    from executors.dist.backend import transport_cpus
+
+    t0 = time.perf_counter()
+    allowed = sorted(os.sched_getaffinity(0))
+    warm, rounds = (10, 25) if quick else (QUEUE_WARM, 2 * QUEUE_ROUNDS)
+    pins = None
+    if len(allowed) >= 2:
+        cpus, _ = placement.plan(2, "uma")
+        pins = (cpus, transport_cpus(cpus, allowed))
+    rows = [_spawn(2, _queued_loop, (LOOP_DIM, warm, rounds, gap), pins, deadline_s=QUEUE_DEADLINE_S)
+            for gap in gaps_s]
+    return {"gap_s": list(gaps_s), "round_trip_s": [r["round_trip_s"] for r in rows],
+            "messages_per_s": [r["messages_per_s"] for r in rows],
+            "cpu_per_message_s": [r["cpu_per_message_s"] for r in rows],
+            "main_cpu_per_message_s": [r["main_cpu_per_message_s"] for r in rows],
+            "rounds": rounds, "pinned": pins is not None, "seconds": time.perf_counter() - t0}
 
 
 def _spawn(world: int, fn: Callable[..., Any], args: tuple[Any, ...],

@@ -127,3 +127,8 @@ def _calibrate_network(out: Path, quick: bool) -> None:
             console().print(f"  N {n}: {rate:.0f} pushes/s ({1e6 / rate:.0f} µs each), round trip {rt * 1e6:.0f} µs, "
                             f"server CPU {cpu * 1e6:.0f} µs a push (main thread {main * 1e6:.0f})", markup=False,
                             soft_wrap=True)
+    gaps = net["server_loop"]["by_gap"]
+    console().print(f"waking from idle ([network.server_loop.by_gap]): a round trip "
+                    f"{gaps['round_trip_s'][0] * 1e6:.0f} µs back to back, {gaps['round_trip_s'][-1] * 1e6:.0f} µs with the worker busy "
+                    f"{gaps['gap_s'][-1] * 1e6:.0f} µs first: a rank idle past {net['wake_after_us']:.0f} µs adds "
+                    f"{net['wake_us']:.1f} µs to the message it takes", markup=False, soft_wrap=True)

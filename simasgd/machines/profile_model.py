@@ -507,6 +507,40 @@ class ServerBySendersTable(Table):
         return values
 
 
+class ServerByGapTable(Table):
+    """The same server loop at 2 ranks with the worker spinning a gap on its own CPU before each push, a
+    gradient's place: back to back (gap 0), then longer than a gradient. A round trip that grows with the gap is
+    the ranks waking from idle; `wake_us` and `wake_after_us` are read from it. One list entry per gap, in the
+    order of `gap_s`."""
+
+    gap_s: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(description=(
+        "the worker's busy time before each push; the first 0"))
+    round_trip_s: list[PositiveFinite] = Field(description="the median time from a push's send to its reply")
+    messages_per_s: list[PositiveFinite] = Field(description="pushes the server applied a second")
+    cpu_per_message_s: list[PositiveFinite] | None = Field(None, description=(
+        "the server process's CPU time per push, all its threads"))
+    main_cpu_per_message_s: list[PositiveFinite] = Field(description=(
+        "the server's main thread's CPU time per push: a push's cycle less this is the time it waited idle"))
+    rounds: int | None = Field(None, ge=1, description="pushes timed at each gap")
+    pinned: bool | None = Field(None, description="each rank's main thread on a CPU of its own")
+    seconds: float | None = Field(None, description="how long it took")
+
+    @field_validator("gap_s")
+    @classmethod
+    def _from_zero_up(cls, gaps: list[float]) -> list[float]:
+        if len(gaps) < 2 or gaps[0] != 0 or sorted(set(gaps)) != gaps:
+            raise ValueError("two gaps at least, the first 0, increasing")
+        return gaps
+
+    @field_validator("round_trip_s", "messages_per_s", "cpu_per_message_s", "main_cpu_per_message_s")
+    @classmethod
+    def _one_per_gap(cls, values: list[float] | None, info: ValidationInfo) -> list[float] | None:
+        gaps = info.data.get("gap_s")  # absent where it was refused itself
+        if values is not None and gaps is not None and len(values) != len(gaps):
+            raise ValueError(f"{len(values)} values for the {len(gaps)} of `gap_s` {gaps}: one per gap")
+        return values
+
+
 class ServerLoopTable(Table):
     """Round trips through `dist`'s parameter server at 2 ranks, the measurement `handling_us` is taken from."""
 
@@ -521,6 +555,8 @@ class ServerLoopTable(Table):
     rounds: int | None = Field(None, description="round trips timed")
     by_senders: ServerBySendersTable | None = Field(None, description=(
         "`[network.server_loop.by_senders]` below: the same loop under N senders at once"))
+    by_gap: ServerByGapTable | None = Field(None, description=(
+        "`[network.server_loop.by_gap]` below: the same loop at 2 ranks with the worker busy before each push"))
 
 
 class NetworkTable(Table):
@@ -551,14 +587,22 @@ class NetworkTable(Table):
         "on this host: the median round trip, 2 ranks, one client. `dist`'s `keuper` and `simuparallel` take "
         "each step's global version so (one blocking round trip a step); the simulator charges it to their "
         "workers"))
+    wake_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
+        "what a rank adds to the message it takes after idling longer than `wake_after_us` (a halted CPU woken, "
+        "its caches cold): from the server loop with the worker busy a gap before each push "
+        "(`[network.server_loop.by_gap]`), the round trip's growth from gap 0 to the longest gap, shared by the "
+        "ranks that idled past `wake_after_us` there. The simulator adds it to the receiving rank's handling"))
+    wake_after_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
+        "the idle past which a rank pays `wake_us`: the longest either rank idled in that loop at gap 0 (the "
+        "worker's round trip, or a push's cycle less the server's main-thread CPU), where neither paid it"))
     p2p: P2pTable | None = Field(None, description="`bytes`, `one_way_s`: the ping-pong's message sizes and times")
     server: ServerTable | None = Field(None, description="`bytes`, `senders`, `bytes_per_s`: the server test")
     allreduce: AllreduceTable | None = Field(None, description=(
         "`bytes`, `ranks`, `seconds`: `all_reduce(SUM)` of a float32 vector: sizes, ranks, median times"))
     server_loop: ServerLoopTable | None = Field(None, description=(
         "`bytes`, `round_trip_s`, `cpu_per_message_s`, `update_s`, `rounds`: the loop `handling_us` is taken "
-        "from; "
-        "`by_senders`: the same loop under N senders at once"))
+        "from; `by_senders`: the same loop under N senders at once; `by_gap`: with the worker busy before each "
+        "push, where `wake_us` is read"))
     loadavg: list[float] | None = Field(None, description="the host's load around it")
     cpus: int | None = Field(None, description="usable CPUs")
     seconds: float | None = Field(None, description="how long it took")

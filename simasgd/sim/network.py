@@ -35,8 +35,10 @@ less its update step), the rank that receives a message spends that much CPU tim
 :data:`HEADER_BYTES`): a server with n workers saturates at 1/(handling + update) pushes a second, and one worker's
 round trip is two transfers, two handlings and the update. That round trip is longer than a back-to-back one
 measured on loopback (the one-way latency, timed by a ping-pong, already holds part of both ends' CPU work) and
-close to a ``dist`` worker's after a gradient, when both ends wake from a wait (benchmarks/README_dist.md). A
-profile without ``handling_us`` (from a calibrator that did not measure it), and every preset, leave the ranks'
+close to a ``dist`` worker's after a gradient, when both ends wake from a wait (benchmarks/README_dist.md).
+Waking is priced where the profile has ``wake_us`` and ``wake_after_us`` (:func:`wake_from_gaps`, from the
+server loop with the worker busy before each push): a rank idle — nothing handled, nothing sent — longer than
+``wake_after_us`` adds ``wake_us`` to the message it takes (:meth:`Network.wake_s`). A profile without ``handling_us`` (from a calibrator that did not measure it), and every preset, leave the ranks'
 CPUs out: messages cost no rank's CPU, a server's update is free, and the algorithms' messages are the simpler
 ones of their own docstrings.
 
@@ -66,6 +68,7 @@ server's link under N senders, measured over backend ``dist``'s gloo).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -158,6 +161,8 @@ class Links:
     allreduce: AllreduceTable | None = None
     handling_s: float | None = None
     store_s: float | None = None
+    wake_s: float = 0.0
+    wake_after_s: float = math.inf
 
 
 def resolve(cfg: Any) -> Links | None:
@@ -178,7 +183,11 @@ def resolve(cfg: Any) -> Links | None:
     # the store's round trip is the measured loopback's, like the all-reduce: not under a network of the scenario's own
     rt = None if net is None or own else net.store_round_trip_us
     store = None if rt is None else float(rt) * 1e-6
-    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling, store)
+    # waking from idle is the host's too (its CPUs' idle states), like the handling: it holds under a link of the
+    # scenario's own
+    wake, after = (0.0, math.inf) if net is None or net.wake_us is None or net.wake_after_us is None else (
+        float(net.wake_us) * 1e-6, float(net.wake_after_us) * 1e-6)
+    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling, store, wake, after)
 
 
 def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
@@ -222,6 +231,25 @@ def handling_from_cpu(cpu_per_message_s: float, update_s: float) -> float:
     process spent per push (all its threads: the transport's receive and send, ``serve``'s loop, the update) less
     the update step, which the simulator prices apart; 0 where the update takes it all."""
     return max(0.0, cpu_per_message_s - update_s)
+
+
+def wake_from_gaps(round_trip_s: list[float], messages_per_s: list[float], main_cpu_per_message_s: list[float]
+                   ) -> tuple[float, float]:
+    """``(wake_us, wake_after_us)`` in seconds from the server loop at 2 ranks with the worker busy a gap before
+    each push (``[network.server_loop.by_gap]``, the first gap 0, the last the longest): what a rank adds to the
+    message it takes after idling, and the idle past which it adds it.
+
+    At gap 0 neither rank pays it (``handling_us`` is measured there), so ``wake_after`` is the longest either
+    idles there: the worker for its round trip, the server for a push's cycle less its main thread's CPU. At the
+    longest gap the round trip's growth over gap 0 is the wake of each rank that idled past ``wake_after`` there
+    (the server always; the worker when its round trip outlasts it), shared equally; none where it did not grow."""
+    def idle(j: int) -> tuple[float, float]:  # (the worker's, the server's) idle per push at row j
+        return round_trip_s[j], 1.0 / messages_per_s[j] - main_cpu_per_message_s[j]
+
+    after = max(idle(0))
+    waking = sum(t > after for t in idle(-1))
+    grown = round_trip_s[-1] - round_trip_s[0]
+    return (grown / waking if waking and grown > 0 else 0.0), after
 
 
 def model_bytes(dim: int, itemsize: int) -> int:
@@ -283,6 +311,7 @@ class Network:
         self.out = [simpy.Resource(env, 1) for _ in range(nodes)]
         self.inn = [simpy.Resource(env, 1) for _ in range(nodes)]
         self.cpu = [simpy.Resource(env, 1) for _ in range(nodes)]  # each rank's one thread that handles messages
+        self.active = [0.0] * nodes  # when each rank last handled or sent a message: its idle time's start
         self.bytes_sent = [0] * nodes
 
     @property
@@ -306,7 +335,16 @@ class Network:
         order, for :attr:`handling_s` plus ``work_s`` (a server's update of θ)."""
         with self.cpu[node].request() as r:
             yield r
-            yield self.env.timeout(self.handling_s + work_s)
+            yield self.env.timeout(self.handling_s + self.wake_s(node) + work_s)
+        self.active[node] = self.env.now
+
+    def wake_s(self, node: int) -> float:
+        """What waking rank ``node`` adds to the message it takes now: the profile's ``wake_us`` where the rank
+        has been idle — nothing handled, nothing sent — longer than ``wake_after_us``, else 0."""
+        links = self.links
+        if links is None or self.env.now - self.active[node] <= links.wake_after_s:
+            return 0.0
+        return links.wake_s
 
     def bandwidth(self, node: int) -> float:
         assert self.links is not None
@@ -321,6 +359,7 @@ class Network:
     def send(self, src: int, dst: int, nbytes: float) -> Proc:
         """Move ``nbytes`` from ``src`` to ``dst`` (``yield from``): queue for both NICs, then transfer."""
         self.bytes_sent[src] += int(nbytes)
+        self.active[src] = self.env.now
         if self.links is None or nbytes <= 0:
             return
         yield self.env.timeout(self.links.latency_s)

@@ -41,10 +41,16 @@ def test_calibrate_network_writes_a_table_the_simulator_reads(tmp_path: Path, mo
     assert net["handling_us"] == pytest.approx(max(0.0, loop["cpu_per_message_s"] - loop["update_s"]) * 1e6)
     fits = [n for n in (1, 2, 4, 7) if n + 1 <= cpus]  # the server loop under N senders: N + 1 ranks, a CPU each
     assert loop["by_senders"]["senders"] == fits and len(loop["by_senders"]["round_trip_s"]) == len(fits)
+    gaps = loop["by_gap"]
+    assert gaps["gap_s"] == [0.0, 1e-3] and all(len(gaps[k]) == 2 for k in ("round_trip_s", "messages_per_s"))
+    wake, after = network.wake_from_gaps(gaps["round_trip_s"], gaps["messages_per_s"], gaps["main_cpu_per_message_s"])
+    assert (net["wake_us"], net["wake_after_us"]) == pytest.approx((wake * 1e6, after * 1e6))
+    assert net["wake_after_us"] >= gaps["round_trip_s"][0] * 1e6  # neither rank pays it back to back
     monkeypatch.setenv("SIMASGD_PROFILE", str(out))
     links = network.resolve(_scenario().network)  # type: ignore[attr-defined]
     assert links is not None and links.latency_s == pytest.approx(net["latency_us"] * 1e-6)
     assert links.handling_s == pytest.approx(net["handling_us"] * 1e-6)
+    assert (links.wake_s, links.wake_after_s) == pytest.approx((wake, after))
     assert net["store_round_trip_us"] > 0 and links.store_s == pytest.approx(net["store_round_trip_us"] * 1e-6)
     assert math.isnan(net["bandwidth_gbps"]) or links.bandwidth_Bps == pytest.approx(net["bandwidth_gbps"] * 1e9 / 8)
 
@@ -182,3 +188,30 @@ def test_the_network_reads_the_profile_the_machine_reads(env: str | None, monkey
     else:
         monkeypatch.setenv(machine.PROFILE_ENV, env)
     assert network.profile_path() == machine.profile_path()
+
+
+BY_GAP = {"gap_s": [0.0, 5.5e-4, 1e-3], "round_trip_s": [1.3e-4, 2.7e-4, 2.7e-4],
+          "messages_per_s": [6500.0, 1100.0, 760.0], "main_cpu_per_message_s": [7e-5, 1.3e-4, 1.3e-4],
+          "rounds": 200, "pinned": True}
+
+
+def test_the_by_gap_table_round_trips_through_a_profile_file(tmp_path: Path) -> None:
+    out = tmp_path / "p.toml"
+    profile.write({"network": {"latency_us": 40.0, "wake_us": 70.0, "wake_after_us": 130.0,
+                               "server_loop": {"bytes": 38512, "by_gap": BY_GAP}}}, out)
+    net = profile.read(out).network
+    assert net is not None and (net.wake_us, net.wake_after_us) == (70.0, 130.0)
+    assert profile.read(out).to_doc()["network"]["server_loop"]["by_gap"] == BY_GAP
+
+
+@pytest.mark.parametrize("change, refusal", [
+    ({"gap_s": [1e-4, 1e-3, 2e-3]}, r"gap_s: .*the first 0"),
+    ({"gap_s": [0.0]}, r"gap_s: .*two gaps at least"),
+    ({"gap_s": [0.0, 1e-3, 5e-4]}, r"gap_s: .*increasing"),
+    ({"round_trip_s": [1e-4, 2e-4]}, r"round_trip_s: .*2 values for the 3 of `gap_s`"),
+    ({"main_cpu_per_message_s": None}, r"main_cpu_per_message_s: Field required"),
+])
+def test_the_by_gap_table_is_refused_by_file_and_key(change: dict[str, object], refusal: str) -> None:
+    table = {k: v for k, v in {**BY_GAP, **change}.items() if v is not None}
+    with pytest.raises(profile.ProfileError, match=r"^mine\.toml: \[network.server_loop.by_gap\] " + refusal):
+        profile.Profile.from_doc({"network": {"server_loop": {"by_gap": table}}}, "mine.toml")

@@ -23,8 +23,10 @@ HOP = L + M / SERVER_BPS                       # a model-sized message to or fro
 
 def _profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handling_us: float | None = C * 1e6,
              latency_us: float = L * 1e6, gbps: float = 8.0, server_gbps: float = 4.0,
-             store_us: float | None = None) -> None:
+             store_us: float | None = None, wake: tuple[float, float] | None = None) -> None:
     net: dict[str, Any] = {"latency_us": latency_us, "bandwidth_gbps": gbps, "server_bandwidth_gbps": server_gbps}
+    if wake is not None:
+        net["wake_us"], net["wake_after_us"] = wake[0] * 1e6, wake[1] * 1e6
     if handling_us is not None:
         net["handling_us"] = handling_us
     if store_us is not None:
@@ -204,3 +206,57 @@ def test_the_profile_keeps_handling_us_and_its_measurement(tmp_path: Path) -> No
     net = profile.read(again).network
     assert net is not None and net.handling_us == 76.0
     assert profile.read(again).to_doc()["network"]["server_loop"] == loop
+
+
+W = 15e-6  # what waking from idle adds to a message
+
+
+@pytest.mark.parametrize(("after", "woken"), [
+    (10e-6, 2),    # both ranks idle past it: the server through the gradient, the worker through its round trip
+    (120e-6, 1),   # the worker's wait (2 hops, a handling, a wake, the update: ~92 µs) is short of it: the server
+    (1.0, 0),      # neither: as without the keys
+])
+def test_a_rank_idle_past_wake_after_adds_wake_to_the_message_it_takes(
+        after: float, woken: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker: the server idles 2 hops, a handling and the gradient between pushes (~172 µs), the worker
+    from its push to the reply; each rank idle past ``wake_after`` adds ``wake`` to the message it takes."""
+    _profile(tmp_path, monkeypatch, wake=(W, after))
+    t = _writes(_run("param_server", 1))
+    assert np.diff(t) == pytest.approx(np.full(len(t) - 1, 2 * HOP + 2 * C + woken * W + GRAD + U), rel=1e-9)
+
+
+def test_a_busy_server_does_not_wake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server with a push always waiting never idles: one update every C + U, as without the keys, though
+    every worker waits (and wakes) for its reply."""
+    _profile(tmp_path, monkeypatch, latency_us=0.1, gbps=8000.0, server_gbps=8000.0, wake=(W, 1e-6))
+    r = _run("param_server", 8, updates=400, grad=1e-7)
+    gaps = np.diff(_writes(r))[32:]
+    assert gaps == pytest.approx(np.full(len(gaps), C + U), rel=1e-6)
+
+
+def test_wake_holds_under_a_network_of_the_scenario_s_own_and_needs_both_keys(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _profile(tmp_path, monkeypatch, wake=(W, 1e-4))
+    own = loader.from_dict({"algorithm": {"name": "param_server"}, "workers": {"count": 2},
+                            "network": {"preset": "this", "latency_us": 1.0}})
+    links = network.resolve(own.network)
+    assert links is not None and (links.wake_s, links.wake_after_s) == pytest.approx((W, 1e-4))
+    out = tmp_path / "half.toml"
+    profile.write({"network": {"latency_us": 20.0, "bandwidth_gbps": 8.0, "handling_us": 30.0, "wake_us": 15.0}},
+                  out)
+    monkeypatch.setenv("SIMASGD_PROFILE", str(out))
+    links = network.resolve(own.network)
+    assert links is not None and links.wake_s == 0.0 and links.wake_after_s == float("inf")
+
+
+@pytest.mark.parametrize(("rows", "expected"), [
+    # the worker's round trip (100 µs) the longest idle at gap 0; both idle past it at the longest gap: 200 / 2
+    (([100e-6, 300e-6], [1 / 150e-6, 1 / 1400e-6], [60e-6, 100e-6]), (100e-6, 100e-6)),
+    # the server's idle (200 µs) the longest at gap 0; the worker's 180 µs round trip short of it: 80 to one rank
+    (([100e-6, 180e-6], [1 / 260e-6, 1 / 1300e-6], [60e-6, 100e-6]), (80e-6, 200e-6)),
+    # a round trip that did not grow: no wake
+    (([250e-6, 240e-6], [1 / 300e-6, 1 / 1300e-6], [60e-6, 100e-6]), (0.0, 250e-6)),
+])
+def test_wake_is_the_round_trip_s_growth_shared_by_the_ranks_idle_past_gap_zero_s_longest_idle(
+        rows: tuple[list[float], list[float], list[float]], expected: tuple[float, float]) -> None:
+    assert network.wake_from_gaps(*rows) == pytest.approx(expected)
