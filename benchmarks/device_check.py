@@ -17,7 +17,9 @@
   this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``), or when
   ``benchmarks/results/contention_<machine>.json`` is absent or lacks the ``beside``, ``cycle``, ``timeshare`` or
   ``held`` table (``contention.py --beside --cycle --timeshare --held``; a schema-2 record predates them), or
-  ``benchmarks/results/idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent: with the entry in, those
+  ``benchmarks/results/idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent, or no committed
+  ``benchmarks/results/dist_fidelity_<machine>*.md`` was simulated with the wake calibrated in its run (its
+  ``[network]:`` line names ``wake``; then ``calibrate_network`` and ``dist_fidelity``): with the entry in, those
   sections alone are due (below);
 - else ``none``: both are in the repository; name a part to run it again.
 
@@ -105,15 +107,20 @@ def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
         return False, f"{entry} is absent"
     due = due_sections(results, machine)
     if due:
-        return False, "; ".join(why for _, why in due)
-    return True, (f"{machine}'s corpus entry, contention record (with the {', '.join(TABLES)} tables) and "
-                  f"idle-gap record are in the repository")
+        return False, "; ".join(dict.fromkeys(why for _, why in due))
+    return True, (f"{machine}'s corpus entry, contention record (with the {', '.join(TABLES)} tables), "
+                  f"idle-gap record and dist cells with the wake are in the repository")
+
+
+WOKEN = re.compile(r"^\[network\]:.* wake [\d.]+ us past", flags=re.MULTILINE)
 
 
 def due_sections(results: Path, machine: str) -> list[tuple[str, str]]:
     """The cores part's sections whose records are missing, each with why: ``contention`` where
     ``contention_<machine>.json`` is absent or lacks a table of ``TABLES`` (``contention.py --beside --cycle
-    --timeshare --held``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent."""
+    --timeshare --held``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent,
+    ``calibrate_network,dist_fidelity`` where no committed ``dist_fidelity_<machine>*.md`` was simulated with the
+    wake (``[network] wake_us``) calibrated in its run."""
     due = []
     path = results / f"contention_{machine}.json"
     if not path.exists():
@@ -129,6 +136,10 @@ def due_sections(results: Path, machine: str) -> list[tuple[str, str]]:
     gap = results / f"idle_gap_{machine}.json"
     if not gap.exists():
         due.append(("idle_gap", f"{gap} is absent"))
+    if not any(WOKEN.search(f.read_text(encoding="utf-8")) for f in results.glob(f"dist_fidelity_{machine}*.md")):
+        why = (f"no {results}/dist_fidelity_{machine}*.md whose simulator priced waking (a `[network]:` line naming "
+               "`wake`): the dist cells with the wake calibrated in their run are due")
+        due += [("calibrate_network", why), ("dist_fidelity", why)]
     return due
 
 
@@ -137,7 +148,7 @@ def only_sections(part: str, results: Path, corpus: Path, machine: str) -> str:
     :func:`due_sections`, comma-separated), or empty: the whole part."""
     if part != "cores" or not (corpus / f"{machine}.json.gz").exists():
         return ""
-    return ",".join(name for name, _ in due_sections(results, machine))
+    return ",".join(dict.fromkeys(name for name, _ in due_sections(results, machine)))
 
 
 def pending(results: Path, corpus: Path, kind: str, machine: str) -> tuple[str, list[str]]:

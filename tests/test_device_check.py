@@ -251,7 +251,8 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     assert due() == "cores"  # a record from before the beside table (schema 2)
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3, {"threads": [], "beside": {}})
     assert due() == "cores"  # one from before the mutex cycle's table
-    assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "contention,idle_gap"
+    assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == (
+        "contention,idle_gap,calibrate_network,dist_fidelity")
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
                  {"threads": [], "beside": {}, "cycle": {}})
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
@@ -264,8 +265,17 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
                  {"threads": [], "beside": {}, "cycle": {}, "timeshare": [], "held": {}})
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "cores" and any("idle_gap_amd_epyc_16cpu.json is absent" in w for w in why)
-    assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "idle_gap"
+    assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "idle_gap,calibrate_network,dist_fidelity"
     record.write(results / "idle_gap_amd_epyc_16cpu.json", "idle_gap", 1, {"rows": []})
+    part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
+    assert part == "cores" and any("priced waking" in w for w in why)
+    assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "calibrate_network,dist_fidelity"
+    header = ("[network]: latency 27 us, 42.9 Gb/s, server 28.14 Gb/s, all-reduce measured at ranks [2, 3], "
+              "handling 76.6 us, {}sim model 4810 parameters, loadavg 2.0, 16 CPUs\n")
+    (results / "dist_fidelity_amd_epyc_16cpu_b.md").write_text(header.format(""))
+    assert due() == "cores"  # cells simulated without the wake
+    (results / "dist_fidelity_amd_epyc_16cpu_c.md").write_text("# a lending\n\n" + header.format(
+        "wake 70.7 us past 131.9 us idle, "))
     assert due() == "none" and due("none") == "none"
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "none"
