@@ -36,7 +36,7 @@
 # corpus/<machine>.json.gz (many_cores.py's name: CPU family and CPU count, e.g. amd_epyc_16cpu) or
 # benchmarks/results/contention_<machine>.json is absent or lacks its beside, cycle, timeshare or held table, or
 # benchmarks/results/idle_gap_<machine>.json is absent, or no benchmarks/results/dist_fidelity_<machine>*.md names
-# the wake in its [network]: line (then calibrate_network and dist_fidelity; the entry being in, those sections
+# a wake timed at three gaps or more in its [network]: line (then calibrate_network and dist_fidelity; the entry being in, those sections
 # alone run, as with DEVICE_CHECK_ONLY=contention,idle_gap); else nothing (exit 0). So one
 # lending runs `device_check.sh OUT gpu` and `device_check.sh OUT2 cores` (two commands: one command may run
 # 10 minutes), and a part whose section failed is run again alone.

@@ -149,6 +149,17 @@ def judge(sim: Any, real: Any, repeats: int) -> tuple[float | None, bool, dict[s
     return fidelity.self_prediction(real, repeats), met, pm
 
 
+def wake_words(net: dict[str, Any]) -> str:
+    """The header's words on waking (``[network.server_loop.by_gap]``), or none where it was not timed."""
+    from simasgd.sim.network import wake_from_gaps
+
+    gaps = (net.get("server_loop") or {}).get("by_gap")
+    if gaps is None:
+        return ""
+    w = wake_from_gaps(gaps["round_trip_s"], gaps["messages_per_s"], gaps["main_cpu_per_message_s"])
+    return f"wake {w.wake_s * 1e6:.1f} us past {w.after_s * 1e6:.1f} us idle over {len(gaps['gap_s']) - 1} gaps, "
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="profiles/this.toml")
@@ -177,11 +188,11 @@ def main() -> None:
     os.environ["SIMASGD_PROFILE"] = args.profile
     net = doc["network"]
     ar = net.get("allreduce") or {}
-    handling, wake, after = net.get("handling_us"), net.get("wake_us"), net.get("wake_after_us")
+    handling = net.get("handling_us")
     print(f"[network]: latency {net['latency_us']:.0f} us, {net['bandwidth_gbps']:.1f} Gb/s, server "
           f"{net['server_bandwidth_gbps']:.2f} Gb/s, all-reduce measured at ranks {ar.get('ranks', [])}, "
-          f"handling {'not measured' if handling is None else f'{handling:.1f} us'}, "
-          f"{'' if wake is None or after is None else f'wake {wake:.1f} us past {after:.1f} us idle, '}sim model {args.dim} "
+          f"handling {'not measured' if handling is None else f'{handling:.1f} us'}, {wake_words(net)}"
+          f"sim model {args.dim} "
           f"parameters, loadavg {os.getloadavg()[0]:.1f}, {len(os.sched_getaffinity(0))} CPUs")
     print("| algorithm | processes | run | sim updates/s | dist updates/s | sim / dist - 1 | sim τ̄ | dist τ̄ "
           "| ranks' CPUs |", flush=True)

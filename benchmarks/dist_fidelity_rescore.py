@@ -2,7 +2,7 @@
 
     python benchmarks/dist_fidelity_rescore.py RESULTS.md --profile P.toml [--network-from-header]
         [--handling-us X | --handling-from ALGORITHM:PROCESSES] [--store-us X | --store-from keuper:2]
-        [--wake WAKE_US AFTER_US | --no-wake] [--dim 4810] [--out TABLE.md]
+        [--wake-from PROFILE | --no-wake] [--dim 4810] [--out TABLE.md]
 
 ``RESULTS.md`` holds ``benchmarks/dist_fidelity.py``'s lines (each run's measured updates/s and staleness, the
 median time a row spends after its gradient, and each cell's ceiling and KS distance). No device is needed:
@@ -26,9 +26,9 @@ and with a ``handling_us`` (``after``) — and the last two are judged against t
   its runs of the measured "after the gradient" medians (the store's round trip, then the merge step) less the
   update as the simulator prices it; an upper bound (the merge step does more than an update), and that cell is
   its calibration. Without either, the profile's own (none in a profile calibrated before it was measured).
-- ``--wake WAKE_US AFTER_US``: ``wake_us`` and ``wake_after_us`` in ``after`` (a rank idle past ``AFTER_US``
-  adds ``WAKE_US`` to the message it takes); without it the profile's own; ``--no-wake``: none. The as-run column
-  takes the wake its ``[network]:`` line names (none where it names none).
+- Waking (``[network.server_loop.by_gap]``, :func:`simasgd.sim.network.wake_from_gaps`): in ``after`` the
+  profile's own; ``--wake-from PROFILE``: that profile's (another session's timing); ``--no-wake``: none. The
+  as-run column takes the profile's where the file's ``[network]:`` line names a wake, else none.
 
 Judged on what the file keeps: updates/s (pooled means: ``fidelity``'s ``updates_per_s_rel_err``, goal 10%),
 mean staleness (the runs' τ̄ averaged, goal 5%; the file prints them to two decimals) and the file's KS distance
@@ -47,6 +47,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,14 +56,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # dist_fidelity: the b
 
 import dist_fidelity as df
 
+from simasgd.sim import network
+
 RUN = re.compile(r"^\| (?P<spec>[^|]+?) \| (?P<p>\d+) \| (?P<run>\d+) \| (?P<sim>[\d.]+) \| (?P<dist>[\d.]+) \| "
                  r"[^|]+\| (?P<simtau>[\d.]+) \| (?P<disttau>[\d.]+) \|")
 AFTER = re.compile(r"after the gradient, median: sim (?P<sim>[\d.]+) µs, dist (?P<dist>[\d.]+) µs")
 CELL = re.compile(r"^\| (?P<spec>[^|]+?) \| (?P<p>\d+) \| cell \| ceiling (?P<ceiling>[\d.]+|n/a) \| "
                   r"sim meets: (?P<met>yes|no) \|.*KS (?P<ks>[\d.]+) \|")
 HEADER = re.compile(r"^\[network\]: latency (?P<lat>[\d.]+) us, (?P<bw>[\d.]+) Gb/s, server (?P<server>[\d.]+) Gb/s")
-AS_RUN = re.compile(r"handling (?:not measured|(?P<handling>[\d.]+) us), "
-                    r"(?:wake (?P<wake>[\d.]+) us past (?P<after>[\d.]+) us idle, )?sim model (?P<dim>\d+) parameters")
+AS_RUN = re.compile(r"handling (?:not measured|(?P<handling>[\d.]+) us), (?P<wake>wake [^|]*?, )?"
+                    r"sim model (?P<dim>\d+) parameters")
 UPDATES_GOAL, TAU_GOAL, KS_GOAL = 0.10, 0.05, 0.10  # fidelity.GOALS' three a results file can judge
 
 
@@ -88,7 +91,7 @@ class Header:
     net: dict[str, float]
     dim: int | None = None              # the simulator's model size (None: the digits' 65 parameters)
     handling_us: float | None = None    # the handling its profile had (None: none)
-    wake: tuple[float, float] | None = None  # (wake_us, wake_after_us) its profile had (None: none)
+    woken: bool = False                 # its profile timed waking (``[network.server_loop.by_gap]``)
 
 
 def parse(text: str) -> tuple[Header | None, list[Cell]]:
@@ -102,7 +105,7 @@ def parse(text: str) -> tuple[Header | None, list[Cell]]:
             if a := AS_RUN.search(line):
                 head.dim = int(a["dim"])
                 head.handling_us = None if a["handling"] is None else float(a["handling"])
-                head.wake = None if a["wake"] is None else (float(a["wake"]), float(a["after"]))
+                head.woken = a["wake"] is not None
         elif r := RUN.match(line):
             key = (r["spec"], int(r["p"]))
             if key not in by:
@@ -159,19 +162,23 @@ def handling_from_round_trip(round_trip_s: float, latency_s: float, nbytes: floa
 
 
 def write_profile(base: str, net: dict[str, float] | None, handling_us: float | None,
-                  store_us: float | None = None, wake: tuple[float, float] | None = None) -> str:
+                  store_us: float | None = None, gaps: dict[str, Any] | None = None) -> str:
     """A copy of the profile at ``base`` with ``net``'s figures in its ``[network]`` and ``handling_us``,
-    ``store_round_trip_us`` and (``wake_us``, ``wake_after_us``) set (None: left out); its path."""
+    ``store_round_trip_us`` and ``[network.server_loop.by_gap]`` (what waking costs) set (None: left out); its
+    path."""
     from simasgd.machines import profile
 
     doc = profile.read(base).to_doc()
     table = dict(doc.get("network", {}))
     table.update(net or {})
-    table.pop("handling_us", None)
-    for key in ("store_round_trip_us", "wake_us", "wake_after_us"):
+    for key in ("handling_us", "store_round_trip_us"):
         table.pop(key, None)
-    if wake is not None:
-        table["wake_us"], table["wake_after_us"] = wake
+    loop = dict(table.get("server_loop") or {})
+    loop.pop("by_gap", None)
+    if gaps is not None:
+        loop["by_gap"] = gaps
+    if loop:
+        table["server_loop"] = loop
     if handling_us is not None:
         table["handling_us"] = handling_us
     if store_us is not None:
@@ -225,6 +232,13 @@ def handling_from(cell: Cell, dim: int, profile_path: str) -> float:
     return handling_from_round_trip(rt, links.latency_s, nbytes, slower, update_s) * 1e6
 
 
+def _gaps(path: str) -> dict[str, Any] | None:
+    """The profile's ``[network.server_loop.by_gap]`` as a table (None: not timed)."""
+    from simasgd.machines import profile
+
+    return ((profile.read(path).to_doc().get("network") or {}).get("server_loop") or {}).get("by_gap")
+
+
 def cell_named(cells: list[Cell], name: str, results: Path) -> Cell:
     """The cell ``name`` (``algorithm[:params]:processes``, as ``--handling-from`` and ``--store-from`` name it)."""
     spec, _, p = name.rpartition(":")
@@ -243,7 +257,7 @@ def main() -> None:
     ap.add_argument("--handling-from", default=None, help="ALGORITHM:PROCESSES, e.g. param_server:2")
     ap.add_argument("--store-us", type=float, default=None)
     ap.add_argument("--store-from", default=None, help="ALGORITHM:PROCESSES, e.g. keuper:2")
-    ap.add_argument("--wake", type=float, nargs=2, default=None, metavar=("WAKE_US", "AFTER_US"))
+    ap.add_argument("--wake-from", default=None, metavar="PROFILE", help="another profile's by_gap")
     ap.add_argument("--no-wake", action="store_true")
     ap.add_argument("--dim", type=int, default=4810)
     ap.add_argument("--out", type=Path, default=None)
@@ -253,8 +267,9 @@ def main() -> None:
         raise SystemExit(f"{args.results}: no '[network]:' line")
     net = header.net if args.network_from_header and header is not None else None
     plain = write_profile(args.profile, net, None)
+    own_gaps = _gaps(args.profile)
     as_run = write_profile(args.profile, net, None if header is None else header.handling_us,
-                           wake=None if header is None else header.wake)
+                           gaps=own_gaps if header is not None and header.woken else None)
     as_run_dim = None if header is None else header.dim
     if args.handling_from:
         src = cell_named(cells, args.handling_from, args.results)
@@ -283,16 +298,12 @@ def main() -> None:
         store = None if own is None else own.store_round_trip_us
     if store is not None and not args.store_from:
         how += f"; store_round_trip_us {store:.1f} µs"
-    wake = args.wake
-    if wake is None:
-        from simasgd.machines import profile
-
-        own = profile.read(args.profile).network
-        if own is not None and own.wake_us is not None and own.wake_after_us is not None:
-            wake = (own.wake_us, own.wake_after_us)
-    if wake is not None and not args.no_wake:
-        how += f"; wake_us {wake[0]:.1f} µs past {wake[1]:.1f} µs idle"
-    after = write_profile(args.profile, net, handling, store, None if args.no_wake else wake)
+    gaps = None if args.no_wake else _gaps(args.wake_from) if args.wake_from else own_gaps
+    if gaps is not None:
+        w = network.wake_from_gaps(gaps["round_trip_s"], gaps["messages_per_s"], gaps["main_cpu_per_message_s"])
+        how += (f"; wake {w.wake_s * 1e6:.1f} µs past {w.after_s * 1e6:.1f} µs idle "
+                f"({args.wake_from or args.profile}'s by_gap)")
+    after = write_profile(args.profile, net, handling, store, gaps)
     lines = [f"{args.results.name} on {args.profile}{' (network from the file header)' if net else ''}; {how}", "",
              "| algorithm | processes | dist updates/s (mean) | the file's sim (re-run) | before: sim, sim/dist − 1 | "
              "after: sim, sim/dist − 1 | τ̄ dist / before / after | meets before / after |",

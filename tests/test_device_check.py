@@ -268,14 +268,17 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "idle_gap,calibrate_network,dist_fidelity"
     record.write(results / "idle_gap_amd_epyc_16cpu.json", "idle_gap", 1, {"rows": []})
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
-    assert part == "cores" and any("priced waking" in w for w in why)
+    assert part == "cores" and any("priced waking timed at three gaps" in w for w in why)
     assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "calibrate_network,dist_fidelity"
     header = ("[network]: latency 27 us, 42.9 Gb/s, server 28.14 Gb/s, all-reduce measured at ranks [2, 3], "
               "handling 76.6 us, {}sim model 4810 parameters, loadavg 2.0, 16 CPUs\n")
     (results / "dist_fidelity_amd_epyc_16cpu_b.md").write_text(header.format(""))
     assert due() == "cores"  # cells simulated without the wake
     (results / "dist_fidelity_amd_epyc_16cpu_c.md").write_text("# a lending\n\n" + header.format(
-        "wake 70.7 us past 131.9 us idle, "))
+        "wake 320.1 us past 113.5 us idle, "))
+    assert due() == "cores"  # a wake timed at one gap
+    (results / "dist_fidelity_amd_epyc_16cpu_d.md").write_text("# a lending\n\n" + header.format(
+        "wake 70.7 us past 131.9 us idle over 3 gaps, "))
     assert due() == "none" and due("none") == "none"
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "none"

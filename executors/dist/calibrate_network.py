@@ -67,8 +67,8 @@ LOOP_DIM = 4810         # the server loop's shard: the Wongpanich MLP's size (38
 QUEUE_SENDERS = (1, 2, 4, 7)  # the server loop driven by N workers at once (7: dist_fidelity's 8 processes)
 QUEUE_WARM, QUEUE_ROUNDS = 20, 100  # pushes per worker before the timed window, and in it (quick: 10, 25)
 QUEUE_DEADLINE_S = 20.0  # an N's ranks, start-up included (about 1 s each on 16 cores)
-WAKE_GAPS_S = (0.0, 1e-3)  # the worker's busy gap before each push at 2 ranks: back to back, and a gradient's
-                           # length and more (the 16-core entry's MLP: ~550 µs), long past any idle poll
+WAKE_GAPS_S = (0.0, 250e-6, 550e-6, 1e-3)  # the worker's busy time before each push at 2 ranks: back to back,
+                                            # then around a gradient's (the benchmarks' MLP: ~550 µs on 16 cores)
 
 
 def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
@@ -99,14 +99,12 @@ def calibrate(quick: bool = False, max_ranks: int = 4, log: Callable[[str], None
     log("the server loop with the worker busy before each push")
     by_gap = server_gaps(quick)
     server_gbps = max(server.values()) * 8 / 1e9 if server else bw
-    from simasgd.sim.network import handling_from_cpu, wake_from_gaps
+    from simasgd.sim.network import handling_from_cpu
 
     handling = handling_from_cpu(cpu, step)
-    wake, after = wake_from_gaps(by_gap["round_trip_s"], by_gap["messages_per_s"], by_gap["main_cpu_per_message_s"])
     return {
         "transport": "gloo, TCP loopback (127.0.0.1)", "latency_us": one_way[0] * 1e6, "bandwidth_gbps": bw,
         "server_bandwidth_gbps": server_gbps, "handling_us": handling * 1e6, "store_round_trip_us": store_rt * 1e6,
-        "wake_us": wake * 1e6, "wake_after_us": after * 1e6,
         "server_loop": {"bytes": int(nbytes), "round_trip_s": float(round_trip), "cpu_per_message_s": float(cpu),
                         "update_s": float(step), "rounds": rounds,
                         **({"by_senders": by_senders} if by_senders else {}), "by_gap": by_gap},
@@ -152,8 +150,8 @@ def server_queue(quick: bool = False, senders: tuple[int, ...] = QUEUE_SENDERS,
 
 def server_gaps(quick: bool = False, gaps_s: tuple[float, ...] = WAKE_GAPS_S) -> dict[str, Any]:
     """``[network.server_loop.by_gap]``: :func:`_queued_loop` at 2 ranks with the worker spinning each of ``gaps_s``
-    on its CPU before every push, the ranks pinned as the backend pins them (where the host has a CPU for each);
-    ``wake_us`` and ``wake_after_us`` are read from it (:func:`simasgd.sim.network.wake_from_gaps`)."""
+    on its CPU before every push, the ranks pinned as the backend pins them (where the host has a CPU for each):
+    what a rank adds to a message after idling (:func:`simasgd.sim.network.wake_from_gaps`)."""
     from executors.cpu import placement
     from executors.dist.backend import transport_cpus
 

@@ -128,7 +128,12 @@ def _calibrate_network(out: Path, quick: bool) -> None:
                             f"server CPU {cpu * 1e6:.0f} µs a push (main thread {main * 1e6:.0f})", markup=False,
                             soft_wrap=True)
     gaps = net["server_loop"]["by_gap"]
-    console().print(f"waking from idle ([network.server_loop.by_gap]): a round trip "
-                    f"{gaps['round_trip_s'][0] * 1e6:.0f} µs back to back, {gaps['round_trip_s'][-1] * 1e6:.0f} µs with the worker busy "
-                    f"{gaps['gap_s'][-1] * 1e6:.0f} µs first: a rank idle past {net['wake_after_us']:.0f} µs adds "
-                    f"{net['wake_us']:.1f} µs to the message it takes", markup=False, soft_wrap=True)
+    from simasgd.sim.network import wake_from_gaps
+
+    wake = wake_from_gaps(gaps["round_trip_s"], gaps["messages_per_s"], gaps["main_cpu_per_message_s"])
+    trips = ", ".join(f"{t * 1e6:.0f}" for t in gaps["round_trip_s"][1:])
+    busy = ", ".join(f"{g * 1e6:.0f}" for g in gaps["gap_s"][1:])
+    console().print(f"waking from idle ([network.server_loop.by_gap]): the round trip "
+                    f"{gaps['round_trip_s'][0] * 1e6:.0f} µs back to back, {trips} µs with the worker busy {busy} "
+                    f"µs first: a rank idle past {wake.after_s * 1e6:.0f} µs adds {wake.wake_s * 1e6:.1f} µs to the "
+                    f"message it takes", markup=False, soft_wrap=True)

@@ -509,9 +509,10 @@ class ServerBySendersTable(Table):
 
 class ServerByGapTable(Table):
     """The same server loop at 2 ranks with the worker spinning a gap on its own CPU before each push, a
-    gradient's place: back to back (gap 0), then longer than a gradient. A round trip that grows with the gap is
-    the ranks waking from idle; `wake_us` and `wake_after_us` are read from it. One list entry per gap, in the
-    order of `gap_s`."""
+    gradient's place: back to back (gap 0), then longer gaps. A round trip that grows with the gap is the ranks
+    waking from idle: the simulator adds to the message a rank takes after idling what this round trip grew by
+    at the same idle, shared by the two ranks where both idled longer than either does back to back (nothing up
+    to that). One list entry per gap, in the order of `gap_s`."""
 
     gap_s: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(description=(
         "the worker's busy time before each push; the first 0"))
@@ -556,7 +557,8 @@ class ServerLoopTable(Table):
     by_senders: ServerBySendersTable | None = Field(None, description=(
         "`[network.server_loop.by_senders]` below: the same loop under N senders at once"))
     by_gap: ServerByGapTable | None = Field(None, description=(
-        "`[network.server_loop.by_gap]` below: the same loop at 2 ranks with the worker busy before each push"))
+        "`[network.server_loop.by_gap]` below: the same loop at 2 ranks with the worker busy before each push, "
+        "what a rank adds to a message after idling"))
 
 
 class NetworkTable(Table):
@@ -587,14 +589,6 @@ class NetworkTable(Table):
         "on this host: the median round trip, 2 ranks, one client. `dist`'s `keuper` and `simuparallel` take "
         "each step's global version so (one blocking round trip a step); the simulator charges it to their "
         "workers"))
-    wake_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
-        "what a rank adds to the message it takes after idling longer than `wake_after_us` (a halted CPU woken, "
-        "its caches cold): from the server loop with the worker busy a gap before each push "
-        "(`[network.server_loop.by_gap]`), the round trip's growth from gap 0 to the longest gap, shared by the "
-        "ranks that idled past `wake_after_us` there. The simulator adds it to the receiving rank's handling"))
-    wake_after_us: float | None = Field(None, ge=0, allow_inf_nan=False, description=(
-        "the idle past which a rank pays `wake_us`: the longest either rank idled in that loop at gap 0 (the "
-        "worker's round trip, or a push's cycle less the server's main-thread CPU), where neither paid it"))
     p2p: P2pTable | None = Field(None, description="`bytes`, `one_way_s`: the ping-pong's message sizes and times")
     server: ServerTable | None = Field(None, description="`bytes`, `senders`, `bytes_per_s`: the server test")
     allreduce: AllreduceTable | None = Field(None, description=(
@@ -602,7 +596,7 @@ class NetworkTable(Table):
     server_loop: ServerLoopTable | None = Field(None, description=(
         "`bytes`, `round_trip_s`, `cpu_per_message_s`, `update_s`, `rounds`: the loop `handling_us` is taken "
         "from; `by_senders`: the same loop under N senders at once; `by_gap`: with the worker busy before each "
-        "push, where `wake_us` is read"))
+        "push"))
     loadavg: list[float] | None = Field(None, description="the host's load around it")
     cpus: int | None = Field(None, description="usable CPUs")
     seconds: float | None = Field(None, description="how long it took")

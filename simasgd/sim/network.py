@@ -36,11 +36,12 @@ less its update step), the rank that receives a message spends that much CPU tim
 round trip is two transfers, two handlings and the update. That round trip is longer than a back-to-back one
 measured on loopback (the one-way latency, timed by a ping-pong, already holds part of both ends' CPU work) and
 close to a ``dist`` worker's after a gradient, when both ends wake from a wait (benchmarks/README_dist.md).
-Waking is priced where the profile has ``wake_us`` and ``wake_after_us`` (:func:`wake_from_gaps`, from the
-server loop with the worker busy before each push): a rank idle — nothing handled, nothing sent — longer than
-``wake_after_us`` adds ``wake_us`` to the message it takes (:meth:`Network.wake_s`). A profile without ``handling_us`` (from a calibrator that did not measure it), and every preset, leave the ranks'
-CPUs out: messages cost no rank's CPU, a server's update is free, and the algorithms' messages are the simpler
-ones of their own docstrings.
+Waking is priced where the profile timed the server loop with the worker busy before each push
+(``[network.server_loop.by_gap]``): a rank idle — nothing handled, nothing sent — longer than either rank ever
+idles back to back adds to the message it takes its share of what that loop's round trip grew by
+(:func:`wake_from_gaps`, :meth:`Network.wake_s`). A profile without ``handling_us`` (from a calibrator that
+did not measure it), and every preset, leave the ranks' CPUs out: messages cost no rank's CPU, a server's update
+is free, and the algorithms' messages are the simpler ones of their own docstrings.
 
 Message sizes (:func:`model_bytes`, :func:`gradient_bytes`): the model or a
 gradient is ``d × itemsize`` bytes; a 1-bit gradient is
@@ -68,13 +69,13 @@ server's link under N senders, measured over backend ``dist``'s gloo).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import simpy
 
 from simasgd.machines.networks import MEASURED, PRESETS
@@ -161,8 +162,7 @@ class Links:
     allreduce: AllreduceTable | None = None
     handling_s: float | None = None
     store_s: float | None = None
-    wake_s: float = 0.0
-    wake_after_s: float = math.inf
+    wake: Wake | None = None
 
 
 def resolve(cfg: Any) -> Links | None:
@@ -185,9 +185,10 @@ def resolve(cfg: Any) -> Links | None:
     store = None if rt is None else float(rt) * 1e-6
     # waking from idle is the host's too (its CPUs' idle states), like the handling: it holds under a link of the
     # scenario's own
-    wake, after = (0.0, math.inf) if net is None or net.wake_us is None or net.wake_after_us is None else (
-        float(net.wake_us) * 1e-6, float(net.wake_after_us) * 1e-6)
-    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling, store, wake, after)
+    gaps = None if net is None or net.server_loop is None else net.server_loop.by_gap
+    wake = None if gaps is None else wake_from_gaps(gaps.round_trip_s, gaps.messages_per_s,
+                                                    gaps.main_cpu_per_message_s)
+    return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling, store, wake)
 
 
 def measured(path: Any = None) -> tuple[tuple[float, float], float | None]:
@@ -233,23 +234,37 @@ def handling_from_cpu(cpu_per_message_s: float, update_s: float) -> float:
     return max(0.0, cpu_per_message_s - update_s)
 
 
-def wake_from_gaps(round_trip_s: list[float], messages_per_s: list[float], main_cpu_per_message_s: list[float]
-                   ) -> tuple[float, float]:
-    """``(wake_us, wake_after_us)`` in seconds from the server loop at 2 ranks with the worker busy a gap before
-    each push (``[network.server_loop.by_gap]``, the first gap 0, the last the longest): what a rank adds to the
-    message it takes after idling, and the idle past which it adds it.
+@dataclass(frozen=True)
+class Wake:
+    """What a rank adds to the message it takes after idling longer than ``after_s`` (:meth:`at`)."""
 
-    At gap 0 neither rank pays it (``handling_us`` is measured there), so ``wake_after`` is the longest either
-    idles there: the worker for its round trip, the server for a push's cycle less its main thread's CPU. At the
-    longest gap the round trip's growth over gap 0 is the wake of each rank that idled past ``wake_after`` there
-    (the server always; the worker when its round trip outlasts it), shared equally; none where it did not grow."""
+    after_s: float
+    wake_s: float
+
+    def at(self, idle: float) -> float:
+        return self.wake_s if idle > self.after_s else 0.0
+
+
+def wake_from_gaps(round_trip_s: list[float], messages_per_s: list[float], main_cpu_per_message_s: list[float]
+                   ) -> Wake:
+    """What a rank adds to a message after idling (:class:`Wake`), from the server loop at 2 ranks with the
+    worker busy a gap before each push (``[network.server_loop.by_gap]``: the first gap 0).
+
+    A rank's idle per push is, for the worker, its round trip, and for the server, a push's cycle less its main
+    thread's CPU. At gap 0 neither pays a wake (``handling_us`` is measured there), so ``after_s`` is the longest
+    either idles there. At each longer gap the round trip's growth over gap 0 is the wake of the ranks idle past
+    ``after_s`` there, shared equally; ``wake_s`` is the median over the gaps (a round trip that did not grow
+    counts 0), so that one gap whose loop idled into a deeper state does not set it alone."""
     def idle(j: int) -> tuple[float, float]:  # (the worker's, the server's) idle per push at row j
         return round_trip_s[j], 1.0 / messages_per_s[j] - main_cpu_per_message_s[j]
 
     after = max(idle(0))
-    waking = sum(t > after for t in idle(-1))
-    grown = round_trip_s[-1] - round_trip_s[0]
-    return (grown / waking if waking and grown > 0 else 0.0), after
+    shares = []
+    for j in range(1, len(round_trip_s)):
+        waking = sum(t > after for t in idle(j))
+        if waking:
+            shares.append(max(0.0, round_trip_s[j] - round_trip_s[0]) / waking)
+    return Wake(after, float(np.median(shares)) if shares else 0.0)
 
 
 def model_bytes(dim: int, itemsize: int) -> int:
@@ -339,12 +354,10 @@ class Network:
         self.active[node] = self.env.now
 
     def wake_s(self, node: int) -> float:
-        """What waking rank ``node`` adds to the message it takes now: the profile's ``wake_us`` where the rank
-        has been idle — nothing handled, nothing sent — longer than ``wake_after_us``, else 0."""
-        links = self.links
-        if links is None or self.env.now - self.active[node] <= links.wake_after_s:
-            return 0.0
-        return links.wake_s
+        """What waking rank ``node`` adds to the message it takes now, by how long it has been idle — nothing
+        handled, nothing sent (:class:`Wake`); 0 where the profile did not time it."""
+        wake = None if self.links is None else self.links.wake
+        return 0.0 if wake is None else wake.at(self.env.now - self.active[node])
 
     def bandwidth(self, node: int) -> float:
         assert self.links is not None

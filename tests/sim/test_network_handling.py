@@ -25,8 +25,11 @@ def _profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handling_us: float
              latency_us: float = L * 1e6, gbps: float = 8.0, server_gbps: float = 4.0,
              store_us: float | None = None, wake: tuple[float, float] | None = None) -> None:
     net: dict[str, Any] = {"latency_us": latency_us, "bandwidth_gbps": gbps, "server_bandwidth_gbps": server_gbps}
-    if wake is not None:
-        net["wake_us"], net["wake_after_us"] = wake[0] * 1e6, wake[1] * 1e6
+    if wake is not None:  # a loop whose round trip grew by 2 · wake (both ranks idle past it) past `after`
+        w, after = wake
+        net["server_loop"] = {"by_gap": {"gap_s": [0.0, 1e-3], "round_trip_s": [after, after + 2 * w],
+                                         "messages_per_s": [1 / after, 1 / (after + 2 * w + 1e-3)],
+                                         "main_cpu_per_message_s": [after / 2, after / 2]}}
     if handling_us is not None:
         net["handling_us"] = handling_us
     if store_us is not None:
@@ -234,29 +237,30 @@ def test_a_busy_server_does_not_wake(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert gaps == pytest.approx(np.full(len(gaps), C + U), rel=1e-6)
 
 
-def test_wake_holds_under_a_network_of_the_scenario_s_own_and_needs_both_keys(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wake_holds_under_a_network_of_the_scenario_s_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _profile(tmp_path, monkeypatch, wake=(W, 1e-4))
     own = loader.from_dict({"algorithm": {"name": "param_server"}, "workers": {"count": 2},
                             "network": {"preset": "this", "latency_us": 1.0}})
     links = network.resolve(own.network)
-    assert links is not None and (links.wake_s, links.wake_after_s) == pytest.approx((W, 1e-4))
-    out = tmp_path / "half.toml"
-    profile.write({"network": {"latency_us": 20.0, "bandwidth_gbps": 8.0, "handling_us": 30.0, "wake_us": 15.0}},
-                  out)
-    monkeypatch.setenv("SIMASGD_PROFILE", str(out))
+    assert links is not None and links.wake == network.Wake(pytest.approx(1e-4), pytest.approx(W))
+    _profile(tmp_path, monkeypatch)
     links = network.resolve(own.network)
-    assert links is not None and links.wake_s == 0.0 and links.wake_after_s == float("inf")
+    assert links is not None and links.wake is None
 
 
 @pytest.mark.parametrize(("rows", "expected"), [
-    # the worker's round trip (100 µs) the longest idle at gap 0; both idle past it at the longest gap: 200 / 2
+    # the worker's round trip (100 µs) the longest idle at gap 0; both idle past it at the longer gap: 200 / 2
     (([100e-6, 300e-6], [1 / 150e-6, 1 / 1400e-6], [60e-6, 100e-6]), (100e-6, 100e-6)),
     # the server's idle (200 µs) the longest at gap 0; the worker's 180 µs round trip short of it: 80 to one rank
-    (([100e-6, 180e-6], [1 / 260e-6, 1 / 1300e-6], [60e-6, 100e-6]), (80e-6, 200e-6)),
+    (([100e-6, 180e-6], [1 / 260e-6, 1 / 1300e-6], [60e-6, 100e-6]), (200e-6, 80e-6)),
     # a round trip that did not grow: no wake
-    (([250e-6, 240e-6], [1 / 300e-6, 1 / 1300e-6], [60e-6, 100e-6]), (0.0, 250e-6)),
+    (([250e-6, 240e-6], [1 / 300e-6, 1 / 1300e-6], [60e-6, 100e-6]), (250e-6, 0.0)),
+    # three gaps, each rank's share 40, 70, 300 µs: the median, not the one deep idle
+    (([100e-6, 180e-6, 240e-6, 700e-6], [1 / 150e-6, 1 / 500e-6, 1 / 900e-6, 1 / 1800e-6],
+      [60e-6, 80e-6, 80e-6, 80e-6]), (100e-6, 70e-6)),
 ])
-def test_wake_is_the_round_trip_s_growth_shared_by_the_ranks_idle_past_gap_zero_s_longest_idle(
+def test_wake_is_the_median_share_of_the_round_trip_s_growth_past_gap_zero_s_longest_idle(
         rows: tuple[list[float], list[float], list[float]], expected: tuple[float, float]) -> None:
-    assert network.wake_from_gaps(*rows) == pytest.approx(expected)
+    w = network.wake_from_gaps(*rows)
+    assert (w.after_s, w.wake_s) == pytest.approx(expected)
+    assert w.at(w.after_s) == 0.0 and w.at(w.after_s * 1.001) == pytest.approx(expected[1])

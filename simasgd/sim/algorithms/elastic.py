@@ -169,7 +169,8 @@ def _exchange_ranks(env: simpy.Environment, w: int, run: SimRun, el: Elastic,
             yield ev
         with nw.cpu[centre].request() as r:
             yield r
-            yield env.timeout(nw.handling_s + nw.wake_s(centre))  # the centre takes x_j; its reply, x̃ as it is, leaves now
+            # the centre takes x_j; its reply, x̃ as it is, leaves now
+            yield env.timeout(nw.handling_s + nw.wake_s(centre))
             rv, t_read = run.version, env.now
             sent, dist = _move(el, m, w)
             reply = env.process(nw.send(centre, w, nbytes))
