@@ -39,7 +39,7 @@ from executors.calibration.bookkeeping import bookkeeping_table
 from executors.calibration.contention import contention
 from executors.calibration.copies import copy_bandwidth, copy_by_size, copy_sizes
 from executors.calibration.gradient import gradient_times
-from executors.calibration.locks import cas_figures, lock_figures
+from executors.calibration.locks import PASS_ELEMENTS, add_pass_figures, cas_figures, lock_figures
 from executors.calibration.memory import memory_latency
 from executors.calibration.peak import peak_table
 from executors.calibration.scheduler import scheduler, scheduler_params
@@ -86,6 +86,7 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     if not c2c.same_mode(locks["handoff_s"] * 1e9, like):  # the lock hand-off is a line moving too
         locks = c2c.measured(lock_figures, int(100_000 * scale), like=like)
     cas = c2c.measured(cas_figures, 0.5 * scale, like=like)  # two threads' CAS on one word move its line too
+    cas.update(add_pass_figures(PASS_ELEMENTS, 10 if quick else 50))
     log("the executor's bookkeeping")
     books = bookkeeping_table(rounds=40 if not quick else 8)
     sched.update(machine_tables.pop("scheduler"))

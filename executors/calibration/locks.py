@@ -1,8 +1,9 @@
-"""``[locks]`` (a token handed between two threads, an uncontended lock) and ``[cas]`` (CAS alone and
-two threads on one word). Format: docs/profile.md."""
+"""``[locks]`` (a token handed between two threads, an uncontended lock) and ``[cas]`` (CAS alone, two
+threads on one word, and a pass of atomic adds over a vector). Format: docs/profile.md."""
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -71,3 +72,51 @@ def cas_figures(seconds: float) -> dict[str, Any]:
     return {"latency_s": latency, "contended_s": contended, "failure_rate": fail / max(1, ok + fail),
             "failure_cost_s": max(0.0, (contended - latency) * ok / fail) if fail else 0.0,
             "operations": ok + fail}
+
+
+@njit(nogil=True, cache=True)
+def _add_pass(g: np.ndarray, x: np.ndarray) -> int:
+    """``g[i] += x[i]`` for every i as one atomic float add each (Lopez's accumulation: ``atomicrmw fadd``, a
+    locked compare-and-swap loop on x86); its nanoseconds."""
+    t0 = A.now_ns()
+    for i in range(g.size):
+        A.fetch_add(g, i, x[i])
+    return A.now_ns() - t0
+
+
+@njit(nogil=True, cache=True)
+def _passes_after_reads(g: np.ndarray, x: np.ndarray, turn: np.ndarray, me: int, rounds: int,
+                        times: np.ndarray) -> float:
+    """Two threads taking turns ``rounds`` times: thread 1 reads ``g`` whole (its lines then in its cache), then
+    thread 0 times its pass of atomic adds over it (each line moving back first). Returns thread 1's sum."""
+    s = 0.0
+    for r in range(rounds):
+        while A.load(turn, 0) != me:
+            A.cpu_relax()
+        if me == 1:
+            for i in range(g.size):
+                s += g[i]
+        else:
+            times[r] = _add_pass(g, x)
+        A.store_release(turn, 0, 1 - me)
+    return s
+
+
+PASS_ELEMENTS = 131072  # a 1 MiB vector of float64: past L1 and L2 on the machines measured, as θ is
+
+
+def add_pass_figures(dim: int, rounds: int, cpus: tuple[int, int] | None = None) -> dict[str, Any]:
+    """A pass of ``dim`` atomic float adds over a vector: per add on lines this core holds (``pass_s``) and on
+    lines another core has just read (``held_pass_s``), medians over ``rounds`` passes; on two CPUs of
+    ``cpus`` where given. A one-word CAS chain (``latency_s``) waits for each CAS before the next load; a pass's
+    adds are to other words, and its lines' moves overlap."""
+    if cpus is None:
+        allowed = sorted(os.sched_getaffinity(0))
+        cpus = (allowed[0], allowed[1]) if len(allowed) >= 2 else None
+    g, x = np.zeros(dim), np.full(dim, 1e-12)
+    own = np.array([_add_pass(g, x) for _ in range(rounds + 2)][2:], dtype=np.float64)
+    turn, times = np.ones(1, dtype=np.int64), np.zeros(rounds, dtype=np.int64)
+    run_threads(_passes_after_reads, [(g, x, turn, 0, rounds, times), (g, x, turn, 1, rounds, times)],
+                cpus=list(cpus) if cpus is not None else None)
+    return {"pass_s": float(np.median(own)) * 1e-9 / dim, "held_pass_s": float(np.median(times)) * 1e-9 / dim,
+            "pass_elements": dim}

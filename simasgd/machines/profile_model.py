@@ -359,7 +359,7 @@ class LocksTable(Table):
 
 
 class CasTable(Table):
-    """Compare-and-swap on one word."""
+    """Compare-and-swap on one word, and a pass of atomic adds over a vector."""
 
     latency_s: float | None = Field(None, description="an uncontended CAS (one thread, CAS-increment loop)")
     contended_s: float | None = Field(None, description=(
@@ -367,6 +367,14 @@ class CasTable(Table):
     failure_rate: float | None = Field(None, description="failed / all CAS in that window")
     failure_cost_s: float | None = Field(None, description="extra time per failed CAS")
     operations: int | None = Field(None, description="CAS in that window")
+    pass_s: float | None = Field(None, gt=0, allow_inf_nan=False, description=(
+        "one atomic float add in a pass over a vector (`g[i] += x[i]` for every i, Lopez's accumulation) on "
+        "lines this core holds, per add: the median pass over `pass_elements`. Read by nothing yet: the "
+        "simulator prices a pass by `latency_s` and `[locks] handoff_s` (benchmarks/fidelity.md says why)"))
+    held_pass_s: float | None = Field(None, gt=0, allow_inf_nan=False, description=(
+        "the same on lines another core has just read whole (each line moves back first, the moves overlapping "
+        "the adds). Read by nothing yet"))
+    pass_elements: int | None = Field(None, ge=1, description="the vector's length in those passes")
     c2c_ns: list[float] | None = Field(None, description="the placement it was measured in")
 
 
@@ -465,6 +473,14 @@ class AllreduceTable(Table):
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
+def _one_each(values: list[float] | None, info: ValidationInfo, key: str, unit: str) -> list[float] | None:
+    """A column of one value per entry of the table's ``key`` (absent where ``key`` was refused itself)."""
+    ref = info.data.get(key)
+    if values is not None and ref is not None and len(values) != len(ref):
+        raise ValueError(f"{len(values)} values for the {len(ref)} of `{key}` {ref}: one per {unit}")
+    return values
+
+
 class ServerBySendersTable(Table):
     """The same server loop driven by N worker ranks at once, for N = 1, 2, 4, 7 where the host has N + 1 CPUs:
     each worker pushes its next gradient as soon as its reply arrives (a gradient that costs nothing), rank r's
@@ -501,18 +517,15 @@ class ServerBySendersTable(Table):
     @field_validator("round_trip_s", "messages_per_s", "cpu_per_message_s", "main_cpu_per_message_s")
     @classmethod
     def _one_per_n(cls, values: list[float] | None, info: ValidationInfo) -> list[float] | None:
-        senders = info.data.get("senders")  # absent where it was refused itself
-        if values is not None and senders is not None and len(values) != len(senders):
-            raise ValueError(f"{len(values)} values for the {len(senders)} of `senders` {senders}: one per N")
-        return values
+        return _one_each(values, info, "senders", "N")
 
 
 class ServerByGapTable(Table):
     """The same server loop at 2 ranks with the worker spinning a gap on its own CPU before each push, a
     gradient's place: back to back (gap 0), then longer gaps. A round trip that grows with the gap is the ranks
-    waking from idle: the simulator adds to the message a rank takes after idling what this round trip grew by
-    at the same idle, shared by the two ranks where both idled longer than either does back to back (nothing up
-    to that). One list entry per gap, in the order of `gap_s`."""
+    waking from idle: the simulator adds to the message a rank takes after idling longer than either rank idles
+    back to back the round trip's growth shared by the ranks idle that long, the median over the gaps. One list
+    entry per gap, in the order of `gap_s`."""
 
     gap_s: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(description=(
         "the worker's busy time before each push; the first 0"))
@@ -536,10 +549,7 @@ class ServerByGapTable(Table):
     @field_validator("round_trip_s", "messages_per_s", "cpu_per_message_s", "main_cpu_per_message_s")
     @classmethod
     def _one_per_gap(cls, values: list[float] | None, info: ValidationInfo) -> list[float] | None:
-        gaps = info.data.get("gap_s")  # absent where it was refused itself
-        if values is not None and gaps is not None and len(values) != len(gaps):
-            raise ValueError(f"{len(values)} values for the {len(gaps)} of `gap_s` {gaps}: one per gap")
-        return values
+        return _one_each(values, info, "gap_s", "gap")
 
 
 class ServerLoopTable(Table):

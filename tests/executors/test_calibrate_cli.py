@@ -62,6 +62,9 @@ def test_calibrate_quick_writes_a_loadable_profile(tmp_path: Path) -> None:
         assert f"core-to-core hand-off {doc['c2c']['latency_ns']:.0f} ns" in p.stdout
     assert len(doc["copy"]["gbs"]) == len(doc["copy"]["threads"]) >= 1
     assert doc["locks"]["handoff_s"] > 0 and doc["cas"]["latency_s"] > 0
+    # a pass of atomic adds over a 1 MiB vector (Lopez's accumulation), per add, on own and on held lines
+    assert doc["cas"]["pass_elements"] == 131072 and 0 < doc["cas"]["pass_s"] < 1e-6
+    assert 0 < doc["cas"]["held_pass_s"] < 1e-6
     books = doc["executor"]  # the executor's record and checks between a bump and the next read of the version
     assert 0 < books["p10_s"] <= books["bookkeeping_s"] <= books["p90_s"] < 1e-5 and books["rounds"] == 8
     peak = doc["peak"]  # the roofline of issue 14: a GEMM through the kernels' BLAS

@@ -222,3 +222,13 @@ def test_a_hung_calibration_thread_is_named() -> None:
             run_threads(release.wait, [(30,)], timeout_s=0.2)
     finally:
         release.set()
+
+
+def test_a_pass_of_atomic_adds_is_timed_per_add_on_own_and_on_held_lines() -> None:
+    """``[cas] pass_s`` / ``held_pass_s``: d atomic float adds over a vector, per add, alone and after another
+    thread read the vector (the two threads taking turns through an atomic word: a turn lost would hang it)."""
+    from executors.calibration.locks import add_pass_figures
+
+    out = add_pass_figures(4096, 3)
+    assert out["pass_elements"] == 4096
+    assert 0 < out["pass_s"] < 1e-5 and 0 < out["held_pass_s"] < 1e-5
