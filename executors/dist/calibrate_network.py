@@ -34,6 +34,10 @@ Processes on loopback, as the ``dist`` backend starts them (gloo over TCP on 127
   :data:`QUEUE_WARM` each. With N ≥ 2 a push is waiting whenever the server is done with one, so
   1 / ``messages_per_s`` is what a push costs it; a round trip is then about N of those by queueing alone.
   Whether that cost grows with N is the question it answers (benchmarks/README_dist.md).
+- **the server loop with the worker busy first** (``[network.server_loop.by_gap]``): the same loop at 2 ranks,
+  pinned, the worker spinning :data:`WAKE_GAPS_S` on its own CPU before each push (a gradient's place); a round
+  trip that grows with the gap is the ranks waking from idle, which the simulator adds to a message taken after
+  idling (:func:`simasgd.sim.network.wake_from_gaps`).
 - **the store's round trip** (``store_round_trip_us``): 2 ranks, rank 0 timing ``store.add`` on the process group's
   key-value store (a TCPStore whose server is a thread of rank 0), one client; the median. ``dist``'s ``keuper``
   and ``simuparallel`` take each step's global version so (``executors/dist/decentral.py``), and the simulator
