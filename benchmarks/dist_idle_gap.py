@@ -8,9 +8,10 @@ worker's wait on a socket for that long between messages. This runs the server l
 :mod:`executors.dist.calibrate_network` (``param_server.serve``, one shard, the ranks pinned as the backend pins
 them) with each worker spinning ``gap`` µs on its own CPU before each push, for every N senders and gap, and prints
 per cell: the median round trip the workers saw, the pushes a second the server applied, and the server's CPU time
-per push. A round trip that grows with the gap while the server's CPU per push does not is time spent waking
-from idle (a guest's halted vCPU, the transport thread's wake-up): what the network model's ``handling_us``,
-measured at gap 0, leaves out.
+per push. A round trip that grows with the gap is time spent waking from idle (a guest's halted vCPU, cold
+caches, the transport thread's wake-up). ``calibrate --network`` times the 1-sender rows itself
+(``[network.server_loop.by_gap]``) and the simulator adds the wake they give to a message a rank takes after
+idling (:func:`simasgd.sim.network.wake_from_gaps`); this sweep adds more senders and gaps.
 """
 
 from __future__ import annotations
