@@ -15,7 +15,8 @@ frequency (``HZ``) folds the pauses onto one period: ``hit_rate`` is the share o
 pause within ``WINDOW`` of the modal phase. The timer is the highest frequency whose hit rate is
 within ``TIE`` of the best: a multiple of its period folds them as well (100 Hz folds a
 250 Hz timer to a hit rate of 1.0 too), and a frequency near it folds part of them (300 Hz: 0.33–0.5).
-The simulator takes it where the hit rate is at least ``MIN_HIT`` (``simasgd.sim.tick``).
+The simulator takes it where the hit rate is at least ``MIN_HIT`` and the pause is short beside the period
+(``MAX_PAUSE``: on a loaded host the scheduler's time slices fold as well, a slice long; ``simasgd.sim.tick``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ MIN_GAP_S = 5e-6  # above a clock read's own jitter and the cache misses of a sp
 WINDOW = 0.02  # of the period: a pause this close to the modal phase is the timer's
 MIN_HIT = 0.5  # periods with a pause at the modal phase: fewer, and it is no timer
 TIE = 0.05  # hit rates this close fold the pauses alike
+MAX_PAUSE = 0.1  # of the period: a pause this long is the CPU given to another thread (a loaded host's time
+                 # slices, one a period), not an interrupt's handler (microseconds)
 
 
 @njit(nogil=True, cache=True)
@@ -123,5 +126,10 @@ def timer(per_cpu: list[tuple[np.ndarray, np.ndarray]], span_s: float) -> dict[s
         # the timer's instant on this CPU: the median start near the mode (a pause at random there is rare)
         phases.append(mode + float(np.median(dev[near])) * period)
     diff = [abs((p - phases[0] + period / 2) % period - period / 2) for p in phases]
-    out.update(pause_s=float(np.median(np.concatenate(lengths))), skew_s=float(max(diff)))
+    pause = float(np.median(np.concatenate(lengths)))
+    if pause >= MAX_PAUSE * period:
+        out["reason"] = (f"the periodic pauses last {pause * 1e6:.0f} µs of a {period * 1e6:.0f} µs period: the "
+                         "CPUs given to other threads, not a timer's interrupt")
+        return out
+    out.update(pause_s=pause, skew_s=float(max(diff)))
     return out

@@ -432,8 +432,9 @@ class TickTable(Table):
     the starts onto its period; its hit rate is the share of periods with a pause near the modal phase. The
     timer is the highest frequency within 0.05 of the best hit rate.
 
-    `pause_s` and `skew_s` are present only where `hit_rate` ≥ 0.5; otherwise no timer was found (`[sim]
-    timer_tick` then draws the samples as they are)."""
+    `pause_s` and `skew_s` are present only where `hit_rate` ≥ 0.5 and the pause lasts under a tenth of the
+    period; otherwise no timer was found (`[sim] timer_tick` then draws the samples as they are), and `reason`
+    says why where the periodic pauses were time slices (a loaded host's threads taking turns)."""
 
     TITLE = "the timer that stops every CPU at once"
     duration_s: float | None = Field(None, description="the spin's seconds")
@@ -445,6 +446,7 @@ class TickTable(Table):
     hit_rate: float | None = Field(None, description="the share of periods with its pause")
     pause_s: float | None = Field(None, description="the median length of the timer's pauses")
     skew_s: float | None = Field(None, description="the largest difference between two CPUs' timer instants")
+    reason: str | None = Field(None, description="why periodic pauses were taken for no timer")
 
 
 class P2pTable(Table):

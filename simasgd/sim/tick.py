@@ -99,6 +99,8 @@ def tick_params(profile: Profile | None) -> tuple[float, float, float] | None:
     period, hit, pause = t.period_s, t.hit_rate, t.pause_s
     if not (_positive(period) and _positive(hit) and _positive(pause)):
         return None  # no pause_s: calibration.tick found no timer (its hit rate below MIN_HIT)
+    if MAX_STALL_PAUSES * pause >= period:  # stalls that could fill a period are a loaded host's time slices,
+        return None  # not a tick's (and a gradient would never get past the ticks that fall into it)
     return float(period), float(hit), MAX_STALL_PAUSES * float(pause)
 
 

@@ -47,6 +47,15 @@ def test_random_pauses_are_no_timer() -> None:
     assert out["hit_rate"] < ct.MIN_HIT and "pause_s" not in out and "skew_s" not in out
 
 
+def test_time_slices_on_a_loaded_host_are_no_timer() -> None:
+    """Pauses one a period and a whole slice long (threads taking turns on a busy CPU) fold like a timer's;
+    their length says they are not one: no pause_s, and why."""
+    rng = np.random.default_rng(3)
+    out = ct.timer([_cpu(rng, 250, 0.0, pause=4.06e-3), _cpu(rng, 250, 2e-7, pause=4.06e-3)], SPAN)
+    assert out["hz"] == 250 and out["hit_rate"] >= 0.95
+    assert "pause_s" not in out and "skew_s" not in out and "not a timer" in out["reason"]
+
+
 def test_fold_counts_the_periods_with_a_pause_at_the_mode() -> None:
     starts = np.arange(0.5e-3, SPAN, 4e-3)[::2]  # every other period of 4 ms
     mode, hit = ct.fold(starts, 4e-3, SPAN)

@@ -77,6 +77,9 @@ def test_tick_params_need_a_timer_found() -> None:
     assert tick_params(profile({"period_s": P, "hit_rate": 1.0, "pause_s": 1.7e-5})) == pytest.approx((P, 1.0, CAP))
     assert tick_params(profile({"period_s": 1 / 300, "hit_rate": 0.3})) is None  # no pause_s: no timer
     assert tick_params(Profile.from_doc({}, "test")) is None and tick_params(None) is None
+    # a "pause" a whole time slice long, one a period (a loaded host's calibration): no tick
+    assert tick_params(profile({"period_s": 4e-3, "hit_rate": 0.5, "pause_s": 4.06e-3})) is None
+    assert tick_params(profile({"period_s": 4e-3, "hit_rate": 0.5, "pause_s": 0.8e-3})) is None  # 5 of them fill it
 
 
 def _profile(tmp_path: Path, tables: dict[str, str], tick: bool = True) -> Path:
