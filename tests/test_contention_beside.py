@@ -95,6 +95,9 @@ def test_a_record_without_the_beside_table_makes_that_section_due(
     results, corpus = tmp_path / "results", tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "intel_xeon_16cpu.json.gz").write_bytes(b"")
+    results.mkdir()  # the dist cells with the wake in their run are in (tests/test_device_check.py makes them due)
+    (results / "dist_fidelity_intel_xeon_16cpu_x.md").write_text(
+        "[network]: latency 27 us, handling 76.6 us, wake 70.7 us past 131.9 us idle over 3 gaps, sim model 4810\n")
     path = results / "contention_intel_xeon_16cpu.json"
     cli = ["pending", "--results", str(results), "--corpus", str(corpus), "--gpu", "none",
            "--machine", "intel_xeon_16cpu"]
