@@ -8,7 +8,7 @@ copy and update θ with k − 1 threads spinning); this runs the same loops at a
     .venv/bin/python benchmarks/contention.py --out OUT/contention.json [--threads 1 2 4 8 16] [--dim 85002]
         [--beside [--beside-passes 1000]] [--cycle [--cycles 300]] [--layers 64 256 256 10] [--batch 16]
         [--timeshare [--timeshare-threads 1 2 4 8] [--timeshare-s 1] [--timeshare-repeats 5]
-         [--timeshare-batch 16 64]] [--held [--held-s 3]]
+         [--timeshare-batch 16 64]] [--held [--held-s 3]] [--sharers [--sharers-rounds 100]]
 
 ``--beside`` adds the same two steps with gradients computed beside them (``contention.beside``: k threads
 computing that MLP's gradients at their own copies of θ, taking turns at one timed step on the shared θ) and
@@ -22,8 +22,11 @@ record's ``timeshare`` table (a list, one entry a batch size). ``--held`` adds `
 (``executors/calibration/coherence.py``, two threads on the first two CPUs: a step on lines the other core wrote
 last, and on lines this core wrote and the other then read, the plain update's and the lock workers' mirrored
 update's), the record's ``held`` table: what a many-core host's entry needs where its profile predates
-``held_mirrored_gbs``. Schema 3 (2: no ``beside`` table possible; the ``cycle``, ``timeshare`` and ``held``
-tables are optional in 3, as ``beside`` is).
+``held_mirrored_gbs``. ``--sharers`` adds the update and the mirrored update of θ's lines right after k − 1 other
+cores copied them, for each k (``coherence.shared_by``; k = 1: its own lines), the record's ``sharers`` table:
+whether a lock worker's step grows with the caches that hold θ, as the mutex cycle's holds do on 16 cores
+(benchmarks/fidelity.md). Schema 3 (2: no ``beside`` table possible; the ``cycle``, ``timeshare``, ``held`` and
+``sharers`` tables are optional in 3, as ``beside`` is).
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeshare-batch", type=int, nargs="+", default=[BATCH, 64], help="batch sizes (--timeshare)")
     p.add_argument("--held", action="store_true", help="also [coherence]'s rows at θ's size, the mirrored update's")
     p.add_argument("--held-s", type=float, default=3.0, help="wall seconds for them (--held)")
+    p.add_argument("--sharers", action="store_true", help="also the update of θ's lines held by k − 1 other caches")
+    p.add_argument("--sharers-rounds", type=int, default=100, help="timed rounds a k a step (--sharers)")
     args = p.parse_args(argv)
     cpus = len(os.sched_getaffinity(0))
     left = sorted(k for k in args.threads if k > cpus)
@@ -110,10 +115,24 @@ def main(argv: list[str] | None = None) -> int:
         payload["timeshare"] = [_timeshare(args, batch) for batch in args.timeshare_batch]
     if args.held:
         payload["held"] = _held(args)
+    if args.sharers:
+        payload["sharers"] = _sharers(args, table["threads"])
     payload["seconds"] = time.perf_counter() - t0
     record.write(args.out, SCHEMA, SCHEMA_VERSION, payload)
     print(f"wrote {args.out} ({time.perf_counter() - t0:.1f} s)")
     return 0
+
+
+def _sharers(args: argparse.Namespace, threads: list[int]) -> dict[str, Any]:
+    t1 = time.perf_counter()
+    table = coherence.shared_by(8 * args.dim, threads, args.sharers_rounds)
+    print(f"\nθ's lines in k − 1 other caches too ({table['bytes'] / 1e3:.0f} KB, {args.sharers_rounds} rounds a k a "
+          f"step, {time.perf_counter() - t1:.1f} s):")
+    print("| threads | update µs | mirrored update µs |")
+    print("|---|---|---|")
+    for k, u, m in zip(table["threads"], table["update_s"], table["mirrored_s"], strict=True):
+        print(f"| {k} | {1e6 * u:.1f} | {1e6 * m:.1f} |")
+    return table
 
 
 # [coherence]'s rows printed as µs a step at θ's size, each with the step whose model-sized streams it moves

@@ -16,7 +16,8 @@
 - else ``cores`` when ``corpus/<machine>.json.gz`` is absent, ``<machine>`` being ``many_cores.py``'s name of
   this machine (``record.machine_kind()`` and the CPUs of this process: ``amd_epyc_16cpu``), or when
   ``benchmarks/results/contention_<machine>.json`` is absent or lacks the ``beside``, ``cycle``, ``timeshare`` or
-  ``held`` table (``contention.py --beside --cycle --timeshare --held``; a schema-2 record predates them), or
+  ``held`` or ``sharers`` table (``contention.py --beside --cycle --timeshare --held --sharers``; a schema-2
+  record predates them), or
   ``benchmarks/results/idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent, or no committed
   ``benchmarks/results/dist_fidelity_<machine>*.md`` was simulated with the wake calibrated in its run at three
   gaps or more (its ``[network]:`` line names ``wake ... over N gaps``; then ``calibrate_network`` and
@@ -98,7 +99,7 @@ def gpu_done(results: Path, kind: str) -> tuple[bool, str]:
     return True, f"{path} (device_check.sh, {doc.get('date')})"
 
 
-TABLES = ("beside", "cycle", "timeshare", "held")  # contention.py's optional tables the cores part writes
+TABLES = ("beside", "cycle", "timeshare", "held", "sharers")  # contention.py's optional tables the cores part writes
 
 
 def cores_done(results: Path, corpus: Path, machine: str) -> tuple[bool, str]:
@@ -120,7 +121,7 @@ WOKEN = re.compile(r"^\[network\]:.* wake [\d.]+ us past [\d.]+ us idle over [3-
 def due_sections(results: Path, machine: str) -> list[tuple[str, str]]:
     """The cores part's sections whose records are missing, each with why: ``contention`` where
     ``contention_<machine>.json`` is absent or lacks a table of ``TABLES`` (``contention.py --beside --cycle
-    --timeshare --held``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent,
+    --timeshare --held --sharers``), ``idle_gap`` where ``idle_gap_<machine>.json`` (``dist_idle_gap.py``) is absent,
     ``calibrate_network,dist_fidelity`` where no committed ``dist_fidelity_<machine>*.md`` was simulated with the
     wake (``[network] wake_us``) calibrated in its run."""
     due = []

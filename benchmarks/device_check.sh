@@ -13,7 +13,7 @@
 # cores  the topology (lscpu, numactl --hardware, /sys/devices/system/node) into OUT/topology.txt;
 #        benchmarks/many_cores.py (mutex, HOGWILD!, Leashed-SGD persistence 1, Lopez at 1-16 threads: the
 #        corpus entry OUT/<machine>.json.gz, for corpus/; scored later, off the machine: simasgd corpus score);
-#        benchmarks/contention.py --beside --cycle --timeshare --held (k threads updating one θ; the lock's copy
+#        benchmarks/contention.py --beside --cycle --timeshare --held --sharers (k threads updating one θ; the lock's copy
 #        and update with k - 1 spinning; then the same two steps taken in turn while the other k - 1 threads
 #        compute the MLP's gradients, each gradient timed; then the mutex executor's cycle, its two holds and the
 #        hand-offs timed apart; then gradients with 1, 2, 4, 8 threads sharing one CPU, B = 16 and 64, 3 passes
@@ -34,7 +34,8 @@
 # says which and why): gpu when there is a GPU and benchmarks/results/gpu_check_<gpu>.json (<gpu>: h100, h200,
 # the first word with a digit of the GPU's name) was not written by this script's gpu part; else cores when
 # corpus/<machine>.json.gz (many_cores.py's name: CPU family and CPU count, e.g. amd_epyc_16cpu) or
-# benchmarks/results/contention_<machine>.json is absent or lacks its beside, cycle, timeshare or held table, or
+# benchmarks/results/contention_<machine>.json is absent or lacks its beside, cycle, timeshare, held or sharers
+# table, or
 # benchmarks/results/idle_gap_<machine>.json is absent, or no benchmarks/results/dist_fidelity_<machine>*.md names
 # a wake timed at three gaps or more in its [network]: line (then calibrate_network and dist_fidelity; the entry being in, those sections
 # alone run, as with DEVICE_CHECK_ONLY=contention,idle_gap); else nothing (exit 0). So one
@@ -251,12 +252,12 @@ step_contention() {  # k threads on one θ: concurrent updates, the lock's copy-
     $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads 1 2 --passes 12 --dim 4096 \
       --beside --beside-passes 12 --cycle --cycles 12 --layers 64 8 10 \
       --timeshare --timeshare-threads 1 2 --timeshare-s 0.1 --timeshare-repeats 1 --timeshare-batch 16 \
-      --held --held-s 0.2
+      --held --held-s 0.2 --sharers --sharers-rounds 8
   else
     read -r -a threads <<<"$(at_most "$(ncpus)" 1 2 4 8 16)"
     $PY benchmarks/contention.py --out "$OUT/contention_$MACHINE.json" --threads "${threads[@]}" \
       --beside --beside-passes 1000 --cycle --cycles 300 --timeshare --timeshare-s 0.5 --timeshare-repeats 3 \
-      --held
+      --held --sharers
   fi
 }
 step_idle_gap() {  # the server loop with each worker busy before its push: a round trip after a wait

@@ -20,7 +20,7 @@ from executors.calibration import contention
 
 CPUS = sorted(os.sched_getaffinity(0))
 TINY = ["--threads", "1", "2", "--passes", "4", "--dim", "512", "--beside", "--beside-passes", "6",
-        "--layers", "64", "8", "10", "--held", "--held-s", "0.2"]
+        "--layers", "64", "8", "10", "--held", "--held-s", "0.2", "--sharers", "--sharers-rounds", "4"]
 BESIDE_KEYS = ("update_s", "update_p90_s", "hold_s", "hold_p90_s", "gradient_s", "gradient_p90_s", "steps",
                "gradients", "seconds", "compile_s")
 
@@ -59,6 +59,17 @@ def test_held_table_coherence_rows_at_the_model_size(tiny_record: dict[str, Any]
     assert h["sizes_bytes"] == [8 * 512] and h["cpus"][0] != h["cpus"][1] and h["rounds"] >= 5
     for key in ("read_gbs", "update_gbs", "fresh_gbs", "held_read_gbs", "held_update_gbs", "held_mirrored_gbs"):
         assert len(h[key]) == 1 and 0 < h[key][0] < 10_000, (key, h[key])
+
+
+@pytest.mark.slow
+def test_sharers_table_times_each_k_s_steps_on_lines_other_caches_hold(tiny_record: dict[str, Any]) -> None:
+    """``--sharers``: per k of the run's threads (that fit the CPUs), the update and the mirrored update of θ's
+    lines right after k − 1 other threads copied them, each positive; the readers took every round (a round
+    they missed would hang the timed thread, which waits for all their copies)."""
+    t = tiny_record["sharers"]
+    assert t["bytes"] == 8 * 512 and t["rounds"] == 4 and t["threads"] == [k for k in (1, 2) if k <= len(CPUS)]
+    for key in ("update_s", "mirrored_s"):
+        assert len(t[key]) == len(t["threads"]) and all(0 < v < 0.1 for v in t[key]), (key, t[key])
 
 
 @pytest.mark.slow
@@ -129,6 +140,10 @@ def test_a_record_without_the_beside_table_makes_that_section_due(
     assert part == "cores:contention" and "has no held table" in why  # before --held
     record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}, "cycle": {},
                                          "timeshare": [], "held": {}})
+    part, why = due()
+    assert part == "cores:contention" and "has no sharers table" in why  # before --sharers
+    record.write(path, "contention", 3, {"threads": [1, 2], "beside": {"threads": [1, 2]}, "cycle": {},
+                                         "timeshare": [], "held": {}, "sharers": {}})
     assert due()[0] == "none"
     (corpus / "intel_xeon_16cpu.json.gz").unlink()
     assert due()[0] == "cores"  # no entry: the whole part

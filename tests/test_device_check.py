@@ -152,6 +152,8 @@ def test_cores_part_measures_the_corpus_entry_ek_and_pinned_dist(tmp_path: Path,
     (share,) = contention["timeshare"]  # threads sharing one CPU (tests/test_timeshare.py)
     assert share["threads"] == [1, 2] and share["batch"] == 16 and share["ratio"][0] == 1.0
     assert min(share["cpu_per_gradient_s"]) > 0
+    sharers = contention["sharers"]  # θ's lines in k − 1 other caches (tests/test_contention_beside.py)
+    assert sharers["threads"] == [1, 2] and min(sharers["update_s"]) > 0 and min(sharers["mirrored_s"]) > 0
     if HAVE_TORCH:
         gap = record.read(tmp_path / f"idle_gap_{machine}.json", "idle_gap", 1)
         assert [(r["senders"], r["gap_us"]) for r in gap["rows"]] == [(1, 0.0), (1, 250.0)]
@@ -263,6 +265,10 @@ def test_the_due_part_is_the_first_whose_record_is_not_in_the_repository(
     assert part == "cores" and any("has no held table" in w for w in why)  # one from before the held rows
     record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
                  {"threads": [], "beside": {}, "cycle": {}, "timeshare": [], "held": {}})
+    part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
+    assert part == "cores" and any("has no sharers table" in w for w in why)  # one from before the sharers
+    record.write(results / "contention_amd_epyc_16cpu.json", "contention", 3,
+                 {"threads": [], "beside": {}, "cycle": {}, "timeshare": [], "held": {}, "sharers": {}})
     part, why = dc.pending(results, corpus, "h200", "amd_epyc_16cpu")
     assert part == "cores" and any("idle_gap_amd_epyc_16cpu.json is absent" in w for w in why)
     assert dc.only_sections("cores", results, corpus, "amd_epyc_16cpu") == "idle_gap,calibrate_network,dist_fidelity"

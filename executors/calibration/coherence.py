@@ -128,3 +128,62 @@ def coherence(sizes: Sequence[int], seconds: float, read_gbs: dict[int, float] |
     out["rounds"] = min(rounds_used)
     out["cpus"] = list(pair)
     return out
+
+
+@njit(nogil=True, cache=True)
+def _shared_by(role: int, readers: int, buf: np.ndarray, dst: np.ndarray, op: int, ctrl: np.ndarray,
+               out_ns: np.ndarray) -> None:
+    """Thread B (role 0) and ``readers`` threads: each round B releases ``buf`` (which it wrote last), every
+    reader copies it into a buffer of its own (so ``readers`` other caches share its lines, as after the other
+    lock workers' reads of θ), and B then times one update ``buf -= lr * dst`` (UPDATE) or one mirrored
+    update (MIRRORED: the new θ into B's copy ``dst`` too) of the lines they all hold. ``ctrl[0]``: the round
+    the readers may copy in; ``ctrl[1]``: copies done."""
+    none = buf[:0]
+    for r in range(out_ns.shape[0]):
+        if role == 0:
+            A.store_release(ctrl, 0, r + 1)
+            spins = 0
+            while A.load_acquire(ctrl, 1) < (r + 1) * readers:
+                A.cpu_relax()
+                spins += 1
+                if spins % 4096 == 0:  # the machine may be oversubscribed: let the readers run
+                    A.sched_yield()
+            t0 = A.now_ns()
+            if op == MIRRORED:
+                step_mirrored(buf, none, dst, dst, LR, 0.0, 1.0)
+            else:
+                _update(buf, dst, LR)
+            A.compiler_barrier()
+            out_ns[r] = A.now_ns() - t0
+        else:
+            spins = 0
+            while A.load_acquire(ctrl, 0) < r + 1:
+                A.cpu_relax()
+                spins += 1
+                if spins % 4096 == 0:
+                    A.sched_yield()
+            copy_into(dst, buf)
+            A.fetch_add(ctrl, 1, 1)
+
+
+def shared_by(nbytes: int, threads: Sequence[int], rounds: int) -> dict[str, Any]:
+    """B's update and mirrored update of a model-sized buffer it wrote last, right after k − 1 other cores
+    copied it, for each k of ``threads`` that has a CPU per thread (k = 1: no reader, its own lines): the
+    median ns of ``rounds`` (the first warms), as µs a step — what a lock worker's update costs when the lines
+    of θ are in that many caches."""
+    cpus = sorted(os.sched_getaffinity(0))
+    ks = [k for k in threads if k <= len(cpus)]
+    n = nbytes // 8
+    out: dict[str, Any] = {"bytes": 8 * n, "threads": ks, "update_s": [], "mirrored_s": [], "rounds": rounds}
+    for k in ks:
+        for key, op in (("update_s", UPDATE), ("mirrored_s", MIRRORED)):
+            buf = np.ones(n)
+            dsts = [np.full(n, 0.5) for _ in range(k)]
+            ctrl = np.zeros(8, dtype=np.int64)
+            times = np.zeros(rounds + 1, dtype=np.int64)
+            run_threads(_shared_by, [(role, k - 1, buf, dsts[role], op, ctrl, times if role == 0 else
+                                      np.zeros(rounds + 1, dtype=np.int64)) for role in range(k)],
+                        cpus=cpus[:k])
+            out[key].append(float(np.median(times[1:])) * 1e-9)
+    out["cpus"] = cpus[:max(ks, default=0)]
+    return out
