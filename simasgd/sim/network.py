@@ -347,7 +347,8 @@ class Network:
 
     def handle(self, node: int, work_s: float = 0.0) -> Proc:
         """Rank ``node`` takes a message it received (``yield from``): its CPU, one message at a time in arrival
-        order, for :attr:`handling_s` plus ``work_s`` (a server's update of θ)."""
+        order, for :attr:`handling_s`, the wake of a rank that idled (:meth:`wake_s`) and ``work_s`` (a server's
+        update of θ)."""
         with self.cpu[node].request() as r:
             yield r
             yield self.env.timeout(self.handling_s + self.wake_s(node) + work_s)
