@@ -151,12 +151,12 @@ def judge(sim: Any, real: Any, repeats: int) -> tuple[float | None, bool, dict[s
 
 def wake_words(net: dict[str, Any]) -> str:
     """The header's words on waking (``[network.server_loop.by_gap]``), or none where it was not timed."""
-    from simasgd.sim.network import wake_from_gaps
+    from simasgd.sim.network import wake_of
 
     gaps = (net.get("server_loop") or {}).get("by_gap")
     if gaps is None:
         return ""
-    w = wake_from_gaps(gaps["round_trip_s"], gaps["messages_per_s"], gaps["main_cpu_per_message_s"])
+    w = wake_of(gaps)
     return f"wake {w.wake_s * 1e6:.1f} us past {w.after_s * 1e6:.1f} us idle over {len(gaps['gap_s']) - 1} gaps, "
 
 

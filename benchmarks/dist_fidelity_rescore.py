@@ -300,7 +300,7 @@ def main() -> None:
         how += f"; store_round_trip_us {store:.1f} µs"
     gaps = None if args.no_wake else _gaps(args.wake_from) if args.wake_from else own_gaps
     if gaps is not None:
-        w = network.wake_from_gaps(gaps["round_trip_s"], gaps["messages_per_s"], gaps["main_cpu_per_message_s"])
+        w = network.wake_of(gaps)
         how += (f"; wake {w.wake_s * 1e6:.1f} µs past {w.after_s * 1e6:.1f} µs idle "
                 f"({args.wake_from or args.profile}'s by_gap)")
     after = write_profile(args.profile, net, handling, store, gaps)

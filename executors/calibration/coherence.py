@@ -39,6 +39,17 @@ def _wait_turn(turn: np.ndarray, me: int) -> None:
             A.sched_yield()
 
 
+@njit(nogil=True, cache=True)
+def _wait_for(word: np.ndarray, i: int, value: int) -> None:
+    """Spin until ``word[i]`` reaches ``value`` (acquire), yielding now and then as :func:`_wait_turn` does."""
+    spins = 0
+    while A.load_acquire(word, i) < value:
+        A.cpu_relax()
+        spins += 1
+        if spins % 4096 == 0:
+            A.sched_yield()
+
+
 COPY, UPDATE, FRESH, MIRRORED = 0, 1, 2, 3  # B's timed step in a [coherence] round
 
 
@@ -142,12 +153,7 @@ def _shared_by(role: int, readers: int, buf: np.ndarray, dst: np.ndarray, op: in
     for r in range(out_ns.shape[0]):
         if role == 0:
             A.store_release(ctrl, 0, r + 1)
-            spins = 0
-            while A.load_acquire(ctrl, 1) < (r + 1) * readers:
-                A.cpu_relax()
-                spins += 1
-                if spins % 4096 == 0:  # the machine may be oversubscribed: let the readers run
-                    A.sched_yield()
+            _wait_for(ctrl, 1, (r + 1) * readers)
             t0 = A.now_ns()
             if op == MIRRORED:
                 step_mirrored(buf, none, dst, dst, LR, 0.0, 1.0)
@@ -156,12 +162,7 @@ def _shared_by(role: int, readers: int, buf: np.ndarray, dst: np.ndarray, op: in
             A.compiler_barrier()
             out_ns[r] = A.now_ns() - t0
         else:
-            spins = 0
-            while A.load_acquire(ctrl, 0) < r + 1:
-                A.cpu_relax()
-                spins += 1
-                if spins % 4096 == 0:
-                    A.sched_yield()
+            _wait_for(ctrl, 0, r + 1)
             copy_into(dst, buf)
             A.fetch_add(ctrl, 1, 1)
 

@@ -12,6 +12,7 @@ from numba import njit
 
 from executors import atomics as A
 from executors.c2c import ping_pong
+from executors.calibration.coherence import _wait_turn
 from executors.calibration.timing import run_threads
 
 
@@ -91,8 +92,7 @@ def _passes_after_reads(g: np.ndarray, x: np.ndarray, turn: np.ndarray, me: int,
     thread 0 times its pass of atomic adds over it (each line moving back first). Returns thread 1's sum."""
     s = 0.0
     for r in range(rounds):
-        while A.load(turn, 0) != me:
-            A.cpu_relax()
+        _wait_turn(turn, me)
         if me == 1:
             for i in range(g.size):
                 s += g[i]

@@ -128,27 +128,20 @@ def server_queue(quick: bool = False, senders: tuple[int, ...] = QUEUE_SENDERS,
     a CPU each (none: None), the ranks pinned as the backend pins them. Read by nothing, so it never costs the
     table the simulator reads: an N whose ranks fail or outlast :data:`QUEUE_DEADLINE_S` ends the sweep with the
     rows measured before it (logged)."""
-    from executors.cpu import placement
-    from executors.dist.backend import transport_cpus
-
     t0 = time.perf_counter()
     allowed = sorted(os.sched_getaffinity(0))
     warm, rounds = (10, 25) if quick else (QUEUE_WARM, QUEUE_ROUNDS)
     rows = []
     for n in [n for n in senders if n + 1 <= len(allowed)]:
-        cpus, _ = placement.plan(n + 1, "uma")
         try:
-            rows.append(_spawn(n + 1, _queued_loop, (LOOP_DIM, warm, rounds), (cpus, transport_cpus(cpus, allowed)),
+            rows.append(_spawn(n + 1, _queued_loop, (LOOP_DIM, warm, rounds), _pins(n + 1, allowed),
                                deadline_s=QUEUE_DEADLINE_S))
         except RuntimeError as e:
             log(f"the server loop under {n} senders not measured ({e}); kept N < {n}")
             break
     if not rows:
         return None
-    return {"senders": [r["senders"] for r in rows], "round_trip_s": [r["round_trip_s"] for r in rows],
-            "messages_per_s": [r["messages_per_s"] for r in rows],
-            "cpu_per_message_s": [r["cpu_per_message_s"] for r in rows],
-            "main_cpu_per_message_s": [r["main_cpu_per_message_s"] for r in rows],
+    return {"senders": [r["senders"] for r in rows], **_loop_columns(rows),
             "rounds": rounds, "pinned": True, "seconds": time.perf_counter() - t0}
 
 
@@ -156,23 +149,29 @@ def server_gaps(quick: bool = False, gaps_s: tuple[float, ...] = WAKE_GAPS_S) ->
     """``[network.server_loop.by_gap]``: :func:`_queued_loop` at 2 ranks with the worker spinning each of ``gaps_s``
     on its CPU before every push, the ranks pinned as the backend pins them (where the host has a CPU for each):
     what a rank adds to a message after idling (:func:`simasgd.sim.network.wake_from_gaps`)."""
-    from executors.cpu import placement
-    from executors.dist.backend import transport_cpus
-
     t0 = time.perf_counter()
     allowed = sorted(os.sched_getaffinity(0))
     warm, rounds = (10, 25) if quick else (QUEUE_WARM, 2 * QUEUE_ROUNDS)
-    pins = None
-    if len(allowed) >= 2:
-        cpus, _ = placement.plan(2, "uma")
-        pins = (cpus, transport_cpus(cpus, allowed))
+    pins = _pins(2, allowed) if len(allowed) >= 2 else None
     rows = [_spawn(2, _queued_loop, (LOOP_DIM, warm, rounds, gap), pins, deadline_s=QUEUE_DEADLINE_S)
             for gap in gaps_s]
-    return {"gap_s": list(gaps_s), "round_trip_s": [r["round_trip_s"] for r in rows],
-            "messages_per_s": [r["messages_per_s"] for r in rows],
-            "cpu_per_message_s": [r["cpu_per_message_s"] for r in rows],
-            "main_cpu_per_message_s": [r["main_cpu_per_message_s"] for r in rows],
+    return {"gap_s": list(gaps_s), **_loop_columns(rows),
             "rounds": rounds, "pinned": pins is not None, "seconds": time.perf_counter() - t0}
+
+
+def _pins(world: int, allowed: list[int]) -> tuple[list[int | None], list[int]]:
+    """Each of ``world`` ranks' CPU and the transport's CPUs, as the backend pins a run."""
+    from executors.cpu import placement
+    from executors.dist.backend import transport_cpus
+
+    cpus, _ = placement.plan(world, "uma")
+    return cpus, transport_cpus(cpus, allowed)
+
+
+def _loop_columns(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The :func:`_queued_loop` rows' figures as a table's columns, one entry a row."""
+    keys = ("round_trip_s", "messages_per_s", "cpu_per_message_s", "main_cpu_per_message_s")
+    return {k: [r[k] for r in rows] for k in keys}
 
 
 def _spawn(world: int, fn: Callable[..., Any], args: tuple[Any, ...],

@@ -128,9 +128,9 @@ def _calibrate_network(out: Path, quick: bool) -> None:
                             f"server CPU {cpu * 1e6:.0f} µs a push (main thread {main * 1e6:.0f})", markup=False,
                             soft_wrap=True)
     gaps = net["server_loop"]["by_gap"]
-    from simasgd.sim.network import wake_from_gaps
+    from simasgd.sim.network import wake_of
 
-    wake = wake_from_gaps(gaps["round_trip_s"], gaps["messages_per_s"], gaps["main_cpu_per_message_s"])
+    wake = wake_of(gaps)
     trips = ", ".join(f"{t * 1e6:.0f}" for t in gaps["round_trip_s"][1:])
     busy = ", ".join(f"{g * 1e6:.0f}" for g in gaps["gap_s"][1:])
     console().print(f"waking from idle ([network.server_loop.by_gap]): the round trip "

@@ -186,8 +186,7 @@ def resolve(cfg: Any) -> Links | None:
     # waking from idle is the host's too (its CPUs' idle states), like the handling: it holds under a link of the
     # scenario's own
     gaps = None if net is None or net.server_loop is None else net.server_loop.by_gap
-    wake = None if gaps is None else wake_from_gaps(gaps.round_trip_s, gaps.messages_per_s,
-                                                    gaps.main_cpu_per_message_s)
+    wake = None if gaps is None else wake_of(gaps)
     return Links(gbps * 1e9 / 8, server * 1e9 / 8, lat_us * 1e-6, table, handling, store, wake)
 
 
@@ -265,6 +264,15 @@ def wake_from_gaps(round_trip_s: list[float], messages_per_s: list[float], main_
         if waking:
             shares.append(max(0.0, round_trip_s[j] - round_trip_s[0]) / waking)
     return Wake(after, float(np.median(shares)) if shares else 0.0)
+
+
+def wake_of(by_gap: Any) -> Wake:
+    """:func:`wake_from_gaps` of a ``[network.server_loop.by_gap]`` table, as the profile's model or as a
+    document's mapping."""
+    def get(key: str) -> list[float]:
+        return list(by_gap[key] if isinstance(by_gap, dict) else getattr(by_gap, key))
+
+    return wake_from_gaps(get("round_trip_s"), get("messages_per_s"), get("main_cpu_per_message_s"))
 
 
 def model_bytes(dim: int, itemsize: int) -> int:
