@@ -222,7 +222,9 @@ class LastWriter:
         self._valid = 0  # workers whose caches hold the lines of the last write (seen == writes)
         self._writer = -1  # who wrote last
         self._downgraded = False  # another worker read the last write: the writer's lines are shared too
-        self._lapsed = [False] * n  # a reader's copies of the last write, evicted since by its own traffic
+        # the write count at which a reader's copies of that write were evicted by its own traffic (-1: never):
+        # lapsed while it equals ``_writes``, so the next write clears every mark without a pass over the workers
+        self._lapsed = [-1] * n
         self.recency = recency
 
     @property
@@ -235,11 +237,11 @@ class LastWriter:
         with the model, does not fit its private cache) has evicted the model's lines from its cache:
         it holds none of them, and the next write need not invalidate them there."""
         if self._holds(w):
-            self._lapsed[w] = True
+            self._lapsed[w] = self._writes
             self._valid -= 1
 
     def _holds(self, w: int) -> bool:
-        return self._seen[w] == self._writes and not self._lapsed[w]
+        return self._seen[w] == self._writes and self._lapsed[w] != self._writes
 
     def touch(self, w: int, writes: bool) -> int:
         """Worker ``w`` reads (or, ``writes``, writes) the model now: where its lines were as it began
@@ -255,11 +257,10 @@ class LastWriter:
         if writes:
             self._writes += 1
             self._writer, self._valid, self._downgraded = w, 1, False
-            self._lapsed = [False] * len(self._lapsed)
         else:
-            if self._seen[w] != self._writes or self._lapsed[w]:
+            if self._seen[w] != self._writes or self._lapsed[w] == self._writes:
                 self._valid += 1
-                self._lapsed[w] = False
+                self._lapsed[w] = -1
             self._downgraded = self._downgraded or w != self._writer
         self._seen[w] = self._writes
         return where

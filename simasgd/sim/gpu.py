@@ -91,7 +91,7 @@ class SMs:
     def _speed(self, _n: int, demand: float) -> float:
         return self.rate * min(1.0, 1.0 / demand) if demand > 0 else self.rate
 
-    def _tolerance(self, now: float) -> float:
+    def _tolerance(self, now: float, _rate: float) -> float:
         return self.rate * 1e-12 * max(1.0, now)  # flops left below a picosecond of the GPU: done
 
     def run(self, flops: float, occupancy: float) -> simpy.Event:

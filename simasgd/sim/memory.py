@@ -12,6 +12,7 @@ bottleneck of a remote copy; the home socket's controller is not charged twice).
 from __future__ import annotations
 
 import simpy
+from simpy.events import PENDING
 
 from simasgd.machines.machine import Machine
 from simasgd.sim.sharing import Bandwidth, Completion
@@ -64,15 +65,16 @@ class Transfer(Completion):
     its own: a thread's work followed by its misses is a delay, not a step. Cancelled (k-sync's cancelled
     work), the parts not yet started never start and the transfer never succeeds."""
 
-    __slots__ = ("cancelled", "left", "paths")
+    __slots__ = ("cancelled", "left", "parts")
 
     def __init__(self, env: simpy.Environment, parts: list[Part]) -> None:
-        super().__init__(env)
+        # simpy.Event.__init__ written out, as SimPy's own events do: one is made for most steps at scale
+        self.env, self.callbacks, self._value = env, [], PENDING
         self.left = len(parts)
         self.cancelled = False
-        self.paths = [path for path, _nbytes, _delay in parts]
+        self.parts = parts
         for path, nbytes, delay in parts:
-            path.transfer(nbytes, self, max(delay, 0.0))
+            path.transfer(nbytes, self, delay if delay > 0.0 else 0.0)
 
     def succeed(self, value: object = None) -> Transfer:
         """A part of nothing is through at once: the transfer succeeds, as an event, if it was the last."""
@@ -89,5 +91,5 @@ class Transfer(Completion):
 
     def cancel(self) -> None:
         self.cancelled = True
-        for path in dict.fromkeys(self.paths):
+        for path in dict.fromkeys(path for path, _nbytes, _delay in self.parts):
             path.withdraw(self)

@@ -33,8 +33,10 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import simpy
+from simpy.events import NORMAL
 
 _EPS = 1e-12
 
@@ -46,16 +48,18 @@ class SharedServer:
     """A processor-sharing server: job ``i`` of weight ``wᵢ`` is served at ``wᵢ · speed(n, Σw)`` units/s.
 
     ``speed(n, total_weight)`` is the rate of a unit weight when ``n`` jobs of total weight ``Σw`` are in
-    service; it never grows with ``n`` or ``Σw`` (a sharer only slows the others down). ``tol_units(now)``:
-    work left (in the job's own units) below which a job counts as done — the clock's resolution at time
-    ``now``, so that float rounding never re-arms a zero-length wait forever.
+    service; it never grows with ``n`` or ``Σw`` (a sharer only slows the others down) and depends on nothing
+    else. ``tol_units(now, rate)``: work left (in the job's own units) below which a job counts as done, a unit
+    weight being served at ``rate`` — the clock's resolution at time ``now``, so that float rounding never
+    re-arms a zero-length wait forever.
     """
 
     def __init__(self, env: simpy.Environment, speed: Callable[[int, float], float],
-                 tol_units: Callable[[float], float]) -> None:
+                 tol_units: Callable[[float, float], float]) -> None:
         self.env = env
         self._speed = speed
         self._tol = tol_units
+        self._solo: dict[float, float] = {}  # a job's speed alone, by its weight: speed(1, w) · w
         self.heap: list[Job] = []
         self.arrivals: list[Arrival] = []  # sorted by (at, order): jobs submitted to start later
         self.weight = 0.0
@@ -78,10 +82,13 @@ class SharedServer:
         when it has been served."""
         done = done if done is not None else self.env.event()
         if after > 0:
-            at = self.env.now + after
+            at = self.env._now + after
             size = max(size, 0.0)
             bisect.insort(self.arrivals, (at, next(self._order), size, weight, done))
-            if at + size / (weight * self._speed(1, weight)) >= self.timer_at:
+            solo = self._solo.get(weight)
+            if solo is None:
+                solo = self._solo[weight] = weight * self._speed(1, weight)
+            if at + size / solo >= self.timer_at:
                 return done  # it only slows the others down and ends no sooner than the live timer: that stays
             self._settle()
         elif size <= 0:
@@ -116,19 +123,29 @@ class SharedServer:
     def _settle(self) -> None:
         """Admit the arrivals due by now, each at its instant, and bring ``V`` to now. No job departs
         meanwhile: the timer is set for the first departure with these arrivals counted in."""
-        arrivals = self.arrivals
-        now = self.env.now
+        arrivals, heap = self.arrivals, self.heap
+        now = self.env._now
+        virtual, last = self.virtual, self.last
         if arrivals and arrivals[0][0] <= now:
-            i = 0
-            while i < len(arrivals) and arrivals[i][0] <= now:
-                at, order, size, weight, done = arrivals[i]
-                self._advance(at)
-                heapq.heappush(self.heap, (self.virtual + size / weight, order, weight, done))
-                self.weight += weight
-                self.rate = self._speed(len(self.heap), self.weight)
+            rate, weight, speed = self.rate, self.weight, self._speed
+            i, n = 0, len(arrivals)
+            while i < n and arrivals[i][0] <= now:
+                at, order, size, w, done = arrivals[i]
+                if at > last:  # _advance, inlined: this runs at every arrival of every transfer
+                    if heap:
+                        virtual += (at - last) * rate
+                    last = at
+                heapq.heappush(heap, (virtual + size / w, order, w, done))
+                weight += w
+                rate = speed(len(heap), weight)
                 i += 1
             del arrivals[:i]
-        self._advance(now)
+            self.rate, self.weight = rate, weight
+        if now > last:
+            if heap:
+                virtual += (now - last) * self.rate
+            last = now
+        self.virtual, self.last = virtual, last
 
     def _next_departure(self) -> float:
         """When the first job will be done, the arrivals before it counted in, were nothing else submitted;
@@ -161,20 +178,22 @@ class SharedServer:
             if not self.arrivals:
                 self.first = math.inf
                 return
-        at = max(self._next_departure(), self.env.now)
+        now = self.env._now
+        at = self._next_departure()
+        if at < now:
+            at = now
         if self.timer_at <= at:
             return  # the live timer fires first: it will look again then
         self.generation += 1
-        gen = self.generation
         self.timer_at = at
-        self.env.timeout(at - self.env.now).callbacks.append(lambda _ev: self._complete(gen))
+        _Timer(self, at - now)
 
     def _complete(self, gen: int) -> None:
         if gen != self.generation:
             return  # superseded by a job that finishes first
         self.timer_at = math.inf
         self._settle()
-        tol = self._tol(self.env.now)
+        tol = self._tol(self.env._now, self.rate)
         heap = self.heap
         served = []
         while heap and (heap[0][0] - self.virtual) * heap[0][2] <= tol:
@@ -189,6 +208,23 @@ class SharedServer:
                 done.served()
             else:
                 done.succeed()
+
+
+class _Timer(simpy.Event):
+    """A server's timer for its next departure, set ``delay`` seconds from now: at it, the server looks
+    (:meth:`SharedServer._complete`) unless it has set another since (its generation has moved on). A timeout
+    written out, with no closure: one is set for nearly every part of every transfer."""
+
+    def __init__(self, server: SharedServer, delay: float) -> None:
+        env = server.env
+        self.env, self.server, self.gen = env, server, server.generation
+        self.callbacks = [_fire]
+        self._value, self._ok = None, True
+        env.schedule(self, NORMAL, delay)
+
+
+def _fire(timer: Any) -> None:  # a _Timer; SimPy types its callbacks' argument as any event
+    timer.server._complete(timer.gen)
 
 
 class Completion(simpy.Event):
@@ -223,8 +259,8 @@ class Bandwidth:
     def _share(self, n: int, _weight: float) -> float:
         return min(self.cap, self.rate / n) if n else self.cap
 
-    def _tolerance(self, now: float) -> float:
-        return self._share(len(self.server.heap), 0.0) * _EPS * max(1.0, now) + 1e-6
+    def _tolerance(self, now: float, rate: float) -> float:
+        return rate * _EPS * max(1.0, now) + 1e-6
 
     def transfer(self, nbytes: float, done: simpy.Event | None = None, after: float = 0.0) -> simpy.Event:
         """``nbytes`` through the link, starting ``after`` seconds from now."""

@@ -228,6 +228,70 @@ def test_lines_a_worker_evicted_need_no_invalidation() -> None:
     assert lw2.touch(0, False) == OTHERS and lw2.touch(1, False) == HELD
 
 
+class _EveryWorkerLastWriter:
+    """LastWriter's rule kept the direct way, a flag a worker cleared for all of them at every write: the oracle
+    of the test below."""
+
+    def __init__(self, n: int) -> None:
+        self.writes, self.seen, self.valid, self.writer = 0, [-1] * n, 0, -1
+        self.downgraded, self.lapsed = False, [False] * n
+
+    def holds(self, w: int) -> bool:
+        return self.seen[w] == self.writes and not self.lapsed[w]
+
+    def evicted(self, w: int) -> None:
+        if self.holds(w):
+            self.lapsed[w], self.valid = True, self.valid - 1
+
+    def touch(self, w: int, writes: bool) -> int:
+        from simasgd.sim.caches import HELD, OTHERS, OWN
+
+        if self.seen[w] != self.writes and self.writes:
+            where = OTHERS
+        elif self.valid - self.holds(w) > (self.seen[w] != self.writes) and (writes or self.downgraded):
+            where = HELD
+        else:
+            where = OWN
+        if writes:
+            self.writes += 1
+            self.writer, self.valid, self.downgraded = w, 1, False
+            self.lapsed = [False] * len(self.lapsed)
+        else:
+            if self.seen[w] != self.writes or self.lapsed[w]:
+                self.valid, self.lapsed[w] = self.valid + 1, False
+            self.downgraded = self.downgraded or w != self.writer
+        self.seen[w] = self.writes
+        return where
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_where_the_lines_are_as_the_direct_rule_says_with_no_pass_over_the_workers(seed: int) -> None:
+    """Random reads, writes and evictions by 2–6 workers: every touch finds the lines where the direct rule
+    (a flag per worker, all cleared at each write) finds them; and a write by one of 200,000 workers allocates
+    nothing in proportion to them (an update must not cost more because more workers exist)."""
+    import tracemalloc
+
+    from simasgd.sim.caches import LastWriter
+
+    rng = np.random.default_rng(seed)
+    n = 2 + seed
+    fast, direct = LastWriter(n), _EveryWorkerLastWriter(n)
+    for _ in range(3000):
+        w, op = int(rng.integers(n)), int(rng.integers(3))
+        if op == 2:
+            fast.evicted(w), direct.evicted(w)
+        else:
+            assert fast.touch(w, op == 1) == direct.touch(w, op == 1)
+    many = LastWriter(200_000)
+    many.touch(1, False), many.evicted(1), many.touch(0, True)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    many.touch(2, True)
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 10_000  # a list over the workers would be 1.6 MB
+
+
 @pytest.mark.parametrize("l2", [1 << 20, 256 << 10], ids=["model-and-copy-fit-L2", "they-do-not"])
 def test_a_gradient_on_a_copy_evicts_the_model_only_where_the_two_outgrow_the_private_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, l2: int) -> None:
