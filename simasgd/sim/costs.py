@@ -91,7 +91,9 @@ class Platform:
         self._grad_extra = [0.0] * n  # what each gradient adds where the worker's cycle outgrows its cache
         self._given_gradient = sc.timing.gradient is not None  # the whole gradient's time, as the scenario says
         self._fused: int | None = None  # a worker whose update reads a sum the others add into (fuses_read)
-        self._pass_until = [-math.inf] * n  # when each worker's atomic pass over that sum ends
+        # when the latest atomic pass over that sum ends: a worker's passes follow one another, so a pass is under
+        # way at some worker exactly when the latest end of all is still to come (one number, not one a worker)
+        self._passes_end = -math.inf
         self._model_miss = [0.0] * n  # the part of a read/update that streams from DRAM (sockets model)
         self._own_miss: list[dict[int, float]] = [{}] * n  # private bytes of a read/update missing the L3
         self.socket_shares = self._socket_shares(sc, machine, cpus, dim, itemsize, derived=steps.cached_s[0] is None)
@@ -240,7 +242,7 @@ class Platform:
             where = OTHERS
         self._touched_at[w] = self.env.now
         if w == self._fused:  # the sum is the other workers' to write: is a pass under way?
-            where = OTHERS if any(t > self.env.now for t in self._pass_until) else OWN
+            where = OTHERS if self._passes_end > self.env.now else OWN
         table = self.steps.shared_s[w] if where == OTHERS else self.steps.held_s[w] if where == HELD else None
         if where == HELD and rewrites and self.steps.mirrored_s[w] is not None:
             table = self.steps.mirrored_s[w]
@@ -286,7 +288,8 @@ class Platform:
         seconds = self.dim * self.cas_latency[w]
         if lines.coherent and reader is not None and reader != w and self.cores.on_cpu(reader):
             seconds += math.ceil(self.model_bytes / lines.line_bytes) * self.handoff_s[w]
-        self._pass_until[w] = self.env.now + seconds  # the reader's steps meanwhile are beside it
+        # the reader's steps meanwhile are beside it
+        self._passes_end = max(self._passes_end, self.env.now + seconds)
         return self.cores.work(w, seconds)
 
     def private_copy(self, w: int) -> simpy.Event:
