@@ -114,15 +114,10 @@ class SharedServer:
             self._rearm()
         return sum(a[2] for a in gone)
 
-    def _advance(self, t: float) -> None:
-        if t > self.last:
-            if self.heap:
-                self.virtual += (t - self.last) * self.rate
-            self.last = t
-
     def _settle(self) -> None:
         """Admit the arrivals due by now, each at its instant, and bring ``V`` to now. No job departs
-        meanwhile: the timer is set for the first departure with these arrivals counted in."""
+        meanwhile: the timer is set for the first departure with these arrivals counted in. (In locals: it runs
+        at every arrival and departure of every transfer.)"""
         arrivals, heap = self.arrivals, self.heap
         now = self.env._now
         virtual, last = self.virtual, self.last
@@ -131,7 +126,7 @@ class SharedServer:
             i, n = 0, len(arrivals)
             while i < n and arrivals[i][0] <= now:
                 at, order, size, w, done = arrivals[i]
-                if at > last:  # _advance, inlined: this runs at every arrival of every transfer
+                if at > last:  # V brought to the arrival's instant
                     if heap:
                         virtual += (at - last) * rate
                     last = at
