@@ -15,8 +15,9 @@ Each SimPy event of the run is one of:
 - every other event (*other*: the workers' steps, the CPUs' grants, the locks).
 
 Beside the events, the sharing servers' *steps*: each look-up of a server's speed, one each time its sharers
-change (a job taken in, a departure), one for each job submitted ahead (could it end before the live timer?)
-and one for each entry of its calendar looked at to set its timer. And the *turns* of the CPUs' rotating pools
+change (a job taken in, a departure), one for the first job of each weight submitted ahead (could it end before
+the live timer? its speed alone is kept by weight) and one for each entry of its calendar looked at to set its
+timer. And the *turns* of the CPUs' rotating pools
 (:class:`simasgd.sim.cpu.Rotation`: the spinners of a held lock passing a CPU among themselves), each worked out
 by arithmetic: one for each turn taken one by one, one for each spinner a whole-round jump moves on.
 

@@ -12,7 +12,6 @@ bottleneck of a remote copy; the home socket's controller is not charged twice).
 from __future__ import annotations
 
 import simpy
-from simpy.events import PENDING
 
 from simasgd.machines.machine import Machine
 from simasgd.sim.sharing import Bandwidth, Completion
@@ -69,7 +68,7 @@ class Transfer(Completion):
 
     def __init__(self, env: simpy.Environment, parts: list[Part]) -> None:
         # simpy.Event.__init__ written out, as SimPy's own events do: one is made for most steps at scale
-        self.env, self.callbacks, self._value = env, [], PENDING
+        self.env, self.callbacks = env, []
         self.left = len(parts)
         self.cancelled = False
         self.parts = parts
