@@ -14,6 +14,7 @@ from simasgd.evaluation import prediction_band as pb
 from simasgd.formats import model_error_file as files
 from simasgd.machines import profile
 from simasgd.machines.profile_model import Profile
+from simasgd.runs.results import RunResult
 
 Z90 = float(stats.norm.ppf(0.95))
 
@@ -434,3 +435,55 @@ def test_each_algorithm_takes_its_own_model_error_where_it_had_cells_enough() ->
     own = pb.check(case.predicted, case.measured, None, model=fitted, algorithm="off")["updates_per_s"]
     assert own.band.model == fitted.of("updates_per_s", "off")
     assert pb.ModelError.from_json(json.loads(json.dumps(fitted.to_json()))) == fitted
+
+
+def test_an_algorithm_takes_its_regimes_model_error_where_each_regime_had_cells_enough() -> None:
+    # One algorithm the simulator gets exactly where each thread has a CPU and misses by a lognormal factor of σ0
+    # where the OS time-shares its threads: each regime's σ is that regime's (0, and σ0 within the 90th
+    # percentile's sampling error), the algorithm's own over both in between; a case whose regime is not known
+    # takes the algorithm's, and an algorithm whose regime had too few cells takes the algorithm's too.
+    rng = np.random.default_rng(13)
+    sigma0, n = 0.3, 400
+
+    def cases(algorithm: str, shared: bool, count: int, factor: float) -> list[pb.Case]:
+        return [pb.Case({"updates_per_s": [100.0] * 3},
+                        {"updates_per_s": list(100.0 * np.exp(rng.normal(0, factor, 3)))},
+                        algorithm=algorithm, shared=shared)
+                for _ in range(count)]
+
+    fitted = pb.fit_model_error(cases("mutex", False, n, 0.0) + cases("mutex", True, n, sigma0)
+                                + cases("hogwild", False, n, 0.0)
+                                + cases("hogwild", True, pb.MIN_ALGORITHM_CELLS - 1, sigma0), "constructed")
+    se = math.sqrt(0.9 * 0.1 / (3 * n)) / (2 * stats.norm.pdf(Z90) / sigma0) / Z90
+    assert abs(fitted.of("updates_per_s", "mutex", True) - sigma0) <= 3 * se + pb.MODEL_STEP
+    assert fitted.of("updates_per_s", "mutex", False) == 0.0
+    both = fitted.of("updates_per_s", "mutex")
+    assert 0.0 < both < fitted.of("updates_per_s", "mutex", True)
+    assert set(fitted.by_sharing) == {"mutex", "hogwild"} and set(fitted.by_sharing["hogwild"]) == {"cpu_each"}
+    assert fitted.of("updates_per_s", "hogwild", True) == fitted.of("updates_per_s", "hogwild")
+    assert "threads time-shared" in fitted.text("mutex", True) and "a CPU each" in fitted.text("mutex", False)
+    assert "time-shared" not in fitted.text("hogwild", True)
+    # a band takes its regime's σ, and the fit comes back from JSON and from the corpus's file as it was
+    case = cases("mutex", True, 1, sigma0)[0]
+    band = pb.check(case.predicted, case.measured, None, model=fitted, algorithm="mutex", shared=True)
+    assert band["updates_per_s"].band.model == fitted.of("updates_per_s", "mutex", True)
+    assert pb.ModelError.from_json(json.loads(json.dumps(fitted.to_json()))) == fitted
+
+
+def test_a_simulated_result_says_whether_its_threads_outnumber_the_cpus() -> None:
+    from simasgd.sim.backend import run_once
+    from simasgd.spec import loader
+
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
+
+    def simulated(workers: int) -> RunResult:
+        sc = loader.load(scenario, [f"workers.count={workers}", 'machine.preset="laptop-2core"', "sim.numerics=false",
+                                    "stop.max_updates=20", "repeats=1"])
+        return run_once(sc, 0)
+
+    four, two = simulated(4), simulated(2)
+    assert four.metadata["machine"]["cpus"] == 2
+    assert pb.shared_of(four) is True and pb.shared_of(two) is False
+    unknown = RunResult(scenario=four.scenario, backend="cpu", runs=four.runs, updates=four.updates,
+                        curve=four.curve, metadata={"machine": {"name": "this"}})
+    assert pb.shared_of(unknown) is None  # not recorded (a measured result): the algorithm's σ over both regimes

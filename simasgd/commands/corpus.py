@@ -265,7 +265,7 @@ def _write_fit(corpus: Path, results: list[MachineScore]) -> None:
     fitted = prediction_band.fit_model_error([k for r in results for k in r.cases()], "")
     doc = files.ModelErrorDoc.model_validate({
         "level": prediction_band.LEVEL, "sigma_log": fitted.sigma, "by_algorithm": fitted.by_algorithm,
-        "machines": names, "cells": fitted.cells, "simulator_commit": git_commit()})
+        "by_sharing": fitted.by_sharing, "machines": names, "cells": fitted.cells, "simulator_commit": git_commit()})
     path = files.path_in(corpus)
     files.write(path, doc)
     console().print(f"model error σ (log) {fitted.text()}, fitted on {fitted.cells} cells of {', '.join(names)}: "
@@ -325,6 +325,7 @@ def _print_bands(results: list[MachineScore]) -> None:
     measured runs' own 90% spread, median over cells), as Markdown; then what each machine's host noise and
     model error are."""
     from simasgd.corpus import score
+    from simasgd.evaluation import prediction_band
 
     lines = ["", "| " + " | ".join(score.BAND_HEAD) + " |", "|" + "---|" * len(score.BAND_HEAD)]
     lines += ["| " + " | ".join(row) + " |" for row in score.band_table(results)]
@@ -337,6 +338,9 @@ def _print_bands(results: list[MachineScore]) -> None:
         if r.placement is not None:
             con.print(f"{r.machine}: placement: {r.placement.text()}", markup=False, soft_wrap=True)
         if r.model is not None:
-            own = "; ".join(f"{a}: {r.model.text(a)}" for a in sorted(r.model.by_algorithm))
+            own = "; ".join(f"{a}: {r.model.text(a)}" + "".join(
+                f"; {a}, threads {'time-shared' if shared else 'a CPU each'}: {r.model.text(a, shared)}"
+                for shared in (True, False) if prediction_band.sharing_of(shared) in r.model.by_sharing.get(a, {}))
+                for a in sorted(r.model.by_algorithm))
             con.print(f"{r.machine}: model error σ (log) {r.model.text()}{'; by algorithm: ' + own if own else ''}; "
                       f"{r.model.source} ({r.model.cells} cells)", markup=False, soft_wrap=True)

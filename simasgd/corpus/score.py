@@ -50,6 +50,7 @@ class CellScore:
     # more workers), per metric, one value per run over the versions both made (band_runs)
     runs: dict[str, dict[str, list[float]]] | None = None
     algorithm: str | None = None  # the cell's algorithm (its scenario's algorithm.name): whose model error it takes
+    shared: bool | None = None  # its threads outnumber the simulated machine's CPUs: the regime of that error
 
     def band_checks(self, host: prediction_band.HostNoise | None, where: Placement | None = None,
                     model: prediction_band.ModelError | None = None) -> dict[str, prediction_band.BandCheck]:
@@ -59,7 +60,7 @@ class CellScore:
         if case is None:
             return {}
         return prediction_band.check(case.predicted, case.measured, case.host, other=case.other, share=case.share,
-                                     model=model, algorithm=case.algorithm)
+                                     model=model, algorithm=case.algorithm, shared=case.shared)
 
     def case(self, host: prediction_band.HostNoise | None,
              where: Placement | None = None) -> prediction_band.Case | None:
@@ -68,7 +69,8 @@ class CellScore:
             return None
         other = self.runs.get("other") if where is not None else None
         return prediction_band.Case(self.runs["sim"], self.runs["measured"], host, other,
-                                    where.share if where is not None and other is not None else 0.0, self.algorithm)
+                                    where.share if where is not None and other is not None else 0.0, self.algorithm,
+                                    self.shared)
 
     @property
     def verdicts(self) -> dict[str, bool | None]:
@@ -214,7 +216,7 @@ def judge(cell: Cell, sim: Any) -> CellScore:
     return CellScore(cell.name, {k: values[k] for k in fidelity.GOALS},
                      fidelity.self_prediction_of(hm, sm, len(sim.runs)),
                      bound=fidelity.bound_of(hm, sm), speeds=ranking.speeds_of(cell.scenario, ss, sm),
-                     algorithm=prediction_band.algorithm_name(cell.scenario))
+                     algorithm=prediction_band.algorithm_name(cell.scenario), shared=prediction_band.shared_of(sim))
 
 
 def common_cut(cell: Cell, sim: Any) -> int | None:
@@ -281,7 +283,7 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
         return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=runs)
     except Exception as e:  # one cell's failure is its row, the score goes on
         return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed,
-                         algorithm=prediction_band.algorithm_name(cell.scenario))
+                         algorithm=prediction_band.algorithm_name(cell.scenario), shared=prediction_band.shared_of(sim))
 
 
 def drift_ratio(cell: Cell) -> float | None:

@@ -21,7 +21,10 @@ worker, is taken on its own scale and the host term below is relative to the run
 A third term, ``m ~ N(0, σ_model²)`` on every metric, is the model's own error: what separates the simulator
 from a machine beyond both spreads above (a mechanism it lacks, a profile key that does not carry). It is
 fitted on machines other than the one predicted (:func:`fit_model_error`: the least σ_model whose bands hold
-the level of their measured runs), so a corpus machine's bands never learn from its own runs.
+the level of their measured runs), so a corpus machine's bands never learn from its own runs. The simulator
+misses some algorithms more than others, and an algorithm more where its threads outnumber the CPUs (the OS
+time-shares them) than where each has a CPU: σ_model is fitted per algorithm and per those two regimes where
+the cells allow (:class:`ModelError`).
 
 The band is μ ± t · √V with V = σ_sim²·(1 + 1/R) + σ_host² + σ_model², back-transformed. With R small, σ_sim is
 itself uncertain, so the quantile is Student's t, with the Welch–Satterthwaite degrees of freedom
@@ -88,37 +91,65 @@ class HostNoise:
         return cls(float(d["sigma_log"]), str(d.get("source", "")), int(d.get("samples", 0)))
 
 
+Sharing = Literal["time_shared", "cpu_each"]  # threads outnumber the CPUs (the OS time-shares them), or not
+
+
+def sharing_of(shared: bool) -> Sharing:
+    return "time_shared" if shared else "cpu_each"
+
+
 @dataclass(frozen=True)
 class ModelError:
     """The model's own error: per metric of :data:`METRICS` the σ of a factor between the simulator's runs and a
     machine's beyond their spreads (log scale; relative to the runs' mean on a linear one), fitted on
     ``cells`` cells of the machines ``source`` names (:func:`fit_model_error`): ``sigma`` over every algorithm,
     ``by_algorithm`` each algorithm's own where it had cells enough (the simulator misses some algorithms more
-    than others); an algorithm without one takes ``sigma``."""
+    than others), and ``by_sharing`` an algorithm's own in each regime (:data:`Sharing`) where that had cells
+    enough (the simulator misses more where the OS time-shares the threads). A result takes the narrowest that
+    exists: its algorithm's in its regime, else its algorithm's, else ``sigma``."""
 
     sigma: Mapping[str, float]
     source: str
     cells: int = 0
     by_algorithm: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    by_sharing: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
 
-    def of(self, metric: str, algorithm: str | None = None) -> float:
-        own = self.by_algorithm.get(algorithm) if algorithm is not None else None
-        return float((own if own is not None and metric in own else self.sigma).get(metric, 0.0))
+    def of(self, metric: str, algorithm: str | None = None, shared: bool | None = None) -> float:
+        return float(self._own(metric, algorithm, shared).get(metric, 0.0))
 
-    def text(self, algorithm: str | None = None) -> str:
-        """The σ a result of ``algorithm`` takes (None: those over every algorithm)."""
-        sigma = {m: self.of(m, algorithm) for m in METRICS if m in self.sigma}
-        whose = f" ({algorithm}'s)" if algorithm in self.by_algorithm else ""
+    def _own(self, metric: str, algorithm: str | None, shared: bool | None) -> Mapping[str, float]:
+        if algorithm is None:
+            return self.sigma
+        if shared is not None:
+            regime = self.by_sharing.get(algorithm, {}).get(sharing_of(shared))
+            if regime is not None and metric in regime:
+                return regime
+        own = self.by_algorithm.get(algorithm)
+        return own if own is not None and metric in own else self.sigma
+
+    def text(self, algorithm: str | None = None, shared: bool | None = None) -> str:
+        """The σ a result of ``algorithm`` takes, with its threads time-shared (``shared``) or a CPU each (None:
+        those over every algorithm, or over both regimes)."""
+        sigma = {m: self.of(m, algorithm, shared) for m in METRICS if m in self.sigma}
+        whose = ""
+        if algorithm is not None and algorithm in self.by_algorithm:
+            regime = self.by_sharing.get(algorithm, {}).get(sharing_of(shared)) if shared is not None else None
+            where = ", threads time-shared" if shared else ", a CPU each"
+            whose = f" ({algorithm}'s{where if regime else ''})"
         return ", ".join(f"{LABELS[m]} {v:.3f}" for m, v in sigma.items()) + whose
 
     def to_json(self) -> dict[str, Any]:
         return {"sigma_log": _in_order(self.sigma), "source": self.source, "cells": self.cells,
-                "by_algorithm": {a: _in_order(s) for a, s in sorted(self.by_algorithm.items())}}
+                "by_algorithm": {a: _in_order(s) for a, s in sorted(self.by_algorithm.items())},
+                "by_sharing": {a: {r: _in_order(s) for r, s in sorted(regimes.items())}
+                               for a, regimes in sorted(self.by_sharing.items())}}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ModelError:
         return cls(_floats(d["sigma_log"]), str(d.get("source", "")), int(d.get("cells", 0)),
-                   {str(a): _floats(s) for a, s in dict(d.get("by_algorithm") or {}).items()})
+                   {str(a): _floats(s) for a, s in dict(d.get("by_algorithm") or {}).items()},
+                   {str(a): {str(r): _floats(s) for r, s in dict(regimes).items()}
+                    for a, regimes in dict(d.get("by_sharing") or {}).items()})
 
 
 def _in_order(sigma: Mapping[str, float]) -> dict[str, float]:
@@ -270,16 +301,18 @@ def _quantile(cdf: Callable[[float], float], cs: Sequence[tuple[float, _Componen
 
 def bands(per_run: Mapping[str, Sequence[float]], host: HostNoise | None = None,
           level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
-          share: float = 0.0, model: ModelError | None = None, algorithm: str | None = None) -> dict[str, Band]:
+          share: float = 0.0, model: ModelError | None = None, algorithm: str | None = None,
+          shared: bool | None = None) -> dict[str, Band]:
     """:func:`predictive` of every metric of :data:`METRICS` in ``per_run`` (metric → one value per run); with
     ``other``, the same runs in the host's other placement, the :func:`mixture` of both, ``share`` of it
-    ``other``'s; with ``model``, its σ of each metric (``algorithm``'s where it has one) in the band."""
+    ``other``'s; with ``model``, its σ of each metric (``algorithm``'s, with its threads time-shared or not
+    (``shared``), where it has one) in the band."""
     sigma = host.sigma if host is not None else 0.0
     out = {}
     for m in METRICS:
         if m not in per_run:
             continue
-        ms = model.of(m, algorithm) if model is not None else 0.0
+        ms = model.of(m, algorithm, shared) if model is not None else 0.0
         if other is not None and share > 0 and m in other:
             b = mixture(m, [(1 - share, per_run[m]), (share, other[m])], sigma, level, ms)
         else:
@@ -434,12 +467,25 @@ def of_result(result: RunResult, host: HostNoise | None = None, level: float = L
     """The result's bands; mixed with its runs in the host's far placement where those were simulated; with
     ``model``'s error (:func:`model_error_for`)."""
     share, other = other_placement(result)
-    return bands(per_run_of(result), host, level, other, share, model, algorithm_of(result))
+    return bands(per_run_of(result), host, level, other, share, model, algorithm_of(result), shared_of(result))
 
 
 def algorithm_of(result: RunResult) -> str | None:
     """The algorithm a result ran, whose model error its bands take."""
     return algorithm_name(result.scenario)
+
+
+def shared_of(result: RunResult) -> bool | None:
+    """Whether a simulated result's threads outnumber its machine's CPUs (the simulator records the CPUs in
+    ``metadata["machine"]["cpus"]``); None where it did not record them (a measured result, a GPU, a network of
+    nodes, an older result)."""
+    machine = result.metadata.get("machine")
+    cpus = machine.get("cpus") if isinstance(machine, Mapping) else None
+    workers = result.scenario.get("workers")
+    count = workers.get("count") if isinstance(workers, Mapping) else None
+    if not isinstance(cpus, int) or not isinstance(count, int):
+        return None
+    return count > cpus
 
 
 def algorithm_name(scenario: Mapping[str, Any]) -> str | None:
@@ -476,7 +522,9 @@ def corpus_model_error(corpus: Path | None = None) -> ModelError | None:
     commit = f", simulator {doc.simulator_commit[:12]}" if doc.simulator_commit else ""
     source = f"fitted on the corpus's {len(doc.machines)} machines ({', '.join(doc.machines)}{commit})"
     return ModelError({str(m): v for m, v in doc.sigma_log.items()}, source, doc.cells,
-                      {a: {str(m): v for m, v in s.items()} for a, s in doc.by_algorithm.items()})
+                      {a: {str(m): v for m, v in s.items()} for a, s in doc.by_algorithm.items()},
+                      {a: {str(r): {str(m): v for m, v in s.items()} for r, s in regimes.items()}
+                       for a, regimes in doc.by_sharing.items()})
 
 
 def simulate_far(result: RunResult, rerun: Callable[[], RunResult]) -> Placement | None:
@@ -586,12 +634,12 @@ class BandCheck:
 def check(predicted: Mapping[str, Sequence[float]], measured: Mapping[str, Sequence[float]],
           host: HostNoise | None, level: float = LEVEL, other: Mapping[str, Sequence[float]] | None = None,
           share: float = 0.0, model: ModelError | None = None,
-          algorithm: str | None = None) -> dict[str, BandCheck]:
+          algorithm: str | None = None, shared: bool | None = None) -> dict[str, BandCheck]:
     """Per metric, the band of ``predicted``'s runs (with ``host``; mixed with ``other``'s, the runs in the
-    host's other placement, at ``share``; with ``model``'s error for ``algorithm``: :func:`bands`) against
-    ``measured``'s runs."""
+    host's other placement, at ``share``; with ``model``'s error for ``algorithm`` in its regime ``shared``:
+    :func:`bands`) against ``measured``'s runs."""
     out = {}
-    for m, b in bands(predicted, host, level, other, share, model, algorithm).items():
+    for m, b in bands(predicted, host, level, other, share, model, algorithm, shared).items():
         ms = [float(v) for v in measured.get(m, []) if v is not None and math.isfinite(v)]
         if not ms:
             continue
@@ -612,6 +660,7 @@ class Case:
     other: Mapping[str, Sequence[float]] | None = None
     share: float = 0.0
     algorithm: str | None = None
+    shared: bool | None = None  # its threads outnumber the CPUs (None: not known)
 
 
 MODEL_STEP = 0.005  # the model error's σ (log scale) is fitted to this step
@@ -622,7 +671,8 @@ MIN_ALGORITHM_CELLS = 5  # an algorithm's own σ is fitted on this many cells at
 def fit_model_error(cases: Sequence[Case], source: str, level: float = LEVEL) -> ModelError:
     """Per metric, the least σ_model whose bands (:func:`check`) hold at least ``level`` of ``cases``' measured
     runs: 0 where the simulator's and the host's spreads already do; a metric no case judges is left out. Over
-    every case, and over each algorithm's with :data:`MIN_ALGORITHM_CELLS` cases or more.
+    every case, over each algorithm's with :data:`MIN_ALGORITHM_CELLS` cases or more, and over each algorithm's
+    in each regime (threads time-shared or a CPU each) with as many.
 
     Scanned up from 0 in steps of 10 × :data:`MODEL_STEP`, then in steps of :data:`MODEL_STEP` below the first
     that holds. Coverage need not grow with σ_model everywhere: a known term raises the Welch–Satterthwaite
@@ -631,7 +681,13 @@ def fit_model_error(cases: Sequence[Case], source: str, level: float = LEVEL) ->
     names = sorted({c.algorithm for c in cases if c.algorithm is not None})
     own = {a: _fit_sigma(of, level) for a in names
            if len(of := [c for c in cases if c.algorithm == a]) >= MIN_ALGORITHM_CELLS}
-    return ModelError(_fit_sigma(cases, level), source, len(cases), own)
+    regimes: dict[str, dict[str, dict[str, float]]] = {}
+    for a in own:
+        for shared in (True, False):
+            of = [c for c in cases if c.algorithm == a and c.shared is shared]
+            if len(of) >= MIN_ALGORITHM_CELLS:
+                regimes.setdefault(a, {})[sharing_of(shared)] = _fit_sigma(of, level)
+    return ModelError(_fit_sigma(cases, level), source, len(cases), own, regimes)
 
 
 def _fit_sigma(cases: Sequence[Case], level: float) -> dict[str, float]:

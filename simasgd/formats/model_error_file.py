@@ -19,10 +19,11 @@ from simasgd.formats import versioning
 from simasgd.formats.atomicio import atomic_write_text
 
 FORMAT: Literal["simasgd-model-error"] = "simasgd-model-error"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: by_sharing (version 1 files, without it, read as before)
 NAME = "model_error.json"
 
 Metric = Literal["mean_staleness", "updates_per_s", "updates_to_eps", "time_to_eps"]
+Sharing = Literal["time_shared", "cpu_each"]  # the algorithm's cells whose threads outnumber the CPUs, or not
 
 
 class ModelErrorFileError(ValueError):
@@ -30,8 +31,9 @@ class ModelErrorFileError(ValueError):
 
 
 class ModelErrorDoc(BaseModel):
-    """The file as written: per metric the σ on the log scale over every algorithm and each algorithm's own, and
-    what they were fitted on."""
+    """The file as written: per metric the σ on the log scale over every algorithm, each algorithm's own, and each
+    algorithm's own in each regime (its threads time-shared or a CPU each) where it had cells enough, and what
+    they were fitted on."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -40,6 +42,7 @@ class ModelErrorDoc(BaseModel):
     level: float = Field(gt=0, lt=1)
     sigma_log: dict[Metric, float]
     by_algorithm: dict[str, dict[Metric, float]] = Field(default_factory=dict)
+    by_sharing: dict[str, dict[Sharing, dict[Metric, float]]] = Field(default_factory=dict)
     machines: list[str] = Field(min_length=1)
     cells: int = Field(ge=1)
     simulator_commit: str | None = None

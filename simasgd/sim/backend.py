@@ -46,9 +46,14 @@ def needs_profile(scenario: Scenario) -> bool:
     return preset_of(scenario.machine) in ("this", gpu.PROFILE_PRESET)
 
 
-def simulated_machine(scenario: Scenario) -> dict[str, Any]:
-    """The machine a run of ``scenario`` simulates, as its result records it (``metadata["machine"]``)."""
-    return simulated(scenario.machine)
+def simulated_machine(scenario: Scenario, cpu: Machine | None = None) -> dict[str, Any]:
+    """The machine a run of ``scenario`` simulates, as its result records it (``metadata["machine"]``); with the
+    machine its CPUs simulated, their number (``cpus``: the hardware threads; where the scenario's threads
+    outnumber them, the OS time-shares them)."""
+    record = simulated(scenario.machine)
+    if cpu is not None and not cpu.nodes:
+        record["cpus"] = cpu.hw_threads
+    return record
 
 
 def simulated_traits(scenario: Scenario) -> dict[str, Any] | None:
@@ -121,10 +126,11 @@ def _run(scenario: Scenario, run: int, advance: Advance | None, device: Gpu | No
         sim = SimRun(env, scenario, run, platform, model, monitor, advance)
         IMPLEMENTATIONS[scenario.algorithm.name](sim)
         sim.go()
-        return _result(scenario, run, sim, monitor, record.after(scenario, machine, reads))
+        return _result(scenario, run, sim, monitor, record.after(scenario, machine, reads), cpu)
 
 
-def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor, model: dict[str, Any]) -> RunResult:
+def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor, model: dict[str, Any],
+            cpu: Machine | None = None) -> RunResult:
     elapsed, updates = float(sim.env.now), sim.version
     if sim.model is not None and monitor.updates[-1] != updates and not monitor.done:
         monitor.observe(elapsed, updates, sim.model.loss(), sim.model.result())
@@ -149,4 +155,4 @@ def _result(sc: Scenario, run: int, sim: SimRun, monitor: Monitor, model: dict[s
         summary.not_reached = False
         summary.initial_loss = summary.final_loss = math.nan
     return RunResult(scenario=sc.to_dict(), backend=NAME, runs=[summary], updates=frame,
-                     curve=monitor.curve(), metadata={"machine": simulated_machine(sc), "model": model})
+                     curve=monitor.curve(), metadata={"machine": simulated_machine(sc, cpu), "model": model})
