@@ -150,7 +150,9 @@ def test_no_machine_and_no_profile_simulates_the_fallback_preset_and_says_so(tmp
     assert len(said) == 2 and all(line.startswith(f"machine: {machine.FALLBACK_PRESET} (preset") for line in said)
     assert str(absent) in said[0]
     r = RunResult.load(tmp_path / "r")
-    assert r.metadata["machine"] == {"name": machine.FALLBACK_PRESET, "source": "preset", "profile": str(absent)}
+    cpus = machine.PRESETS[machine.FALLBACK_PRESET].hw_threads  # the CPUs it simulated: the bands' regime
+    assert r.metadata["machine"] == {"name": machine.FALLBACK_PRESET, "source": "preset", "profile": str(absent),
+                                     "cpus": cpus}
     shown = runner.invoke(app, ["show", str(tmp_path / "r")])
     assert said[1] in shown.output
     assert r.metadata["model"]["profile_digest"] is None and "no profile (a preset)" in shown.output
@@ -169,7 +171,8 @@ def test_no_machine_simulates_this_machines_profile_when_there_is_one(tmp_path: 
         assert res.exit_code == 0, res.output
         assert squeeze(f"machine: this (calibrated profile {path}") in squeeze(res.output)
         r = RunResult.load(out)
-        assert r.metadata["machine"] == {"name": "this", "source": "profile", "profile": str(path)}
+        assert r.metadata["machine"] == {"name": "this", "source": "profile", "profile": str(path),
+                                         "cpus": machine.load_profile(path).hw_threads}
         assert r.metadata["profile"]["path"] == str(path.resolve())  # recorded as for preset = "this"
         rates[path.stem] = r.runs[0].updates_per_s
         assert f"machine: this (calibrated profile {path}" in runner.invoke(app, ["show", str(out)]).output

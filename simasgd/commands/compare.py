@@ -176,7 +176,8 @@ def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
         a, b = analysis.up_to_version(a, cut), analysis.up_to_version(b, cut)
     ref = prediction_band.per_run_of_stats(*run_stats(b))
     checks = prediction_band.check(prediction_band.per_run_of_stats(*run_stats(a)), ref, host, other=other,
-                                   share=share, model=model, algorithm=prediction_band.algorithm_of(a))
+                                   share=share, model=model, algorithm=prediction_band.algorithm_of(a),
+                                   shared=prediction_band.shared_of(a))
     if not checks:
         return
     table = Table(title=f"{p.label}'s {prediction_band.LEVEL:.0%} band of one more run against {r.label}'s runs")
@@ -188,7 +189,8 @@ def print_bands(fid: Fidelity, results: dict[str, RunResult]) -> None:
     con = console()
     con.print(table)
     con.print(prediction_band.describe(p.runs, host, simulated, placement=prediction_band.far_placement(a),
-                                       model=model, algorithm=prediction_band.algorithm_of(a)),
+                                       model=model, algorithm=prediction_band.algorithm_of(a),
+                                       shared=prediction_band.shared_of(a)),
               markup=False, soft_wrap=True)
 
 

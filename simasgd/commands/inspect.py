@@ -93,7 +93,8 @@ def result_bands(result: RunResult) -> tuple[dict[str, Band], str | None]:
         return {}, None
     return bands, prediction_band.describe(len(result.runs), host, simulated,
                                            placement=prediction_band.far_placement(result), model=model,
-                                           algorithm=prediction_band.algorithm_of(result))
+                                           algorithm=prediction_band.algorithm_of(result),
+                                           shared=prediction_band.shared_of(result))
 
 
 def machine_line(result: RunResult) -> str | None:

@@ -585,9 +585,10 @@ def record(folder: str | Path, result: RunResult, host: HostNoise | None) -> dic
 
 
 def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: float = LEVEL,
-             placement: Placement | None = None, model: ModelError | None = None, algorithm: str | None = None) -> str:
+             placement: Placement | None = None, model: ModelError | None = None, algorithm: str | None = None,
+             shared: bool | None = None) -> str:
     """One line: what the bands are made of (``placement``: the host's far placement mixed in; ``model``: the
-    model error in them, ``algorithm``'s)."""
+    model error in them, ``algorithm``'s in its regime ``shared``)."""
     head = f"{level:.0%} bands of one more run (Student's t on the log scale, {result_runs} runs)"
     if not simulated:
         return f"{head}: these runs' own spread, the host's noise in it"
@@ -597,7 +598,7 @@ def describe(result_runs: int, host: HostNoise | None, simulated: bool, level: f
         line = (f"{head}: the simulator's spread and the host's noise on updates/s and time to ε, "
                 f"σ = {host.sigma:.3f} on the log scale, from {host.source}")
     if model is not None:
-        line += f"; the model's error, σ on the log scale {model.text(algorithm)}, {model.source}"
+        line += f"; the model's error, σ on the log scale {model.text(algorithm, shared)}, {model.source}"
     if placement is not None:
         line += f"; mixed with the same runs simulated in the far placement: {placement.text()}"
     return line
