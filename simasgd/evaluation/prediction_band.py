@@ -22,9 +22,9 @@ A third term, ``m ~ N(0, σ_model²)`` on every metric, is the model's own error
 from a machine beyond both spreads above (a mechanism it lacks, a profile key that does not carry). It is
 fitted on machines other than the one predicted (:func:`fit_model_error`: the least σ_model whose bands hold
 the level of their measured runs), so a corpus machine's bands never learn from its own runs. The simulator
-misses some algorithms more than others, and an algorithm more where its threads outnumber the CPUs (the OS
-time-shares them) than where each has a CPU: σ_model is fitted per algorithm and per those two regimes where
-the cells allow (:class:`ModelError`).
+misses some algorithms more than others, and an algorithm by another measure where its threads outnumber the
+CPUs (the OS time-shares them) than where each has a CPU (the rwlock more, mutex less): σ_model is fitted per
+algorithm and per those two regimes where the cells allow (:class:`ModelError`).
 
 The band is μ ± t · √V with V = σ_sim²·(1 + 1/R) + σ_host² + σ_model², back-transformed. With R small, σ_sim is
 itself uncertain, so the quantile is Student's t, with the Welch–Satterthwaite degrees of freedom
@@ -105,8 +105,8 @@ class ModelError:
     ``cells`` cells of the machines ``source`` names (:func:`fit_model_error`): ``sigma`` over every algorithm,
     ``by_algorithm`` each algorithm's own where it had cells enough (the simulator misses some algorithms more
     than others), and ``by_sharing`` an algorithm's own in each regime (:data:`Sharing`) where that had cells
-    enough (the simulator misses more where the OS time-shares the threads). A result takes the narrowest that
-    exists: its algorithm's in its regime, else its algorithm's, else ``sigma``."""
+    enough (the simulator misses an algorithm by another measure where the OS time-shares its threads). A result
+    takes the narrowest that exists: its algorithm's in its regime, else its algorithm's, else ``sigma``."""
 
     sigma: Mapping[str, float]
     source: str
