@@ -487,3 +487,13 @@ def test_a_simulated_result_says_whether_its_threads_outnumber_the_cpus() -> Non
     unknown = RunResult(scenario=four.scenario, backend="cpu", runs=four.runs, updates=four.updates,
                         curve=four.curve, metadata={"machine": {"name": "this"}})
     assert pb.shared_of(unknown) is None  # not recorded (a measured result): the algorithm's σ over both regimes
+
+
+def test_a_model_error_file_of_format_1_reads_with_no_regimes(tmp_path: Path) -> None:
+    # written before the regimes were fitted: every algorithm takes its σ over both
+    (tmp_path / files.NAME).write_text(json.dumps({
+        "format": files.FORMAT, "format_version": 1, "level": 0.9, "sigma_log": {"updates_per_s": 0.2},
+        "by_algorithm": {"mutex": {"updates_per_s": 0.3}}, "machines": ["a"], "cells": 10}))
+    model = pb.corpus_model_error(tmp_path)
+    assert model is not None and model.by_sharing == {}
+    assert model.of("updates_per_s", "mutex", True) == 0.3 == model.of("updates_per_s", "mutex", False)

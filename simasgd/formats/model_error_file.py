@@ -19,7 +19,7 @@ from simasgd.formats import versioning
 from simasgd.formats.atomicio import atomic_write_text
 
 FORMAT: Literal["simasgd-model-error"] = "simasgd-model-error"
-FORMAT_VERSION = 2  # 2: by_sharing (version 1 files, without it, read as before)
+FORMAT_VERSION = 2  # a version 1 file has no by_sharing: its algorithms take their σ over both regimes
 NAME = "model_error.json"
 
 Metric = Literal["mean_staleness", "updates_per_s", "updates_to_eps", "time_to_eps"]
