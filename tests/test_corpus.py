@@ -321,3 +321,15 @@ def test_a_version_1_corpus_file_still_loads_without_drift(drifted: tuple[store.
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     old = store.load(path)
     assert old.cells[0].drift is None and score.drift_ratio(old.cells[0]) is None
+
+
+def test_a_cell_that_cannot_be_simulated_is_a_row_with_its_error(drifted: tuple[store.Entry, float]) -> None:
+    entry, _ = drifted
+    cell = entry.cells[0]
+    bad = score.score(entry, {"no_such_mechanism": True}).cells[0]
+    assert bad.error is not None and "no_such_mechanism" in bad.error and not bad.met
+    assert bad.algorithm == cell.scenario["algorithm"]["name"] and bad.shared is None and bad.runs is None
+    good = score.score(entry).cells[0]
+    m = entry.profile["machine"]  # the machine the entry's profile describes: its hardware threads
+    cpus = m["sockets"] * m["cores_per_socket"] * m.get("threads_per_core", 1)
+    assert good.error is None and good.shared is (cell.scenario["workers"]["count"] > cpus)

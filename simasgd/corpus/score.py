@@ -283,7 +283,7 @@ def simulate_cell(cell: Cell, overrides: dict[str, Any], seed_offset: int = 0,
         return dataclasses.replace(judge(cell, sim), refreshed=refreshed, runs=runs)
     except Exception as e:  # one cell's failure is its row, the score goes on
         return CellScore(cell.name, error=f"{type(e).__name__}: {e}", refreshed=refreshed,
-                         algorithm=prediction_band.algorithm_name(cell.scenario), shared=prediction_band.shared_of(sim))
+                         algorithm=prediction_band.algorithm_name(cell.scenario))
 
 
 def drift_ratio(cell: Cell) -> float | None:
