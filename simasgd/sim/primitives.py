@@ -10,6 +10,7 @@
   requests released together once ``parties`` have arrived).
 - :class:`Backoff` — none / linear / exponential / random delays between failed
   attempts; :func:`acquire` and the CAS loops use it.
+- :class:`Interrupts` — many processes interrupted at one instant, as one event.
 - :class:`Environment` — SimPy's environment, knowing how far the instant it is at has got, its runs out of
   the cyclic collector's way (:mod:`simasgd.sim.collector`).
 
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import simpy
 from simpy.core import BoundClass
+from simpy.events import URGENT
 from simpy.resources.base import BaseResource, Get, Put
 
 from simasgd.sim import collector
@@ -406,3 +408,33 @@ def acquire(env: simpy.Environment, request: Callable[[], Req], is_free: Callabl
     if waited and handoff_s > 0:
         yield env.timeout(handoff_s)
     return req
+
+
+class Interrupts(simpy.Event):
+    """Interrupts for many processes at one instant, as one event: each is thrown into its process in turn, in
+    the order given, as the same number of ``Process.interrupt()`` calls made one after another would have them
+    thrown (their events take consecutive ranks, so nothing runs between them but what each interrupted process
+    does). A round's close cancels every worker still busy (k-sync): at a thousand workers, hundreds an update."""
+
+    __slots__ = ("processes",)
+
+    def __init__(self, env: simpy.Environment, processes: list[simpy.Process]) -> None:
+        # simpy.Event.__init__ written out, as SimPy's Interruption does
+        self.env, self.callbacks = env, [self._throw]
+        self._ok, self._value = True, None
+        for p in processes:
+            if not p.is_alive:
+                raise RuntimeError(f"{p} has terminated and cannot be interrupted.")
+            if p is env.active_process:
+                raise RuntimeError("A process is not allowed to interrupt itself.")
+        self.processes = processes
+        env.schedule(self, URGENT)
+
+    def _throw(self, _event: simpy.Event) -> None:
+        for p in self.processes:
+            if not p.is_alive:  # ended by one interrupted before it, as SimPy's Interruption ignores it
+                continue
+            p._target.callbacks.remove(p._resume)  # a live process waits on its target
+            interruption = simpy.Event(self.env)
+            interruption._ok, interruption._value = False, simpy.Interrupt(None)
+            p._resume(interruption)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import numpy as np
 import pytest
 import simpy
@@ -17,6 +19,7 @@ from simasgd.sim.primitives import (
     CacheLine,
     CasCell,
     Environment,
+    Interrupts,
     Mutex,
     RWLock,
     acquire,
@@ -523,3 +526,64 @@ def test_the_environment_knows_which_ranks_of_the_current_instant_have_run() -> 
     env.run()
     assert first.processed and last.processed
     assert seen == [(True, False, True, False), (True, False, True, False)]
+
+
+def _interrupted_log(bulk: bool) -> list[tuple[float, str]]:
+    """Five workers each wait on a piece of work of their own (a process, as k-sync's time-shared work is); at
+    t = 1 a closer interrupts the four still waiting (worker 2 has finished) and goes on; each interrupted worker
+    interrupts its work, logs, waits a moment and logs again, and each interrupted work logs. The log is the
+    order of everything that happened."""
+    env = simpy.Environment()
+    log: list[tuple[float, str]] = []
+
+    def work(w: int) -> Generator[simpy.Event, object, None]:
+        try:
+            yield env.timeout(0.5 if w == 2 else 5.0)
+        except simpy.Interrupt:
+            log.append((env.now, f"work {w} interrupted"))
+
+    def worker(w: int) -> Generator[simpy.Event, object, None]:
+        job = env.process(work(w))
+        try:
+            yield job
+            log.append((env.now, f"worker {w} done"))
+        except simpy.Interrupt:
+            log.append((env.now, f"worker {w} interrupted"))
+            if job.is_alive:
+                job.interrupt()  # an interrupt thrown from an interrupted one, as k-sync's worker does
+            yield env.timeout(0.0)
+            log.append((env.now, f"worker {w} after"))
+
+    def closer(procs: list[simpy.Process]) -> Generator[simpy.Event, object, None]:
+        yield env.timeout(1.0)
+        waiting = [p for p in procs if p.is_alive]
+        if bulk:
+            Interrupts(env, waiting)
+        else:
+            for p in waiting:
+                p.interrupt()
+        log.append((env.now, "closed"))
+        yield env.timeout(0.0)
+        log.append((env.now, "closer after"))
+
+    procs = [env.process(worker(w)) for w in range(5)]
+    env.process(closer(procs))
+    env.run()
+    return log
+
+
+def test_interrupts_as_one_event_throw_as_many_interrupt_calls_would() -> None:
+    one, many = _interrupted_log(bulk=True), _interrupted_log(bulk=False)
+    assert one == many
+    assert [what for _t, what in one if what.startswith("worker") and what.endswith("interrupted")] == [
+        f"worker {w} interrupted" for w in (0, 1, 3, 4)]
+    assert sum(what.startswith("work ") for _t, what in one) == 4
+    env = simpy.Environment()
+
+    def brief() -> Generator[simpy.Event, object, None]:
+        yield env.timeout(1.0)
+
+    done = env.process(brief())
+    env.run()
+    with pytest.raises(RuntimeError, match="terminated"):
+        Interrupts(env, [done])

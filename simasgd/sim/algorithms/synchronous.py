@@ -22,7 +22,7 @@ import simpy
 
 from simasgd.sim.engine import SimRun
 from simasgd.sim.memory import Transfer
-from simasgd.sim.primitives import Barrier, Mutex, acquire
+from simasgd.sim.primitives import Barrier, Interrupts, Mutex, acquire
 
 Proc = Generator[simpy.Event, object, None]
 
@@ -151,8 +151,8 @@ def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: in
             yield done
             continue
         rnd.closed = True
-        for other in list(rnd.busy):
-            rnd.procs[other].interrupt()
+        if rnd.busy:
+            Interrupts(env, [rnd.procs[other] for other in rnd.busy])
         rnd.busy.clear()
         if rnd.comm_s > 0:
             yield env.timeout(rnd.comm_s)
