@@ -414,21 +414,32 @@ class Interrupts(simpy.Event):
     """Interrupts for many processes at one instant, as one event: each is thrown into its process in turn, in
     the order given, as the same number of ``Process.interrupt()`` calls made one after another would have them
     thrown (their events take consecutive ranks, so nothing runs between them but what each interrupted process
-    does). A round's close cancels every worker still busy (k-sync): at a thousand workers, hundreds an update."""
+    does). A round's close cancels every worker still busy (k-sync): at a thousand workers, hundreds an update.
 
-    __slots__ = ("processes",)
+    The interrupt a process receives carries this event as its cause: a process that would interrupt another in
+    its handler asks :meth:`later` instead, and those interrupts are thrown together by one more such event, in
+    the order asked, right after these. That is the order their own events would have had wherever the handlers
+    schedule no urgent event of their own (the urgent ones run first, by rank)."""
 
-    def __init__(self, env: simpy.Environment, processes: list[simpy.Process]) -> None:
+    __slots__ = ("processes", "then")
+
+    def __init__(self, env: simpy.Environment, processes: list[simpy.Process], checked: bool = True) -> None:
         # simpy.Event.__init__ written out, as SimPy's Interruption does
         self.env, self.callbacks = env, [self._throw]
         self._ok, self._value = True, None
-        for p in processes:
+        for p in processes if checked else ():
             if not p.is_alive:
                 raise RuntimeError(f"{p} has terminated and cannot be interrupted.")
             if p is env.active_process:
                 raise RuntimeError("A process is not allowed to interrupt itself.")
         self.processes = processes
+        self.then: list[simpy.Process] = []
         env.schedule(self, URGENT)
+
+    def later(self, process: simpy.Process) -> None:
+        """Interrupt ``process`` (alive now) right after this event's own, as an interrupt called from one of
+        their handlers would be."""
+        self.then.append(process)
 
     def _throw(self, _event: simpy.Event) -> None:
         for p in self.processes:
@@ -436,5 +447,7 @@ class Interrupts(simpy.Event):
                 continue
             p._target.callbacks.remove(p._resume)  # a live process waits on its target
             interruption = simpy.Event(self.env)
-            interruption._ok, interruption._value = False, simpy.Interrupt(None)
+            interruption._ok, interruption._value = False, simpy.Interrupt(self)
             p._resume(interruption)
+        if self.then:  # each was alive when asked for: checked then, as an Interruption is when made
+            Interrupts(self.env, self.then, checked=False)

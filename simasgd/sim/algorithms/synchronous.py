@@ -132,9 +132,12 @@ def k_sync_worker(env: simpy.Environment, w: int, run: SimRun, rnd: Round, k: in
             work = rnd.busy[w] = p.gradient(w)
             yield work
             run.computed(w)
-        except simpy.Interrupt:
+        except simpy.Interrupt as stop:
             if isinstance(work, simpy.Process) and work.is_alive:
-                work.interrupt()
+                if isinstance(stop.cause, Interrupts):
+                    stop.cause.later(work)  # with the other cancelled workers' work, in one event
+                else:
+                    work.interrupt()
             elif isinstance(work, Transfer):
                 work.cancel()  # its misses not yet under way never start
             p.block(w)
