@@ -325,7 +325,6 @@ def _print_bands(results: list[MachineScore]) -> None:
     measured runs' own 90% spread, median over cells), as Markdown; then what each machine's host noise and
     model error are."""
     from simasgd.corpus import score
-    from simasgd.evaluation import prediction_band
 
     lines = ["", "| " + " | ".join(score.BAND_HEAD) + " |", "|" + "---|" * len(score.BAND_HEAD)]
     lines += ["| " + " | ".join(row) + " |" for row in score.band_table(results)]
@@ -338,9 +337,8 @@ def _print_bands(results: list[MachineScore]) -> None:
         if r.placement is not None:
             con.print(f"{r.machine}: placement: {r.placement.text()}", markup=False, soft_wrap=True)
         if r.model is not None:
-            own = "; ".join(f"{a}: {r.model.text(a)}" + "".join(
-                f"; {a}, threads {'time-shared' if shared else 'a CPU each'}: {r.model.text(a, shared)}"
-                for shared in (True, False) if prediction_band.sharing_of(shared) in r.model.by_sharing.get(a, {}))
+            own = "; ".join(f"{a}: {r.model.text(a)}" + "".join(  # a regime's text names it
+                f"; {r.model.text(a, shared)}" for shared in (True, False) if r.model.regime(a, shared))
                 for a in sorted(r.model.by_algorithm))
             con.print(f"{r.machine}: model error σ (log) {r.model.text()}{'; by algorithm: ' + own if own else ''}; "
                       f"{r.model.source} ({r.model.cells} cells)", markup=False, soft_wrap=True)

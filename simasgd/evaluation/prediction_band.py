@@ -117,13 +117,16 @@ class ModelError:
     def of(self, metric: str, algorithm: str | None = None, shared: bool | None = None) -> float:
         return float(self._own(metric, algorithm, shared).get(metric, 0.0))
 
+    def regime(self, algorithm: str, shared: bool | None) -> Mapping[str, float] | None:
+        """``algorithm``'s own σ in its regime (None: not fitted, or the regime not known)."""
+        return None if shared is None else self.by_sharing.get(algorithm, {}).get(sharing_of(shared))
+
     def _own(self, metric: str, algorithm: str | None, shared: bool | None) -> Mapping[str, float]:
         if algorithm is None:
             return self.sigma
-        if shared is not None:
-            regime = self.by_sharing.get(algorithm, {}).get(sharing_of(shared))
-            if regime is not None and metric in regime:
-                return regime
+        regime = self.regime(algorithm, shared)
+        if regime is not None and metric in regime:
+            return regime
         own = self.by_algorithm.get(algorithm)
         return own if own is not None and metric in own else self.sigma
 
@@ -133,9 +136,8 @@ class ModelError:
         sigma = {m: self.of(m, algorithm, shared) for m in METRICS if m in self.sigma}
         whose = ""
         if algorithm is not None and algorithm in self.by_algorithm:
-            regime = self.by_sharing.get(algorithm, {}).get(sharing_of(shared)) if shared is not None else None
             where = ", threads time-shared" if shared else ", a CPU each"
-            whose = f" ({algorithm}'s{where if regime else ''})"
+            whose = f" ({algorithm}'s{where if self.regime(algorithm, shared) else ''})"
         return ", ".join(f"{LABELS[m]} {v:.3f}" for m, v in sigma.items()) + whose
 
     def to_json(self) -> dict[str, Any]:
