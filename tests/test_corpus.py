@@ -218,6 +218,35 @@ def test_a_cell_beside_its_simulation(measured: tuple[RunResult, Path, Path], tm
         cell_view.find(entry, "fid-nope")
 
 
+def test_a_cell_shows_the_attempts_each_side_dropped(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
+    """Leashed-SGD at persistence 0 gives up an attempt at its first failed CAS: the share of each run's attempts
+    it dropped stands beside both sides' runs (the same seeds: the same shares), in the table and the JSON; a
+    cell that drops nothing shows no such column."""
+    from simasgd.corpus import cell_view
+
+    _, prof, root = measured
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(machine.PROFILE_ENV, str(prof))
+        sc = loader.from_dict({**SCENARIO, "name": "cell-leashed", "machine": {"preset": "this"},
+                               "algorithm": {"name": "leashed", "persistence": 0}})
+        result = dataclasses.replace(backends.run(sc, "sim", repeats=3), backend="cpu")
+    result.save(tmp_path / "cells" / "leashed" / "cpu")
+    entry = store.entry_from([tmp_path / "cells" / "leashed" / "cpu"], profile.read(prof).to_doc(), "tiny")
+    v = cell_view.view(entry, entry.cells[0])
+    shares = [(r.attempts - r.updates) / r.attempts for r in result.runs]
+    assert all(0 < s < 1 for s in shares)  # three workers, one CAS each: some attempts lost, most applied
+    assert v.dropped["measured"] == pytest.approx(shares) and v.dropped["sim"] == pytest.approx(shares)
+    assert json.loads(json.dumps(v.to_json(), allow_nan=False))["dropped"]["sim"] == pytest.approx(shares)
+    corpus = tmp_path / "corpus"
+    res = CliRunner().invoke(app, ["corpus", "add", str(tmp_path / "cells"), "--profile", str(prof),
+                                   "--machine", "tiny", "--corpus", str(corpus)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["corpus", "cell", "tiny", "cell-leashed", "--corpus", str(corpus)])
+    assert res.exit_code == 0 and "| dropped |" in res.output and f"{shares[0]:.1%}" in res.output, res.output
+    hogwild = store.entry_from([root / "cells" / "hogwild" / "cpu"], profile.read(prof).to_doc(), "tiny")
+    assert all(s == 0.0 for vs in cell_view.view(hogwild, hogwild.cells[0]).dropped.values() for s in vs)
+
+
 def test_cli_cell_names_what_there_is(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:
     _, prof, root = measured
     corpus = _added(root, prof, tmp_path / "corpus", "tiny")

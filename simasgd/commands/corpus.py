@@ -219,12 +219,17 @@ def _print_cell(v: cell_view.CellView) -> None:
               f"replica {v.score.ceiling or 0:.2f}", markup=False, soft_wrap=True)
     labels = {"updates_per_s": "updates/s", "mean_staleness": "τ̄", "updates_to_eps": "updates to ε",
               "time_to_eps": "time to ε (s)"}
-    lines = ["", "| run | side | " + " | ".join(labels.values()) + " |", "|---|---|" + "---|" * len(labels)]
+    drops = any(x > 0 for vs in v.dropped.values() for x in vs if math.isfinite(x))  # only where a side drops
+    heads = [*labels.values(), *(["dropped"] if drops else [])]
+    lines = ["", "| run | side | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
     for side, name in (("measured", "measured"), ("sim", "simulated")):
         d = v.runs.get(side, {})
         n = max((len(x) for x in d.values()), default=0)
         for i in range(n):
             cells = [_fmt(vals[i] if i < len(vals := d.get(m, [])) else math.nan, m) for m in labels]
+            if drops:
+                share = vals[i] if i < len(vals := v.dropped.get(side, [])) else math.nan
+                cells.append(f"{share:.1%}" if math.isfinite(share) else "n/a")
             lines.append(f"| {i} | {name} | " + " | ".join(cells) + " |")
     con.print("\n".join(lines), markup=False, soft_wrap=True)
     if not v.phases:

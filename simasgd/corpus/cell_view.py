@@ -6,7 +6,9 @@ side's runs (updates/s, τ̄, updates and time to ε over the versions both made
 judges them with the cell's ceiling, and where a worker's cycle goes on each side — the measured phase statistics
 the corpus keeps (:mod:`simasgd.evaluation.phases`: read, gradient, update, between, cycle) beside the same
 statistics of the simulated runs, with the phase whose mean differs most: since updates/s is one over the
-cycle, that phase carries most of an updates/s miss.
+cycle, that phase carries most of an updates/s miss. Where a side's runs dropped updates (an algorithm that gives
+an attempt up: Leashed-SGD at a finite persistence, backup workers), the share of each run's attempts dropped
+stands beside them, since updates/s counts only the applied ones.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class CellView:
     runs: Mapping[str, Mapping[str, list[float]]]  # "measured" / "sim" → metric → one value per run
     phases: list[PhaseRow]
     staleness: Mapping[str, np.ndarray]  # "measured" / "simulated" → updates at τ = k, all runs, as judged
+    dropped: Mapping[str, list[float]]  # "measured" / "sim" → each whole run's dropped share of its attempts
 
     def widest(self) -> PhaseRow | None:
         """The phase of a cycle (not the cycle) whose simulated mean is furthest from the measured one."""
@@ -85,6 +88,7 @@ class CellView:
                 "phases": [{"phase": r.phase, "measured": {k: num(v) for k, v in r.measured.items()},
                             "simulated": {k: num(v) for k, v in r.simulated.items()}} for r in self.phases],
                 "staleness": {side: [int(x) for x in c] for side, c in self.staleness.items()},
+                "dropped": {side: [num(v) for v in vs] for side, vs in self.dropped.items()},
                 "widest_phase": None if widest is None else widest.phase,
                 "cycle_delta_s": num(self.cycle_delta_s())}
 
@@ -115,7 +119,14 @@ def view(entry: Entry, cell: Cell, overrides: Mapping[str, Any] | None = None, s
     simulated = phases.phase_stats(phases.phase_frame(sim.updates)) if phases.has_phases(sim) else None
     return CellView(entry.name, cell.name, cell.scenario, judge(cell, sim), band_runs(cell, sim),
                     phase_rows(cell.phases, [] if simulated is None else simulated.to_dict("records")),
-                    staleness_counts(cell, sim))
+                    staleness_counts(cell, sim),
+                    {"measured": dropped_shares(cell.runs), "sim": dropped_shares(sim.runs)})
+
+
+def dropped_shares(runs: Sequence[Any]) -> list[float]:
+    """Each run's attempts dropped (attempts − applied updates) over its attempts; NaN where the run's summary does
+    not count its attempts (a result written before it did)."""
+    return [(r.attempts - r.updates) / r.attempts if r.attempts > 0 else math.nan for r in runs]
 
 
 def staleness_counts(cell: Cell, sim: Any) -> dict[str, np.ndarray]:
