@@ -116,7 +116,7 @@ def cell(algorithm: str, workers: int, machine: str, updates: int) -> dict[str, 
     """One seeded run's events an attempt, by kind."""
     TALLY.counts.clear()
     TALLY.steps = TALLY.turns = 0
-    _wall, attempts, events = sim_scale.timed(algorithm, workers, machine, None, updates)
+    _wall, attempts, events, _passes = sim_scale.timed(algorithm, workers, machine, None, updates)
     timers = sum(TALLY.counts.values())
     row: dict[str, Any] = {"algorithm": algorithm, "workers": workers, "attempts": attempts, "events": events}
     row.update({k: TALLY.counts[k] / attempts for k in KINDS if k != "other"})
@@ -131,7 +131,7 @@ def cell(algorithm: str, workers: int, machine: str, updates: int) -> dict[str, 
 def size(algorithm: str, workers: int, machine: str, attempts: int) -> int:
     """``updates`` for about ``attempts`` attempts, from a pilot's attempts an update (a round of sync is one
     update of every worker's gradient, k_async's of k, Lopez et al.'s master's of those it gathered)."""
-    _wall, pilot, _events = sim_scale.timed(algorithm, workers, machine, None, sim_scale.PILOT)
+    _wall, pilot, _events, _passes = sim_scale.timed(algorithm, workers, machine, None, sim_scale.PILOT)
     return max(2, round(attempts * sim_scale.PILOT / max(pilot, 1)))
 
 

@@ -13,7 +13,10 @@ A cell is the quickstart scenario (the 64-32-10 MLP on digits, B = 16), timing o
 
 Beside it, the events each attempt costs and the wall time each event costs (SimPy events scheduled:
 ``Environment.scheduled``, marginal the same way): the first says how much more a wider run
-simulates, the second whether an event costs more because more workers exist.
+simulates, the second whether an event costs more because more workers exist. And the passes an attempt: an
+attempt's tries at publishing its update (1, and one more for each failed CAS it retried: Leashed-SGD builds a
+whole new vector at every try), with the wall time a pass costs, so that the work the algorithm itself does more
+of at scale is told from what each piece of it costs the simulator.
 
 The figure is wall milliseconds per 1,000 update attempts (rows of ``updates.parquet``: gradients computed,
 dropped ones included), marginal: each cell runs twice, a short pilot and a long run, and the cost is
@@ -47,7 +50,7 @@ from simasgd.sim import backend, primitives
 from simasgd.sim.backend import run_once
 from simasgd.spec import algorithms, loader
 
-SCHEMA, VERSION = "sim_scale", 3
+SCHEMA, VERSION = "sim_scale", 4
 PILOT = 10  # updates of the short run whose time is subtracted
 UNSTABLE = 0.2  # a cell whose repeats' range exceeds this share of their median is unstable
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
@@ -81,22 +84,25 @@ backend.Environment = _Seen  # type: ignore[misc,assignment]  # the runs below m
 
 
 def timed(algorithm: str, workers: int, machine: str, network: str | None,
-          updates: int) -> tuple[float, int, int]:
-    """Wall seconds, update attempts and SimPy events of one run."""
+          updates: int) -> tuple[float, int, int, int]:
+    """Wall seconds, update attempts, SimPy events and passes (attempts and their CAS retries) of one run."""
     sc = loader.load(SCENARIO, overrides(algorithm, workers, machine, network, updates))
     t0 = time.perf_counter()
     result = run_once(sc, 0)
     wall = time.perf_counter() - t0
     assert _Seen.last is not None  # the run made one
-    return wall, int(result.runs[0].attempts), _Seen.last.scheduled()
+    passes = int(result.runs[0].attempts) + int(result.updates["retries"].sum())
+    return wall, int(result.runs[0].attempts), _Seen.last.scheduled(), passes
 
 
 def cell(algorithm: str, workers: int, machine: str, network: str | None, budget: float) -> dict[str, Any]:
     """Marginal wall ms per 1,000 attempts (pilot subtracted), with the attempts it was measured over."""
-    t_pilot, a_pilot, e_pilot = _pilot(algorithm, workers, machine, network)
+    pilot = _pilot(algorithm, workers, machine, network)
+    t_pilot = pilot[0]
     updates = 2 * PILOT
     for _ in range(8):  # grow the run until it is ``budget`` seconds longer than the pilot
-        t_long, a_long, e_long = timed(algorithm, workers, machine, network, updates)
+        long = timed(algorithm, workers, machine, network, updates)
+        t_long = long[0]
         extra = t_long - t_pilot
         if extra >= budget or updates >= 400_000:
             break
@@ -105,7 +111,7 @@ def cell(algorithm: str, workers: int, machine: str, network: str | None, budget
         else:
             updates = PILOT + int(1.3 * (updates - PILOT) * budget / extra)
     return {"algorithm": algorithm, "workers": workers, "machine": machine, "network": network,
-            "updates": updates, **_marginal((t_pilot, a_pilot, e_pilot), (t_long, a_long, e_long))}
+            "updates": updates, **_marginal(pilot, long)}
 
 
 def again(row: dict[str, Any]) -> dict[str, Any]:
@@ -114,26 +120,29 @@ def again(row: dict[str, Any]) -> dict[str, Any]:
     return _marginal(_pilot(*args), timed(*args, row["updates"]))
 
 
-def _pilot(algorithm: str, workers: int, machine: str, network: str | None) -> tuple[float, int, int]:
+def _pilot(algorithm: str, workers: int, machine: str, network: str | None) -> tuple[float, int, int, int]:
     # the least of two pilots: the first run of a process also pays its imports and caches
-    (t, a, e), (t_again, _, _) = (timed(algorithm, workers, machine, network, PILOT) for _ in range(2))
-    return min(t, t_again), a, e
+    (t, a, e, p), (t_again, *_) = (timed(algorithm, workers, machine, network, PILOT) for _ in range(2))
+    return min(t, t_again), a, e, p
 
 
-def _marginal(pilot: tuple[float, int, int], long: tuple[float, int, int]) -> dict[str, Any]:
-    (t_pilot, a_pilot, e_pilot), (t_long, a_long, e_long) = pilot, long
-    more, events = a_long - a_pilot, e_long - e_pilot
+def _marginal(pilot: tuple[float, int, int, int], long: tuple[float, int, int, int]) -> dict[str, Any]:
+    (t_pilot, a_pilot, e_pilot, p_pilot), (t_long, a_long, e_long, p_long) = pilot, long
+    more, events, passes = a_long - a_pilot, e_long - e_pilot, p_long - p_pilot
     return {"attempts": a_long, "wall_s": t_long,
             "ms_per_1000": 1e6 * (t_long - t_pilot) / more if more > 0 else math.nan,
             "events_per_attempt": events / more if more > 0 else math.nan,
-            "us_per_event": 1e6 * (t_long - t_pilot) / events if events > 0 else math.nan}
+            "us_per_event": 1e6 * (t_long - t_pilot) / events if events > 0 else math.nan,
+            "passes_per_attempt": passes / more if more > 0 else math.nan,
+            "ms_per_1000_passes": 1e6 * (t_long - t_pilot) / passes if passes > 0 else math.nan}
 
 
 def repeat(group: list[dict[str, Any]], repeats: int) -> None:
     """Time the cells of one algorithm ``repeats`` times in all, in turn backwards and forwards; each row
     keeps its samples and takes their median."""
     for row in group:
-        row["samples"] = [{k: row[k] for k in ("ms_per_1000", "events_per_attempt", "us_per_event")}]
+        row["samples"] = [{k: row[k] for k in ("ms_per_1000", "events_per_attempt", "us_per_event",
+                                               "passes_per_attempt", "ms_per_1000_passes")}]
     for r in range(1, repeats):
         for row in (reversed(group) if r % 2 else group):
             row["samples"].append({k: v for k, v in again(row).items() if k in row["samples"][0]})
@@ -161,8 +170,9 @@ def ratios(first: dict[str, Any], last: dict[str, Any]) -> list[float]:
 def table(rows: list[dict[str, Any]], workers: list[int]) -> str:
     lo, hi = f"{workers[0]:,}", f"{workers[-1]:,}"
     head = ("| algorithm | " + " | ".join(f"{n:,} workers" for n in workers) + f" | {hi} / {lo} "
-            f"| events an attempt, {lo} → {hi} | µs an event, {lo} → {hi} |")
-    lines = [head, "|---" * (len(workers) + 4) + "|"]
+            f"| events an attempt, {lo} → {hi} | µs an event, {lo} → {hi} | passes an attempt, {lo} → {hi} "
+            f"| ms a 1,000 passes, {lo} → {hi} |")
+    lines = [head, "|---" * (len(workers) + 6) + "|"]
     for name in dict.fromkeys(r["algorithm"] for r in rows):
         of = {r["workers"]: r for r in rows if r["algorithm"] == name}
         cells = [f"{of[n]['ms_per_1000']:,.1f} ms" + ("†" if of[n].get("unstable") else "") if n in of else "—"
@@ -175,9 +185,11 @@ def table(rows: list[dict[str, Any]], workers: list[int]) -> str:
                 ratio += f" ({min(each):.1f}–{max(each):.1f})"
             events = f"{first['events_per_attempt']:.1f} → {last['events_per_attempt']:.1f}"
             cost = f"{first['us_per_event']:.1f} → {last['us_per_event']:.1f}"
+            passes = f"{first['passes_per_attempt']:.1f} → {last['passes_per_attempt']:.1f}"
+            per_pass = f"{first['ms_per_1000_passes']:,.1f} → {last['ms_per_1000_passes']:,.1f}"
         else:
-            ratio = events = cost = "—"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {events} | {cost} |")
+            ratio = events = cost = passes = per_pass = "—"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {events} | {cost} | {passes} | {per_pass} |")
     return "\n".join(lines)
 
 

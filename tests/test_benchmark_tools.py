@@ -108,14 +108,16 @@ def test_sim_scale_repeats_each_cell_and_takes_the_ratio_within_a_repeat(
     same repeat, and a cell whose samples spread past ``UNSTABLE`` of their median is flagged."""
     scale = benchmark_script("sim_scale")
     # wall seconds of a run: a fixed start-up and 1 ms an attempt at 16 workers, 3 ms at 64, the host getting
-    # slower from one call to the next (a drift both cells of a ratio must share)
+    # slower from one call to the next (a drift both cells of a ratio must share); an attempt retries its CAS
+    # once at 16 workers and five times at 64 (two passes and six)
     calls: list[tuple[int, int]] = []
 
-    def timed(algorithm: str, workers: int, machine: str, network: str | None, updates: int) -> tuple[float, int, int]:
+    def timed(algorithm: str, workers: int, machine: str, network: str | None,
+              updates: int) -> tuple[float, int, int, int]:
         calls.append((workers, updates))
         drift = 1 + 0.01 * len(calls)
         per = {16: 1e-3, 64: 3e-3}[workers] * drift
-        return 0.5 + updates * per, updates, 2 * updates
+        return 0.5 + updates * per, updates, 2 * updates, {16: 2, 64: 6}[workers] * updates
 
     monkeypatch.setattr(scale, "timed", timed)
     group = [scale.cell("mutex", n, "m", None, budget=0.05) for n in (16, 64)]
@@ -128,10 +130,16 @@ def test_sim_scale_repeats_each_cell_and_takes_the_ratio_within_a_repeat(
         assert len(row["samples"]) == 3
         assert row["ms_per_1000"] == sorted(s["ms_per_1000"] for s in row["samples"])[1]
         assert row["events_per_attempt"] == pytest.approx(2.0)
+        passes = {16: 2, 64: 6}[row["workers"]]
+        assert row["passes_per_attempt"] == pytest.approx(passes)
+        assert row["ms_per_1000_passes"] == pytest.approx(row["ms_per_1000"] / passes, rel=0.05)
     each = scale.ratios(*group)
     assert len(each) == 3 and all(2.5 < r < 3.5 for r in each)
     # the table shows the median ratio and its range
-    assert f"| {sorted(each)[1]:.1f}× ({min(each):.1f}–{max(each):.1f}) |" in scale.table(group, [16, 64])
+    shown = scale.table(group, [16, 64])
+    assert f"| {sorted(each)[1]:.1f}× ({min(each):.1f}–{max(each):.1f}) |" in shown
+    assert "| 2.0 → 6.0 |" in shown  # the passes an attempt; a pass costs about 0.5 ms at both sizes
+    assert group[1]["ms_per_1000_passes"] == pytest.approx(group[0]["ms_per_1000_passes"], rel=0.1)
     assert not any(r["unstable"] for r in group)
     group[0]["samples"][0]["ms_per_1000"] *= 2  # one timing twice the others: past UNSTABLE
     scale.summarize(group[0])
