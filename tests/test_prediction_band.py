@@ -381,6 +381,16 @@ def test_each_machine_takes_the_model_error_of_the_others_cells() -> None:
     lone = machine("lone", 0.3)
     held_out_model_error([lone])
     assert lone.model is None
+    # scored alone, a machine takes the corpus's written fit where that fit did not see it (a machine just added),
+    # and none where it did: its bands would learn from the runs they are judged on
+    written = pb.ModelError({"updates_per_s": 0.2}, "fitted on the corpus's 2 machines (exact, off)", 120)
+    held_out_model_error([lone], (written, ("exact", "off")))
+    assert lone.model is written and lone.band_coverage[0] > 0
+    seen = machine("lone", 0.3)
+    held_out_model_error([seen], (written, ("exact", "lone")))
+    assert seen.model is None
+    held_out_model_error(two := [machine("a", 0.0), machine("b", 0.3)], (written, ("exact",)))
+    assert all(m.model is not None and m.model.source.startswith("fitted on ") and m.model is not written for m in two)
 
 
 def test_the_model_error_file_round_trips_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
@@ -392,6 +402,8 @@ def test_the_model_error_file_round_trips_and_refuses_what_it_cannot_read(tmp_pa
     assert pb.corpus_model_error(tmp_path) == pb.ModelError({"mean_staleness": 0.05, "time_to_eps": 0.1},
                                                             "fitted on the corpus's 2 machines (a, b)", 97)
     assert pb.corpus_model_error(tmp_path / "elsewhere") is None
+    fit = pb.corpus_fit(tmp_path)
+    assert fit is not None and fit[1] == ("a", "b") and fit[0] == pb.corpus_model_error(tmp_path)
     raw = json.loads(path.read_text())
     for change, said in (({"format": "other"}, "format 'other'"), ({"format_version": 9}, "newer than"),
                          ({"sigma_log": {"tau": 0.1}}, "sigma_log.tau"), ({"machines": []}, "machines"),

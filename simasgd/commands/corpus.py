@@ -102,7 +102,8 @@ def score_cmd(corpus: Path | None = CorpusOpt,
                   "saw one (each such cell simulated twice); --one-placement: the calibrated placement alone.")),
               no_model_error: bool = typer.Option(False, "--no-model-error", help=(
                   "Bands of the simulator's and the host's spreads alone; by default each machine's bands take "
-                  "the model's error fitted on the other machines' cells (two or more machines scored).")),
+                  "the model's error fitted on the other machines' cells (two or more machines scored; a machine "
+                  "scored alone takes the corpus's written fit where that was fitted without it).")),
               write_fit: bool = typer.Option(False, "--write-fit", help=(
                   "Fit the model's error on every machine scored and write it beside the corpus machines, where "
                   "the bands of run, show and compare for a calibrated machine take it.")),
@@ -143,11 +144,13 @@ def score_cmd(corpus: Path | None = CorpusOpt,
         results.append(score.score(e, sim, n, _progress(len(e.cells)), refresh=refresh, placements=placements,
                                    sim_runs=runs))
     if not no_model_error:
-        score.held_out_model_error(results)
+        from simasgd.evaluation import prediction_band
+
+        score.held_out_model_error(results, prediction_band.corpus_fit(where))
     if write_fit:
         _write_fit(where, results)
     _print(results, cells)
-    _print_bands(results)
+    _print_bands(results, model_error=not no_model_error)
     _print_ranking(results)
     if out is not None:
         out.write_text(json.dumps({"overrides": sim, "refresh": refresh, "placements": placements,
@@ -323,12 +326,12 @@ def _print_ranking(results: list[MachineScore]) -> None:
         con.print("\n".join(lines), markup=False, soft_wrap=True)
 
 
-def _print_bands(results: list[MachineScore]) -> None:
+def _print_bands(results: list[MachineScore], model_error: bool = True) -> None:
     """Per machine, the simulated 90% bands against the measured runs (simasgd.evaluation.prediction_band):
     coverage (the
     share of measured runs inside their band, every cell and metric) and sharpness (the band's width over the
     measured runs' own 90% spread, median over cells), as Markdown; then what each machine's host noise and
-    model error are."""
+    model error are (``model_error``: whether the bands were to take one)."""
     from simasgd.corpus import score
 
     lines = ["", "| " + " | ".join(score.BAND_HEAD) + " |", "|" + "---|" * len(score.BAND_HEAD)]
@@ -341,6 +344,9 @@ def _print_bands(results: list[MachineScore]) -> None:
         con.print(f"{r.machine}: host noise {what}", markup=False, soft_wrap=True)
         if r.placement is not None:
             con.print(f"{r.machine}: placement: {r.placement.text()}", markup=False, soft_wrap=True)
+        if r.model is None and model_error:
+            con.print(f"{r.machine}: model error none: the bands have no error fitted without this machine (score it "
+                      f"with others, or write a fit without it)", markup=False, soft_wrap=True)
         if r.model is not None:
             own = "; ".join(f"{a}: {r.model.text(a)}" + "".join(  # a regime's text names it
                 f"; {r.model.text(a, shared)}" for shared in (True, False) if r.model.regime(a, shared))

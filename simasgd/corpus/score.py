@@ -20,7 +20,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,11 +191,19 @@ class MachineScore:
                              for c in self.cells]}
 
 
-def held_out_model_error(scores: list[MachineScore]) -> None:
+def held_out_model_error(scores: list[MachineScore],
+                         written: tuple[prediction_band.ModelError, Sequence[str]] | None = None) -> None:
     """Each machine's bands take the model error fitted on every other machine's cells
     (:func:`simasgd.evaluation.prediction_band.fit_model_error`): a band never learns from the runs it is judged
-    on. Nothing is set with fewer than two machines."""
+    on. A machine scored alone takes ``written`` (the corpus's fit and the machines it was fitted on,
+    :func:`simasgd.evaluation.prediction_band.corpus_fit`) where that fit did not see it, as a machine just added
+    to the corpus; otherwise nothing is set."""
     if len(scores) < 2:
+        if written is not None:
+            fit, fitted_on = written
+            for s in scores:
+                if s.machine not in fitted_on:
+                    s.model = fit
         return
     for s in scores:
         others = [o for o in scores if o is not s]

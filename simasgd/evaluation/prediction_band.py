@@ -511,6 +511,13 @@ def model_error_for(result: RunResult, host: HostNoise | None) -> ModelError | N
 
 def corpus_model_error(corpus: Path | None = None) -> ModelError | None:
     """The corpus's fitted model error (None where it has none, or its file cannot be read)."""
+    fit = corpus_fit(corpus)
+    return None if fit is None else fit[0]
+
+
+def corpus_fit(corpus: Path | None = None) -> tuple[ModelError, tuple[str, ...]] | None:
+    """The corpus's fitted model error with the machines it was fitted on (None where it has none, or its file
+    cannot be read)."""
     from simasgd.formats import model_error_file as files
     from simasgd.machines.machine import corpus_folder
 
@@ -523,10 +530,11 @@ def corpus_model_error(corpus: Path | None = None) -> ModelError | None:
         return None
     commit = f", simulator {doc.simulator_commit[:12]}" if doc.simulator_commit else ""
     source = f"fitted on the corpus's {len(doc.machines)} machines ({', '.join(doc.machines)}{commit})"
-    return ModelError({str(m): v for m, v in doc.sigma_log.items()}, source, doc.cells,
-                      {a: {str(m): v for m, v in s.items()} for a, s in doc.by_algorithm.items()},
-                      {a: {str(r): {str(m): v for m, v in s.items()} for r, s in regimes.items()}
-                       for a, regimes in doc.by_sharing.items()})
+    fit = ModelError({str(m): v for m, v in doc.sigma_log.items()}, source, doc.cells,
+                     {a: {str(m): v for m, v in s.items()} for a, s in doc.by_algorithm.items()},
+                     {a: {str(r): {str(m): v for m, v in s.items()} for r, s in regimes.items()}
+                      for a, regimes in doc.by_sharing.items()})
+    return fit, tuple(doc.machines)
 
 
 def simulate_far(result: RunResult, rerun: Callable[[], RunResult]) -> Placement | None:
