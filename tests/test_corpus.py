@@ -178,6 +178,19 @@ def test_the_model_error_is_held_out_per_machine_and_written_over_all(measured: 
     # the simulator's band from 4 runs, judged against the 3 measured
     assert {b["updates_per_s"]["band"]["runs"] for b in bands["per_cell"].values()} == {4}
     assert bands["per_metric"]["updates_per_s"]["runs"] == 3
+    # scored alone: a machine the written fit has seen gets no model error, and is told; one added since takes the fit
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-j", "1", "--json", str(out),
+                                   "-m", "tiny"])
+    assert res.exit_code == 0 and json.loads(out.read_text())["machines"][0]["bands"]["model_error"] is None
+    assert "tiny: model error none" in res.output
+    res = CliRunner().invoke(app, ["corpus", "add", str(root / "cells"), "-p", str(prof), "-m", "fresh", "--corpus",
+                                   str(corpus)])
+    assert res.exit_code == 0 and "corpus score -m fresh" in res.output, res.output
+    res = CliRunner().invoke(app, ["corpus", "score", "--corpus", str(corpus), "-j", "1", "--json", str(out),
+                                   "-m", "fresh"])
+    assert res.exit_code == 0, res.output
+    model = json.loads(out.read_text())["machines"][0]["bands"]["model_error"]
+    assert model["source"].startswith("fitted on the corpus's 2 machines (tiny, twin") and model["cells"] == 2
 
 
 def test_a_cell_beside_its_simulation(measured: tuple[RunResult, Path, Path], tmp_path: Path) -> None:

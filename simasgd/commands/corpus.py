@@ -62,8 +62,8 @@ def add(paths: list[Path] = typer.Argument(..., help="Results folders of measure
         entry = store.merged(store.load(path), new) if path.exists() else new
         store.save(entry, where)
     d = store.describe(entry)
-    console().print(f"{path}: {d['cells']} cells, {d['runs']} runs, {path.stat().st_size / 1024:.0f} KiB",
-                    markup=False)
+    console().print(f"{path}: {d['cells']} cells, {d['runs']} runs, {path.stat().st_size / 1024:.0f} KiB; "
+                    f"today's model against it: simasgd corpus score -m {machine}", markup=False, soft_wrap=True)
 
 
 @corpus_app.command("list")
