@@ -45,6 +45,7 @@ SHORT_S = 20e-6      # a turn shorter than this is a spinner's yield ping-pong
 DESCHEDULED_S = 1e-3  # a phase longer than this held a descheduling (a cycle's steps take well under it)
 UPDATE_S = 45e-6     # the tail of the write phase that is the update itself, the lock held
 PHASES = ("read", "gradient", "write wait", "update")
+IDLE = 0  # the idle task's pid (swapper/N): a CPU with nothing to run switches to it
 
 _SWITCH = re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:\s+prev_comm=.*? prev_pid=(\d+) prev_prio=\d+ "
                      r"prev_state=(\S+) ==> next_comm=.*? next_pid=(\d+)")
@@ -98,7 +99,8 @@ def align(on_cpu: dict[int, np.ndarray], rows: pd.DataFrame, coarse_s: float = 2
     the share of sampled updates whose mapped thread was on a CPU as it wrote. The candidates are the threads with
     the most stays; the offset is scanned over their first stays, coarse then fine, for the best match."""
     workers = sorted(int(w) for w in rows.worker.unique())
-    tids = sorted(on_cpu, key=lambda t: -len(on_cpu[t]))[:len(workers) + 2]
+    # not the idle task: on a CPU whenever no thread is, it covers any update at any offset
+    tids = sorted((t for t in on_cpu if t != IDLE), key=lambda t: -len(on_cpu[t]))[:len(workers) + 2]
     s = rows.iloc[::max(1, len(rows) // sample)]
     ws, tw = s.worker.to_numpy(), s.t_write.to_numpy()
     firsts = [on_cpu[t][0, 0] for t in tids]
@@ -114,7 +116,11 @@ def align(on_cpu: dict[int, np.ndarray], rows: pd.DataFrame, coarse_s: float = 2
         lo, hi, step = best[1] - 2 * coarse_s, best[1] + 2 * coarse_s, fine_s
     assert best is not None
     score, off, hits = best
-    return off, {w: max(tids, key=lambda t: hits[(w, t)]) for w in workers}, score / len(s)
+    threads = {w: max(tids, key=lambda t: hits[(w, t)]) for w in workers}
+    if len(set(threads.values())) < len(threads):
+        raise SystemExit(f"sched_trace: the trace's threads do not match the run's workers one to one ({threads}): "
+                         "the trace holds no stays of some worker (perf lost events?)")
+    return off, threads, score / len(s)
 
 
 def real_turns(on_cpu: dict[int, np.ndarray], offset: float, threads: dict[int, int]) -> pd.DataFrame:

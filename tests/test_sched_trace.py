@@ -60,6 +60,13 @@ def test_the_runs_clock_and_each_workers_thread_are_found(st: Any) -> None:
     found, threads, matched = st.align(on_cpu, pd.DataFrame(rows))
     assert threads == {0: 101, 1: 202} and matched == 1.0
     assert abs(found - off) <= 2e-4  # within the coarse step's neighbourhood, refined
+    # the idle task (pid 0) on the other CPU all along covers every update at any offset: never a worker's thread
+    on_cpu[0] = np.array([[off - 1.0, off + 10.0, 1]])
+    again, threads, matched = st.align(on_cpu, pd.DataFrame(rows))
+    assert threads == {0: 101, 1: 202} and matched == 1.0 and again == found
+    # a trace without one worker's stays cannot be matched one to one: said, not summarised
+    with pytest.raises(SystemExit, match="one to one"):
+        st.align({101: on_cpu[101], 303: on_cpu[303]}, pd.DataFrame(rows))
 
 
 def _rows(cycles: list[tuple[int, float, float, float, float, int]]) -> pd.DataFrame:
