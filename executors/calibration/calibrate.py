@@ -83,8 +83,7 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
     log("CAS")
     coh = machine_tables.get("coherence") or {}
     like = float(np.median(coh["c2c_ns"])) if coh.get("c2c_ns") else None
-    if not c2c.same_mode(locks["handoff_s"] * 1e9, like):  # the lock hand-off is a line moving too
-        locks = c2c.measured(lock_figures, int(100_000 * scale), like=like)
+    locks = lock_table(locks, int(100_000 * scale), like)
     cas = c2c.measured(cas_figures, 0.5 * scale, like=like)  # two threads' CAS on one word move its line too
     cas.update(add_pass_figures(PASS_ELEMENTS, 10 if quick else 50))
     log("the executor's bookkeeping")
@@ -109,6 +108,23 @@ def calibrate(workloads: Sequence[Any] | None = None, quick: bool = False, seed:
             "gradient": grads, "copy": copy, "locks": locks, "cas": cas, "memory": {"latency_ns": lat},
             "scheduler": sched, "peak": peak, "executor": books, **_c2c_table(like, coh),
             **machine_tables}
+
+
+def lock_table(locks: dict[str, Any], rounds: int, like: float | None) -> dict[str, Any]:
+    """``[locks]``, measured again while its hand-off is not in the core-to-core probe's mode (``like``): the
+    hand-off is a line moving between the same two CPUs, so one several times the probe's is a host that
+    took a CPU away meanwhile, not the machine. Out of tries, the try closest to the probe's."""
+    if c2c.same_mode(locks["handoff_s"] * 1e9, like):
+        return locks
+    assert like is not None  # same_mode holds without one
+    tries = [locks]
+
+    def fits(table: dict[str, Any]) -> bool:
+        tries.append(table)
+        return c2c.same_mode(table["handoff_s"] * 1e9, like)
+
+    tries.append(c2c.measured(lock_figures, rounds, like=like, accept=fits))
+    return min(tries, key=lambda t: abs(math.log(t["handoff_s"] * 1e9 / like)))
 
 
 def _c2c_table(like: float | None, *tables: dict[str, Any]) -> dict[str, Any]:

@@ -45,11 +45,16 @@ def _cas_window(word: np.ndarray, duration_ns: int, counts: np.ndarray, slot: in
 
 
 def lock_figures(rounds: int, seconds: float = 1.0) -> dict[str, Any]:
+    """The hand-off between two CPUs — the first two usable, as the core-to-core probe's
+    (:func:`executors.c2c.latency_ns`) — and an uncontended lock cycle. Pinned: two threads the OS put
+    on one CPU hand the token over at a context switch, not at a line's move between two cores."""
+    usable = sorted(os.sched_getaffinity(0))
+    cpus = usable[:2] if len(usable) > 1 else None
     word, ready = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    trial = run_threads(ping_pong, [(word, ready, 0, 200), (word, ready, 1, 200)])  # on a loaded machine a
+    trial = run_threads(ping_pong, [(word, ready, 0, 200), (word, ready, 1, 200)], cpus)  # on a loaded machine a
     rounds = int(max(200, min(rounds, seconds / max(max(trial) * 1e-9 / 400, 1e-9))))  # hand-off can take a quantum
     word[0], ready[0] = 0, 0
-    ns = run_threads(ping_pong, [(word, ready, 0, rounds), (word, ready, 1, rounds)])
+    ns = run_threads(ping_pong, [(word, ready, 0, rounds), (word, ready, 1, rounds)], cpus)
     handoff = max(ns) * 1e-9 / (2 * rounds)
     w = np.zeros(1, dtype=np.int64)
     unc = _lock_cycle(w, rounds * 10) * 1e-9 / (rounds * 10)

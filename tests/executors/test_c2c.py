@@ -123,3 +123,36 @@ def test_a_table_the_caller_refuses_is_measured_again(monkeypatch: pytest.Monkey
     moved: list[dict] = []
     table = c2c.measured(lambda: {"v": next(n)}, like=33.0, moved=moved, accept=lambda t: t["v"] >= 2)
     assert table == {"v": 2, "c2c_ns": [33.0, 33.0]} and moved == [{"v": 1, "c2c_ns": [33.0, 33.0]}]
+
+
+def test_the_lock_hand_off_is_timed_between_the_probes_two_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executors.calibration import locks
+
+    pinned: list[object] = []
+
+    def threads(target: object, args: list[tuple], cpus: object = None) -> list[int]:
+        pinned.append(cpus)
+        return [400 * 80] * len(args)  # 80 ns a hand-off
+
+    monkeypatch.setattr(locks, "run_threads", threads)
+    monkeypatch.setattr(locks.os, "sched_getaffinity", lambda pid: {5, 3, 9})
+    table = locks.lock_figures(1000)
+    assert pinned == [[3, 5], [3, 5]]  # the trial and the timed run, on the first two usable CPUs
+    assert table["handoff_s"] == pytest.approx(400 * 80e-9 / 2000)
+    monkeypatch.setattr(locks.os, "sched_getaffinity", lambda pid: {3})
+    locks.lock_figures(1000)
+    assert pinned[-1] is None  # one CPU: nothing to pin the two threads to
+
+
+def test_a_lock_hand_off_at_a_context_switch_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from executors.calibration import calibrate
+
+    monkeypatch.setattr(c2c, "latency_ns", lambda: 88.0)  # the probes: the CPUs never move
+    handoffs = iter([1.0e-6, 9.0e-8])  # a try at a context switch's cost, then a line's move
+    monkeypatch.setattr(calibrate, "lock_figures", lambda rounds: {"handoff_s": next(handoffs), "rounds": rounds})
+    assert calibrate.lock_table({"handoff_s": 1.1e-6}, 500, like=88.0)["handoff_s"] == 9.0e-8
+    # in the probe's mode: kept as measured, nothing measured again
+    assert calibrate.lock_table({"handoff_s": 7e-8}, 500, like=88.0) == {"handoff_s": 7e-8}
+    # out of tries: the one closest to the probe's, not the last
+    handoffs = iter([1.2e-6, 0.5e-6, 2.0e-6])
+    assert calibrate.lock_table({"handoff_s": 1.1e-6}, 500, like=88.0)["handoff_s"] == 0.5e-6
