@@ -353,7 +353,8 @@ class LocksTable(Table):
 
     handoff_s: float | None = Field(None, description=(
         "one hand-off of a token between two threads through one cache line (release store → acquire load seen "
-        "by the other): the lock transfer when a waiter takes over"))
+        "by the other), the threads pinned to the core-to-core probe's two CPUs and measured again while it is "
+        "not within 2× of the probe's: the lock transfer when a waiter takes over"))
     uncontended_s: float | None = Field(None, description="acquire and release by one thread")
     rounds: int | None = Field(None, description="hand-offs timed")
 
